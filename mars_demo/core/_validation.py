@@ -1,0 +1,115 @@
+"""Input checks shared by the core modules.
+
+Every check raises ``ValueError`` whose message names the argument and quotes the offending
+value, so a caller can tell what to fix without reading this code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+LOG_TOLERANCE = 1e-6  # log scores up to this much above 0 are float rounding and count as 0
+SUM_TOLERANCE = 1e-6  # how far a distribution's sum may stray from 1
+
+
+def float_vector(values, name: str) -> np.ndarray:
+    """Return ``values`` as a non-empty, finite, 1-D float64 array."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be a sequence of numbers, got {values!r}") from error
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}: {values!r}")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty; expected at least one value")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        i = bad[0]
+        raise ValueError(f"{name}[{i}] = {float(array[i])} is not finite")
+    return array
+
+
+def log_scores(values, name: str) -> np.ndarray:
+    """Return natural-log scores (each <= 0) as a float64 array; rounding above 0 is clipped."""
+    array = float_vector(values, name)
+    bad = np.flatnonzero(array > LOG_TOLERANCE)
+    if bad.size:
+        i = bad[0]
+        raise ValueError(
+            f"{name}[{i}] = {float(array[i])} is positive; a log-probability or log score "
+            f"must be <= 0 (natural log)"
+        )
+    return np.minimum(array, 0.0)
+
+
+def log_score(value, name: str) -> float:
+    """Return one natural-log score (<= 0) as a float."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single number, got {value!r}")
+    return float(log_scores([value], name)[0])
+
+
+def nonnegative_vector(values, name: str) -> np.ndarray:
+    """Return a non-empty, finite, 1-D float64 array with every entry >= 0."""
+    array = float_vector(values, name)
+    bad = np.flatnonzero(array < 0)
+    if bad.size:
+        i = bad[0]
+        raise ValueError(f"{name}[{i}] = {float(array[i])} is negative; expected values >= 0")
+    return array
+
+
+def distribution(values, name: str) -> np.ndarray:
+    """Return a non-negative float64 array that sums to 1 (within ``SUM_TOLERANCE``)."""
+    array = nonnegative_vector(values, name)
+    total = float(array.sum())
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(f"{name} sums to {total}, expected 1 (tolerance {SUM_TOLERANCE})")
+    return array
+
+
+def index_vector(values, name: str) -> np.ndarray:
+    """Return a non-empty 1-D int64 array; floats are accepted only when integral."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}: {values!r}")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty; expected at least one value")
+    if array.dtype.kind in "iu":
+        return array.astype(np.int64)
+    if array.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(array) | (array != np.round(array)))
+        if bad.size == 0:
+            return array.astype(np.int64)
+        i = bad[0]
+        raise ValueError(f"{name}[{i}] = {float(array[i])} is not an integer")
+    raise ValueError(f"{name} must hold integers, got {values!r}")
+
+
+def same_length(first: Sequence, first_name: str, second: Sequence, second_name: str) -> None:
+    """Raise unless ``first`` and ``second`` have the same length."""
+    if len(first) != len(second):
+        raise ValueError(
+            f"{first_name} has {len(first)} entries but {second_name} has {len(second)}; "
+            f"they must have one entry per item"
+        )
+
+
+def one_of(value, options: tuple[str, ...], name: str) -> str:
+    """Return ``value`` if it is one of ``options``."""
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"unknown {name} {value!r}; expected one of {options}")
+    return value
+
+
+def positive(value, name: str) -> float:
+    """Return ``value`` as a finite float > 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not (np.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return number

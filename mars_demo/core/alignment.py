@@ -1,0 +1,245 @@
+"""Map the importance model's phrases onto the LLM's tokens by character offsets.
+
+MARS (paper eq. (9)-(10)) needs, for every LLM token, the phrase that holds it
+(``phrase_of_token`` for :func:`mars_demo.core.scoring.token_importance`). The phrases come from
+a different tokenizer (the importance model's words), so both sides are expressed as character
+spans ``(start, end)`` into the answer text, end exclusive, and matched by position, never by
+comparing decoded strings. Nothing here computes a score; the mapping only decides which tokens
+carry which phrase's weight (and so how the uncertainty, higher = less trustworthy, comes out).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Result of :func:`align_tokens_to_phrases`.
+
+    Attributes:
+        phrase_of_token: for each token, the index of its phrase in the ORIGINAL phrase list.
+        unaligned_phrases: phrases that received no token, ascending.
+        fallback_tokens: tokens with non-whitespace characters outside every phrase, attached to
+            the nearest phrase, ascending.
+        warnings: one English sentence per problem above, quoting the token or phrase text.
+    """
+
+    phrase_of_token: list[int]
+    unaligned_phrases: list[int]
+    fallback_tokens: list[int]
+    warnings: list[str]
+
+
+def align_tokens_to_phrases(
+    text: str, token_spans: Sequence[Span], phrase_spans: Sequence[Span]
+) -> Alignment:
+    """Assign every LLM token to a phrase by character offsets (feeds eq. (10)'s u).
+
+    Rules, for spans ``(start, end)`` into ``text`` (end exclusive):
+
+    - a token whose non-whitespace characters overlap phrases belongs to the phrase holding
+      most of them (ties: the earlier phrase);
+    - a whitespace-only or empty token joins the following phrase, i.e. that of the next token
+      with a phrase of its own; after the last such token, the preceding one;
+    - a token with non-whitespace characters outside every phrase goes to the nearest phrase by
+      character distance (ties: the following phrase) and is reported in ``fallback_tokens``;
+    - a phrase that gets no token is reported in ``unaligned_phrases``.
+
+    If no token has a non-whitespace character, every token goes to the nearest phrase by
+    position, with a warning. Runs in O(N + (T + K) log K) for N characters, T tokens and K
+    phrases.
+
+    Args:
+        text: the answer text.
+        token_spans: the LLM tokens' character spans, sorted and non-overlapping (gaps allowed),
+            e.g. a fast tokenizer's ``offset_mapping``.
+        phrase_spans: the phrases' character spans, sorted and non-overlapping; at least one.
+
+    Raises:
+        ValueError: no phrases; a span that is not two integers, out of range or with
+            start > end; unsorted or overlapping spans.
+
+    Example: byte-level BPE tokens "It", " is", " Mars" over three one-word phrases; the
+    leading spaces do not matter.
+
+    >>> align_tokens_to_phrases("It is Mars", [(0, 2), (2, 5), (5, 10)], [(0, 2), (3, 5), (6, 10)])
+    Alignment(phrase_of_token=[0, 1, 2], unaligned_phrases=[], fallback_tokens=[], warnings=[])
+    """
+    tokens = _checked_spans(token_spans, text, "token_spans")
+    phrases = _checked_spans(phrase_spans, text, "phrase_spans")
+    if not phrases:
+        raise ValueError("phrase_spans is empty; at least one phrase is needed to align tokens")
+    starts = [start for start, _ in phrases]
+    ends = [end for _, end in phrases]
+    nonspace = [0, *accumulate(int(not char.isspace()) for char in text)]  # count in text[:i]
+
+    phrase_of: list[int | None] = []  # None: whitespace-only or empty, decided below
+    fallback_tokens: list[int] = []
+    warnings: list[str] = []
+    for index, (start, end) in enumerate(tokens):
+        if nonspace[end] == nonspace[start]:
+            phrase_of.append(None)
+            continue
+        phrase = _most_overlapping_phrase(start, end, starts, ends, nonspace)
+        if phrase is None:
+            token = text[start:end]
+            phrase = _nearest_phrase(*_nonspace_extent(token, start), starts, ends)
+            fallback_tokens.append(index)
+            warnings.append(
+                f"Token {index} {token!r} lies outside every phrase; it was attached to the "
+                f"nearest phrase, {phrase} {_quote(text, phrases[phrase])}."
+            )
+        phrase_of.append(phrase)
+
+    _fill_gaps(phrase_of)
+    if phrase_of and phrase_of[0] is None:  # no token has a non-whitespace character
+        phrase_of = [_nearest_phrase(start, end, starts, ends) for start, end in tokens]
+        warnings.append(
+            "No token has a non-whitespace character; each token was attached to the nearest "
+            "phrase by position."
+        )
+
+    unaligned = sorted(set(range(len(phrases))).difference(phrase_of))
+    warnings.extend(
+        f"Phrase {k} {_quote(text, phrases[k])} received no token: the tokens over it belong "
+        f"mostly to other phrases, or no token covers it."
+        for k in unaligned
+    )
+    return Alignment(phrase_of, unaligned, fallback_tokens, warnings)
+
+
+def word_spans(text: str) -> list[Span]:
+    """Character spans of the importance model's words, ``re.findall(r"\\w+|[^\\w\\s]", text)``.
+
+    Each word is a run of word characters or a single other non-whitespace character, as the
+    MARS importance model was trained. Feeds eq. (10)'s importance u through the phrases.
+
+    Example:
+
+    >>> word_spans('It is "Mars".')
+    [(0, 2), (3, 5), (6, 7), (7, 11), (11, 12), (12, 13)]
+    """
+    return [match.span() for match in re.finditer(r"\w+|[^\w\s]", text)]
+
+
+def phrase_spans_from_starts(
+    word_spans: Sequence[Span], phrase_starts: Sequence[int]
+) -> list[Span]:
+    """Phrase character spans from word spans and the word indices where phrases begin.
+
+    Each phrase runs from its first word's start to the end of the word before the next phrase
+    start (or the last word). Used to place the importance model's phrases (eq. (10)) in the
+    text.
+
+    Args:
+        word_spans: character spans of the words, e.g. from :func:`word_spans`.
+        phrase_starts: strictly increasing word indices, beginning with 0.
+
+    Raises:
+        ValueError: ``phrase_starts`` empty, not beginning with 0, not strictly increasing, not
+            integers, or beyond the last word.
+
+    Example: "The capital city is Paris" with phrases starting at words 0 and 3.
+
+    >>> phrase_spans_from_starts(word_spans("The capital city is Paris"), [0, 3])
+    [(0, 16), (17, 25)]
+    """
+    try:
+        starts = [operator.index(start) for start in phrase_starts]
+    except TypeError as error:
+        raise ValueError(f"phrase_starts must be integers, got {phrase_starts!r}") from error
+    if not starts or starts[0] != 0:
+        raise ValueError(f"phrase_starts must begin with 0 (the first word), got {starts}")
+    if any(later <= earlier for earlier, later in zip(starts, starts[1:])):
+        raise ValueError(f"phrase_starts must be strictly increasing, got {starts}")
+    if starts[-1] >= len(word_spans):
+        raise ValueError(
+            f"phrase_starts {starts} refers to word {starts[-1]}, but there are only "
+            f"{len(word_spans)} words"
+        )
+    ends = [*starts[1:], len(word_spans)]
+    return [(word_spans[first][0], word_spans[last - 1][1]) for first, last in zip(starts, ends)]
+
+
+def _checked_spans(spans: Sequence[Span], text: str, name: str) -> list[Span]:
+    """Return ``spans`` as int pairs after checking range, order and overlap."""
+    checked: list[Span] = []
+    for i, span in enumerate(spans):
+        try:
+            start, end = (operator.index(value) for value in span)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{name}[{i}] = {span!r} is not a (start, end) pair of integers"
+            ) from error
+        if start > end:
+            raise ValueError(f"{name}[{i}] = {span!r} has start > end")
+        if start < 0 or end > len(text):
+            raise ValueError(
+                f"{name}[{i}] = {span!r} is out of range for a text of {len(text)} characters"
+            )
+        if checked and start < checked[-1][1]:
+            raise ValueError(
+                f"{name}[{i}] = {span!r} starts before {name}[{i - 1}] = {checked[-1]} ends; "
+                f"spans must be sorted and must not overlap"
+            )
+        checked.append((start, end))
+    return checked
+
+
+def _most_overlapping_phrase(
+    start: int, end: int, starts: list[int], ends: list[int], nonspace: list[int]
+) -> int | None:
+    """The phrase sharing most non-whitespace characters with [start, end); ties: earlier."""
+    best, best_overlap = None, 0
+    phrase = bisect_right(ends, start)  # first phrase ending after the token starts
+    while phrase < len(starts) and starts[phrase] < end:
+        overlap = nonspace[min(end, ends[phrase])] - nonspace[max(start, starts[phrase])]
+        if overlap > best_overlap:
+            best, best_overlap = phrase, overlap
+        phrase += 1
+    return best
+
+
+def _nearest_phrase(start: int, end: int, starts: list[int], ends: list[int]) -> int:
+    """The phrase closest to [start, end) by character distance; ties: the following one."""
+    before = bisect_right(ends, start) - 1  # last phrase ending at or before start
+    after = bisect_left(starts, end)  # first phrase starting at or after end
+    if after > before + 1:  # phrases in between touch [start, end): distance 0
+        return after - 1
+    candidates = []
+    if before >= 0:
+        candidates.append((start - ends[before], -before))
+    if after < len(starts):
+        candidates.append((starts[after] - end, -after))
+    return -min(candidates)[1]
+
+
+def _nonspace_extent(token: str, start: int) -> Span:
+    """Span from the token's first to its last non-whitespace character."""
+    return start + len(token) - len(token.lstrip()), start + len(token.rstrip())
+
+
+def _fill_gaps(phrase_of: list[int | None]) -> None:
+    """Give each None the next non-None value, or the previous one after the last."""
+    following = None
+    for index in reversed(range(len(phrase_of))):
+        if phrase_of[index] is None:
+            phrase_of[index] = following
+        following = phrase_of[index]
+    preceding = None
+    for index, phrase in enumerate(phrase_of):
+        if phrase is None:
+            phrase_of[index] = preceding
+        preceding = phrase_of[index]
+
+
+def _quote(text: str, span: Span) -> str:
+    return repr(text[span[0] : span[1]])

@@ -1,0 +1,280 @@
+"""Token-to-phrase alignment by character offsets."""
+
+import dataclasses
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mars_demo.core.alignment import (
+    Alignment,
+    align_tokens_to_phrases,
+    phrase_spans_from_starts,
+    word_spans,
+)
+
+
+def test_byte_level_bpe_tokens_with_leading_spaces():
+    text = "It is Mars"
+    phrases = phrase_spans_from_starts(word_spans(text), [0, 1, 2])
+    assert phrases == [(0, 2), (3, 5), (6, 10)]
+    # "It", " is", " Mars"
+    result = align_tokens_to_phrases(text, [(0, 2), (2, 5), (5, 10)], phrases)
+    assert result == Alignment([0, 1, 2], [], [], [])
+
+
+def test_multi_token_phrase_and_token_spanning_words():
+    text = "It's Mars"
+    phrases = phrase_spans_from_starts(word_spans(text), [0, 3])  # words It ' s | Mars
+    assert phrases == [(0, 4), (5, 9)]
+    # "It", "'s", " Mars"
+    result = align_tokens_to_phrases(text, [(0, 2), (2, 4), (4, 9)], phrases)
+    assert result.phrase_of_token == [0, 0, 1]
+
+
+def test_token_straddling_two_phrases_goes_to_majority_then_earlier():
+    text = "abc def"
+    phrases = [(0, 3), (4, 7)]
+    # "a" | "bc d" (2 chars of phrase 0, 1 of phrase 1) | "ef"
+    def phrase_of_token(tokens):
+        return align_tokens_to_phrases(text, tokens, phrases).phrase_of_token
+
+    assert phrase_of_token([(0, 1), (1, 5), (5, 7)]) == [0, 0, 1]
+    # "ab" | "c d" (1 char each: tie, earlier phrase) | "ef"
+    assert phrase_of_token([(0, 2), (2, 5), (5, 7)]) == [0, 0, 1]
+    # "abc de" (3 vs 2 characters; the space does not count) | "f"
+    assert phrase_of_token([(0, 6), (6, 7)]) == [0, 1]
+
+
+def test_whitespace_only_token_joins_following_phrase():
+    text = "It is\n\nMars"
+    phrases = [(0, 2), (3, 5), (7, 11)]
+    # "It", " is", "\n\n", "Mars"
+    result = align_tokens_to_phrases(text, [(0, 2), (2, 5), (5, 7), (7, 11)], phrases)
+    assert result.phrase_of_token == [0, 1, 2, 2]
+    assert result.warnings == []
+
+
+def test_whitespace_only_token_at_end_joins_preceding_phrase():
+    text = "It is Mars \n"
+    phrases = [(0, 2), (3, 5), (6, 10)]
+    # "It", " is", " Mars", " ", "\n"
+    result = align_tokens_to_phrases(text, [(0, 2), (2, 5), (5, 10), (10, 11), (11, 12)], phrases)
+    assert result.phrase_of_token == [0, 1, 2, 2, 2]
+
+
+def test_empty_tokens_join_following_phrase_or_preceding_at_end():
+    text = "It is Mars"
+    phrases = [(0, 2), (3, 5), (6, 10)]
+    # "", "It", " is", "", " Mars", ""  (e.g. special tokens with empty offsets)
+    tokens = [(0, 0), (0, 2), (2, 5), (5, 5), (5, 10), (10, 10)]
+    result = align_tokens_to_phrases(text, tokens, phrases)
+    assert result.phrase_of_token == [0, 0, 1, 2, 2, 2]
+    assert result.warnings == []
+
+
+def test_gaps_between_tokens_are_allowed():
+    spans = [(0, 2), (3, 5), (6, 10)]  # "It", "is", "Mars" without the spaces
+    result = align_tokens_to_phrases("It is Mars", spans, spans)
+    assert result.phrase_of_token == [0, 1, 2]
+
+
+def test_token_outside_every_phrase_falls_back_to_nearest_phrase():
+    # A chunker that leaves out the final period.
+    text = "It is Mars."
+    tokens = [(0, 2), (2, 5), (5, 10), (10, 11)]
+    result = align_tokens_to_phrases(text, tokens, [(0, 2), (3, 5), (6, 10)])
+    assert result.phrase_of_token == [0, 1, 2, 2]
+    assert result.fallback_tokens == [3]
+    assert result.unaligned_phrases == []
+    assert len(result.warnings) == 1
+    assert "'.'" in result.warnings[0] and "'Mars'" in result.warnings[0]
+
+
+def test_fallback_distance_ties_go_to_following_phrase():
+    # "-" is 1 character from "ab" and 1 from "cd"; the leading space of " -" does not count.
+    result = align_tokens_to_phrases("ab - cd", [(0, 2), (2, 4), (4, 7)], [(0, 2), (5, 7)])
+    assert result.phrase_of_token == [0, 1, 1]
+    assert result.fallback_tokens == [1]
+    # "-" is 1 character from "ab" and 2 from "cd".
+    result = align_tokens_to_phrases("ab -  cd", [(0, 2), (2, 4), (4, 8)], [(0, 2), (6, 8)])
+    assert result.phrase_of_token == [0, 0, 1]
+
+
+def test_phrase_without_token_is_reported():
+    text = '"O"'
+    phrases = phrase_spans_from_starts(word_spans(text), [0, 1, 2])  # '"', 'O', '"'
+    # Tokens '"O' and '"': 'O' ties with the opening quote, which is earlier.
+    result = align_tokens_to_phrases(text, [(0, 2), (2, 3)], phrases)
+    assert result.phrase_of_token == [0, 2]
+    assert result.unaligned_phrases == [1]
+    assert result.fallback_tokens == []
+    assert len(result.warnings) == 1
+    assert "Phrase 1 'O'" in result.warnings[0]
+
+
+def test_no_tokens_leaves_every_phrase_unaligned():
+    result = align_tokens_to_phrases("ab cd", [], [(0, 2), (3, 5)])
+    assert result.phrase_of_token == []
+    assert result.unaligned_phrases == [0, 1]
+    assert len(result.warnings) == 2
+
+
+def test_only_whitespace_tokens_go_to_nearest_phrase_with_warning():
+    # The tokens cover only the spaces around "x".
+    result = align_tokens_to_phrases(" x ", [(0, 1), (2, 3)], [(1, 2)])
+    assert result.phrase_of_token == [0, 0]
+    assert result.unaligned_phrases == []
+    assert len(result.warnings) == 1
+    assert "non-whitespace" in result.warnings[0]
+
+
+def test_alignment_is_frozen():
+    result = align_tokens_to_phrases("ab", [(0, 2)], [(0, 2)])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.warnings = []
+
+
+@pytest.mark.parametrize(
+    ("tokens", "phrases", "message"),
+    [
+        ([(0, 2)], [], "phrase_spans is empty"),
+        ([(0, 11)], [(0, 2)], "token_spans[0] = (0, 11) is out of range"),
+        ([(-1, 2)], [(0, 2)], "token_spans[0] = (-1, 2) is out of range"),
+        ([(3, 2)], [(0, 2)], "token_spans[0] = (3, 2) has start > end"),
+        ([(0, 3), (2, 5)], [(0, 2)], "token_spans[1] = (2, 5) starts before token_spans[0]"),
+        ([(3, 5), (0, 2)], [(0, 2)], "token_spans[1] = (0, 2) starts before"),
+        ([(0.5, 2)], [(0, 2)], "token_spans[0] = (0.5, 2) is not a (start, end) pair"),
+        ([(0, 1, 2)], [(0, 2)], "token_spans[0] = (0, 1, 2) is not a (start, end) pair"),
+        ([(0, 2)], [(0, 5), (3, 10)], "phrase_spans[1] = (3, 10) starts before"),
+        ([(0, 2)], [(0, 12)], "phrase_spans[0] = (0, 12) is out of range"),
+    ],
+)
+def test_bad_spans_raise_value_error_naming_the_value(tokens, phrases, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        align_tokens_to_phrases("It is Mars", tokens, phrases)
+
+
+def test_word_spans_match_importance_model_words():
+    assert word_spans('It is "Mars".') == [(0, 2), (3, 5), (6, 7), (7, 11), (11, 12), (12, 13)]
+    assert word_spans("Café, naïve!") == [(0, 4), (4, 5), (6, 11), (11, 12)]
+    assert word_spans(" \n ") == []
+
+
+def test_phrase_spans_from_starts():
+    words = word_spans("The capital city is Paris")
+    assert phrase_spans_from_starts(words, [0]) == [(0, 25)]
+    assert phrase_spans_from_starts(words, [0, 3, 4]) == [(0, 16), (17, 19), (20, 25)]
+
+
+@pytest.mark.parametrize(
+    ("starts", "message"),
+    [
+        ([], "must begin with 0"),
+        ([1, 2], "must begin with 0 (the first word), got [1, 2]"),
+        ([0, 2, 1], "strictly increasing, got [0, 2, 1]"),
+        ([0, 0], "strictly increasing, got [0, 0]"),
+        ([0, 3], "refers to word 3, but there are only 3 words"),
+        ([0, 1.5], "must be integers"),
+    ],
+)
+def test_bad_phrase_starts_raise_value_error(starts, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        phrase_spans_from_starts(word_spans("It is Mars"), starts)
+
+
+def test_phrase_starts_need_a_word():
+    with pytest.raises(ValueError, match="only 0 words"):
+        phrase_spans_from_starts([], [0])
+
+
+def test_alignment_scales_linearly():
+    # 20,000 tokens and 10,000 phrases: an O(T * K) scan would take minutes.
+    text = " word" * 20_000
+    tokens = [(i, i + 5) for i in range(0, len(text), 5)]
+    phrases = phrase_spans_from_starts(word_spans(text), list(range(0, 20_000, 2)))
+    started = time.perf_counter()
+    result = align_tokens_to_phrases(text, tokens, phrases)
+    assert time.perf_counter() - started < 2.0
+    assert result.phrase_of_token[:4] == [0, 0, 1, 1]
+    assert result.phrase_of_token[-1] == 9_999
+
+
+# --- properties --------------------------------------------------------------------------
+
+
+@st.composite
+def partition(draw, text):
+    """Token spans that cover ``text`` end to end, empty tokens allowed at the ends."""
+    cuts = sorted(draw(st.sets(st.integers(0, len(text)), max_size=12)))
+    bounds = [0, *cuts, len(text)]
+    return [(start, end) for start, end in zip(bounds, bounds[1:]) if start < end or start in cuts]
+
+
+def has_nonspace(text):
+    return any(not char.isspace() for char in text)
+
+
+def check_alignment_invariants(text, tokens, phrases, result):
+    assert len(result.phrase_of_token) == len(tokens)
+    assert all(0 <= k < len(phrases) for k in result.phrase_of_token)
+    assert set(result.phrase_of_token).isdisjoint(result.unaligned_phrases)
+    assert set(result.phrase_of_token) | set(result.unaligned_phrases) == set(range(len(phrases)))
+    # A token whose non-whitespace characters all lie in one phrase belongs to it.
+    for (start, end), phrase in zip(tokens, result.phrase_of_token):
+        holders = {
+            k
+            for k, (p_start, p_end) in enumerate(phrases)
+            for i in range(start, end)
+            if p_start <= i < p_end and not text[i].isspace()
+        }
+        outside = any(
+            not text[i].isspace() and not any(p_start <= i < p_end for p_start, p_end in phrases)
+            for i in range(start, end)
+        )
+        if len(holders) == 1 and not outside:
+            assert phrase == holders.pop()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.text(max_size=40))
+def test_alignment_on_arbitrary_text_with_word_phrases(data, text):
+    tokens = data.draw(partition(text))
+    words = word_spans(text)
+    if not words:
+        with pytest.raises(ValueError):
+            phrase_spans_from_starts(words, [0])
+        return
+    starts = sorted({0} | data.draw(st.sets(st.integers(0, len(words) - 1))))
+    phrases = phrase_spans_from_starts(words, starts)
+    result = align_tokens_to_phrases(text, tokens, phrases)
+    check_alignment_invariants(text, tokens, phrases, result)
+    # Word phrases cover every non-whitespace character, so nothing falls back.
+    assert result.fallback_tokens == []
+    assert len(result.warnings) == len(result.unaligned_phrases)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.text(min_size=1, max_size=40))
+def test_alignment_on_arbitrary_text_with_arbitrary_phrases(data, text):
+    tokens = data.draw(partition(text))
+    points = sorted(data.draw(st.sets(st.integers(0, len(text)), min_size=2, max_size=8)))
+    phrases = list(zip(points[::2], points[1::2]))
+    result = align_tokens_to_phrases(text, tokens, phrases)
+    check_alignment_invariants(text, tokens, phrases, result)
+    # Fallback tokens: non-whitespace characters, none of them inside a phrase.
+    expected_fallback = [
+        index
+        for index, (start, end) in enumerate(tokens)
+        if has_nonspace(text[start:end])
+        and not any(
+            not text[i].isspace() and any(p_start <= i < p_end for p_start, p_end in phrases)
+            for i in range(start, end)
+        )
+    ]
+    assert result.fallback_tokens == expected_fallback
+    all_whitespace = bool(tokens) and not any(has_nonspace(text[s:e]) for s, e in tokens)
+    expected_warnings = len(result.fallback_tokens) + len(result.unaligned_phrases) + all_whitespace
+    assert len(result.warnings) == expected_warnings

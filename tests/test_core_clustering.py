@@ -1,0 +1,125 @@
+"""Semantic clustering from NLI verdicts, and answer normalization."""
+
+import re
+
+import numpy as np
+import pytest
+
+from mars_demo.core.clustering import (
+    NLI_LABELS,
+    RULES,
+    normalize_answer,
+    passes_rule,
+    semantic_clusters,
+)
+
+E, N, C = NLI_LABELS  # entailment, neutral, contradiction
+
+
+@pytest.mark.parametrize(
+    ("forward", "backward", "strict", "lenient"),
+    [
+        (E, E, True, True),
+        (E, N, False, True),
+        (N, E, False, True),
+        (N, N, False, True),
+        (E, C, False, False),
+        (C, E, False, False),
+        (C, C, False, False),
+    ],
+)
+def test_passes_rule(forward, backward, strict, lenient):
+    assert passes_rule(forward, backward, "strict") is strict
+    assert passes_rule(forward, backward, "lenient") is lenient
+
+
+def test_passes_rule_reads_labels_case_insensitively():
+    assert passes_rule("ENTAILMENT", "Entailment", "strict") is True
+    assert passes_rule("NEUTRAL", "CONTRADICTION", "lenient") is False
+
+
+def test_strict_and_lenient_differ():
+    # 0 entails 1 but 1 is only neutral towards 0; 2 contradicts both.
+    labels = [
+        [E, E, C],
+        [N, E, C],
+        [C, C, E],
+    ]
+    assert semantic_clusters(labels, "strict") == [0, 1, 2]
+    assert semantic_clusters(labels, "lenient") == [0, 0, 1]
+    assert semantic_clusters(labels) == [0, 1, 2]  # strict by default
+
+
+def test_answer_is_compared_with_first_member_only():
+    # 1 joins 0's cluster; 2 is equivalent to 1 but only neutral with 0 (the first member).
+    labels = [
+        [E, E, N],
+        [E, E, E],
+        [N, E, E],
+    ]
+    assert semantic_clusters(labels, "strict") == [0, 0, 1]
+
+
+def test_answer_joins_first_passing_cluster():
+    # 0 and 1 contradict; 2 is neutral with both, so leniently it passes both clusters and
+    # joins the first; 3 entails 1 both ways and is neutral with 0: lenient puts it in
+    # cluster 0 as well, strict in cluster 1.
+    labels = [
+        [E, C, N, N],
+        [C, E, N, E],
+        [N, N, E, N],
+        [N, E, N, E],
+    ]
+    assert semantic_clusters(labels, "lenient") == [0, 1, 0, 0]
+    assert semantic_clusters(labels, "strict") == [0, 1, 2, 1]
+
+
+def test_diagonal_is_ignored_and_arrays_accepted():
+    labels = np.array([["?", E], [E, "anything"]])
+    assert semantic_clusters(labels) == [0, 0]
+
+
+def test_trivial_sizes():
+    assert semantic_clusters([]) == []
+    assert semantic_clusters([[E]]) == [0]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: semantic_clusters([[E, E], [E]]), "row 1 has 1 entries, n = 2"),
+        (lambda: semantic_clusters([[E, E, E], [E, E, E]]), "row 0 has 3 entries, n = 2"),
+        (lambda: semantic_clusters([[E, "maybe"], [E, E]]), "labels[0][1] 'maybe'"),
+        (lambda: semantic_clusters([[E, E], [E, E]], rule="fuzzy"), "unknown rule 'fuzzy'"),
+        (lambda: passes_rule(E, "yes", "strict"), "'yes'"),
+        (lambda: passes_rule(E, E, "loose"), "unknown rule 'loose'"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_value(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+def test_rules_constant():
+    assert RULES == ("strict", "lenient")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("  Paris. ", "paris"),
+        ("The\tEiffel\n\n Tower!!", "the eiffel tower"),
+        ("Paris .", "paris"),
+        ('"Starry Night"', '"starry night'),
+        ("U.S.A.", "u.s.a"),
+        ("3.14", "3.14"),
+        ("¿Qué?", "¿qué"),
+        ("Straße", "strasse"),
+        ("Mars\u3002", "mars"),  # ideographic full stop, category Po
+        ("a\u00a0 b", "a b"),  # no-break space is whitespace
+        ("...", ""),
+        ("", ""),
+    ],
+)
+def test_normalize_answer(text, expected):
+    assert normalize_answer(text) == expected

@@ -1,0 +1,27 @@
+"""The core package stays light, and its docstring examples are correct."""
+
+import doctest
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mars_demo.core import alignment, clustering, scoring, uncertainty
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_importing_core_loads_no_heavy_library():
+    code = (
+        "import mars_demo.core, sys; "
+        "assert not any(m in sys.modules for m in ('torch','transformers','flair','gradio'))"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
+
+
+@pytest.mark.parametrize("module", [scoring, uncertainty, clustering, alignment])
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0
+    assert result.failed == 0
