@@ -1,0 +1,397 @@
+"""The LLM: loading (4-bit NF4 on CUDA), prompts, generation and token log-probs.
+
+Token log-probs come from the raw logits that ``generate`` returns (``output_logits=True``), taken
+at temperature 1: no extra forward pass of the LLM is ever made. Character offsets of every token
+come from an incremental decoder, so the answer's text and its tokens always line up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..settings import LLMPreset
+from .loading import check_source, load_cached
+
+PAPER_PROMPT = (
+    "Answer these questions:\n"
+    "Question: What is the capital city of Australia?\n"
+    "Answer: The capital city of Australia is Canberra.\n"
+    'Question: Who painted the famous artwork "Starry Night"?\n'
+    'Answer: "Starry Night" was painted by Vincent van Gogh.\n'
+    "Question: {question}?\n"
+    "Answer:"
+)
+PAPER_STOP_STRINGS = (".", "\n")  # the paper ends answers at "." and newline
+CHAT_SYSTEM = "Answer the question briefly, in one short sentence."
+
+
+@dataclass
+class Generation:
+    """One generated answer: its tokens, their character spans in ``text``, their log-probs."""
+
+    text: str
+    token_ids: list[int]
+    token_texts: list[str]
+    spans: list[tuple[int, int]]
+    logprobs: list[float]
+    finish_reason: str  # "stop" (stop string / end of sequence) or "length"
+    warnings: list[str] = field(default_factory=list)
+
+
+class IncrementalDecoder:
+    """Decode tokens one at a time into text pieces whose concatenation is the full text.
+
+    Each step decodes a window of at most a few tokens (the previous piece as context, so that
+    tokenizers which drop a leading space keep it right), so offsets cost O(L), not O(L^2).
+    A token that only completes part of a multi-byte character yields an empty piece; the token
+    that completes the character carries it.
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.prefix = 0  # start of the context window
+        self.read = 0  # tokens before this are already turned into text
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(
+            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+
+    def push(self, token_id: int) -> str:
+        self.ids.append(int(token_id))
+        before = self._decode(self.ids[self.prefix : self.read])
+        after = self._decode(self.ids[self.prefix :])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            piece = after[len(before) :]
+            self.prefix, self.read = self.read, len(self.ids)
+            return piece
+        return ""
+
+    def flush(self) -> str:
+        """Text of tokens still held back (an incomplete character at the very end)."""
+        if self.read == len(self.ids):
+            return ""
+        before = self._decode(self.ids[self.prefix : self.read])
+        after = self._decode(self.ids[self.prefix :])
+        self.prefix = self.read = len(self.ids)
+        return after[len(before) :]
+
+
+def _cut_answer(pieces: list[str], stop_strings: Sequence[str]) -> tuple[int, int | None]:
+    """Find where the answer ends at the first stop string.
+
+    Returns (number of tokens kept, character position where the answer text ends, or None when
+    no stop string occurs). The token holding the start of the stop string is dropped with all
+    after it, unless it also holds answer characters before the stop string (then it stays and
+    its text is clipped).
+    """
+    text = "".join(pieces)
+    hits = [text.find(s) for s in stop_strings if s and s in text]
+    if not hits:
+        return len(pieces), None
+    cut = min(hits)
+    pos = 0
+    for i, piece in enumerate(pieces):
+        if pos + len(piece) > cut:
+            return (i + 1 if pos < cut else i), cut
+        pos += len(piece)
+    return len(pieces), cut  # unreachable: cut < len(text)
+
+
+def build_generation(
+    tokenizer,
+    token_ids: Sequence[int],
+    logprobs: Sequence[float],
+    eos_ids: set[int],
+    stop_strings: Sequence[str],
+) -> Generation:
+    """Turn generated ids (prompt excluded) into a :class:`Generation` with exact offsets.
+
+    The answer ends before the first end-of-sequence token or stop string; neither is scored.
+    """
+    ids = [int(t) for t in token_ids]
+    n = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
+    finish = "stop" if n < len(ids) else "length"
+    decoder = IncrementalDecoder(tokenizer)
+    pieces = [decoder.push(t) for t in ids[:n]]
+    tail = decoder.flush()
+    if tail and pieces:
+        pieces[-1] += tail
+    keep, cut = _cut_answer(pieces, stop_strings)
+    if cut is not None:
+        finish = "stop"
+    if keep == 0:
+        # The model stopped at once: the answer is empty and its probability is that of
+        # stopping here, so its only scored token is the stop itself.
+        return _empty_generation(tokenizer, ids[0], logprobs[0], finish)
+    pieces = pieces[:keep]
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for piece in pieces:
+        spans.append((pos, pos + len(piece)))
+        pos += len(piece)
+    text = "".join(pieces)
+    if cut is not None:
+        text = text[:cut]
+        spans = [(min(a, cut), min(b, cut)) for a, b in spans]
+    # Strip surrounding whitespace and shift offsets into the stripped text.
+    lead = len(text) - len(text.lstrip())
+    stripped = text.strip()
+    end = len(stripped)
+    spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
+    warnings = []
+    if finish == "length":
+        warnings.append(
+            "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
+            "complete answer."
+        )
+    return Generation(
+        text=stripped,
+        token_ids=ids[:keep],
+        token_texts=[stripped[a:b] for a, b in spans],
+        spans=spans,
+        logprobs=[float(x) for x in logprobs[:keep]],
+        finish_reason=finish,
+        warnings=warnings,
+    )
+
+
+def _empty_generation(tokenizer, token_id: int, logprob: float, finish: str) -> Generation:
+    piece = tokenizer.decode([token_id], skip_special_tokens=False)
+    return Generation(
+        text="",
+        token_ids=[int(token_id)],
+        token_texts=[piece],
+        spans=[(0, 0)],
+        logprobs=[float(logprob)],
+        finish_reason=finish,
+        warnings=[
+            "The model gave an empty answer (it stopped at once); its score is the probability "
+            f"of stopping with {piece!r}."
+        ],
+    )
+
+
+class _TextStreamer:
+    """A ``generate`` streamer that reports the greedy answer's text as it grows."""
+
+    def __init__(self, tokenizer, on_text: Callable[[str], None]) -> None:
+        self.decoder = IncrementalDecoder(tokenizer)
+        self.on_text = on_text
+        self.text = ""
+        self.prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:  # the first call carries the prompt
+            self.prompt_seen = True
+            return
+        for t in value.reshape(-1).tolist():
+            piece = self.decoder.push(t)
+            if piece:
+                self.text += piece
+                self.on_text(self.text.strip())
+
+    def end(self) -> None:
+        tail = self.decoder.flush()
+        if tail:
+            self.text += tail
+            self.on_text(self.text.strip())
+
+
+class LLM:
+    """A causal LM with its tokenizer, loaded once."""
+
+    def __init__(self, model, tokenizer, model_id: str, preset: LLMPreset | None, quantized: bool):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.preset = preset
+        self.quantized = quantized
+        self.device = next(model.parameters()).device
+
+    @classmethod
+    def load(
+        cls,
+        model_id: str,
+        preset: LLMPreset | None = None,
+        load_in_4bit: bool | None = None,
+        progress=None,
+    ) -> "LLM":
+        source = check_source(model_id, "LLM")
+
+        def loader() -> LLM:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+            cuda = torch.cuda.is_available()
+            quantize = cuda if load_in_4bit is None else load_in_4bit
+            kwargs: dict = {}
+            if quantize:
+                if cuda:
+                    compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+                else:
+                    compute = torch.float32
+                kwargs["quantization_config"] = BitsAndBytesConfig(
+                    load_in_4bit=True,
+                    bnb_4bit_quant_type="nf4",
+                    bnb_4bit_use_double_quant=True,
+                    bnb_4bit_compute_dtype=compute,
+                )
+                kwargs["device_map"] = {"": 0} if cuda else {"": "cpu"}
+            elif cuda:
+                kwargs["dtype"] = (
+                    torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+                )
+                kwargs["device_map"] = {"": 0}
+            else:
+                kwargs["dtype"] = torch.float32
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+            model.eval()
+            return cls(model, tokenizer, model_id, preset, bool(quantize))
+
+        return load_cached(("llm", source, load_in_4bit), "LLM", model_id, loader, progress)
+
+    # ---- prompts -------------------------------------------------------------------------
+    def default_prompt(self) -> str:
+        if self.preset is not None:
+            return "chat" if self.preset.instruct and self.has_chat_template else "paper"
+        return "chat" if self.has_chat_template else "paper"
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def build_prompt(self, question: str, preset: str | None) -> tuple[str, list[int], str, list[str]]:
+        """Return (prompt text, prompt ids, preset used, warnings)."""
+        warnings: list[str] = []
+        preset = preset or self.default_prompt()
+        if preset == "chat" and not self.has_chat_template:
+            warnings.append(
+                f"{self.model_id} has no chat template, so the paper's few-shot prompt was used "
+                "instead of the chat prompt."
+            )
+            preset = "paper"
+        if preset == "paper":
+            prompt = PAPER_PROMPT.format(question=question.rstrip().rstrip("?"))
+            ids = self.tokenizer(prompt)["input_ids"]
+        else:
+            messages = [
+                {"role": "system", "content": CHAT_SYSTEM},
+                {"role": "user", "content": question},
+            ]
+            prompt = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+            ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        return prompt, list(ids), preset, warnings
+
+    def stop_strings(self, preset: str) -> tuple[str, ...]:
+        return PAPER_STOP_STRINGS if preset == "paper" else ()
+
+    @property
+    def eos_ids(self) -> set[int]:
+        ids = self.model.generation_config.eos_token_id
+        if ids is None:
+            ids = self.tokenizer.eos_token_id
+        if ids is None:
+            return set()
+        return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])}
+
+    # ---- generation ----------------------------------------------------------------------
+    def _generate(self, prompt_ids, *, n: int, sample: bool, temperature: float, top_p: float,
+                  max_new_tokens: int, stop_strings, streamer=None):
+        import torch
+
+        input_ids = torch.tensor([prompt_ids], device=self.device)
+        kwargs = dict(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=n,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=self._pad_id(),
+            streamer=streamer,
+        )
+        if sample:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None)
+        if stop_strings:
+            kwargs.update(stop_strings=list(stop_strings), tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            out = self.model.generate(**kwargs)
+        new_ids = out.sequences[:, input_ids.shape[1] :]
+        return new_ids, out.logits
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            eos = self.eos_ids
+            pad = min(eos) if eos else 0
+        return int(pad)
+
+    @staticmethod
+    def token_logprobs(new_ids, logits) -> "list[list[float]]":
+        """log P(chosen token) at temperature 1 from the raw logits of each generation step."""
+        import torch
+
+        steps = min(len(logits), new_ids.shape[1])
+        out = torch.empty((new_ids.shape[0], steps), dtype=torch.float32)
+        for t in range(steps):
+            step = logits[t].float()
+            chosen = new_ids[:, t].to(step.device).unsqueeze(1)
+            lp = step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)
+            out[:, t] = lp.cpu()
+        return out.tolist()
+
+    def generate(
+        self,
+        prompt_ids: list[int],
+        *,
+        samples: int,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        seed: int,
+        prompt_preset: str,
+        on_text: Callable[[str], None] | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> tuple[Generation, list[Generation]]:
+        """The greedy answer (streamed to ``on_text``) and ``samples`` sampled answers (one
+        batched call). ``timings`` receives "generate" and "logprobs" seconds."""
+        import time
+
+        import torch
+        from transformers import set_seed
+
+        timings = timings if timings is not None else {}
+        stops = self.stop_strings(prompt_preset)
+        eos = self.eos_ids
+        t0 = time.perf_counter()
+        streamer = _TextStreamer(self.tokenizer, on_text) if on_text else None
+        g_ids, g_logits = self._generate(
+            prompt_ids, n=1, sample=False, temperature=1.0, top_p=1.0,
+            max_new_tokens=max_new_tokens, stop_strings=stops, streamer=streamer,
+        )
+        set_seed(seed)
+        torch.manual_seed(seed)
+        s_ids, s_logits = self._generate(
+            prompt_ids, n=samples, sample=True, temperature=temperature, top_p=top_p,
+            max_new_tokens=max_new_tokens, stop_strings=stops,
+        )
+        t1 = time.perf_counter()
+        g_lp = self.token_logprobs(g_ids, g_logits)
+        s_lp = self.token_logprobs(s_ids, s_logits)
+        greedy = build_generation(self.tokenizer, g_ids[0].tolist(), g_lp[0], eos, stops)
+        sampled = [
+            build_generation(self.tokenizer, s_ids[i].tolist(), s_lp[i], eos, stops)
+            for i in range(samples)
+        ]
+        t2 = time.perf_counter()
+        timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
+        timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
+        return greedy, sampled

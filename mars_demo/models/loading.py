@@ -1,0 +1,112 @@
+"""Loading models from a Hub id or a local directory, once, with errors that say what to do.
+
+All three models (LLM, importance, NLI) and the optional BEM classifier go through
+:func:`load_cached`, so a tiny model saved with ``save_pretrained`` in a temp dir takes exactly the
+same path as ``Qwen/Qwen2.5-7B-Instruct``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+_CACHE: dict[tuple, Any] = {}
+_LOCK = threading.RLock()
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says which one and what to do about it."""
+
+
+def check_source(model_id: str, what: str) -> str:
+    """Validate a model id or directory before any heavy import; returns it unchanged."""
+    if os.path.isdir(os.path.expanduser(model_id)):
+        return os.path.expanduser(model_id)
+    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
+        raise ModelLoadError(
+            f"{what}: no directory {model_id!r}. Give a Hub id such as 'org/name' or an existing "
+            "local directory made with save_pretrained (e.g. by `python -m mars_demo "
+            "make-tiny-models DIR`)."
+        )
+    return model_id
+
+
+def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoadError:
+    """Turn a transformers / hub exception into an actionable message."""
+    text = f"{type(err).__name__}: {err}"
+    low = text.lower()
+    if "gated" in low or "401" in low or "403" in low or "restricted" in low:
+        hint = (
+            f"{model_id!r} is a gated repository: accept its license on huggingface.co and set "
+            "HF_TOKEN to a token with access."
+        )
+    elif "offline" in low or "connection" in low or "resolve" in low or "couldn't connect" in low:
+        hint = (
+            f"{model_id!r} is not in the local Hugging Face cache and the Hub cannot be reached "
+            "(no network or HF_HUB_OFFLINE=1). Download it once with network access, or pass a "
+            "local directory."
+        )
+    elif "out of memory" in low or isinstance(err, MemoryError):
+        hint = (
+            f"not enough memory to load {model_id!r}. Close other programs, use 4-bit loading on a "
+            "GPU, or pick a smaller model preset."
+        )
+    elif "not a valid model identifier" in low or "repository not found" in low or "404" in low:
+        hint = f"{model_id!r} is neither a local directory nor a model on the Hugging Face Hub."
+    else:
+        hint = f"loading {model_id!r} failed."
+    first_line = text.strip().splitlines()[0][:300]
+    return ModelLoadError(f"Could not load the {what}: {hint} ({first_line})")
+
+
+def load_cached(
+    key: tuple, what: str, model_id: str, loader: Callable[[], Any], progress=None
+) -> Any:
+    """Load once per ``key``; later calls return the same object. Errors -> ModelLoadError."""
+    with _LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+        log.info("loading %s from %s", what, model_id)
+        if progress is not None:
+            progress(f"loading {what}", 0.0)
+        try:
+            obj = loader()
+        except ModelLoadError:
+            raise
+        except (OSError, ValueError, RuntimeError, MemoryError, ImportError, KeyError) as err:
+            raise explain_load_error(model_id, what, err) from err
+        _CACHE[key] = obj
+        if progress is not None:
+            progress(f"loading {what}", 1.0)
+        log.info("loaded %s", what)
+        return obj
+
+
+def release(keep: set[tuple] | None = None) -> None:
+    """Drop every cached model whose key is not in ``keep`` and free its memory."""
+    with _LOCK:
+        for key in [k for k in _CACHE if not keep or k not in keep]:
+            del _CACHE[key]
+    free_memory()
+
+
+def free_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency of the models
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+

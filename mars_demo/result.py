@@ -1,0 +1,156 @@
+"""Typed results of one analysis and their JSON form.
+
+The JSON produced by :meth:`AnalysisResult.to_dict` is the project's exchange format: the CLI
+prints it, the page offers it for download and the API returns it. Field names are part of the
+contract. Units: every ``logprob`` and score is a natural log; every uncertainty is
+"higher = less trustworthy".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Token:
+    """One LLM token of an answer.
+
+    ``start``/``end`` are character offsets into the answer's ``text`` (end exclusive); a token that
+    only carries part of a multi-byte character, or only whitespace before the answer, may be empty
+    (``start == end``). ``logprob`` is log P(token | prompt, previous tokens) at temperature 1.
+    """
+
+    id: int
+    text: str
+    start: int
+    end: int
+    logprob: float
+
+
+@dataclass
+class Phrase:
+    """A phrase of an answer as the importance function saw it.
+
+    ``score`` is the raw importance the function gave (a sigmoid output for the trained model,
+    1 - P(equivalent) for BEM); ``weight`` is the phrase weight U_k after normalization (the
+    weights of all aligned phrases sum to 1). ``tokens`` lists the indices of the LLM tokens that
+    belong to it (empty when the phrase could not be aligned; see the result's warnings).
+    """
+
+    text: str
+    start: int
+    end: int
+    score: float
+    weight: float
+    tokens: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Scores:
+    """An answer's two log scores: LN (eq. 2 of the paper, in log) and MARS (eq. 7, in log)."""
+
+    length_normalized: float
+    mars: float
+
+
+@dataclass
+class Answer:
+    """One generated answer with everything needed to explain its scores.
+
+    ``token_importance`` is u (one per token, sums to 1); ``mars_weights`` is
+    w_l = 1/(2L) + u_l/2 (sums to 1). ``phrase_of_token`` maps each token to its phrase index.
+    ``finish_reason`` is "stop" (stop string or end of sequence) or "length" (hit the token limit).
+    """
+
+    text: str
+    tokens: list[Token]
+    phrases: list[Phrase]
+    token_importance: list[float]
+    mars_weights: list[float]
+    scores: Scores
+    phrase_of_token: list[int] = field(default_factory=list)
+    finish_reason: str = "stop"
+
+
+@dataclass
+class NLIResult:
+    """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise."""
+
+    answers: list[str]
+    labels: list[list[str]]
+
+
+@dataclass
+class Pair:
+    """One uncertainty measure under both scorings (higher = less trustworthy)."""
+
+    length_normalized: float
+    mars: float
+
+
+@dataclass
+class Uncertainty:
+    confidence: Pair
+    entropy: Pair
+    semantic_entropy: Pair
+
+
+@dataclass
+class AnalysisResult:
+    """Everything one question produced. ``to_dict()`` is plain JSON."""
+
+    question: str
+    prompt: str
+    prompt_token_ids: list[int]
+    greedy: Answer
+    samples: list[Answer]
+    nli: NLIResult
+    cluster_ids: list[int]
+    uncertainty: Uncertainty
+    settings: dict[str, Any]
+    timings_s: dict[str, float]
+    warnings: list[str]
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "AnalysisResult":
+        """Rebuild a result from :meth:`to_dict` output (for the page and for tests)."""
+
+        def answer(d: dict[str, Any]) -> Answer:
+            return Answer(
+                text=d["text"],
+                tokens=[Token(**t) for t in d["tokens"]],
+                phrases=[Phrase(**p) for p in d["phrases"]],
+                token_importance=list(d["token_importance"]),
+                mars_weights=list(d["mars_weights"]),
+                scores=Scores(**d["scores"]),
+                phrase_of_token=list(d.get("phrase_of_token", [])),
+                finish_reason=d.get("finish_reason", "stop"),
+            )
+
+        u = data["uncertainty"]
+        return cls(
+            question=data["question"],
+            prompt=data["prompt"],
+            prompt_token_ids=list(data["prompt_token_ids"]),
+            greedy=answer(data["greedy"]),
+            samples=[answer(s) for s in data["samples"]],
+            nli=NLIResult(**data["nli"]),
+            cluster_ids=list(data["cluster_ids"]),
+            uncertainty=Uncertainty(
+                confidence=Pair(**u["confidence"]),
+                entropy=Pair(**u["entropy"]),
+                semantic_entropy=Pair(**u["semantic_entropy"]),
+            ),
+            settings=dict(data["settings"]),
+            timings_s=dict(data["timings_s"]),
+            warnings=list(data["warnings"]),
+            schema_version=data.get("schema_version", SCHEMA_VERSION),
+        )

@@ -1,0 +1,179 @@
+"""Every option of an analysis, its allowed range, and the model presets.
+
+Pure Python: no torch, transformers or gradio here, so the CLI, the page and the library validate
+options the same way before any model is touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Model ids (Hub ids; a local directory works wherever an id does).
+DEFAULT_IMPORTANCE = "duygunuryldz/MARS"  # BERT-base token classifier trained for MARS
+DEFAULT_NLI = "microsoft/deberta-large-mnli"
+CPU_NLI = "microsoft/deberta-base-mnli"  # smaller NLI model of the CPU preset
+DEFAULT_BEM = "zli12321/answer_equivalence_bert"  # answer-equivalence classifier for "bem"
+DEFAULT_CHUNKER = "flair/chunk-english"  # Flair phrase chunker for "bem"
+
+
+@dataclass(frozen=True)
+class LLMPreset:
+    """A named LLM: its Hub id, whether it is instruction-tuned (-> "chat" prompt by default),
+    and whether its Hub repository is gated (needs HF_TOKEN and an accepted license)."""
+
+    model_id: str
+    instruct: bool
+    gated: bool = False
+    label: str = ""
+
+
+LLM_PRESETS: dict[str, LLMPreset] = {
+    "qwen2.5-7b-instruct": LLMPreset("Qwen/Qwen2.5-7B-Instruct", True, False, "Qwen2.5 7B Instruct"),
+    "llama-2-7b": LLMPreset("meta-llama/Llama-2-7b-hf", False, True, "Llama-2 7B (paper)"),
+    "llama-2-7b-chat": LLMPreset("meta-llama/Llama-2-7b-chat-hf", True, True, "Llama-2 7B chat (paper)"),
+    "mistral-7b": LLMPreset("mistralai/Mistral-7B-v0.1", False, True, "Mistral 7B (paper)"),
+    "falcon-7b-instruct": LLMPreset("tiiuae/falcon-7b-instruct", True, False, "Falcon 7B instruct (paper)"),
+    "llama-2-13b": LLMPreset("meta-llama/Llama-2-13b-hf", False, True, "Llama-2 13B (paper)"),
+    "cpu-small": LLMPreset("Qwen/Qwen2.5-0.5B-Instruct", True, False, "Qwen2.5 0.5B Instruct (CPU)"),
+}
+GPU_DEFAULT_PRESET = "qwen2.5-7b-instruct"  # used when CUDA is available, loaded in 4-bit
+CPU_DEFAULT_PRESET = "cpu-small"  # used automatically when there is no GPU
+
+PROMPTS = ("paper", "chat")
+IMPORTANCE_METHODS = ("model", "token", "bem")
+NORMALIZATIONS = ("sum", "softmax")
+DISTRIBUTIONS = ("equal", "max", "min")
+CLUSTER_RULES = ("strict", "lenient")
+
+MAX_QUESTION_CHARS = 1000  # longer questions are refused (the page and the API too)
+SAMPLES_RANGE = (1, 20)  # sampled answers per question
+TEMPERATURE_RANGE = (0.05, 2.0)  # sampling temperature; 0.5 in the paper
+TOP_P_RANGE = (0.05, 1.0)
+MAX_NEW_TOKENS_RANGE = (1, 512)
+SOFTMAX_TEMPERATURE_RANGE = (1e-4, 10.0)
+SEED_RANGE = (0, 2**32 - 1)
+
+
+class OptionError(ValueError):
+    """An option value outside its allowed range or set; the message names what is allowed."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options of one analysis. ``None`` for a model id means "the preset's default"."""
+
+    llm: str | None = None  # Hub id, local dir or preset name; None = GPU/CPU default preset
+    importance: str = DEFAULT_IMPORTANCE
+    nli: str | None = None  # None = deberta-large-mnli on GPU, deberta-base-mnli on CPU
+    bem: str = DEFAULT_BEM
+    chunker: str = DEFAULT_CHUNKER
+    samples: int = 5  # sampled answers (B in the paper)
+    temperature: float = 0.5  # sampling temperature of the samples (greedy answer is greedy)
+    top_p: float = 1.0  # 1.0 = no nucleus truncation
+    max_new_tokens: int = 64  # per answer
+    seed: int = 0  # same seed + same settings = same answers
+    prompt: str | None = None  # "paper" | "chat"; None = chat for instruction models
+    importance_method: str = "model"  # "model" | "token" | "bem"
+    normalization: str = "sum"  # phrase scores -> phrase weights: "sum" | "softmax"
+    softmax_temperature: float = 0.1  # only for normalization="softmax"
+    distribution: str = "equal"  # phrase weight -> tokens: "equal" | "max" | "min"
+    cluster_rule: str = "strict"  # "strict": entailment both ways; "lenient": no contradiction
+    load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise OptionError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _check_range(name: str, value: Any, bounds: tuple[float, float], integer: bool) -> None:
+    lo, hi = bounds
+    kind = "an integer" if integer else "a number"
+    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
+        raise OptionError(f"{name} must be {kind} from {lo} to {hi}; got {value!r}")
+    if not lo <= value <= hi:
+        raise OptionError(f"{name} must be {kind} from {lo} to {hi}; got {value!r}")
+
+
+def validate(s: Settings) -> None:
+    """Raise :class:`OptionError` naming the allowed range for the first bad option."""
+    _check_range("samples", s.samples, SAMPLES_RANGE, True)
+    _check_range("temperature", s.temperature, TEMPERATURE_RANGE, False)
+    _check_range("top_p", s.top_p, TOP_P_RANGE, False)
+    _check_range("max_new_tokens", s.max_new_tokens, MAX_NEW_TOKENS_RANGE, True)
+    _check_range("seed", s.seed, SEED_RANGE, True)
+    _check_range("softmax_temperature", s.softmax_temperature, SOFTMAX_TEMPERATURE_RANGE, False)
+    if s.prompt is not None:
+        _check_choice("prompt", s.prompt, PROMPTS)
+    _check_choice("importance_method", s.importance_method, IMPORTANCE_METHODS)
+    _check_choice("normalization", s.normalization, NORMALIZATIONS)
+    _check_choice("distribution", s.distribution, DISTRIBUTIONS)
+    _check_choice("cluster_rule", s.cluster_rule, CLUSTER_RULES)
+    for name in ("importance", "bem", "chunker"):
+        if not isinstance(getattr(s, name), str) or not getattr(s, name).strip():
+            raise OptionError(f"{name} must be a Hub id or a local directory; got {getattr(s, name)!r}")
+    for name in ("llm", "nli"):
+        v = getattr(s, name)
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise OptionError(f"{name} must be a Hub id, a local directory or a preset; got {v!r}")
+
+
+def resolve_llm(llm: str | None, cuda: bool) -> tuple[str, LLMPreset | None]:
+    """Turn a preset name, Hub id or directory into (model id or path, preset if known)."""
+    if llm is None:
+        llm = GPU_DEFAULT_PRESET if cuda else CPU_DEFAULT_PRESET
+    if llm in LLM_PRESETS:
+        preset = LLM_PRESETS[llm]
+        return preset.model_id, preset
+    for preset in LLM_PRESETS.values():
+        if preset.model_id == llm:
+            return llm, preset
+    return llm, None
+
+
+def resolve_nli(nli: str | None, cuda: bool) -> str:
+    if nli is None:
+        return DEFAULT_NLI if cuda else CPU_NLI
+    return nli
+
+
+def clean_question(question: Any) -> str:
+    """Validate and normalize a question: str, non-empty, at most MAX_QUESTION_CHARS characters.
+
+    Control characters (except ordinary whitespace) and zero-width / bidirectional formatting
+    characters are removed; whitespace runs collapse to one space. Raises :class:`OptionError`.
+    """
+    import unicodedata
+
+    if not isinstance(question, str):
+        raise OptionError(f"question must be text; got {type(question).__name__}")
+    kept = []
+    for ch in question:
+        cat = unicodedata.category(ch)
+        if ch in "\t\n\r" or ch.isspace():
+            kept.append(" ")
+        elif cat in ("Cc", "Cf", "Cs"):
+            continue  # control, format (zero-width, bidi marks), lone surrogate
+        else:
+            kept.append(ch)
+    text = " ".join("".join(kept).split())
+    if not text:
+        raise OptionError("question is empty: type a question")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise OptionError(
+            f"question is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}"
+        )
+    return text

@@ -1,0 +1,34 @@
+"""Shared fixtures: tiny random models built offline once per test session."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a Hub id would otherwise hang ~50 s first
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """{"llm", "importance", "nli", "bem", "chunker"} -> path, from the project's own factory."""
+    from mars_demo.tiny import make_tiny_models
+
+    return make_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_settings(tiny_models):
+    from mars_demo.settings import Settings
+
+    return Settings(
+        llm=str(tiny_models["llm"]),
+        importance=str(tiny_models["importance"]),
+        nli=str(tiny_models["nli"]),
+        bem=str(tiny_models["bem"]),
+        chunker=str(tiny_models["chunker"]),
+        max_new_tokens=12,
+        samples=5,
+    )
