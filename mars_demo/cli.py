@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Sequence
 
@@ -110,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name}: {path}")
         return 0
 
+    from .models.llm import InvalidModelOutput
     from .models.loading import ModelLoadError
     from .pipeline import AnalysisOutOfMemory, Engine
 
@@ -122,13 +124,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (S.OptionError, ModelLoadError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE if isinstance(err, S.OptionError) else EXIT_FAILURE
-    except AnalysisOutOfMemory as err:
+    except (AnalysisOutOfMemory, InvalidModelOutput) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILURE
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(format_report(result))
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # a defect, but the user still gets one line, not a traceback
+        detail = (str(err).strip().splitlines() or [""])[0][:300]
+        print(
+            f"error: the analysis failed unexpectedly ({type(err).__name__}: {detail}); "
+            "please report this with the command you ran",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    # A console that cannot show every character (e.g. a cp1252 pipe) gets escapes, not a crash.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        if args.json:
+            encoding = (getattr(sys.stdout, "encoding", None) or "").lower()
+            utf = encoding.replace("-", "").replace("_", "").startswith("utf")
+            print(json.dumps(result.to_dict(), ensure_ascii=not utf, indent=2))
+        else:
+            print(format_report(result))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error worth a traceback
+        try:  # and no second complaint when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
     return 0
 
 

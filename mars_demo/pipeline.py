@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -140,15 +141,18 @@ class Engine:
         with _RUN_LOCK:
             try:
                 return self._analyze(question, s, progress, on_text)
-            except MemoryError as err:
-                raise self._oom(err) from err
-            except RuntimeError as err:
-                if "out of memory" not in str(err).lower():
+            except ModelLoadError:
+                raise  # already says what to do (a load that ran out of memory included)
+            except (MemoryError, RuntimeError) as err:
+                if not _is_out_of_memory(err):
                     raise
                 raise self._oom(err) from err
 
     @staticmethod
     def _oom(err: BaseException) -> AnalysisOutOfMemory:
+        # The failing frames' locals (activations, logits) would keep the memory alive for as
+        # long as the exception lives: drop them before emptying the caches.
+        traceback.clear_frames(err.__traceback__)
         free_memory()
         return AnalysisOutOfMemory(
             "Ran out of memory during the analysis; memory was released. Try fewer samples or "
@@ -299,6 +303,19 @@ class Engine:
             finish_reason=gen.finish_reason,
         )
         return answer, notes
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    if isinstance(err, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(err, torch.cuda.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):  # pragma: no cover - torch is a hard dependency
+        pass
+    return "out of memory" in str(err).lower()
 
 
 def _uncertainty(greedy: Answer, samples: list[Answer], cluster_ids: list[int]) -> Uncertainty:

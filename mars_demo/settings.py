@@ -122,6 +122,10 @@ def validate(s: Settings) -> None:
     _check_choice("normalization", s.normalization, NORMALIZATIONS)
     _check_choice("distribution", s.distribution, DISTRIBUTIONS)
     _check_choice("cluster_rule", s.cluster_rule, CLUSTER_RULES)
+    if s.load_in_4bit is not None and not isinstance(s.load_in_4bit, bool):
+        raise OptionError(
+            f"load_in_4bit must be true, false or None (automatic); got {s.load_in_4bit!r}"
+        )
     for name in ("importance", "bem", "chunker"):
         if not isinstance(getattr(s, name), str) or not getattr(s, name).strip():
             raise OptionError(f"{name} must be a Hub id or a local directory; got {getattr(s, name)!r}")
@@ -171,6 +175,11 @@ def clean_question(question: Any) -> str:
             kept.append(ch)
     text = " ".join("".join(kept).split())
     if not text:
+        if question.strip():  # something was typed, but nothing visible
+            raise OptionError(
+                "question is empty once control and invisible (zero-width, direction) "
+                "characters are removed: type a question"
+            )
         raise OptionError("question is empty: type a question")
     if len(text) > MAX_QUESTION_CHARS:
         raise OptionError(

@@ -234,6 +234,10 @@ class BEMImportance:
         for a, b in word_spans(answer):
             k = bisect.bisect_right(starts, a) - 1
             if k < 0 or a >= chunks[k][1]:  # a word outside every chunk: its own phrase
+                # Flair may split inside a word ("don't" -> "do", "n't"): the part of the word
+                # that runs into the next chunk belongs to that chunk, so phrases never overlap.
+                if k + 1 < len(chunks):
+                    b = min(b, chunks[k + 1][0])
                 spans.append((a, b))
         return sorted(spans)
 

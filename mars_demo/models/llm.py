@@ -7,11 +7,13 @@ come from an incremental decoder, so the answer's text and its tokens always lin
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..settings import LLMPreset
-from .loading import check_source, load_cached
+from ..settings import LLMPreset, OptionError
+from .loading import ModelLoadError, check_source, load_cached
 
 PAPER_PROMPT = (
     "Answer these questions:\n"
@@ -37,6 +39,10 @@ class Generation:
     logprobs: list[float]
     finish_reason: str  # "stop" (stop string / end of sequence) or "length"
     warnings: list[str] = field(default_factory=list)
+
+
+class InvalidModelOutput(RuntimeError):
+    """The model's outputs are not numbers (NaN / infinity), e.g. an fp16 overflow."""
 
 
 class IncrementalDecoder:
@@ -142,6 +148,11 @@ def build_generation(
     end = len(stripped)
     spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
     warnings = []
+    if not stripped:
+        warnings.append(
+            "The model gave an empty answer (only whitespace); its score is the probability of "
+            "that whitespace."
+        )
     if finish == "length":
         warnings.append(
             "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
@@ -252,7 +263,18 @@ class LLM:
             model.eval()
             return cls(model, tokenizer, model_id, preset, bool(quantize))
 
-        return load_cached(("llm", source, load_in_4bit), "LLM", model_id, loader, progress)
+        try:
+            return load_cached(("llm", source, load_in_4bit), "LLM", model_id, loader, progress)
+        except ModelLoadError as err:
+            if preset is None and "/" not in model_id and not os.path.isdir(source):
+                # A bare name that is no preset: most likely a mistyped preset.
+                from ..settings import LLM_PRESETS
+
+                raise ModelLoadError(
+                    f"{err} {model_id!r} is not an LLM preset either; presets: "
+                    f"{', '.join(LLM_PRESETS)}."
+                ) from err
+            raise
 
     # ---- prompts -------------------------------------------------------------------------
     def default_prompt(self) -> str:
@@ -275,18 +297,67 @@ class LLM:
             )
             preset = "paper"
         if preset == "paper":
-            prompt = PAPER_PROMPT.format(question=question.rstrip().rstrip("?"))
-            ids = self.tokenizer(prompt)["input_ids"]
+            content = question.rstrip().rstrip("?")
+            prompt = PAPER_PROMPT.format(question=content)
+            start = PAPER_PROMPT.index("{question}")
+            ids = self._encode(prompt, content, (start, start + len(content)), True)
         else:
-            messages = [
-                {"role": "system", "content": CHAT_SYSTEM},
-                {"role": "user", "content": question},
-            ]
-            prompt = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-            ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            prompt = self._chat(question)
+            ids = self._encode(prompt, question, None, False)
         return prompt, list(ids), preset, warnings
+
+    def _chat(self, content: str) -> str:
+        messages = [
+            {"role": "system", "content": CHAT_SYSTEM},
+            {"role": "user", "content": content},
+        ]
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+
+    def _control_texts(self) -> list[str]:
+        """Texts of the tokenizer's special (control) tokens, e.g. "<|im_end|>"."""
+        texts = set(self.tokenizer.all_special_tokens)
+        for added in getattr(self.tokenizer, "added_tokens_decoder", {}).values():
+            if getattr(added, "special", False):
+                texts.add(str(added))
+        return sorted(t for t in texts if t)
+
+    def _encode(self, prompt: str, question: str, span: tuple[int, int] | None,
+                add_special_tokens: bool) -> list[int]:
+        """Token ids of the prompt, the question's text always read as plain text.
+
+        A question that contains a control token's text (say "<|im_end|>") must not end the
+        user's turn or the prompt: such tokens inside the question are encoded as ordinary
+        characters; everything else is tokenized exactly as the whole prompt would be.
+        """
+        tok = self.tokenizer
+        controls = [t for t in self._control_texts() if t in question]
+        if not controls:
+            return list(tok(prompt, add_special_tokens=add_special_tokens)["input_ids"])
+        if span is None:  # chat: find the question's place by rendering a marker in its stead
+            marker = "\x00MARS-QUESTION\x00"
+            parts = self._chat(marker).split(marker)
+            if len(parts) == 2 and parts[0] + question + parts[1] == prompt:
+                span = (len(parts[0]), len(parts[0]) + len(question))
+            elif prompt.count(question) == 1:
+                span = (prompt.index(question), prompt.index(question) + len(question))
+        if span is None or not getattr(tok, "is_fast", False):
+            raise OptionError(
+                f"the question contains {controls[0]!r}, a control token of {self.model_id}; "
+                "remove it from the question"
+            )
+        a, b = span
+        enc = tok(prompt, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
+        special_ids = set(tok.convert_tokens_to_ids(self._control_texts()))
+        ids: list[int] = []
+        for tid, (start, end) in zip(enc["input_ids"], enc["offset_mapping"]):
+            if tid in special_ids and a <= start < end <= b:
+                ids += tok(prompt[start:end], add_special_tokens=False,
+                           split_special_tokens=True)["input_ids"]
+            else:
+                ids.append(tid)
+        return ids
 
     def stop_strings(self, preset: str) -> tuple[str, ...]:
         return PAPER_STOP_STRINGS if preset == "paper" else ()
@@ -391,6 +462,13 @@ class LLM:
             build_generation(self.tokenizer, s_ids[i].tolist(), s_lp[i], eos, stops)
             for i in range(samples)
         ]
+        for gen in [greedy, *sampled]:
+            if not all(math.isfinite(x) for x in gen.logprobs):
+                raise InvalidModelOutput(
+                    f"The LLM {self.model_id} produced invalid scores (NaN or infinity), so no "
+                    "uncertainty can be computed; load it in full precision (without 4-bit) or "
+                    "pick another model."
+                )
         t2 = time.perf_counter()
         timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
         timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)

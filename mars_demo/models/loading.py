@@ -10,7 +10,9 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import re
 import threading
+import traceback
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,20 @@ def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoa
     """Turn a transformers / hub exception into an actionable message."""
     text = f"{type(err).__name__}: {err}"
     low = text.lower()
-    if "gated" in low or "401" in low or "403" in low or "restricted" in low:
+    is_dir = os.path.isdir(os.path.expanduser(model_id))
+    # Memory first: an out-of-memory message quotes sizes ("4030.00 MiB") that must not be
+    # mistaken for an HTTP status; status codes only count as whole words.
+    if isinstance(err, MemoryError) or "out of memory" in low or "outofmemory" in low:
+        hint = (
+            f"not enough memory to load {model_id!r}. Close other programs, use 4-bit loading on a "
+            "GPU, or pick a smaller model preset."
+        )
+    elif is_dir:
+        hint = (
+            f"the directory {model_id!r} does not hold a usable model; it needs the files "
+            "written by save_pretrained (config.json, weights, tokenizer), intact and complete."
+        )
+    elif "gated" in low or "restricted" in low or re.search(r"\b40[13]\b", low):
         hint = (
             f"{model_id!r} is a gated repository: accept its license on huggingface.co and set "
             "HF_TOKEN to a token with access."
@@ -48,19 +63,27 @@ def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoa
     elif "offline" in low or "connection" in low or "resolve" in low or "couldn't connect" in low:
         hint = (
             f"{model_id!r} is not in the local Hugging Face cache and the Hub cannot be reached "
-            "(no network or HF_HUB_OFFLINE=1). Download it once with network access, or pass a "
-            "local directory."
+            "(no network or HF_HUB_OFFLINE=1). Check the spelling, download it once with network "
+            "access, or pass a local directory."
         )
-    elif "out of memory" in low or isinstance(err, MemoryError):
+    elif "not a valid model identifier" in low or "repository not found" in low or re.search(
+        r"\b404\b", low
+    ):
         hint = (
-            f"not enough memory to load {model_id!r}. Close other programs, use 4-bit loading on a "
-            "GPU, or pick a smaller model preset."
+            f"{model_id!r} is neither a local directory nor a model on the Hugging Face Hub; "
+            "check the spelling."
         )
-    elif "not a valid model identifier" in low or "repository not found" in low or "404" in low:
-        hint = f"{model_id!r} is neither a local directory nor a model on the Hugging Face Hub."
+    elif "repo id must" in low or "validationerror" in low:
+        hint = (
+            f"{model_id!r} is not a valid Hub id ('org/name') and no such local directory "
+            "exists; check the spelling."
+        )
     else:
-        hint = f"loading {model_id!r} failed."
-    first_line = text.strip().splitlines()[0][:300]
+        hint = (
+            f"loading {model_id!r} failed; check the model id and that it is the right kind "
+            "of model."
+        )
+    first_line = (text.strip().splitlines() or [type(err).__name__])[0][:300]
     return ModelLoadError(f"Could not load the {what}: {hint} ({first_line})")
 
 
@@ -76,15 +99,23 @@ def load_cached(
             progress(f"loading {what}", 0.0)
         try:
             obj = loader()
-        except ModelLoadError:
+        except ModelLoadError as err:
+            _drop_partial_load(err)
             raise
-        except (OSError, ValueError, RuntimeError, MemoryError, ImportError, KeyError) as err:
+        except Exception as err:  # corrupt weights, odd config, no memory...: say what to do
+            _drop_partial_load(err)
             raise explain_load_error(model_id, what, err) from err
         _CACHE[key] = obj
         if progress is not None:
             progress(f"loading {what}", 1.0)
         log.info("loaded %s", what)
         return obj
+
+
+def _drop_partial_load(err: BaseException) -> None:
+    """Free what a failed load allocated: the failing frames' locals hold the partial model."""
+    traceback.clear_frames(err.__traceback__)
+    free_memory()
 
 
 def release(keep: set[tuple] | None = None) -> None:
