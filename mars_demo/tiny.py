@@ -32,6 +32,7 @@ Heavy libraries (torch, transformers, tokenizers, flair) are imported inside fun
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from typing import Any
 
@@ -721,6 +722,19 @@ def make_tiny_models(
     Same ``seed`` -> identical weights and tokenizers.  Non-tiny shapes only change the
     transformer bodies (see :func:`llm_config`, :func:`importance_config`, :func:`nli_config`).
     """
+    # Parallel tokenizer training merges in thread order: the same seed must give the same files.
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        return _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape)
+    finally:
+        if previous is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
+
+
+def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape):
     _check_shape(llm_shape, LLM_SHAPES, "llm")
     _check_shape(importance_shape, IMPORTANCE_SHAPES, "importance")
     _check_shape(nli_shape, NLI_SHAPES, "nli")
