@@ -1,0 +1,175 @@
+"""The one engine behind the page: serializes its use and tracks model loading.
+
+The page may open while the models are still loading (they load in a background thread at
+start-up); :meth:`EngineHost.status` says how far loading got, and :meth:`EngineHost.analyze`
+refuses with :class:`EngineNotReady` instead of blocking or failing obscurely.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from mars_demo import texts
+from mars_demo.result import AnalysisResult
+from mars_demo.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, float], None]
+LOG_STEP = 0.25  # log loading progress every quarter of a stage
+READY_LOG = "models ready"  # logged once the models are loaded (tests wait for it)
+
+
+class EngineLike(Protocol):
+    """What the page needs from :class:`mars_demo.pipeline.Engine` (a fake in tests)."""
+
+    settings: Settings
+
+    @property
+    def ready(self) -> bool: ...
+
+    def load(self, progress: Progress | None = None) -> None: ...
+
+    def switch(self, settings: Settings, progress: Progress | None = None) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def analyze(
+        self,
+        question: str,
+        settings: Settings | None = None,
+        *,
+        progress: Progress | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> AnalysisResult: ...
+
+
+class EngineNotReady(RuntimeError):
+    """The models are loading or failed to load; the message says which, for the user."""
+
+
+@dataclass(frozen=True)
+class LoadStatus:
+    """``state``: "idle" (nothing loaded yet), "loading", "ready" or "failed"."""
+
+    state: str
+    stage: str = ""
+    fraction: float = 0.0
+    error: str = ""
+
+    @property
+    def percent(self) -> int:
+        return round(min(max(self.fraction, 0.0), 1.0) * 100)
+
+
+class EngineHost:
+    """Owns the engine for the page. Every engine call goes through one lock."""
+
+    def __init__(self, engine: EngineLike) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()  # one engine call at a time (load, switch, analyze)
+        self._status_lock = threading.Lock()
+        self._status = LoadStatus("ready" if engine.ready else "idle")
+        self._logged: tuple[str, int] | None = None
+
+    # --- status -------------------------------------------------------------------------------
+
+    def status(self) -> LoadStatus:
+        with self._status_lock:
+            return self._status
+
+    def _set_status(self, **changes: Any) -> None:
+        with self._status_lock:
+            self._status = replace(self._status, **changes)
+
+    def _record(self, outer: Progress | None) -> Progress:
+        """A progress callback that records and logs loading progress, then calls ``outer``."""
+
+        def progress(stage: str, fraction: float) -> None:
+            self._set_status(stage=stage, fraction=fraction)
+            step = int(fraction / LOG_STEP)
+            if self._logged != (stage, step):
+                self._logged = (stage, step)
+                log.info("%s: %d%%", stage, round(fraction * 100))
+            if outer is not None:
+                outer(stage, fraction)
+
+        return progress
+
+    def describe(self) -> dict[str, Any]:
+        return self.engine.describe()
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def start_loading(self) -> threading.Thread:
+        """Load the models in a background thread, so the page can open meanwhile."""
+        self._set_status(state="loading", stage="", fraction=0.0, error="")
+        thread = threading.Thread(
+            target=self._load_in_background, name="mars-load-models", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _load_in_background(self) -> None:
+        """Thread target: a failure is logged and kept in the status, which the page shows."""
+        with self._lock:
+            if self.engine.ready:
+                self._set_status(state="ready", stage="", fraction=1.0, error="")
+            else:
+                self._run_load(lambda p: self.engine.load(progress=p), None, reraise=False)
+
+    def switch(self, settings: Settings, progress: Progress | None = None) -> None:
+        """Free the current models and load the ones ``settings`` names."""
+        with self._lock:
+            self._run_load(lambda p: self.engine.switch(settings, progress=p), progress)
+
+    def _run_load(
+        self, action: Callable[[Progress], None], progress: Progress | None, *, reraise: bool = True
+    ) -> None:
+        """Run a load or switch, keeping the status up to date; a failure is logged, kept in the
+        status and (with ``reraise``) raised again."""
+        self._set_status(state="loading", stage="", fraction=0.0, error="")
+        log.info("loading models: %s", self.engine.describe())
+        try:
+            action(self._record(progress))
+        except Exception as exc:
+            log.exception("loading the models failed")
+            self._set_status(state="failed", error=str(exc) or type(exc).__name__)
+            if reraise:
+                raise
+            return
+        self._set_status(state="ready", stage="", fraction=1.0, error="")
+        log.info(READY_LOG)
+
+    # --- analysis -----------------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        """Raise :class:`EngineNotReady` while loading or after a failed load."""
+        status = self.status()
+        if status.state == "loading":
+            if status.stage:
+                raise EngineNotReady(
+                    texts.ERROR_NOT_READY.format(stage=status.stage, percent=status.percent)
+                )
+            raise EngineNotReady(texts.ERROR_NOT_READY_START)
+        if status.state == "failed":
+            raise EngineNotReady(texts.ERROR_LOAD_FAILED.format(error=status.error))
+
+    def analyze(
+        self,
+        question: str,
+        settings: Settings,
+        *,
+        progress: Progress | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> AnalysisResult:
+        """Run the engine on one question; models that are not loaded yet load first."""
+        self.check_ready()
+        with self._lock:
+            if not self.engine.ready:
+                self._run_load(lambda p: self.engine.load(progress=p), progress)
+            return self.engine.analyze(question, settings, progress=progress, on_text=on_text)

@@ -1,0 +1,348 @@
+"""The page: Gradio components and their events, wired to :class:`~mars_demo.ui.controller.Controller`.
+
+Stable element ids (``mars-*``) are part of the page's contract: the browser tests and the CSS use
+them instead of Gradio's generated ``component-N`` ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from mars_demo import texts
+from mars_demo.settings import (
+    CLUSTER_RULES,
+    DISTRIBUTIONS,
+    MAX_NEW_TOKENS_RANGE,
+    NORMALIZATIONS,
+    SAMPLES_RANGE,
+    SEED_RANGE,
+    TEMPERATURE_RANGE,
+)
+from mars_demo.ui import render
+from mars_demo.ui.controller import (
+    ASK_OUTPUTS,
+    BANNER_OUTPUTS,
+    DEFAULTS,
+    RESCORE_OUTPUTS,
+    SWITCH_OUTPUTS,
+    Controller,
+)
+from mars_demo.ui.host import EngineHost, EngineLike
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+CSS_PATH = ASSETS / "style.css"
+EXAMPLES_PATH = ASSETS / "examples.json"
+QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
+ENGINE_QUEUE = "engine"  # concurrency group of every event that runs the models: one at a time
+BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
+DEFAULT_SCORING = "mars"
+
+
+def load_examples(path: Path = EXAMPLES_PATH) -> list[str]:
+    """The example questions of ``assets/examples.json``."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [item["question"] for item in data["examples"]]
+
+
+def _packed(
+    method: Callable[..., Iterator[dict[str, Any]]], names: Sequence[str]
+) -> Callable[..., Iterator[tuple]]:
+    """A generator handler yielding tuples in ``names`` order; missing names are left unchanged."""
+
+    def handler(*args: Any) -> Iterator[tuple]:
+        for update in method(*args):
+            yield tuple(update.get(name, gr.skip()) for name in names)
+
+    handler.__name__ = method.__name__
+    return handler
+
+
+def _packed_once(
+    method: Callable[..., dict[str, Any]], names: Sequence[str]
+) -> Callable[..., tuple]:
+    def handler(*args: Any) -> tuple:
+        update = method(*args)
+        return tuple(update.get(name, gr.skip()) for name in names)
+
+    handler.__name__ = method.__name__
+    return handler
+
+
+def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
+    """Build the page around ``engine``.
+
+    With ``load`` (the default) the engine's models start loading in a background thread right
+    away, unless they are loaded already; the page opens meanwhile and says so. Launch the result
+    with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
+    """
+    host = EngineHost(engine)
+    if load and not engine.ready:
+        host.start_loading()
+    controller = Controller(host)
+    model_choices, current_model = controller.model_choices()
+
+    with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
+        gr.Markdown(f"# {texts.TITLE}\n\n{texts.INTRO}", elem_id="mars-intro")
+        banner = gr.HTML(controller.banner_html(), elem_id="mars-banner")
+        timer = gr.Timer(BANNER_POLL_S, active=host.status().state == "loading")
+
+        with gr.Row(equal_height=True, elem_id="mars-ask-row"):
+            question = gr.Textbox(
+                label=texts.QUESTION_LABEL,
+                placeholder=texts.QUESTION_PLACEHOLDER,
+                lines=1,
+                max_lines=4,
+                scale=5,
+                min_width=240,
+                elem_id="mars-question",
+            )
+            ask = gr.Button(
+                texts.ASK_BUTTON, variant="primary", scale=1, min_width=96, elem_id="mars-ask"
+            )
+        questions = load_examples()
+        gr.Examples(
+            examples=[[q] for q in questions],
+            inputs=[question],
+            label=texts.EXAMPLES_LABEL,
+            examples_per_page=len(questions),
+            elem_id="mars-examples",
+            api_visibility="private",
+        )
+
+        with gr.Accordion(texts.SETTINGS_LABEL, open=False, elem_id="mars-settings"):
+            with gr.Row():
+                samples = gr.Slider(
+                    *SAMPLES_RANGE,
+                    value=DEFAULTS.samples,
+                    step=1,
+                    label=texts.SAMPLES_LABEL,
+                    info=texts.SAMPLES_INFO,
+                    elem_id="mars-samples-n",
+                )
+                temperature = gr.Slider(
+                    *TEMPERATURE_RANGE,
+                    value=DEFAULTS.temperature,
+                    step=0.05,
+                    label=texts.TEMPERATURE_LABEL,
+                    info=texts.TEMPERATURE_INFO,
+                    elem_id="mars-temperature",
+                )
+            with gr.Row():
+                max_new_tokens = gr.Slider(
+                    *MAX_NEW_TOKENS_RANGE,
+                    value=DEFAULTS.max_new_tokens,
+                    step=1,
+                    label=texts.MAX_NEW_TOKENS_LABEL,
+                    info=texts.MAX_NEW_TOKENS_INFO,
+                    elem_id="mars-max-new-tokens",
+                )
+                seed = gr.Number(
+                    value=DEFAULTS.seed,
+                    precision=0,
+                    minimum=SEED_RANGE[0],
+                    maximum=SEED_RANGE[1],
+                    label=texts.SEED_LABEL,
+                    info=texts.SEED_INFO,
+                    elem_id="mars-seed",
+                )
+            with gr.Row():
+                prompt = gr.Radio(
+                    texts.PROMPT_CHOICES,
+                    value="auto",
+                    label=texts.PROMPT_LABEL,
+                    info=texts.PROMPT_INFO,
+                    elem_id="mars-prompt",
+                )
+                importance_method = gr.Dropdown(
+                    texts.IMPORTANCE_CHOICES,
+                    value=DEFAULTS.importance_method,
+                    label=texts.IMPORTANCE_LABEL,
+                    info=texts.IMPORTANCE_INFO,
+                    elem_id="mars-importance-method",
+                )
+            with gr.Row():
+                normalization = gr.Radio(
+                    list(NORMALIZATIONS),
+                    value=DEFAULTS.normalization,
+                    label=texts.NORMALIZATION_LABEL,
+                    info=texts.NORMALIZATION_INFO,
+                    elem_id="mars-normalization",
+                )
+                distribution = gr.Radio(
+                    list(DISTRIBUTIONS),
+                    value=DEFAULTS.distribution,
+                    label=texts.DISTRIBUTION_LABEL,
+                    info=texts.DISTRIBUTION_INFO,
+                    elem_id="mars-distribution",
+                )
+                cluster_rule = gr.Radio(
+                    list(CLUSTER_RULES),
+                    value=DEFAULTS.cluster_rule,
+                    label=texts.CLUSTER_RULE_LABEL,
+                    info=texts.CLUSTER_RULE_INFO,
+                    elem_id="mars-cluster-rule",
+                )
+            with gr.Row(elem_id="mars-model-row"):
+                model = gr.Dropdown(
+                    model_choices,
+                    value=current_model,
+                    label=texts.MODEL_LABEL,
+                    info=texts.MODEL_INFO,
+                    scale=3,
+                    elem_id="mars-model",
+                )
+                load_model = gr.Button(
+                    texts.LOAD_MODEL_BUTTON,
+                    scale=1,
+                    min_width=140,
+                    size="md",
+                    elem_id="mars-load-model",
+                )
+            switch_status = gr.HTML(elem_id="mars-switch-status")
+
+        error = gr.HTML(elem_id="mars-error")
+        progress = gr.HTML(elem_id="mars-progress")
+        scoring = gr.Radio(
+            [(texts.SCORING_NAMES[key], key) for key in render.SCORINGS],
+            value=DEFAULT_SCORING,
+            label=texts.SCORING_LABEL,
+            info=texts.SCORING_INFO,
+            elem_id="mars-scoring",
+        )
+        answer = gr.HTML(render.placeholder_html(), elem_id="mars-answer")
+        warnings = gr.HTML(elem_id="mars-warnings")
+
+        with gr.Column(visible=False, elem_id="mars-results") as results:
+            gr.Markdown(f"### {texts.UNCERTAINTY_HEADING}")
+            with gr.Row():
+                with gr.Column(min_width=300):
+                    uncertainty_table = gr.HTML(elem_id="mars-uncertainty-table")
+                with gr.Column(min_width=300):
+                    uncertainty_plot = gr.Plot(
+                        label=texts.PLOT_UNCERTAINTY_TITLE,
+                        show_label=False,
+                        elem_id="mars-uncertainty-plot",
+                        elem_classes="mars-plot",
+                    )
+            gr.Markdown(f"### {texts.PHRASES_HEADING}\n{texts.PHRASES_EXPLAIN}")
+            phrases = gr.HTML(elem_id="mars-phrases")
+            gr.Markdown(f"### {texts.SAMPLES_HEADING}\n{texts.SAMPLES_EXPLAIN}")
+            samples_table = gr.HTML(elem_id="mars-samples")
+            with gr.Row():
+                with gr.Column(min_width=300):
+                    gr.Markdown(f"#### {texts.PLOT_CLUSTERS_TITLE}")
+                    clusters_plot = gr.Plot(
+                        label=texts.PLOT_CLUSTERS_TITLE,
+                        show_label=False,
+                        elem_id="mars-clusters-plot",
+                        elem_classes="mars-plot",
+                    )
+                    gr.Markdown(texts.PLOT_CLUSTERS_NOTE, elem_classes="mars-small")
+                with gr.Column(min_width=300):
+                    gr.Markdown(f"#### {texts.PLOT_NLI_TITLE}")
+                    nli_plot = gr.Plot(
+                        label=texts.PLOT_NLI_TITLE,
+                        show_label=False,
+                        elem_id="mars-nli-plot",
+                        elem_classes="mars-plot",
+                    )
+            download = gr.DownloadButton(
+                texts.DOWNLOAD_BUTTON, visible=False, elem_id="mars-download"
+            )
+
+        result = gr.State(None)
+
+        components = {
+            "result": result,
+            "error": error,
+            "progress": progress,
+            "answer": answer,
+            "results": results,
+            "uncertainty_table": uncertainty_table,
+            "uncertainty_plot": uncertainty_plot,
+            "phrases": phrases,
+            "samples": samples_table,
+            "clusters_plot": clusters_plot,
+            "nli_plot": nli_plot,
+            "warnings": warnings,
+            "download": download,
+            "switch_status": switch_status,
+            "banner": banner,
+            "timer": timer,
+        }
+
+        def outputs(names: Sequence[str]) -> list:
+            return [components[name] for name in names]
+
+        options = [
+            samples,
+            temperature,
+            max_new_tokens,
+            seed,
+            prompt,
+            importance_method,
+            normalization,
+            distribution,
+            cluster_rule,
+        ]
+        gr.on(
+            [ask.click, question.submit],
+            _packed(controller.ask, ASK_OUTPUTS),
+            inputs=[question, scoring, *options],
+            outputs=outputs(ASK_OUTPUTS),
+            api_visibility="private",
+            concurrency_id=ENGINE_QUEUE,
+            concurrency_limit=1,
+            show_progress="hidden",
+        )
+        scoring.change(
+            _packed_once(controller.rescore, RESCORE_OUTPUTS),
+            inputs=[result, scoring],
+            outputs=outputs(RESCORE_OUTPUTS),
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
+        load_model.click(
+            _packed(controller.switch_model, SWITCH_OUTPUTS),
+            inputs=[model],
+            outputs=outputs(SWITCH_OUTPUTS),
+            api_visibility="private",
+            concurrency_id=ENGINE_QUEUE,
+            concurrency_limit=1,
+            show_progress="hidden",
+        )
+        refresh_banner = _packed_once(controller.banner, BANNER_OUTPUTS)
+        demo.load(
+            refresh_banner,
+            outputs=outputs(BANNER_OUTPUTS),
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
+        timer.tick(
+            refresh_banner,
+            outputs=outputs(BANNER_OUTPUTS),
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
+        gr.api(
+            controller.api_analyze,
+            api_name="analyze",
+            concurrency_id=ENGINE_QUEUE,
+            concurrency_limit=1,
+        )
+
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_MAX_SIZE)
+    return demo
+
+
+def launch_options() -> dict[str, Any]:
+    """Keyword arguments of ``demo.launch`` that belong to the page (Gradio 6 takes CSS there)."""
+    return {"css_paths": [CSS_PATH]}

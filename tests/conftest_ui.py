@@ -1,0 +1,320 @@
+"""Helpers of the UI tests: hand-made answers and results, a fake engine, and ``app.py`` served
+with tiny models.
+
+``tests/test_app_client.py`` and ``tests/test_browser.py`` share one server through
+:func:`shared_app_url`.
+
+The numbers follow the paper's formulas (``mars_demo.core`` is not used, so these helpers stay an
+independent check): u from phrase scores with "sum" normalization and "equal" distribution,
+w_l = 1/(2L) + u_l/2, LN = mean log p, MARS = sum w_l log p_l.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from mars_demo.result import (
+    AnalysisResult,
+    Answer,
+    NLIResult,
+    Pair,
+    Phrase,
+    Scores,
+    Token,
+    Uncertainty,
+)
+from mars_demo.settings import Settings
+from mars_demo.ui.host import READY_LOG
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_answer(
+    pieces: Sequence[str], logprobs: Sequence[float], phrases: Sequence[tuple[Sequence[int], float]]
+) -> Answer:
+    """An answer made of token ``pieces``; ``phrases``: (token indices, importance score).
+
+    >>> make_answer(["It", " is", " Mars"], [-0.1, -0.1, -0.5], [([0, 1], 0.1), ([2], 0.9)]).text
+    'It is Mars'
+    """
+    text = "".join(pieces)
+    tokens, pos = [], 0
+    for i, (piece, lp) in enumerate(zip(pieces, logprobs)):
+        tokens.append(Token(id=100 + i, text=piece, start=pos, end=pos + len(piece), logprob=lp))
+        pos += len(piece)
+    n = len(tokens)
+    total = sum(score for _, score in phrases)
+    u = [0.0] * n
+    phrase_of_token = [-1] * n
+    result_phrases = []
+    for k, (members, score) in enumerate(phrases):
+        weight = score / total
+        for i in members:
+            u[i] = weight / len(members)
+            phrase_of_token[i] = k
+        start, end = tokens[members[0]].start, tokens[members[-1]].end
+        while text[start].isspace():
+            start += 1
+        result_phrases.append(
+            Phrase(
+                text=text[start:end],
+                start=start,
+                end=end,
+                score=score,
+                weight=weight,
+                tokens=list(members),
+            )
+        )
+    w = [1 / (2 * n) + x / 2 for x in u]
+    return Answer(
+        text=text,
+        tokens=tokens,
+        phrases=result_phrases,
+        token_importance=u,
+        mars_weights=w,
+        scores=Scores(
+            length_normalized=sum(logprobs) / n,
+            mars=sum(wl * lp for wl, lp in zip(w, logprobs)),
+        ),
+        phrase_of_token=phrase_of_token,
+        finish_reason="stop",
+    )
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def make_result(
+    question: str = "Which planet is known as the Red Planet?",
+    greedy: Answer | None = None,
+    warnings: Sequence[str] = (),
+) -> AnalysisResult:
+    """A consistent result: greedy "It is Mars.", four samples in two meaning clusters."""
+    greedy = greedy or make_answer(
+        ["It", " is", " Mars", "."], [-0.05, -0.1, -0.9, -0.02], [([0, 1], 0.05), ([2, 3], 0.95)]
+    )
+    samples = [
+        make_answer(["Mars", "."], [-0.3, -0.01], [([0, 1], 1.0)]),
+        make_answer(
+            ["The", " Red", " Planet", " is", " Mars"],
+            [-0.2, -0.4, -0.1, -0.05, -0.6],
+            [([0, 1, 2], 0.3), ([3], 0.05), ([4], 0.9)],
+        ),
+        make_answer(["Jupiter"], [-2.5], [([0], 1.0)]),
+        make_answer(["It", "'s", " Mars"], [-0.4, -0.3, -0.8], [([0, 1], 0.1), ([2], 0.9)]),
+    ]
+    cluster_ids = [0, 0, 1, 0]
+    texts = [s.text for s in samples]
+    labels = [
+        ["entailment" if cluster_ids[i] == cluster_ids[j] else "contradiction" for j in range(4)]
+        for i in range(4)
+    ]
+    labels[1][3] = "neutral"
+
+    def unc(kind: str) -> tuple[float, float, float]:
+        scores = [getattr(s.scores, kind) for s in samples]
+        clusters = sorted(set(cluster_ids))
+        se = -sum(
+            _logsumexp([sc for sc, c in zip(scores, cluster_ids) if c == k]) for k in clusters
+        ) / len(clusters)
+        return -getattr(greedy.scores, kind), -sum(scores) / len(scores), se
+
+    ln, mars = unc("length_normalized"), unc("mars")
+    return AnalysisResult(
+        question=question,
+        prompt=f"Question: {question}\nAnswer:",
+        prompt_token_ids=[1, 2, 3],
+        greedy=greedy,
+        samples=samples,
+        nli=NLIResult(answers=texts, labels=labels),
+        cluster_ids=cluster_ids,
+        uncertainty=Uncertainty(
+            confidence=Pair(ln[0], mars[0]),
+            entropy=Pair(ln[1], mars[1]),
+            semantic_entropy=Pair(ln[2], mars[2]),
+        ),
+        settings=Settings().to_dict(),
+        timings_s={
+            "generate": 0.5,
+            "logprobs": 0.01,
+            "importance": 0.1,
+            "alignment": 0.001,
+            "nli": 0.2,
+            "uncertainty": 0.001,
+        },
+        warnings=list(warnings),
+    )
+
+
+class FakeEngine:
+    """The Engine interface with hand-made results. ``fail_with``: raise it on the next analyze."""
+
+    def __init__(
+        self,
+        ready: bool = True,
+        result: AnalysisResult | None = None,
+        load_gate: threading.Event | None = None,
+    ) -> None:
+        self.settings = Settings(llm="cpu-small", importance="imp-dir", nli="nli-dir")
+        self._ready = ready
+        self.result = result
+        self.fail_with: BaseException | None = None
+        self.load_gate = load_gate  # load() waits for it, to test the "still loading" page
+        self.load_error: BaseException | None = None
+        self.calls: list[tuple[str, Settings]] = []
+        self.switched: list[Settings] = []
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def describe(self) -> dict:
+        return {
+            "device": "cpu",
+            "llm": "Qwen/Qwen2.5-0.5B-Instruct",
+            "llm_preset": "Qwen2.5 0.5B Instruct (CPU)",
+            "importance": self.settings.importance,
+            "nli": self.settings.nli,
+            "cpu_fallback": True,
+            "load_in_4bit": False,
+            "ready": self._ready,
+        }
+
+    def load(self, progress: Callable[[str, float], None] | None = None) -> None:
+        if progress:
+            progress("loading llm", 0.0)
+        if self.load_gate is not None:
+            self.load_gate.wait(10)
+        if self.load_error is not None:
+            raise self.load_error
+        if progress:
+            progress("loading llm", 1.0)
+        self._ready = True
+
+    def switch(
+        self, settings: Settings, progress: Callable[[str, float], None] | None = None
+    ) -> None:
+        self._ready = False
+        self.switched.append(settings)
+        self.settings = settings
+        self.load(progress)
+
+    def analyze(
+        self, question: str, settings: Settings | None = None, *, progress=None, on_text=None
+    ) -> AnalysisResult:
+        self.calls.append((question, settings))
+        if self.fail_with is not None:
+            err, self.fail_with = self.fail_with, None
+            raise err
+        result = self.result or make_result(question)
+        result.question = question
+        if on_text:
+            for end in range(1, len(result.greedy.text) + 1, 3):
+                on_text(result.greedy.text[:end])
+            on_text(result.greedy.text)
+        if progress:
+            for stage in ("generate", "importance", "nli", "uncertainty"):
+                progress(stage, 0.0)
+                progress(stage, 1.0)
+        return result
+
+
+# --- app.py as a subprocess --------------------------------------------------------------------
+
+APP_START_TIMEOUT_S = 180  # imports + loading the tiny models; generous for a 2-core CI machine
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(models: dict, *extra_args: str):
+    """Start ``python app.py`` on 127.0.0.1 with the tiny models; yield its URL once the models
+    are loaded; stop it afterwards. The server's log is in the failure message if it dies."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        str(REPO_ROOT / "app.py"),
+        "--llm",
+        str(models["llm"]),
+        "--importance",
+        str(models["importance"]),
+        "--nli",
+        str(models["nli"]),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra_args,
+    ]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "MARS_DEMO_SHARE": "0",
+    }
+    proc = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    log: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            log.append(line)
+            if READY_LOG in line:
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + APP_START_TIMEOUT_S
+        while not ready.is_set():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("app.py did not start:\n" + "".join(log[-60:]))
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}"
+        while True:  # the models are ready; wait for the HTTP server too
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("app.py does not serve:\n" + "".join(log[-60:]))
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+_SHARED_APP: dict[str, str] = {}
+
+
+def shared_app_url(request: pytest.FixtureRequest, models: dict) -> str:
+    """URL of one ``app.py`` server per test session, stopped when pytest finishes."""
+    if "url" not in _SHARED_APP:
+        stack = contextlib.ExitStack()
+        _SHARED_APP["url"] = stack.enter_context(running_app(models))
+        request.config.add_cleanup(stack.close)
+    return _SHARED_APP["url"]

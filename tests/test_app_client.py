@@ -1,0 +1,86 @@
+"""``python app.py`` with tiny models, driven through its API with ``gradio_client``."""
+
+from __future__ import annotations
+
+import pytest
+from conftest_ui import shared_app_url
+from gradio_client import Client
+
+from mars_demo.result import AnalysisResult
+
+QUESTION = "Which planet is known as the Red Planet?"
+FIELDS = (
+    "question",
+    "prompt",
+    "prompt_token_ids",
+    "greedy",
+    "samples",
+    "nli",
+    "cluster_ids",
+    "uncertainty",
+    "settings",
+    "timings_s",
+    "warnings",
+)
+
+
+@pytest.fixture(scope="module")
+def app_url(request, tiny_models):
+    return shared_app_url(request, tiny_models)
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def test_analyze_returns_the_full_json(client):
+    data = client.predict(QUESTION, api_name="/analyze")
+    for field in FIELDS:
+        assert field in data, field
+    assert data["question"] == QUESTION
+    assert data["greedy"]["text"] and data["greedy"]["tokens"]
+    assert len(data["samples"]) == len(data["cluster_ids"]) == 5  # the default settings
+    for name in ("confidence", "entropy", "semantic_entropy"):
+        assert set(data["uncertainty"][name]) == {"length_normalized", "mars"}
+    assert data["settings"]["temperature"] == 0.5 and data["settings"]["cluster_rule"] == "strict"
+    assert AnalysisResult.from_dict(data).to_dict() == data
+
+
+def test_settings_are_optional_parameters(client):
+    data = client.predict(
+        QUESTION, samples=2, max_new_tokens=4, seed=7, cluster_rule="lenient", api_name="/analyze"
+    )
+    assert len(data["samples"]) == 2
+    assert (data["settings"]["max_new_tokens"], data["settings"]["seed"]) == (4, 7)
+    assert data["settings"]["cluster_rule"] == "lenient"
+    assert all(len(a["tokens"]) <= 4 for a in [data["greedy"], *data["samples"]])
+
+
+def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client):
+    with pytest.raises(Exception, match="question is empty"):
+        client.predict("", api_name="/analyze")
+    with pytest.raises(Exception, match="samples must be an integer from 1 to 20"):
+        client.predict(QUESTION, samples=0, api_name="/analyze")
+    assert (
+        client.predict(QUESTION, samples=1, max_new_tokens=3, api_name="/analyze")["question"]
+        == QUESTION
+    )
+
+
+def test_the_api_page_lists_only_the_analysis(client):
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert list(endpoints) == ["/analyze"]
+    names = [p["parameter_name"] for p in endpoints["/analyze"]["parameters"]]
+    assert names == [
+        "question",
+        "samples",
+        "temperature",
+        "max_new_tokens",
+        "seed",
+        "prompt",
+        "importance_method",
+        "normalization",
+        "distribution",
+        "cluster_rule",
+    ]

@@ -1,0 +1,106 @@
+"""``app.py`` options: flags, their environment variables, strict booleans and ports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import app
+from mars_demo.settings import DEFAULT_IMPORTANCE
+
+ENV_NAMES = (
+    "MARS_DEMO_LLM",
+    "MARS_DEMO_IMPORTANCE",
+    "MARS_DEMO_NLI",
+    "MARS_DEMO_HOST",
+    "MARS_DEMO_PORT",
+    "MARS_DEMO_SHARE",
+)
+
+
+def test_defaults_without_flags_or_environment():
+    args = app.parse_args([], env={})
+    assert (args.llm, args.importance, args.nli) == (None, DEFAULT_IMPORTANCE, None)
+    assert (args.host, args.port, args.share) == (None, None, False)
+    assert args.settings.llm is None and args.settings.importance == DEFAULT_IMPORTANCE
+
+
+def test_environment_sets_every_option():
+    env = {
+        "MARS_DEMO_LLM": "/m/llm",
+        "MARS_DEMO_IMPORTANCE": "/m/imp",
+        "MARS_DEMO_NLI": "/m/nli",
+        "MARS_DEMO_HOST": "0.0.0.0",
+        "MARS_DEMO_PORT": "8080",
+        "MARS_DEMO_SHARE": "yes",
+    }
+    args = app.parse_args([], env=env)
+    assert (args.llm, args.importance, args.nli, args.host, args.port, args.share) == (
+        "/m/llm",
+        "/m/imp",
+        "/m/nli",
+        "0.0.0.0",
+        8080,
+        True,
+    )
+    assert (args.settings.llm, args.settings.importance, args.settings.nli) == (
+        "/m/llm",
+        "/m/imp",
+        "/m/nli",
+    )
+
+
+def test_flags_win_over_the_environment():
+    env = {"MARS_DEMO_LLM": "/env/llm", "MARS_DEMO_PORT": "8080", "MARS_DEMO_SHARE": "1"}
+    args = app.parse_args(["--llm", "cpu-small", "--port", "9000", "--no-share"], env=env)
+    assert (args.llm, args.port, args.share) == ("cpu-small", 9000, False)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("", False),
+        ("1", True),
+        ("TRUE", True),
+        (" on ", True),
+    ],
+)
+def test_share_variable_is_parsed_as_a_boolean(raw, expected):
+    assert app.parse_args([], env={"MARS_DEMO_SHARE": raw}).share is expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ([], {"MARS_DEMO_SHARE": "maybe"}, "MARS_DEMO_SHARE must be one of"),
+        ([], {"MARS_DEMO_PORT": "http"}, "MARS_DEMO_PORT must be a port number"),
+        (["--port", "70000"], {}, "--port must be a port number"),
+        (["--importance", " "], {}, "importance must be a Hub id or a local directory"),
+    ],
+)
+def test_bad_values_stop_with_a_clear_message(argv, env, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        app.parse_args(argv, env=env)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_documents_every_flag_and_variable():
+    out = subprocess.run(
+        [sys.executable, "app.py", "--help"],
+        cwd=Path(app.__file__).parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for flag in ("--llm", "--importance", "--nli", "--host", "--port", "--share"):
+        assert flag in out
+    for name in ENV_NAMES:
+        assert name in out

@@ -1,0 +1,565 @@
+"""The page without a browser: it builds without models, and every handler works when called directly.
+
+A fake engine (tests/conftest_ui.py) stands in for the real one, so no model is loaded here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+
+import gradio as gr
+import pytest
+from conftest_ui import FakeEngine, make_answer, make_result
+
+from mars_demo import texts
+from mars_demo.models import ModelLoadError
+from mars_demo.pipeline import AnalysisOutOfMemory
+from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
+from mars_demo.ui import build_demo, launch_options, load_examples, plots, render
+from mars_demo.ui.controller import (
+    ASK_OUTPUTS,
+    RESCORE_OUTPUTS,
+    Controller,
+    DownloadStore,
+    model_choices,
+)
+from mars_demo.ui.host import EngineHost
+
+QUESTION = "Which planet is known as the Red Planet?"
+DEFAULT_OPTIONS = (5, 0.5, 64, 0, "auto", "model", "sum", "equal", "strict")
+XSS_QUESTION = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2"> Which planet?'
+XSS_ANSWER = "<img src=x onerror=alert(1)>"
+
+
+def make_controller(engine: FakeEngine | None = None) -> Controller:
+    return Controller(EngineHost(engine or FakeEngine()))
+
+
+def ask(
+    controller: Controller, question: str = QUESTION, scoring: str = "mars", options=DEFAULT_OPTIONS
+) -> list[dict]:
+    return list(controller.ask(question, scoring, *options))
+
+
+def value(update):
+    """The value of an output: gr.update(...) dicts carry it under "value"."""
+    return update["value"] if isinstance(update, dict) else update
+
+
+def visible(update) -> bool:
+    """Shown: a visible update, or (error and warnings boxes) non-empty HTML."""
+    if isinstance(update, dict):
+        return update.get("visible") is True
+    return bool(update)
+
+
+def token_colors(html: str) -> list[str]:
+    return re.findall(r'class="mars-tok"[^>]*style="background-color: ([^"]+)"', html)
+
+
+def active_columns(html: str) -> set[str]:
+    return set(re.findall(r'data-col="(\w+)" class="mars-active"', html)) | set(
+        re.findall(r'data-col="(\w+)" data-label="[^"]*" class="mars-active"', html)
+    )
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def test_page_builds_without_loading_any_model():
+    engine = FakeEngine()
+    demo = build_demo(engine)
+    config = demo.get_config_file()
+    ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
+    for elem_id in (
+        "mars-question",
+        "mars-ask",
+        "mars-scoring",
+        "mars-answer",
+        "mars-progress",
+        "mars-error",
+        "mars-warnings",
+        "mars-uncertainty-table",
+        "mars-uncertainty-plot",
+        "mars-phrases",
+        "mars-samples",
+        "mars-clusters-plot",
+        "mars-nli-plot",
+        "mars-download",
+        "mars-settings",
+        "mars-model",
+        "mars-examples",
+    ):
+        assert elem_id in ids, elem_id
+    assert engine.calls == [] and engine.switched == []
+    public = [d["api_name"] for d in config["dependencies"] if d.get("api_visibility") == "public"]
+    assert public == ["analyze"]  # the API page lists only the analysis endpoint
+    assert demo._queue.max_size == 32
+    assert launch_options()["css_paths"][0].is_file()
+
+
+def test_examples_include_the_papers_questions():
+    questions = load_examples()
+    for q in (
+        "Which planet is known as the Red Planet?",
+        "What is the capital city of Japan?",
+        "Which element has the chemical symbol 'O'?",
+        "What is the tallest building in the world?",
+    ):
+        assert q in questions
+    assert len(questions) > 4
+
+
+# --- ask ---------------------------------------------------------------------------------------
+
+
+def test_ask_shows_the_whole_analysis():
+    controller = make_controller()
+    updates = ask(controller)
+    first, final = updates[0], updates[-1]
+    assert "mars-streaming" in first["answer"] and not visible(first["results"])
+    assert set(ASK_OUTPUTS) <= set(final)
+    result = final["result"]
+    assert result.question == QUESTION
+    assert visible(final["results"]) and not visible(final["error"])
+    assert len(token_colors(final["answer"])) == len(result.greedy.tokens)
+    assert "Mars" in final["answer"]
+    for key in ("confidence", "entropy", "semantic_entropy"):
+        assert f'data-measure="{key}"' in final["uncertainty_table"]
+    assert final["samples"].count("data-sample=") == len(result.samples)
+    assert final["phrases"].count("data-phrase=") == len(result.greedy.phrases)
+    assert "Total" in final["progress"] and 'data-stage="nli"' in final["progress"]
+    for name in ("uncertainty_plot", "clusters_plot", "nli_plot"):
+        assert final[name].data, name
+
+
+def test_ask_passes_the_page_settings_to_the_engine():
+    engine = FakeEngine()
+    ask(
+        make_controller(engine),
+        options=(3, 0.7, 20, 42, "paper", "token", "softmax", "max", "lenient"),
+    )
+    question, settings = engine.calls[-1]
+    assert question == QUESTION
+    assert (settings.samples, settings.temperature, settings.max_new_tokens, settings.seed) == (
+        3,
+        0.7,
+        20,
+        42,
+    )
+    assert (settings.prompt, settings.importance_method, settings.normalization) == (
+        "paper",
+        "token",
+        "softmax",
+    )
+    assert (settings.distribution, settings.cluster_rule) == ("max", "lenient")
+    assert (settings.llm, settings.importance, settings.nli) == (
+        engine.settings.llm,
+        "imp-dir",
+        "nli-dir",
+    )
+    ask(
+        make_controller(engine),
+        options=(5.0, 0.5, 64.0, 0.0, "auto", "model", "sum", "equal", "strict"),
+    )
+    assert engine.calls[-1][1].prompt is None and engine.calls[-1][1].samples == 5
+
+
+def test_the_answer_streams_before_the_analysis_ends():
+    class Slow(FakeEngine):
+        def analyze(self, question, settings=None, *, progress=None, on_text=None):
+            for partial in ("It", "It is", "It is Mars."):
+                on_text(partial)
+                time.sleep(0.15)
+            progress("importance", 0.5)
+            time.sleep(0.15)
+            return super().analyze(question, settings, progress=progress)
+
+    updates = ask(make_controller(Slow()))
+    streamed = [u["answer"] for u in updates[1:-1]]
+    assert any(">It is<" in a or "It is<span" in a for a in streamed)
+    assert all("mars-streaming" in a for a in streamed)
+    assert any(
+        'data-stage="importance"' in u["progress"] and "mars-stage-active" in u["progress"]
+        for u in updates[1:-1]
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("", "question is empty"),
+        ("   ", "question is empty"),
+        ("x" * (MAX_QUESTION_CHARS + 1), str(MAX_QUESTION_CHARS)),
+    ],
+)
+def test_bad_question_shows_a_message_and_runs_nothing(question, expected):
+    engine = FakeEngine()
+    updates = ask(make_controller(engine), question=question)
+    assert len(updates) == 1 and set(updates[0]) == {"error"}  # the last result stays on the page
+    assert visible(updates[0]["error"]) and expected in value(updates[0]["error"])
+    assert engine.calls == []
+
+
+def test_bad_setting_shows_the_allowed_range():
+    engine = FakeEngine()
+    updates = ask(
+        make_controller(engine), options=(0, 0.5, 64, 0, "auto", "model", "sum", "equal", "strict")
+    )
+    assert "samples must be an integer from 1 to 20" in value(updates[0]["error"])
+    assert engine.calls == []
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (MemoryError(), texts.ERROR_OUT_OF_MEMORY),
+        (
+            AnalysisOutOfMemory("Ran out of memory during the analysis; try fewer samples"),
+            "Ran out of memory during the analysis",
+        ),
+        (ModelLoadError("Could not load the LLM: 'x' is gated"), "Could not load the LLM"),
+        (OptionError("question is empty: type a question"), "question is empty"),
+        (RuntimeError("boom <b>"), "RuntimeError: boom &lt;b&gt;"),
+    ],
+)
+def test_engine_errors_become_messages_and_the_next_request_works(error, expected):
+    engine = FakeEngine()
+    controller = make_controller(engine)
+    engine.fail_with = error
+    failed = ask(controller)[-1]
+    assert visible(failed["error"]) and expected in value(failed["error"])
+    assert failed["answer"] == render.placeholder_html()
+    ok = ask(controller)[-1]
+    assert not visible(ok["error"]) and ok["result"].question == QUESTION
+
+
+# --- scoring toggle ----------------------------------------------------------------------------
+
+
+def test_toggle_recolors_tokens_and_moves_the_highlight_without_recomputing():
+    engine = FakeEngine()
+    controller = make_controller(engine)
+    result = ask(controller)[-1]["result"]
+    calls = len(engine.calls)
+    mars = controller.rescore(result, "mars")
+    ln = controller.rescore(result, "length_normalized")
+    assert set(mars) == set(ln) == set(RESCORE_OUTPUTS)
+    assert len(engine.calls) == calls  # nothing recomputed
+
+    ln_colors, mars_colors = token_colors(ln["answer"]), token_colors(mars["answer"])
+    assert len(set(ln_colors)) == 1  # uniform 1/L
+    assert len(set(mars_colors)) > 1 and ln_colors != mars_colors
+    heaviest = max(range(len(result.greedy.tokens)), key=lambda i: result.greedy.mars_weights[i])
+    assert (
+        f'data-token="{heaviest}" data-weight="{result.greedy.mars_weights[heaviest]:.4f}"'
+        in mars["answer"]
+    )
+
+    for name in ("uncertainty_table", "samples", "phrases"):
+        assert active_columns(mars[name]) == {"mars"}, name
+        assert active_columns(ln[name]) == {"length_normalized"}, name
+    assert (
+        'data-scoring="mars"' in mars["answer"]
+        and 'class="mars-score mars-active" data-scoring="mars"' in mars["answer"]
+    )
+    assert 'class="mars-score mars-active" data-scoring="length_normalized"' in ln["answer"]
+    mars_opacity = {bar.name: bar.opacity for bar in mars["uncertainty_plot"].data}
+    assert (
+        mars_opacity[texts.SCORING_NAMES["mars"]]
+        > mars_opacity[texts.SCORING_NAMES["length_normalized"]]
+    )
+    ln_opacity = {bar.name: bar.opacity for bar in ln["clusters_plot"].data}
+    assert (
+        ln_opacity[texts.SCORING_NAMES["length_normalized"]]
+        > ln_opacity[texts.SCORING_NAMES["mars"]]
+    )
+
+
+def test_toggle_before_any_result_changes_nothing():
+    assert make_controller().rescore(None, "mars") == {}
+
+
+def test_token_tooltip_has_text_probability_phrase_and_weight():
+    result = make_result()
+    html = render.answer_tokens_html(result.greedy, "mars")
+    title = re.search(r'data-token="2"[^>]*title="([^"]*)"', html).group(1)
+    assert "&#x27; Mars&#x27;" in title  # the token text, escaped
+    assert f"probability {math.exp(-0.9):.3f}" in title
+    assert "phrase &#x27;Mars.&#x27;: importance 0.950, phrase weight 0.950" in title
+    assert f"weight {result.greedy.mars_weights[2]:.3f} (MARS)" in title
+    assert html.count('class="mars-phrase"') == 2  # phrase boundaries are marked
+
+
+def test_phrase_table_shares_sum_to_one_under_both_scorings():
+    answer = make_result().greedy
+    for scoring in render.SCORINGS:
+        shares, outside = render.score_shares(answer, scoring)
+        assert sum(shares) + outside == pytest.approx(1.0)
+    ln, _ = render.score_shares(answer, "length_normalized")
+    assert ln[1] == pytest.approx((-0.9 - 0.02) / (-0.05 - 0.1 - 0.9 - 0.02))
+    html = render.phrase_table_html(answer, "mars")
+    assert "0.950" in html and "Mars." in html
+
+
+def test_cluster_masses_follow_logsumexp_and_are_normalized():
+    result = make_result()
+    masses = plots.cluster_masses(result, "length_normalized")
+    raw = {
+        c: sum(
+            math.exp(s.scores.length_normalized)
+            for s, k in zip(result.samples, result.cluster_ids)
+            if k == c
+        )
+        for c in (0, 1)
+    }
+    total = sum(raw.values())
+    assert masses == pytest.approx({c: m / total for c, m in raw.items()})
+
+
+def test_nli_plot_shows_every_verdict_with_labelled_axes():
+    result = make_result()
+    fig = plots.nli_figure(result)
+    heat = fig.data[0]
+    assert len(heat.z) == len(result.nli.answers)
+    assert heat.z[1][3] == plots.NLI_ORDER.index("neutral") and heat.z[0][
+        2
+    ] == plots.NLI_ORDER.index("contradiction")
+    assert fig.layout.yaxis.title.text == texts.PLOT_NLI_PREMISE
+    assert fig.layout.xaxis.title.text == texts.PLOT_NLI_HYPOTHESIS
+
+
+# --- escaping ----------------------------------------------------------------------------------
+
+
+def test_question_and_answer_text_are_escaped_everywhere():
+    evil = make_answer(
+        [XSS_ANSWER, " is", " Mars"], [-0.5, -0.1, -0.2], [([0], 0.5), ([1, 2], 0.5)]
+    )
+    result = make_result(
+        question=XSS_QUESTION, greedy=evil, warnings=[f"Greedy answer: odd token {XSS_ANSWER}"]
+    )
+    result.samples[0] = evil
+    result.nli.answers[0] = evil.text
+    engine = FakeEngine(result=result)
+    final = ask(make_controller(engine), question=XSS_QUESTION)[-1]
+    html_outputs = [final[k] for k in ("answer", "uncertainty_table", "phrases", "samples")] + [
+        value(final["warnings"])
+    ]
+    for html in html_outputs:
+        assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in final["answer"]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in final["answer"]
+    assert (
+        "&lt;img" in final["samples"]
+        and "&lt;img" in final["phrases"]
+        and "&lt;img" in value(final["warnings"])
+    )
+    for name in ("clusters_plot", "nli_plot"):
+        assert "<img" not in final[name].to_json(), name
+    streaming = render.streaming_html(XSS_QUESTION, XSS_ANSWER)
+    assert "<script" not in streaming and "<img" not in streaming
+    assert "<b>" not in render.error_html("<b>bold</b>")
+
+
+# --- download, warnings ------------------------------------------------------------------------
+
+
+def test_download_file_holds_the_whole_analysis():
+    controller = make_controller()  # its download folder lives as long as the controller (the page)
+    final = ask(controller)[-1]
+    assert visible(final["download"])
+    path = value(final["download"])
+    assert path.endswith(texts.DOWNLOAD_FILENAME)
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f) == final["result"].to_dict()
+
+
+def test_download_store_keeps_only_the_latest_files():
+    store = DownloadStore(keep=2)
+    paths = [store.write(make_result()) for _ in range(3)]
+    assert [os.path.exists(p) for p in paths] == [False, True, True]
+
+
+def test_warnings_are_shown_only_when_there_are_some():
+    quiet = ask(make_controller())[-1]
+    assert not visible(quiet["warnings"])
+    noisy_engine = FakeEngine(result=make_result(warnings=[f"warning {i}" for i in range(5)]))
+    noisy = ask(make_controller(noisy_engine))[-1]
+    assert visible(noisy["warnings"])
+    html = value(noisy["warnings"])
+    assert all(f"warning {i}" in html for i in range(5)) and "<details>" in html
+
+
+# --- models ------------------------------------------------------------------------------------
+
+
+def test_model_switch_calls_engine_switch_and_updates_the_banner():
+    engine = FakeEngine()
+    controller = make_controller(engine)
+    updates = list(controller.switch_model("qwen2.5-7b-instruct"))
+    assert [s.llm for s in engine.switched] == ["qwen2.5-7b-instruct"]
+    assert engine.switched[0].importance == "imp-dir"  # only the LLM changes
+    assert (
+        "Qwen2.5 7B Instruct" in updates[-1]["switch_status"]
+        and "Loaded" in updates[-1]["switch_status"]
+    )
+    assert "banner" in updates[-1]
+    assert any("loading llm" in u["switch_status"] for u in updates)
+
+
+def test_failed_switch_says_why_and_blocks_analysis_until_a_model_loads():
+    engine = FakeEngine()
+    controller = make_controller(engine)
+    engine.load_error = ModelLoadError(
+        "Could not load the LLM: 'meta-llama/Llama-2-7b-hf' is a gated repository"
+    )
+    updates = list(controller.switch_model("llama-2-7b"))
+    assert (
+        "gated repository" in updates[-1]["switch_status"]
+        and "mars-error" in updates[-1]["switch_status"]
+    )
+    assert "gated repository" in updates[-1]["banner"]
+    message = value(ask(controller)[0]["error"])
+    assert "could not be loaded" in message and "gated repository" in message
+    engine.load_error = None
+    list(controller.switch_model("cpu-small"))
+    assert ask(controller)[-1]["result"] is not None
+
+
+def test_model_choices_name_the_current_model():
+    choices, current = model_choices(Settings(), cuda=False)
+    assert current == "cpu-small" and ("Qwen2.5 0.5B Instruct (CPU)", "cpu-small") in choices
+    assert model_choices(Settings(), cuda=True)[1] == "qwen2.5-7b-instruct"
+    assert (
+        model_choices(Settings(llm="Qwen/Qwen2.5-7B-Instruct"), cuda=True)[1]
+        == "qwen2.5-7b-instruct"
+    )
+    choices, current = model_choices(Settings(llm="/models/tiny-llm"), cuda=False)
+    assert current == "/models/tiny-llm" and choices[-1][1] == "/models/tiny-llm"
+    assert any("(gated)" in label for label, _ in choices)
+
+
+def test_page_opened_while_models_load_says_so_then_works():
+    gate = threading.Event()
+    engine = FakeEngine(ready=False, load_gate=gate)
+    host = EngineHost(engine)
+    thread = host.start_loading()
+    controller = Controller(host)
+    banner = controller.banner()
+    assert "Loading the models" in banner["banner"]
+    assert banner["timer"].active is True
+    assert "still loading" in value(ask(controller)[0]["error"])
+    with pytest.raises(gr.Error, match="still loading"):
+        controller.api_analyze(QUESTION)
+    gate.set()
+    thread.join(10)
+    assert host.status().state == "ready"
+    assert controller.banner()["timer"].active is False
+    assert ask(controller)[-1]["result"] is not None
+
+
+def test_banner_names_the_models_and_the_cpu_fallback():
+    html = make_controller().banner_html()
+    assert "Qwen2.5 0.5B Instruct (CPU)" in html and "imp-dir" in html and "cpu" in html
+    assert texts.BANNER_CPU_FALLBACK in html
+
+
+def test_failed_start_up_load_is_shown_on_the_page():
+    engine = FakeEngine(ready=False)
+    engine.load_error = ModelLoadError("Could not load the NLI model: no directory 'nli-dir'")
+    host = EngineHost(engine)
+    host.start_loading().join(10)
+    controller = Controller(host)
+    assert "no directory" in controller.banner_html()
+    assert "no directory" in value(ask(controller)[0]["error"])
+
+
+# --- API ---------------------------------------------------------------------------------------
+
+
+def test_api_returns_the_engines_json_with_default_settings():
+    engine = FakeEngine()
+    data = make_controller(engine).api_analyze(QUESTION)
+    assert data == make_result(QUESTION).to_dict()
+    assert set(data) >= {
+        "question",
+        "prompt",
+        "prompt_token_ids",
+        "greedy",
+        "samples",
+        "nli",
+        "cluster_ids",
+        "uncertainty",
+        "settings",
+        "timings_s",
+        "warnings",
+    }
+    settings = engine.calls[-1][1]
+    assert settings == engine.settings.replace()  # the defaults, with the engine's models
+    json.dumps(data)  # plain JSON
+
+
+def test_api_takes_the_settings_as_optional_parameters():
+    engine = FakeEngine()
+    make_controller(engine).api_analyze(
+        QUESTION,
+        samples=2,
+        temperature=1.0,
+        max_new_tokens=8,
+        seed=3,
+        prompt="chat",
+        importance_method="token",
+        normalization="softmax",
+        distribution="min",
+        cluster_rule="lenient",
+    )
+    s = engine.calls[-1][1]
+    assert (s.samples, s.temperature, s.max_new_tokens, s.seed, s.prompt) == (2, 1.0, 8, 3, "chat")
+    assert (s.importance_method, s.normalization, s.distribution, s.cluster_rule) == (
+        "token",
+        "softmax",
+        "min",
+        "lenient",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"question": ""}, "question is empty"),
+        ({"question": QUESTION, "samples": 99}, "samples must be"),
+        ({"question": QUESTION, "cluster_rule": "loose"}, "cluster_rule must be one of"),
+    ],
+)
+def test_api_bad_input_raises_a_clear_gradio_error(kwargs, expected):
+    with pytest.raises(gr.Error, match=expected):
+        make_controller().api_analyze(**kwargs)
+
+
+def test_api_out_of_memory_is_an_error_and_the_next_call_works():
+    engine = FakeEngine()
+    controller = make_controller(engine)
+    engine.fail_with = MemoryError()
+    with pytest.raises(gr.Error, match="ran out of memory"):
+        controller.api_analyze(QUESTION)
+    assert controller.api_analyze(QUESTION)["question"] == QUESTION
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+def test_progress_bar_follows_the_stages_and_shows_their_times():
+    running = render.progress_html(render.StageProgress("nli", 0.5))
+    assert 'aria-valuenow="62"' in running  # (2 + 0.5) / 4
+    assert re.search(r'mars-stage-done" data-stage="importance"', running)
+    assert re.search(r'mars-stage-active" data-stage="nli"', running)
+    loading = render.progress_html(render.StageProgress("loading LLM", 0.25))
+    assert 'aria-valuenow="0"' in loading and "loading LLM (25%)" in loading
+    done = render.progress_html(timings_s={"load": 1.0, "generate": 2.5, "nli": 0.25})
+    assert "2.50 s" in done and "Load models" in done and "Total 3.75 s" in done
