@@ -31,13 +31,7 @@ EXAMPLE = "Which planet is known as the Red Planet?"
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2"> ${window.__xss=3} {{value}}'
 ANALYSIS_TIMEOUT_MS = 120_000
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason=f"needs Chromium at {CHROMIUM} (apt-get install -y chromium)",
-    ),
-]
+pytestmark = pytest.mark.browser  # deselect with `-m "not browser"` where no Chromium exists
 
 # JavaScript helpers run in the page.
 TOKEN_COLORS = "() => [...document.querySelectorAll('#mars-answer .mars-tok')].map(e => getComputedStyle(e).backgroundColor)"
@@ -66,7 +60,10 @@ def app_url(request, tiny_models):
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: apt-get install -y chromium")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
