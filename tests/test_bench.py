@@ -1,0 +1,126 @@
+"""The speed benchmark's machinery, on tiny random models (no wall-clock bounds: figures are
+checked for presence and consistency, never for speed)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mars_demo import bench
+
+REQUIRED_KEYS = {
+    "stages", "generation_s", "after_generation_s", "reference_after_generation_s",
+    "speedup_after_generation", "results_match", "extra_llm_forward_passes", "peak_rss_mb",
+    "shapes", "settings", "stage_share", "reference_stages", "reference_generation_s", "speedup",
+    "llm_forward_passes", "first_token", "nli_models", "targets", "machine", "comparison",
+}
+STAGES = {"generation", "logprobs", "importance", "nli", "rest"}
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench-models")
+
+
+@pytest.fixture(scope="module")
+def data(models_dir):
+    return bench.run_benchmark("tiny", repeats=1, warmup=1, models_dir=models_dir,
+                               log=lambda msg: None)
+
+
+def test_json_has_every_required_key(data, tmp_path):
+    d = json.loads(json.dumps(data))  # plain JSON
+    assert REQUIRED_KEYS <= set(d)
+    assert set(d["stages"]) == STAGES
+    assert set(d["reference_stages"]) == STAGES - {"generation"}
+    for v in d["stages"].values():
+        assert v >= 0 and math.isfinite(v)
+    assert d["shapes"]["llm"] == "tiny"
+    assert d["settings"]["answer_tokens"] == 8 and d["settings"]["samples"] == 5
+    assert d["peak_rss_mb"] > 0
+    assert [n["shape"] for n in d["nli_models"]] == ["tiny", "tiny"]
+    assert d["machine"]["device"] in ("cpu", "cuda")
+    # the report prints without error and names every stage
+    text = bench.format_report(d)
+    for word in ("log-probs", "importance", "NLI", "rest", "after generation", "peak RSS"):
+        assert word in text
+
+
+def test_results_match_and_no_extra_forward_pass(data):
+    assert data["results_match"] is True, data["comparison"]["mismatches"]
+    assert data["comparison"]["mismatches"] == []
+    assert data["comparison"]["max_abs_diff"] <= 1e-4
+    assert data["extra_llm_forward_passes"] == 0
+    passes = data["llm_forward_passes"]
+    # every answer has the forced length: greedy + batched samples = 2 x 8 generation steps
+    assert data["settings"]["all_answers_full_length"] is True
+    assert passes["fast"] == passes["generation_steps"] == 2 * 8
+    assert data["importance_forward_passes"] == 1
+    assert data["nli_forward_passes"] == 1
+    assert data["targets"]["extra_llm_forward_passes"]["met"] is True
+    assert data["targets"]["importance_one_pass"]["met"] is True
+
+
+def test_reference_path_really_ran(data):
+    passes = data["llm_forward_passes"]
+    # 6 teacher-forced passes + greedy and 5 samples generated one at a time (8 steps each)
+    assert passes["reference"] == 6 + 6 * 8
+    assert passes["reference"] > passes["fast"]
+    assert data["reference_generation_s"] is not None and data["reference_generation_s"] > 0
+    assert all(v > 0 for v in data["reference_stages"].values())
+    assert data["nli_models"][0]["pairs"] == 20  # one call per ordered pair of 5 distinct samples
+    assert all(n["labels_match"] for n in data["nli_models"])
+    assert data["speedup_after_generation"] == pytest.approx(
+        data["reference_after_generation_s"] / data["after_generation_s"]
+    )
+
+
+def test_first_token_measured(data):
+    ft = data["first_token"]
+    assert ft["first_text_s"] > 0 and ft["prefill_s"] > 0 and ft["decode_step_s"] > 0
+    assert ft["budget_s"] == pytest.approx(ft["prefill_s"] + ft["decode_step_s"])
+    assert 1 <= ft["tokens_before_first_text"] <= 8
+
+
+def test_comparison_can_fail():
+    base = {
+        "scores": [[-1.0, -1.2], [-2.0, -2.5]],
+        "uncertainty": {"confidence.mars": 1.2, "entropy.mars": 2.5},
+        "cluster_ids": [0],
+        "labels": [["entailment"]],
+        "logprobs": [[-1.0], [-2.0]],
+    }
+    assert bench.compare(base, json.loads(json.dumps(base)))["match"] is True
+    off = json.loads(json.dumps(base))
+    off["scores"][1][1] += 1e-3
+    result = bench.compare(base, off, tolerance=1e-4)
+    assert result["match"] is False and "answer 1 MARS score" in result["mismatches"][0]
+    off = json.loads(json.dumps(base))
+    off["cluster_ids"] = [1]
+    assert bench.compare(base, off)["match"] is False
+    off = json.loads(json.dumps(base))
+    off["labels"] = [["neutral"]]
+    assert bench.compare(base, off)["match"] is False
+
+
+def test_a_perturbed_reference_is_reported_as_a_mismatch(models_dir, data):
+    # same models (reused from the first run), one reference log-prob moved by 0.01
+    d = bench.run_benchmark("tiny", repeats=1, warmup=0, models_dir=models_dir,
+                            reference_generation_repeats=0, perturb_reference=0.01,
+                            log=lambda msg: None)
+    assert d["results_match"] is False
+    assert any("answer 0" in m for m in d["comparison"]["mismatches"])
+    assert d["targets"]["speedup_after_generation"]["met"] in (False, None)
+    assert d["reference_generation_s"] is None  # not asked for
+
+
+def test_7b_refuses_without_cuda(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    assert bench.main(["--llm-shape", "7b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "CUDA" in err and len(err.splitlines()) == 1
