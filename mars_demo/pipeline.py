@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .core import alignment, clustering, scoring, uncertainty
+from .models.llm import GenerationCancelled
 from .models.loading import ModelLoadError, cuda_available, free_memory, release
 from .result import (
     AnalysisResult,
@@ -45,6 +46,11 @@ class AnalysisOutOfMemory(RuntimeError):
     """The analysis ran out of (GPU) memory; memory was released and the engine still works."""
 
 
+class AnalysisCancelled(Exception):
+    """``should_stop`` said the request was cancelled (e.g. its browser tab was closed): the
+    analysis stopped at the next generated token or stage and the models are free again."""
+
+
 @dataclass
 class _Models:
     llm: Any
@@ -54,6 +60,10 @@ class _Models:
 
 def _quiet(stage: str, fraction: float) -> None:
     return None
+
+
+def _never() -> bool:
+    return False
 
 
 class Engine:
@@ -132,15 +142,23 @@ class Engine:
         *,
         progress: Progress | None = None,
         on_text: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> AnalysisResult:
         """Run the whole analysis. Raises ``OptionError`` for bad input, ``ModelLoadError`` when
-        a model cannot be loaded and :class:`AnalysisOutOfMemory` when memory runs out."""
+        a model cannot be loaded and :class:`AnalysisOutOfMemory` when memory runs out.
+
+        ``should_stop`` (called from this thread) is asked before each stage and after every
+        generated token; once it returns True the analysis ends there with
+        :class:`AnalysisCancelled`, which releases the models for the next request.
+        """
         s = settings or self.settings
         question = clean_question(question)
         progress = progress or _quiet
         with _RUN_LOCK:
             try:
-                return self._analyze(question, s, progress, on_text)
+                return self._analyze(question, s, progress, on_text, should_stop)
+            except GenerationCancelled as err:
+                raise AnalysisCancelled("the analysis was cancelled") from err
             except ModelLoadError:
                 raise  # already says what to do (a load that ran out of memory included)
             except (MemoryError, RuntimeError) as err:
@@ -159,15 +177,25 @@ class Engine:
             f"fewer max new tokens. ({type(err).__name__})"
         )
 
-    def _analyze(self, question: str, s: Settings, progress: Progress, on_text) -> AnalysisResult:
+    def _analyze(
+        self, question: str, s: Settings, progress: Progress, on_text, should_stop=None
+    ) -> AnalysisResult:
         timings: dict[str, float] = {}
         warnings: list[str] = []
+        stopped = should_stop or _never
+
+        def check() -> None:
+            if stopped():
+                raise AnalysisCancelled("the analysis was cancelled")
+
+        check()  # cancelled while it waited for the models
         t = time.perf_counter()
         models = self._models_for(s, progress)
         if time.perf_counter() - t > 0.05:
             timings["load"] = time.perf_counter() - t
         llm = models.llm
 
+        check()
         progress("generate", 0.0)
         prompt, prompt_ids, prompt_preset, w = llm.build_prompt(question, s.prompt)
         warnings += w
@@ -181,11 +209,13 @@ class Engine:
             prompt_preset=prompt_preset,
             on_text=on_text,
             timings=timings,
+            should_stop=should_stop,
         )
         progress("generate", 1.0)
         gens = [greedy] + samples
         names = ["Greedy answer"] + [f"Sample {i + 1}" for i in range(len(samples))]
 
+        check()
         progress("importance", 0.0)
         t = time.perf_counter()
         texts = [g.text for g in gens]
@@ -207,6 +237,7 @@ class Engine:
         warnings += [f"{', '.join(who)}: {note}" for note, who in notes_of.items()]
         timings["alignment"] = time.perf_counter() - t
 
+        check()
         progress("nli", 0.0)
         t = time.perf_counter()
         sample_texts = [a.text for a in answers[1:]]
@@ -214,6 +245,7 @@ class Engine:
         timings["nli"] = time.perf_counter() - t
         progress("nli", 1.0)
 
+        check()
         progress("uncertainty", 0.0)
         t = time.perf_counter()
         cluster_ids = clustering.semantic_clusters(labels, rule=s.cluster_rule)
@@ -339,6 +371,7 @@ def analyze(
     *,
     progress: Progress | None = None,
     on_text: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **options: Any,
 ) -> AnalysisResult:
     """Analyze one question with the options of :class:`~mars_demo.settings.Settings`.
@@ -352,7 +385,16 @@ def analyze(
             f"{', '.join(Settings.__dataclass_fields__)}"
         )
     settings = Settings(**options)
-    return Engine(settings).analyze(question, progress=progress, on_text=on_text)
+    return Engine(settings).analyze(
+        question, progress=progress, on_text=on_text, should_stop=should_stop
+    )
 
 
-__all__ = ["Engine", "analyze", "AnalysisOutOfMemory", "ModelLoadError", "STAGES"]
+__all__ = [
+    "Engine",
+    "analyze",
+    "AnalysisCancelled",
+    "AnalysisOutOfMemory",
+    "ModelLoadError",
+    "STAGES",
+]

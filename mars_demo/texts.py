@@ -219,6 +219,7 @@ ERROR_OUT_OF_MEMORY = (
     "The model ran out of memory on this question. Try fewer sampled answers, fewer max new "
     "tokens or a smaller model; the page keeps working."
 )
+ERROR_CANCELLED = "The analysis was cancelled before it finished. Ask again to run it."
 ERROR_UNEXPECTED = "Something went wrong while analyzing the question ({error}). The page keeps working; please try again."
 
 # --- app.py ------------------------------------------------------------------------------------

@@ -214,7 +214,13 @@ class FakeEngine:
         self.load(progress)
 
     def analyze(
-        self, question: str, settings: Settings | None = None, *, progress=None, on_text=None
+        self,
+        question: str,
+        settings: Settings | None = None,
+        *,
+        progress=None,
+        on_text=None,
+        should_stop=None,
     ) -> AnalysisResult:
         self.calls.append((question, settings))
         if self.fail_with is not None:
@@ -238,6 +244,9 @@ class FakeEngine:
 APP_START_TIMEOUT_S = 180  # imports + loading the tiny models; generous for a 2-core CI machine
 
 
+APP_LOGS: dict[str, list[str]] = {}  # URL of a running app.py -> the lines it logged so far
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -247,7 +256,8 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_app(models: dict, *extra_args: str):
     """Start ``python app.py`` on 127.0.0.1 with the tiny models; yield its URL once the models
-    are loaded; stop it afterwards. The server's log is in the failure message if it dies."""
+    are loaded; stop it afterwards. The server's log is in the failure message if it dies, and
+    in ``APP_LOGS[url]`` while it runs."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -290,6 +300,7 @@ def running_app(models: dict, *extra_args: str):
                 raise RuntimeError("app.py did not start:\n" + "".join(log[-60:]))
             time.sleep(0.2)
         url = f"http://127.0.0.1:{port}"
+        APP_LOGS[url] = log
         while True:  # the models are ready; wait for the HTTP server too
             try:
                 urllib.request.urlopen(url, timeout=2).close()
@@ -300,6 +311,7 @@ def running_app(models: dict, *extra_args: str):
                 time.sleep(0.2)
         yield url
     finally:
+        APP_LOGS.pop(f"http://127.0.0.1:{port}", None)
         proc.terminate()
         try:
             proc.wait(15)

@@ -45,6 +45,32 @@ class InvalidModelOutput(RuntimeError):
     """The model's outputs are not numbers (NaN / infinity), e.g. an fp16 overflow."""
 
 
+class GenerationCancelled(Exception):
+    """``should_stop`` asked generation to stop (the request was cancelled); no answer is made.
+
+    :class:`mars_demo.pipeline.Engine` turns it into ``AnalysisCancelled``.
+    """
+
+
+def stop_criterion(should_stop: Callable[[], bool]):
+    """A transformers ``StoppingCriteria`` that finishes every row once ``should_stop()`` is True.
+
+    ``generate`` calls it after each new token with ``(input_ids, scores)`` and wants a bool
+    tensor of shape ``(batch,)``. (Built on call, so importing this module stays cheap.)
+    """
+    import torch
+    from transformers import StoppingCriteria
+
+    class StopWhen(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+            stop = bool(should_stop())
+            return torch.full(
+                (input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device
+            )
+
+    return StopWhen()
+
+
 class IncrementalDecoder:
     """Decode tokens one at a time into text pieces whose concatenation is the full text.
 
@@ -373,8 +399,9 @@ class LLM:
 
     # ---- generation ----------------------------------------------------------------------
     def _generate(self, prompt_ids, *, n: int, sample: bool, temperature: float, top_p: float,
-                  max_new_tokens: int, stop_strings, streamer=None):
+                  max_new_tokens: int, stop_strings, streamer=None, should_stop=None):
         import torch
+        from transformers import StoppingCriteriaList
 
         input_ids = torch.tensor([prompt_ids], device=self.device)
         kwargs = dict(
@@ -393,6 +420,8 @@ class LLM:
             kwargs.update(do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None)
         if stop_strings:
             kwargs.update(stop_strings=list(stop_strings), tokenizer=self.tokenizer)
+        if should_stop is not None:
+            kwargs.update(stopping_criteria=StoppingCriteriaList([stop_criterion(should_stop)]))
         with torch.inference_mode():
             out = self.model.generate(**kwargs)
         new_ids = out.sequences[:, input_ids.shape[1] :]
@@ -431,9 +460,13 @@ class LLM:
         prompt_preset: str,
         on_text: Callable[[str], None] | None = None,
         timings: dict[str, float] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> tuple[Generation, list[Generation]]:
         """The greedy answer (streamed to ``on_text``) and ``samples`` sampled answers (one
-        batched call). ``timings`` receives "generate" and "logprobs" seconds."""
+        batched call). ``timings`` receives "generate" and "logprobs" seconds.
+
+        ``should_stop`` is asked after every generated token (and between the two calls); once it
+        returns True generation ends at that token and :class:`GenerationCancelled` is raised."""
         import time
 
         import torch
@@ -444,16 +477,25 @@ class LLM:
         eos = self.eos_ids
         t0 = time.perf_counter()
         streamer = _TextStreamer(self.tokenizer, on_text) if on_text else None
+        stop = {"should_stop": should_stop} if should_stop is not None else {}
+
+        def check() -> None:
+            if should_stop is not None and should_stop():
+                raise GenerationCancelled("generation was cancelled")
+
+        check()
         g_ids, g_logits = self._generate(
             prompt_ids, n=1, sample=False, temperature=1.0, top_p=1.0,
-            max_new_tokens=max_new_tokens, stop_strings=stops, streamer=streamer,
+            max_new_tokens=max_new_tokens, stop_strings=stops, streamer=streamer, **stop,
         )
+        check()
         set_seed(seed)
         torch.manual_seed(seed)
         s_ids, s_logits = self._generate(
             prompt_ids, n=samples, sample=True, temperature=temperature, top_p=top_p,
-            max_new_tokens=max_new_tokens, stop_strings=stops,
+            max_new_tokens=max_new_tokens, stop_strings=stops, **stop,
         )
+        check()
         t1 = time.perf_counter()
         g_lp = self.token_logprobs(g_ids, g_logits)
         s_lp = self.token_logprobs(s_ids, s_logits)

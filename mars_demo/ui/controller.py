@@ -15,6 +15,9 @@ No ``from __future__ import annotations`` here: ``gr.api`` reads the API handler
 return type included, at runtime.
 """
 
+import asyncio
+import contextvars
+import functools
 import json
 import logging
 import queue
@@ -24,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.models import ModelLoadError
-from mars_demo.pipeline import AnalysisOutOfMemory
+from mars_demo.pipeline import AnalysisCancelled, AnalysisOutOfMemory
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
     CPU_DEFAULT_PRESET,
@@ -49,6 +52,10 @@ log = logging.getLogger(__name__)
 
 DEFAULTS = Settings()  # default analysis options (the API's defaults too)
 STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer streams
+# While the analysis reports nothing (sampling, NLI) the page still gets an update (the same
+# again) this often: Gradio notices a closed tab or a cancel only between two updates of a
+# streaming event, and closing the handler is what stops the analysis (see Controller.ask).
+HEARTBEAT_S = 0.5
 DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
 
 ASK_OUTPUTS = (
@@ -76,6 +83,12 @@ RESCORE_OUTPUTS = (
 )
 SWITCH_OUTPUTS = ("switch_status", "banner")
 BANNER_OUTPUTS = ("banner", "timer")
+CANCELLED_LOG = "analysis cancelled; the models are free"  # logged when a cancel stopped one
+
+# The cancel check of the API request running in this thread (see Controller.api_endpoint).
+_API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "mars_api_should_stop", default=None
+)
 
 
 def as_int(value: Any) -> Any:
@@ -102,6 +115,8 @@ def error_message(exc: BaseException) -> str:
         return texts.ERROR_OUT_OF_MEMORY
     if isinstance(exc, AnalysisOutOfMemory):  # the engine's message says what to do
         return str(exc)
+    if isinstance(exc, AnalysisCancelled):
+        return texts.ERROR_CANCELLED
     log.error("analysis failed", exc_info=exc)
     return texts.ERROR_UNEXPECTED.format(error=f"{type(exc).__name__}: {exc}")
 
@@ -122,29 +137,44 @@ def model_choices(settings: Settings, cuda: bool) -> tuple[list[tuple[str, str]]
     return choices, current
 
 
-def run_in_thread(
-    task: Callable[[Progress, Callable[[str], None]], Any], name: str
-) -> queue.SimpleQueue:
-    """Run ``task(progress, on_text)`` in a thread and return the queue of what it reports:
-    ("progress", (stage, fraction)) and ("text", partial answer) while it runs, then
-    ("done", its return value) or ("error", the exception)."""
-    events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+class Worker:
+    """Runs ``task(progress, on_text, should_stop)`` in a daemon thread.
 
-    def work() -> None:
+    ``events`` is the queue of what it reports: ("progress", (stage, fraction)) and ("text",
+    partial answer) while it runs, then ("done", its return value) or ("error", the exception).
+    :meth:`cancel` makes ``should_stop()`` True, so an analysis ends at its next generated token
+    or stage (with ``AnalysisCancelled``) and frees the models.
+    """
+
+    def __init__(
+        self,
+        task: Callable[[Progress, Callable[[str], None], Callable[[], bool]], Any],
+        name: str,
+    ) -> None:
+        self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._work, args=(task,), name=name, daemon=True)
+        self.thread.start()
+
+    def _work(self, task: Callable[..., Any]) -> None:
+        events = self.events
         try:
             value = task(
                 lambda stage, fraction: events.put(("progress", (stage, fraction))),
                 lambda text: events.put(("text", text)),
+                self._stop.is_set,
             )
         except BaseException as exc:
+            if isinstance(exc, AnalysisCancelled):
+                log.info(CANCELLED_LOG)
             events.put(("error", exc))
             if not isinstance(exc, Exception):
                 raise
         else:
             events.put(("done", value))
 
-    threading.Thread(target=work, name=name, daemon=True).start()
-    return events
+    def cancel(self) -> None:
+        self._stop.set()
 
 
 class DownloadStore:
@@ -214,6 +244,12 @@ class Controller:
         """Analyze ``question``: stream the greedy answer, then show the whole analysis.
 
         ``options`` are the settings in :meth:`settings_from` order.
+
+        The analysis runs in a :class:`Worker` thread; this generator only relays what it
+        reports, at least every :data:`HEARTBEAT_S`. When Gradio closes the generator before the
+        end (the visitor closed the tab or the request was cancelled: Gradio then calls
+        ``close()``, which raises ``GeneratorExit`` at the current ``yield``), the worker is told
+        to stop, so the models do not stay busy for a page nobody reads.
         """
         try:
             question = clean_question(question)
@@ -225,46 +261,16 @@ class Controller:
             }  # nothing started: keep the last result
             return
 
-        events = run_in_thread(
-            lambda progress, on_text: self.host.analyze(
-                question, settings, progress=progress, on_text=on_text
+        worker = Worker(
+            lambda progress, on_text, should_stop: self.host.analyze(
+                question, settings, progress=progress, on_text=on_text, should_stop=should_stop
             ),
             "mars-analyze",
         )
-        yield {
-            "result": None,
-            "error": "",
-            "progress": render.progress_html(render.StageProgress()),
-            "answer": render.streaming_html(question, ""),
-            "results": gr.update(visible=False),
-            "download": gr.update(value=None, visible=False),
-        }
-
-        partial, progress = "", render.StageProgress()
-        while True:
-            batch = [events.get()]
-            time.sleep(STREAM_INTERVAL_S)
-            while True:
-                try:
-                    batch.append(events.get_nowait())
-                except queue.Empty:
-                    break
-            outcome = None
-            for kind, payload in batch:
-                if kind == "text":
-                    partial = payload
-                elif kind == "progress":
-                    progress = render.StageProgress(*payload)
-                else:
-                    outcome = (kind, payload)
-            if outcome is not None:
-                break
-            yield {
-                "answer": render.streaming_html(question, partial),
-                "progress": render.progress_html(progress),
-            }
-
-        kind, payload = outcome
+        try:
+            kind, payload = yield from self._relay(worker, question)
+        finally:
+            worker.cancel()  # stops the analysis when closed early; a no-op once it is done
         if kind == "error":
             yield {
                 "error": render.error_html(error_message(payload)),
@@ -273,6 +279,43 @@ class Controller:
             }
             return
         yield self.show(payload, scoring)
+
+    @staticmethod
+    def _relay(worker: Worker, question: str) -> Generator[dict[str, Any], None, tuple[str, Any]]:
+        """Yield the page updates of a running analysis; return its ("done", result) or
+        ("error", exception)."""
+        yield {
+            "result": None,
+            "error": "",
+            "progress": render.progress_html(render.StageProgress()),
+            "answer": render.streaming_html(question, ""),
+            "results": gr.update(visible=False),
+            "download": gr.update(value=None, visible=False),
+        }
+        partial, progress = "", render.StageProgress()
+        while True:
+            try:
+                batch = [worker.events.get(timeout=HEARTBEAT_S)]
+            except queue.Empty:
+                batch = []  # nothing new: send the same again (a cancelled event can close now)
+            else:
+                time.sleep(STREAM_INTERVAL_S)
+            while True:
+                try:
+                    batch.append(worker.events.get_nowait())
+                except queue.Empty:
+                    break
+            for kind, payload in batch:
+                if kind == "text":
+                    partial = payload
+                elif kind == "progress":
+                    progress = render.StageProgress(*payload)
+                else:
+                    return kind, payload
+            yield {
+                "answer": render.streaming_html(question, partial),
+                "progress": render.progress_html(progress),
+            }
 
     def show(self, result: AnalysisResult, scoring: str) -> dict[str, Any]:
         """Every output for a finished analysis."""
@@ -315,9 +358,10 @@ class Controller:
             yield {"switch_status": render.error_html(error_message(exc))}
             return
         name = LLM_PRESETS[model].label if model in LLM_PRESETS else model
-        events = run_in_thread(
-            lambda progress, _: self.host.switch(settings, progress=progress), "mars-switch-model"
-        )
+        events = Worker(
+            lambda progress, _text, _stop: self.host.switch(settings, progress=progress),
+            "mars-switch-model",
+        ).events
         yield {
             "switch_status": self._note(texts.SWITCH_STARTED.format(model=name)),
             "banner": self.banner_html(),
@@ -431,7 +475,34 @@ class Controller:
                 distribution,
                 cluster_rule,
             )
-            result = self.host.analyze(question, settings)
+            result = self.host.analyze(question, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
+            if isinstance(exc, AnalysisCancelled):
+                log.info(CANCELLED_LOG)
             raise gr.Error(error_message(exc)) from exc
         return result.to_dict()
+
+    def api_endpoint(self) -> Callable[..., Any]:
+        """:meth:`api_analyze` as the coroutine that ``gr.api`` serves (same parameters, types
+        and docstring).
+
+        The analysis runs in a thread. When the request is cancelled (``Job.cancel()`` of
+        ``gradio_client``, Gradio's ``/cancel``), Gradio cancels this coroutine's task; the
+        analysis is then told to stop at its next generated token or stage, so the models are
+        free for the next request at once instead of finishing an answer nobody will read.
+        """
+        analyze = self.api_analyze
+
+        @functools.wraps(analyze)
+        async def endpoint(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            stop = threading.Event()
+            token = _API_SHOULD_STOP.set(stop.is_set)  # asyncio.to_thread copies the context
+            try:
+                return await asyncio.to_thread(analyze, *args, **kwargs)
+            except asyncio.CancelledError:
+                stop.set()
+                raise
+            finally:
+                _API_SHOULD_STOP.reset(token)
+
+        return endpoint

@@ -7,6 +7,7 @@ refuses with :class:`EngineNotReady` instead of blocking or failing obscurely.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -45,7 +46,20 @@ class EngineLike(Protocol):
         *,
         progress: Progress | None = None,
         on_text: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> AnalysisResult: ...
+
+
+def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == name and p.kind != p.POSITIONAL_ONLY) or p.kind == p.VAR_KEYWORD
+        for p in params
+    )
 
 
 class EngineNotReady(RuntimeError):
@@ -75,6 +89,7 @@ class EngineHost:
         self._status_lock = threading.Lock()
         self._status = LoadStatus("ready" if engine.ready else "idle")
         self._logged: tuple[str, int] | None = None
+        self._cancellable = takes_keyword(engine.analyze, "should_stop")
 
     # --- status -------------------------------------------------------------------------------
 
@@ -166,10 +181,18 @@ class EngineHost:
         *,
         progress: Progress | None = None,
         on_text: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> AnalysisResult:
-        """Run the engine on one question; models that are not loaded yet load first."""
+        """Run the engine on one question; models that are not loaded yet load first.
+
+        ``should_stop`` is the engine's cancel check: once it returns True the analysis ends
+        with ``AnalysisCancelled`` and the lock is released for the next request. (An engine
+        whose ``analyze`` takes no ``should_stop`` is not told, and runs to the end.)"""
         self.check_ready()
         with self._lock:
             if not self.engine.ready:
                 self._run_load(lambda p: self.engine.load(progress=p), progress)
-            return self.engine.analyze(question, settings, progress=progress, on_text=on_text)
+            stop = {"should_stop": should_stop} if self._cancellable else {}
+            return self.engine.analyze(
+                question, settings, progress=progress, on_text=on_text, **stop
+            )

@@ -2,10 +2,21 @@
 
 Stable element ids (``mars-*``) are part of the page's contract: the browser tests and the CSS use
 them instead of Gradio's generated ``component-N`` ids.
+
+Many users: every event that runs the models (Ask, Load model, the ``/analyze`` API) shares the
+concurrency group :data:`ENGINE_QUEUE` with a limit of 1, so one GPU runs one analysis at a time
+and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
+Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
+Gradio refuses a request with "queue full". The scoring toggle and the banner do not touch the
+models and run without a limit. What a visitor sees (the last result) lives only in that
+visitor's session state (``gr.State``); the controller and the engine hold no per-user data.
+A visitor who closes the tab, or a client that cancels, stops its running analysis at the next
+generated token or stage (see :meth:`~mars_demo.ui.controller.Controller.ask`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,6 +49,7 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CSS_PATH = ASSETS / "style.css"
 EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
+# (tests/test_load.py sends 16 users at once, all of whom must fit)
 ENGINE_QUEUE = "engine"  # concurrency group of every event that runs the models: one at a time
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
@@ -52,11 +64,16 @@ def load_examples(path: Path = EXAMPLES_PATH) -> list[str]:
 def _packed(
     method: Callable[..., Iterator[dict[str, Any]]], names: Sequence[str]
 ) -> Callable[..., Iterator[tuple]]:
-    """A generator handler yielding tuples in ``names`` order; missing names are left unchanged."""
+    """A generator handler yielding tuples in ``names`` order; missing names are left unchanged.
+
+    Closing the handler (Gradio does when the visitor leaves or cancels) closes ``method``'s
+    generator at once, so its cleanup runs then (it stops a running analysis).
+    """
 
     def handler(*args: Any) -> Iterator[tuple]:
-        for update in method(*args):
-            yield tuple(update.get(name, gr.skip()) for name in names)
+        with contextlib.closing(method(*args)) as updates:
+            for update in updates:
+                yield tuple(update.get(name, gr.skip()) for name in names)
 
     handler.__name__ = method.__name__
     return handler
@@ -333,7 +350,7 @@ def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
             show_progress="hidden",
         )
         gr.api(
-            controller.api_analyze,
+            controller.api_endpoint(),
             api_name="analyze",
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
