@@ -154,25 +154,48 @@ def resolve_nli(nli: str | None, cuda: bool) -> str:
     return nli
 
 
-def clean_question(question: Any) -> str:
-    """Validate and normalize a question: str, non-empty, at most MAX_QUESTION_CHARS characters.
+# Zero-width (non-)joiners are kept between two visible characters, where they are part of the
+# text: Persian and Indic words need ZWNJ, emoji sequences such as a family are held by ZWJ.
+JOINERS = ("\u200c", "\u200d")
+# A question longer than this many characters is refused before it is even cleaned (cleaning can
+# only shorten it by collapsing whitespace and removing invisible characters).
+MAX_RAW_QUESTION_CHARS = 20 * MAX_QUESTION_CHARS
 
-    Control characters (except ordinary whitespace) and zero-width / bidirectional formatting
-    characters are removed; whitespace runs collapse to one space. Raises :class:`OptionError`.
+
+def clean_question(question: Any) -> str:
+    r"""Validate and normalize a question: str, non-empty, at most MAX_QUESTION_CHARS characters.
+
+    Control characters (except ordinary whitespace), lone surrogates and invisible format
+    characters (zero-width space, bidirectional controls, byte-order mark, Unicode tag
+    characters...) are removed; a zero-width joiner or non-joiner stays only between two visible
+    characters. Whitespace runs collapse to one space. Raises :class:`OptionError`.
+
+    >>> clean_question("  Which\u200b planet\u202e is red?\n")
+    'Which planet is red?'
+    >>> clean_question("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") == "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+    True
     """
     import unicodedata
 
     if not isinstance(question, str):
         raise OptionError(f"question must be text; got {type(question).__name__}")
-    kept = []
+    if len(question) > MAX_RAW_QUESTION_CHARS:
+        raise OptionError(
+            f"question is {len(question)} characters long; the limit is {MAX_QUESTION_CHARS}"
+        )
+    kept: list[str] = []
     for ch in question:
-        cat = unicodedata.category(ch)
-        if ch in "\t\n\r" or ch.isspace():
+        if ch.isspace():
             kept.append(" ")
-        elif cat in ("Cc", "Cf", "Cs"):
-            continue  # control, format (zero-width, bidi marks), lone surrogate
-        else:
+        elif ch in JOINERS or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"):
             kept.append(ch)
+        # else: control, format (zero-width, bidi marks, tags), lone surrogate: dropped
+    visible = [ch != " " and ch not in JOINERS for ch in kept]
+    kept = [
+        ch
+        for i, ch in enumerate(kept)
+        if ch not in JOINERS or (0 < i < len(kept) - 1 and visible[i - 1] and visible[i + 1])
+    ]
     text = " ".join("".join(kept).split())
     if not text:
         if question.strip():  # something was typed, but nothing visible

@@ -41,7 +41,14 @@ from mars_demo.models.llm import (
 )
 from mars_demo.models.loading import ModelLoadError, explain_load_error
 from mars_demo.pipeline import AnalysisOutOfMemory, Engine
-from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings, clean_question
+from mars_demo.settings import (
+    JOINERS,
+    MAX_QUESTION_CHARS,
+    MAX_RAW_QUESTION_CHARS,
+    OptionError,
+    Settings,
+    clean_question,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Which planet is known as the Red Planet?"
@@ -208,10 +215,29 @@ def test_all_samples_identical(engine, monkeypatch):
 
 
 def test_all_samples_different(engine, monkeypatch):
+    nli = engine._models.nli
+    monkeypatch.setattr(nli, "verdicts", lambda pairs, *rest: ["contradiction"] * len(pairs))
     r = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus is hot", "the Pacific Ocean"])
     check_result(r)
-    assert len(r.cluster_ids) == 3 and r.cluster_ids[0] == 0
     assert [a.text for a in r.samples] == ["Mars", "Venus is hot", "the Pacific Ocean"]
+    assert r.cluster_ids == [0, 1, 2]
+    assert all(r.nli.labels[i][j] == "contradiction" for i in range(3) for j in range(3) if i != j)
+    # one sample per cluster: SE = -(1/3) sum of the scores = the entropy
+    for kind in ("length_normalized", "mars"):
+        scores = [getattr(a.scores, kind) for a in r.samples]
+        se = getattr(r.uncertainty.semantic_entropy, kind)
+        assert se == pytest.approx(-np.mean(scores))
+        assert se == pytest.approx(getattr(r.uncertainty.entropy, kind))
+
+
+def test_nli_pairs_longer_than_its_window_are_reported(engine, monkeypatch):
+    planets, mars = " ".join(["planet"] * 300), " ".join(["Mars"] * 300)
+    r = run_forced(engine, monkeypatch, "Mars", [planets, mars, "Mars"], max_new_tokens=300)
+    check_result(r)
+    (note,) = [w for w in r.warnings if "NLI model reads at most 512 tokens" in w]
+    assert "samples 1 and 2" in note and "2 of 6 comparisons" in note
+    short = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus", "red"])
+    assert not [w for w in short.warnings if "NLI model" in w]
 
 
 def test_answers_with_replacement_characters_and_markup(engine, monkeypatch):
@@ -249,7 +275,7 @@ def test_odd_questions_are_analyzed(engine, question, prompt):
     s = engine.settings.replace(samples=2, max_new_tokens=4, prompt=prompt)
     r = engine.analyze(question, s)
     check_result(r, clean_question(question))
-    assert not any(unicode_cat(ch) in ("Cc", "Cf", "Cs") for ch in r.question)
+    assert_only_joining_format_characters(r.question)
     assert "\n" not in r.question  # the question cannot add lines to the few-shot prompt
 
 
@@ -310,8 +336,44 @@ def test_clean_question_on_arbitrary_unicode(text):
         return
     assert q and q == q.strip() and len(q) <= MAX_QUESTION_CHARS
     assert "  " not in q
-    assert not any(unicode_cat(ch) in ("Cc", "Cf", "Cs") for ch in q)
+    assert_only_joining_format_characters(q)
     assert clean_question(q) == q  # idempotent
+
+
+def assert_only_joining_format_characters(q: str) -> None:
+    """No control, surrogate or invisible format character is left, except a zero-width
+    (non-)joiner between two visible characters."""
+    for i, ch in enumerate(q):
+        if ch in JOINERS:
+            assert 0 < i < len(q) - 1, repr(q)
+            assert not q[i - 1].isspace() and q[i - 1] not in JOINERS, repr(q)
+            assert not q[i + 1].isspace() and q[i + 1] not in JOINERS, repr(q)
+        else:
+            assert unicode_cat(ch) not in ("Cc", "Cf", "Cs"), repr(q)
+
+
+@pytest.mark.parametrize(
+    "raw, cleaned",
+    [
+        # Persian "I want": the ZWNJ is part of the spelling and stays.
+        ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645?", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645?"),
+        # An emoji family is held together by ZWJ.
+        ("Who is \U0001f468\u200d\U0001f469\u200d\U0001f467?", "Who is \U0001f468\u200d\U0001f469\u200d\U0001f467?"),
+        # Joiners at the edges or next to spaces join nothing and go.
+        ("\u200dWhich \u200cplanet\u200d is red?\u200c", "Which planet is red?"),
+        # Invisible tag characters (a way to smuggle hidden instructions) go.
+        ("Which planet\U000e0049\U000e0067\U000e006e\U000e006f\U000e0072\U000e0065 is red?", "Which planet is red?"),
+        ("Which\u00ad planet\u2060 is\ufeff red?", "Which planet is red?"),
+    ],
+)
+def test_clean_question_keeps_joiners_that_join_and_drops_other_format_characters(raw, cleaned):
+    assert clean_question(raw) == cleaned
+
+
+def test_a_huge_question_is_refused_before_it_is_cleaned():
+    huge = "x" * (MAX_RAW_QUESTION_CHARS + 1)
+    with pytest.raises(OptionError, match=f"{len(huge)} characters long; the limit is {MAX_QUESTION_CHARS}"):
+        clean_question(huge)
 
 
 # --- options ---------------------------------------------------------------------------------
@@ -454,11 +516,9 @@ def test_directory_without_a_usable_model(tmp_path, tiny_models):
         ImportanceModel.load(str(tmp_path))  # a directory that is no model at all
 
 
-def test_unknown_hub_id_offline_is_fast_and_says_what_to_do():
-    started = time.perf_counter()
+def test_unknown_hub_id_offline_says_what_to_do():
     with pytest.raises(ModelLoadError) as info:
         Engine(Settings(llm="nobody-here/no-such-model-xyz")).load()
-    assert time.perf_counter() - started < 20  # no network wait
     msg = str(info.value)
     assert "not in the local Hugging Face cache" in msg and "HF_HUB_OFFLINE" in msg
     assert "local directory" in msg
@@ -597,6 +657,25 @@ def test_nan_logits_give_a_clear_error_not_nan_numbers(engine, monkeypatch):
     with pytest.raises(InvalidModelOutput, match="NaN or infinity.*full precision"):
         engine.analyze(QUESTION)
     monkeypatch.setattr(llm, "_generate", inner)
+    check_result(engine.analyze(QUESTION), QUESTION)
+
+
+@pytest.mark.parametrize("part", ["importance", "nli"])
+def test_non_finite_outputs_of_the_other_models_give_a_clear_error(engine, monkeypatch, part):
+    model = getattr(engine._models, part).model
+    original = model.forward
+
+    def broken(*args, **kwargs):
+        out = original(*args, **kwargs)
+        out.logits[..., 0] = float("inf") if part == "nli" else float("nan")
+        return out
+
+    monkeypatch.setattr(engine._models.llm, "_generate", forced(engine._models.llm, "Mars", ["Mars", "Venus", "red"]))
+    monkeypatch.setattr(model, "forward", broken)
+    who = {"importance": "importance model", "nli": "NLI model"}[part]
+    with pytest.raises(InvalidModelOutput, match=f"The {who} .* produced invalid outputs"):
+        engine.analyze(QUESTION)
+    monkeypatch.setattr(model, "forward", original)
     check_result(engine.analyze(QUESTION), QUESTION)
 
 
@@ -860,3 +939,16 @@ def test_whole_analysis_on_arbitrary_unicode_answers(engine, question, answers, 
     truncated = [a.finish_reason == "length" for a in [r.greedy] + r.samples]
     for got, want, cut in zip(texts, expected, truncated):
         assert got == want or (cut and want.startswith(got.rstrip("\ufffd")))
+
+
+def test_bem_reports_unknown_characters_and_truncation(engine, monkeypatch):
+    s = engine.settings.replace(importance_method="bem", max_new_tokens=400)
+    long = " ".join(["planet"] * 400)
+    llm = engine._models.llm
+    monkeypatch.setattr(llm, "_generate", forced(llm, "Mars", ["火星 ☃", long, "Mars"]))
+    r = engine.analyze(QUESTION, s)
+    check_result(r)
+    unknown = [w for w in r.warnings if "answer-equivalence model does not know" in w]
+    cut = [w for w in r.warnings if "answer-equivalence model reads at most 512" in w]
+    assert len(unknown) == 1 and unknown[0].startswith("Sample 1:")
+    assert len(cut) == 1 and cut[0].startswith("Sample 2:")
