@@ -106,7 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "make-tiny-models":
         from .tiny import make_tiny_models
 
-        paths = make_tiny_models(args.dir, seed=args.seed)
+        try:
+            paths = make_tiny_models(args.dir, seed=args.seed)
+        except OSError as err:
+            print(f"error: cannot write the tiny models to {args.dir!r}: {err}", file=sys.stderr)
+            return EXIT_FAILURE
         for name, path in paths.items():
             print(f"{name}: {path}")
         return 0

@@ -32,7 +32,15 @@ from .result import (
     Token,
     Uncertainty,
 )
-from .settings import OptionError, Settings, clean_question, resolve_llm, resolve_nli
+from .settings import (
+    CPU_DEFAULT_PRESET,
+    LLM_PRESETS,
+    OptionError,
+    Settings,
+    clean_question,
+    resolve_llm,
+    resolve_nli,
+)
 
 Progress = Callable[[str, float], None]
 STAGES = ("generate", "importance", "nli", "uncertainty")  # progress stages, in order
@@ -88,21 +96,34 @@ class Engine:
             "llm_preset": preset.label if preset else None,
             "importance": self.settings.importance,
             "nli": resolve_nli(self.settings.nli, cuda),
-            "cpu_fallback": not cuda and self.settings.llm is None,
+            # "No GPU: running the small CPU preset", chosen automatically or picked by hand
+            "cpu_fallback": not cuda and preset is LLM_PRESETS[CPU_DEFAULT_PRESET],
             "load_in_4bit": cuda if self.settings.load_in_4bit is None else self.settings.load_in_4bit,
             "ready": self.ready,
         }
 
     def load(self, progress: Progress | None = None, settings: Settings | None = None) -> None:
-        """Load (or fetch from the cache) every model the settings name."""
+        """Load (or fetch from the cache) every model the settings name; they become the
+        engine's settings."""
         with self._load_lock:
-            self._models = self._load(settings or self.settings, progress or _quiet)
+            settings = settings or self.settings
+            self._models = self._load(settings, progress or _quiet)
+            self.settings = settings
 
     def switch(self, settings: Settings, progress: Progress | None = None) -> None:
-        """Use other models: free the ones no longer needed *before* loading the new ones."""
+        """Use other models: free the ones no longer needed *before* loading the new ones.
+
+        Models that the new settings name too (say the importance and NLI models when only the
+        LLM changes) stay loaded. If the new models fail to load, the engine has none (the
+        error says why) until a later :meth:`load` or :meth:`switch` succeeds.
+        """
         with _RUN_LOCK, self._load_lock:
             self._models = None
-            release()
+            try:
+                keep = _cache_keys(settings, cuda_available())
+            except ModelLoadError:
+                keep = set()  # the new models cannot load anyway: free everything
+            release(keep)
             self.settings = settings
             self._models = self._load(settings, progress or _quiet)
 
@@ -241,7 +262,7 @@ class Engine:
         progress("nli", 0.0)
         t = time.perf_counter()
         sample_texts = [a.text for a in answers[1:]]
-        labels = models.nli.matrix(question, sample_texts)
+        labels = models.nli.matrix(question, sample_texts, warnings)
         timings["nli"] = time.perf_counter() - t
         progress("nli", 1.0)
 
@@ -335,6 +356,21 @@ class Engine:
             finish_reason=gen.finish_reason,
         )
         return answer, notes
+
+
+def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
+    """The model-cache keys of every model that ``s`` needs (see ``loading.load_cached``)."""
+    from .models.importance import BEMImportance, ImportanceModel
+    from .models.llm import LLM
+    from .models.nli import NLIModel
+
+    llm_id, _ = resolve_llm(s.llm, cuda)
+    keys = {LLM.cache_key(llm_id, s.load_in_4bit), NLIModel.cache_key(resolve_nli(s.nli, cuda))}
+    if s.importance_method == "bem":
+        keys |= BEMImportance.cache_keys(s.bem, s.chunker)
+    else:
+        keys.add(ImportanceModel.cache_key(s.importance))
+    return keys
 
 
 def _is_out_of_memory(err: BaseException) -> bool:

@@ -51,7 +51,7 @@ class Phrase:
 
 @dataclass
 class Scores:
-    """An answer's two log scores: LN (eq. 2 of the paper, in log) and MARS (eq. 7, in log)."""
+    """An answer's two log scores: LN (eq. (5) of the paper, in log) and MARS (eq. (9), in log)."""
 
     length_normalized: float
     mars: float

@@ -74,10 +74,14 @@ def test_ask_report_is_readable(cli_models):
         (["ask", "hi", "--temperature", "-1"], "temperature must be a number from"),
         (["ask", "hi", "--distribution", "median"], "invalid choice"),
         (["ask", "hi", "--llm", "/no/such/dir"], "no directory '/no/such/dir'"),
+        (["ask", "x" * 1001], "question is 1001 characters long; the limit is 1000"),
+        (["ask", "\u200b\u202e\u2060"], "question is empty once control and invisible"),
+        (["ask", "hi", "--samples", "1000"], "samples must be an integer from 1 to 20"),
+        (["make-tiny-models", "/proc/no-such-place"], "cannot write the tiny models to"),
     ],
 )
 def test_bad_input_is_one_clear_line(args, message, cli_models):
-    extra = [] if "--llm" in args else model_args(cli_models)
+    extra = [] if args[0] != "ask" or "--llm" in args else model_args(cli_models)
     proc = run_cli(*args, *extra, timeout=120)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr

@@ -173,7 +173,9 @@ def test_nli_skips_identical_answers_and_batches_the_rest(tiny_models, monkeypat
     nli = NLIModel.load(str(tiny_models["nli"]))
     asked = []
     original = nli.verdicts
-    monkeypatch.setattr(nli, "verdicts", lambda pairs: asked.append(list(pairs)) or original(pairs))
+    monkeypatch.setattr(
+        nli, "verdicts", lambda pairs, *rest: asked.append(list(pairs)) or original(pairs, *rest)
+    )
     m = nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "])
     assert len(asked) == 1  # one batched call
     assert len(asked[0]) == 2  # only (mars, venus) and (venus, mars)
@@ -222,3 +224,73 @@ def test_progress_reports_every_stage_in_order(tiny_settings):
     Engine(tiny_settings).analyze(QUESTION, progress=lambda stage, f: seen.append((stage, f)))
     stages = [s for s, f in seen if f == 1.0 and not s.startswith("loading")]
     assert stages == ["generate", "importance", "nli", "uncertainty"]
+
+
+# --- switching models ----------------------------------------------------------------------------
+
+
+def test_switch_frees_the_old_llm_before_loading_the_new_and_keeps_the_rest(
+    tiny_settings, tmp_path, monkeypatch
+):
+    import shutil
+
+    from mars_demo import pipeline
+    from mars_demo.models import loading
+    from mars_demo.models.llm import LLM
+
+    engine = Engine(tiny_settings)
+    engine.load()
+    old = engine._models
+    other_llm = shutil.copytree(tiny_settings.llm, tmp_path / "other-llm")
+    events: list[tuple] = []
+    real_release, real_load = pipeline.release, LLM.load.__func__
+
+    def release(keep=None):
+        events.append(("release", frozenset(keep or ())))
+        real_release(keep)
+        events.append(("cached after release", frozenset(loading._CACHE)))
+
+    def load(cls, model_id, *args, **kwargs):
+        events.append(("load llm", model_id))
+        return real_load(cls, model_id, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "release", release)
+    monkeypatch.setattr(LLM, "load", classmethod(load))
+    stages: list[str] = []
+    engine.switch(
+        tiny_settings.replace(llm=str(other_llm)),
+        progress=lambda stage, fraction: stages.append(stage),
+    )
+
+    old_key = LLM.cache_key(tiny_settings.llm, None)
+    new_key = LLM.cache_key(str(other_llm), None)
+    kinds = [e[0] for e in events]
+    assert kinds == ["release", "cached after release", "load llm"]  # freed first, then loaded
+    assert old_key not in events[1][1] and old_key not in loading._CACHE
+    assert new_key in loading._CACHE and engine._models.llm is loading._CACHE[new_key]
+    assert engine._models.importance is old.importance  # not reloaded
+    assert engine._models.nli is old.nli
+    assert "loading LLM" in stages and "loading NLI model" not in stages
+    assert engine.settings.llm == str(other_llm)
+    assert engine.analyze(QUESTION).settings["llm"] == str(other_llm)
+
+
+def test_load_with_settings_makes_them_the_engines(tiny_settings):
+    engine = Engine()
+    engine.load(settings=tiny_settings)
+    assert engine.settings == tiny_settings
+    assert engine.describe()["llm"] == tiny_settings.llm
+
+
+@pytest.mark.parametrize(
+    "llm, expected", [(None, True), ("cpu-small", True), ("Qwen/Qwen2.5-0.5B-Instruct", True),
+                      ("qwen2.5-7b-instruct", False), ("/some/dir", False)]
+)
+def test_the_cpu_notice_follows_the_model_in_use(llm, expected, monkeypatch):
+    from mars_demo import pipeline
+    from mars_demo.settings import Settings
+
+    monkeypatch.setattr(pipeline, "cuda_available", lambda: False)
+    assert Engine(Settings(llm=llm)).describe()["cpu_fallback"] is expected
+    monkeypatch.setattr(pipeline, "cuda_available", lambda: True)
+    assert Engine(Settings(llm=llm)).describe()["cpu_fallback"] is False

@@ -22,7 +22,8 @@ import math
 from dataclasses import dataclass, field
 
 from ..core.alignment import phrase_spans_from_starts, word_spans
-from .loading import ModelLoadError, check_source, load_cached
+from ._pairs import encode_pairs
+from .loading import ModelLoadError, check_finite, check_source, load_cached
 
 MAX_LENGTH = 512  # the importance model's window (BERT-base)
 
@@ -49,9 +50,15 @@ class ImportanceModel:
         self.model_id = model_id
         self.device = next(model.parameters()).device
 
+    @staticmethod
+    def cache_key(model_id: str) -> tuple:
+        """The key under which :meth:`load` caches this model."""
+        return ("importance", check_source(model_id, "importance model"))
+
     @classmethod
     def load(cls, model_id: str, progress=None) -> "ImportanceModel":
-        source = check_source(model_id, "importance model")
+        key = cls.cache_key(model_id)
+        source = key[1]
 
         def loader() -> ImportanceModel:
             import torch
@@ -75,7 +82,7 @@ class ImportanceModel:
             model.eval()
             return cls(model, tokenizer, model_id)
 
-        return load_cached(("importance", source), "importance model", model_id, loader, progress)
+        return load_cached(key, "importance model", model_id, loader, progress)
 
     def score(self, question: str, answers: list[str], method: str = "model") -> list[PhraseScoring]:
         """Phrases and scores of every answer, all answers in one batched forward pass."""
@@ -105,6 +112,7 @@ class ImportanceModel:
         with torch.inference_mode():
             logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
         logits = logits.float().cpu()
+        check_finite(logits, f"The importance model {self.model_id}")
         unk = self.tokenizer.unk_token_id
         for row, i in enumerate(batch):
             truncated = int(enc["attention_mask"][row].sum()) >= max_length
@@ -176,6 +184,12 @@ class BEMImportance:
         self.equivalent_index = equivalent_index
         self.model_id = model_id
         self.device = next(model.parameters()).device
+
+    @staticmethod
+    def cache_keys(model_id: str, chunker_id: str) -> set[tuple]:
+        """The keys under which :meth:`load` caches the classifier and the chunker."""
+        source = check_source(model_id, "answer-equivalence model")
+        return {("bem", source, chunker_id), ("chunker", chunker_id)}
 
     @classmethod
     def load(cls, model_id: str, chunker_id: str, progress=None) -> "BEMImportance":
@@ -254,18 +268,31 @@ class BEMImportance:
                 refs.append(f"{answer} [SEP] {question}")
                 owners.append(i)
         probs: list[float] = []
+        notes: list[set[str]] = [set() for _ in answers]
         if cands:
-            enc = self.tokenizer(
-                cands, refs, truncation=True, max_length=MAX_LENGTH, padding=True,
-                return_tensors="pt",
-            )
+            enc, truncated = encode_pairs(self.tokenizer, cands, refs, MAX_LENGTH)
+            unk = self.tokenizer.unk_token_id
+            for row, owner in enumerate(owners):
+                if row in truncated:
+                    notes[owner].add(
+                        f"The answer-equivalence model reads at most {MAX_LENGTH} tokens; the "
+                        "answer and question were cut to fit, so phrase importance is less "
+                        "reliable."
+                    )
+                if unk is not None and unk in enc["input_ids"][row].tolist():
+                    notes[owner].add(
+                        "The answer-equivalence model does not know some characters ([UNK]) of "
+                        "this answer or the question; phrase importance is less reliable."
+                    )
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
+            check_finite(logits, f"The answer-equivalence model {self.model_id}")
             probs = logits.float().softmax(-1)[:, self.equivalent_index].cpu().tolist()
         out: list[PhraseScoring] = []
         k = 0
-        for spans in chunked:
+        for spans, note in zip(chunked, notes):
             scores = [1.0 - p for p in probs[k : k + len(spans)]]
             k += len(spans)
-            out.append(PhraseScoring(list(spans), scores, []))
+            out.append(PhraseScoring(list(spans), scores, sorted(note)))
         return out
+

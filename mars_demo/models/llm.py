@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..settings import LLMPreset, OptionError
-from .loading import ModelLoadError, check_source, load_cached
+from .loading import InvalidModelOutput, ModelLoadError, check_source, load_cached
 
 PAPER_PROMPT = (
     "Answer these questions:\n"
@@ -39,10 +39,6 @@ class Generation:
     logprobs: list[float]
     finish_reason: str  # "stop" (stop string / end of sequence) or "length"
     warnings: list[str] = field(default_factory=list)
-
-
-class InvalidModelOutput(RuntimeError):
-    """The model's outputs are not numbers (NaN / infinity), e.g. an fp16 overflow."""
 
 
 class GenerationCancelled(Exception):
@@ -248,6 +244,12 @@ class LLM:
         self.quantized = quantized
         self.device = next(model.parameters()).device
 
+    @staticmethod
+    def cache_key(model_id: str, load_in_4bit: bool | None) -> tuple:
+        """The key under which :meth:`load` caches this model (raises ``ModelLoadError`` for a
+        path that does not exist)."""
+        return ("llm", check_source(model_id, "LLM"), load_in_4bit)
+
     @classmethod
     def load(
         cls,
@@ -256,7 +258,8 @@ class LLM:
         load_in_4bit: bool | None = None,
         progress=None,
     ) -> "LLM":
-        source = check_source(model_id, "LLM")
+        key = cls.cache_key(model_id, load_in_4bit)
+        source = key[1]
 
         def loader() -> LLM:
             import torch
@@ -290,7 +293,7 @@ class LLM:
             return cls(model, tokenizer, model_id, preset, bool(quantize))
 
         try:
-            return load_cached(("llm", source, load_in_4bit), "LLM", model_id, loader, progress)
+            return load_cached(key, "LLM", model_id, loader, progress)
         except ModelLoadError as err:
             if preset is None and "/" not in model_id and not os.path.isdir(source):
                 # A bare name that is no preset: most likely a mistyped preset.

@@ -25,6 +25,23 @@ class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says which one and what to do about it."""
 
 
+class InvalidModelOutput(RuntimeError):
+    """A model's outputs are not numbers (NaN / infinity), e.g. an fp16 overflow."""
+
+
+def check_finite(logits, who: str) -> None:
+    """Raise :class:`InvalidModelOutput` unless every value of the tensor ``logits`` is finite.
+
+    ``who`` names the model for the message ("The NLI model org/name")."""
+    import torch
+
+    if not bool(torch.isfinite(logits).all()):
+        raise InvalidModelOutput(
+            f"{who} produced invalid outputs (NaN or infinity), so this analysis cannot be "
+            "trusted; load it in full precision or pick another model."
+        )
+
+
 def check_source(model_id: str, what: str) -> str:
     """Validate a model id or directory before any heavy import; returns it unchanged."""
     if os.path.isdir(os.path.expanduser(model_id)):

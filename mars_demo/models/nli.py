@@ -9,7 +9,8 @@ every other ordered pair goes through the model in one batched pass.
 from __future__ import annotations
 
 from ..core.clustering import normalize_answer
-from .loading import ModelLoadError, check_source, load_cached
+from ._pairs import encode_pairs
+from .loading import ModelLoadError, check_finite, check_source, load_cached
 
 MAX_LENGTH = 512
 BATCH = 64  # pairs per forward pass chunk; bounds memory for many samples
@@ -42,9 +43,15 @@ class NLIModel:
         self.labels = label_meaning(model.config.id2label)
         self.device = next(model.parameters()).device
 
+    @staticmethod
+    def cache_key(model_id: str) -> tuple:
+        """The key under which :meth:`load` caches this model."""
+        return ("nli", check_source(model_id, "NLI model"))
+
     @classmethod
     def load(cls, model_id: str, progress=None) -> "NLIModel":
-        source = check_source(model_id, "NLI model")
+        key = cls.cache_key(model_id)
+        source = key[1]
 
         def loader() -> NLIModel:
             import torch
@@ -57,26 +64,40 @@ class NLIModel:
             model.eval()
             return cls(model, tokenizer, model_id)
 
-        return load_cached(("nli", source), "NLI model", model_id, loader, progress)
+        return load_cached(key, "NLI model", model_id, loader, progress)
 
-    def verdicts(self, pairs: list[tuple[str, str]]) -> list[str]:
-        """NLI label of each (premise, hypothesis) pair, batched."""
+    def verdicts(
+        self, pairs: list[tuple[str, str]], truncated: list[int] | None = None
+    ) -> list[str]:
+        """NLI label of each (premise, hypothesis) pair, batched.
+
+        The indices of pairs longer than the model's window (cut to fit before judging) are
+        appended to ``truncated`` when it is given.
+        """
         import torch
 
         out: list[str] = []
         for i in range(0, len(pairs), BATCH):
             chunk = pairs[i : i + BATCH]
-            enc = self.tokenizer(
-                [p for p, _ in chunk], [h for _, h in chunk], truncation=True,
-                max_length=MAX_LENGTH, padding=True, return_tensors="pt",
+            enc, cut = encode_pairs(
+                self.tokenizer, [p for p, _ in chunk], [h for _, h in chunk], MAX_LENGTH
             )
+            if truncated is not None:
+                truncated += [i + k for k in cut]
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
+            check_finite(logits, f"The NLI model {self.model_id}")
             out.extend(self.labels[int(j)] for j in logits.argmax(-1).tolist())
         return out
 
-    def matrix(self, question: str, answers: list[str]) -> list[list[str]]:
-        """n x n verdicts, premise = row; identical answers and the diagonal are "entailment"."""
+    def matrix(
+        self, question: str, answers: list[str], warnings: list[str] | None = None
+    ) -> list[list[str]]:
+        """n x n verdicts, premise = row; identical answers and the diagonal are "entailment".
+
+        A sentence per degraded result (pairs cut to fit the model's window) is appended to
+        ``warnings`` when it is given.
+        """
         norm = [normalize_answer(a) for a in answers]
         n = len(answers)
         needed: dict[tuple[str, str], tuple[int, int]] = {}
@@ -89,7 +110,15 @@ class NLIModel:
             (f"{question} {answers[i]}", f"{question} {answers[j]}")
             for i, j in (needed[k] for k in keys)
         ]
-        found = dict(zip(keys, self.verdicts(pairs))) if pairs else {}
+        truncated: list[int] = []
+        found = dict(zip(keys, self.verdicts(pairs, truncated))) if pairs else {}
+        if truncated and warnings is not None:
+            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in truncated)})
+            warnings.append(
+                f"The NLI model reads at most {MAX_LENGTH} tokens; {len(truncated)} of "
+                f"{len(pairs)} comparisons (samples {'; '.join(shown[:5])}) were cut to fit, "
+                "so those verdicts and the clusters are less reliable."
+            )
         return [
             ["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])] for j in range(n)]
             for i in range(n)
