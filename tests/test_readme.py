@@ -1,0 +1,57 @@
+"""The README is the Space's configuration and the first thing users run: keep it true."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from mars_demo import settings
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def space_header() -> dict:
+    match = re.match(r"---\n(.*?)\n---\n", README, re.S)
+    assert match, "README.md must start with the Space's YAML header"
+    return yaml.safe_load(match.group(1))
+
+
+def test_space_header_has_every_key_a_space_needs():
+    header = space_header()
+    for key in ("title", "emoji", "colorFrom", "colorTo", "sdk", "sdk_version", "app_file",
+                "license", "short_description", "models", "suggested_hardware"):
+        assert header.get(key), key
+    assert header["sdk"] == "gradio"
+    assert (ROOT / header["app_file"]).is_file()
+    assert len(header["short_description"]) <= 60  # the Hub refuses longer ones
+    assert (ROOT / "LICENSE").is_file() and header["license"] == "mit"
+
+
+def test_space_sdk_version_is_the_gradio_the_project_pins():
+    import gradio
+
+    assert space_header()["sdk_version"] == gradio.__version__
+
+
+def test_space_header_lists_every_model_the_app_can_load():
+    listed = set(space_header()["models"])
+    loadable = {
+        settings.DEFAULT_IMPORTANCE,
+        settings.DEFAULT_NLI,
+        settings.CPU_NLI,
+        settings.DEFAULT_BEM,
+        settings.DEFAULT_CHUNKER,
+        *(preset.model_id for preset in settings.LLM_PRESETS.values()),
+    }
+    assert loadable <= listed, sorted(loadable - listed)
+
+
+def test_ci_runs_the_readme_test_command():
+    command = "pip install -r requirements.txt && python -m pytest"
+    assert command in README
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python -m pip install -q -r requirements.txt" in ci
+    assert re.search(r"^python -m pytest\b", ci, re.M)
