@@ -278,3 +278,46 @@ def test_alignment_on_arbitrary_text_with_arbitrary_phrases(data, text):
     all_whitespace = bool(tokens) and not any(has_nonspace(text[s:e]) for s, e in tokens)
     expected_warnings = len(result.fallback_tokens) + len(result.unaligned_phrases) + all_whitespace
     assert len(result.warnings) == expected_warnings
+
+
+@st.composite
+def sorted_spans(draw, length, min_size=0, max_size=8):
+    """Sorted, non-overlapping spans in [0, length]: gaps, touching and empty spans allowed."""
+    n = draw(st.integers(min_size, max_size))
+    points = sorted(draw(st.lists(st.integers(0, length), min_size=2 * n, max_size=2 * n)))
+    return list(zip(points[::2], points[1::2]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.text(max_size=40))
+def test_alignment_with_arbitrary_token_and_phrase_spans(data, text):
+    tokens = data.draw(sorted_spans(len(text), max_size=10))
+    phrases = data.draw(sorted_spans(len(text), min_size=1, max_size=6))
+    result = align_tokens_to_phrases(text, tokens, phrases)
+    check_alignment_invariants(text, tokens, phrases, result)
+    # Every phrase that receives no token is listed, ascending, with a warning quoting it.
+    unaligned = set(range(len(phrases))) - set(result.phrase_of_token)
+    assert result.unaligned_phrases == sorted(unaligned)
+    for k in result.unaligned_phrases:
+        start, end = phrases[k]
+        assert any(
+            warning.startswith(f"Phrase {k} {text[start:end]!r} received no token")
+            for warning in result.warnings
+        )
+    assert result.fallback_tokens == sorted(set(result.fallback_tokens))
+    assert all(0 <= index < len(tokens) for index in result.fallback_tokens)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: align_tokens_to_phrases(None, [], [(0, 0)]), "text must be a string, got None"),
+        (lambda: align_tokens_to_phrases(b"ab", [], [(0, 1)]), "text must be a string, got bytes"),
+        (lambda: align_tokens_to_phrases("ab", None, [(0, 1)]), "token_spans must be a sequence"),
+        (lambda: align_tokens_to_phrases("ab", [], 3), "phrase_spans must be a sequence"),
+        (lambda: word_spans(12), "text must be a string, got int 12"),
+    ],
+)
+def test_non_text_and_non_sequence_arguments_raise_value_error(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

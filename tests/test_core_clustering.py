@@ -1,9 +1,12 @@
 """Semantic clustering from NLI verdicts, and answer normalization."""
 
+import math
 import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mars_demo.core.clustering import (
     NLI_LABELS,
@@ -12,6 +15,7 @@ from mars_demo.core.clustering import (
     passes_rule,
     semantic_clusters,
 )
+from mars_demo.core.uncertainty import semantic_entropy_discrete
 
 E, N, C = NLI_LABELS  # entailment, neutral, contradiction
 
@@ -123,3 +127,35 @@ def test_rules_constant():
 )
 def test_normalize_answer(text, expected):
     assert normalize_answer(text) == expected
+
+
+# --- properties --------------------------------------------------------------------------
+
+
+@st.composite
+def label_matrices(draw):
+    """n x n NLI verdicts in any of the accepted spellings (the diagonal is ignored)."""
+    n = draw(st.integers(0, 7))
+    label = st.sampled_from([*NLI_LABELS, "ENTAILMENT", "Neutral", "CONTRADICTION"])
+    return [[draw(label) for _ in range(n)] for _ in range(n)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(label_matrices(), st.sampled_from(RULES))
+def test_semantic_clusters_follow_the_first_member_rule(labels, rule):
+    ids = semantic_clusters(labels, rule)
+    assert len(ids) == len(labels)
+    first_members: list[int] = []
+    for i, cluster in enumerate(ids):
+        passing = [
+            k
+            for k, first in enumerate(first_members)
+            if passes_rule(labels[first][i], labels[i][first], rule)
+        ]
+        if passing:  # joins the first cluster whose first member passes the rule with it
+            assert cluster == passing[0]
+        else:  # starts the next cluster: ids 0, 1, 2, ... in order of first appearance
+            assert cluster == len(first_members)
+            first_members.append(i)
+    if ids:
+        assert 0.0 <= semantic_entropy_discrete(ids) <= math.log(len(first_members)) + 1e-9

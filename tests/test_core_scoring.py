@@ -2,6 +2,8 @@
 
 import math
 import re
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -195,22 +197,133 @@ def test_bad_input_raises_value_error_naming_the_value(call, message):
         call()
 
 
+# --- extreme magnitudes: the exact finite answer, or ValueError -----------------------------
+
+MAX = sys.float_info.max  # 1.7976931348623157e308
+TINY = 5e-324  # the smallest subnormal float64
+
+
+def test_softmax_phrase_weights_whose_logits_overflow():
+    # s / T = [1e310, 1e4] overflows (was [nan, nan]); softmax((s - max) / T) is the same
+    # function: logits [0, (1 - 1e306) / 1e-4 = -1e310 -> -inf] give [1, 0].
+    assert phrase_weights([1e306, 1.0], "softmax", 1e-4).tolist() == [1.0, 0.0]
+    # Tied maxima share the weight.
+    assert phrase_weights([1e306, 1e306, 1.0], "softmax", 1e-4).tolist() == [0.5, 0.5, 0.0]
+    # A subnormal temperature: 1 / 5e-324 overflows, (s - 1) / T = [0, -inf].
+    assert phrase_weights([1.0, 0.0], "softmax", TINY).tolist() == [1.0, 0.0]
+    u = token_importance([0, 0, 1], [MAX, 0.0], [-1.0] * 3, normalization="softmax")
+    assert u.tolist() == [0.5, 0.5, 0.0]
+
+
+def test_sum_phrase_weights_whose_sum_overflows():
+    # 1e308 + 1e308 overflows (was [0, 0]); dividing by the max first: [1, 1] / 2.
+    assert phrase_weights([1e308, 1e308]).tolist() == [0.5, 0.5]
+    # [1.5, 1, 0.5]e308 / 1.5e308 = [1, 2/3, 1/3], which sum to 2: [1/2, 1/3, 1/6].
+    assert phrase_weights([1.5e308, 1e308, 5e307]) == pytest.approx([1 / 2, 1 / 3, 1 / 6])
+    # U = [1/2, 1/2, 0], phrase 0 split over two tokens.
+    u = token_importance([0, 0, 1, 2], [MAX, MAX, 0.0], [-1.0] * 4)
+    assert u.tolist() == [0.25, 0.25, 0.5, 0.0]
+
+
+def test_sum_phrase_weights_of_subnormal_scores():
+    # Sums of subnormals are exact: [1, 3] * 5e-324 normalize like [1, 3].
+    assert phrase_weights([TINY, 3 * TINY]).tolist() == [0.25, 0.75]
+    assert phrase_weights([TINY, 0.0]).tolist() == [1.0, 0.0]
+
+
+def test_bem_token_importance_with_subnormal_temperature():
+    # I / T = 0.5 / 1e-310 = 5e309 overflows (was [nan]); a single token gets all.
+    assert bem_token_importance([0], [0.5], temperature=1e-310).tolist() == [1.0]
+    # I = [0.5/2, 0.5/2, 0.25] are equal, so (I - max) / T = 0 for all: uniform.
+    u = bem_token_importance([0, 0, 1], [0.5, 0.25], temperature=1e-310)
+    assert u == pytest.approx([1 / 3] * 3)
+    # I = [0.5, 0.25]: (I - 0.5) / T = [0, -2.5e309 -> -inf] gives [1, 0].
+    assert bem_token_importance([0, 1], [0.5, 0.25], temperature=1e-310).tolist() == [1.0, 0.0]
+
+
+def test_length_normalized_whose_sum_overflows():
+    # -1e308 + -1e308 overflows (was -inf); the mean is 1e308 * mean([-1, -1]) = -1e308.
+    assert length_normalized([-1e308, -1e308]) == -1e308
+    assert length_normalized([-MAX] * 3) == -MAX
+    # (-MAX - MAX + 0 - 5e-324) / 4 = -MAX / 2 (the subnormal is below rounding).
+    assert length_normalized([-MAX, -MAX, 0.0, -TINY]) == pytest.approx(-MAX / 2)
+    assert length_normalized([-TINY, -TINY]) == -TINY
+
+
+def test_mars_near_the_float_limit():
+    # Uniform importance over 11 tokens: w_l = 1/22 + 1/22, whose rounded sum times -MAX
+    # overflowed (was -inf); the exact convex combination of eleven -MAX is -MAX.
+    assert mars([-MAX] * 11, [1 / 11] * 11) == -MAX
+    assert mars([-MAX] * 11, [1 / 11] * 11) == length_normalized([-MAX] * 11)
+    # w = [1/4, 3/4]: -MAX / 4
+    assert mars([-MAX, 0.0], [0.0, 1.0]) == -MAX / 4
+    assert mars([-1e308, -1e308], [0.5, 0.5]) == -1e308
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: length_normalized([-(10**400)]), "token_logprobs must be a sequence of numbers"),
+        (lambda: phrase_weights([1, 1], "softmax", 10**400), "temperature must be a finite"),
+        (lambda: phrase_weights([1, 10**400]), "phrase_scores must be a sequence of numbers"),
+        (lambda: mars([-1.0, -MAX], [0.5, 0.50001]), "token_importance sums to 1.0000"),
+        (
+            lambda: token_importance([0, 1e300], [1, 1], [-1, -1]),
+            "phrase_of_token[1] = 1e+300 is too large in magnitude",
+        ),
+        (
+            lambda: token_importance(np.array([0, 2**63], dtype=np.uint64), [1, 1], [-1, -1]),
+            "phrase_of_token[1] = 9223372036854775808 is too large",
+        ),
+        (
+            lambda: bem_token_importance([0, -(2.0**63)], [0.5, 0.5]),
+            "phrase_of_token[1] = -9.223372036854776e+18 is too large in magnitude",
+        ),
+    ],
+)
+def test_huge_or_out_of_range_input_raises_value_error(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
 # --- properties --------------------------------------------------------------------------
 
 LOGPROB = st.floats(min_value=-30.0, max_value=0.0)
+# Any finite log-prob <= 0 or phrase score >= 0: subnormals, -0.0 and magnitudes up to 1.8e308.
+ANY_LOGPROB = st.floats(max_value=0.0, allow_nan=False, allow_infinity=False)
+ANY_SCORE = st.floats(min_value=0.0, allow_nan=False, allow_infinity=False)
+ANY_TEMPERATURE = st.floats(min_value=0.0, exclude_min=True, allow_infinity=False)
+# Ordinary values, arbitrary ones, and the extremes themselves (drawn often this way).
+WIDE_LOGPROB = st.one_of(LOGPROB, ANY_LOGPROB, st.sampled_from([-MAX, -1e308, -TINY, 0.0]))
+WIDE_SCORE = st.one_of(st.floats(0.0, 1.0), ANY_SCORE, st.sampled_from([0.0, TINY, 1e308, MAX]))
+UNIT_SCORE = st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, TINY, 1.0]))
+WIDE_TEMPERATURE = st.one_of(
+    st.just(0.1), ANY_TEMPERATURE, st.sampled_from([TINY, 1e-310, 1e-4, MAX])
+)
 
 
 @st.composite
-def phrased_answers(draw):
+def phrased_answers(draw, score=UNIT_SCORE):
     """(phrase_of_token, phrase_scores, token_logprobs) with every phrase holding a token."""
     n_phrases = draw(st.integers(1, 6))
     extra_tokens = draw(st.lists(st.integers(0, n_phrases - 1), max_size=8))
     phrase_of_token = draw(st.permutations(list(range(n_phrases)) + extra_tokens))
-    scores = draw(st.lists(st.floats(0.0, 1.0), min_size=n_phrases, max_size=n_phrases))
-    # Few distinct log-probs, so ties inside a phrase are common.
+    scores = draw(st.lists(score, min_size=n_phrases, max_size=n_phrases))
+    # Often few distinct log-probs, so ties inside a phrase are common; else any finite <= 0.
     size = len(phrase_of_token)
-    logprobs = draw(st.lists(st.sampled_from([-3.0, -1.0, -0.5, 0.0]), min_size=size, max_size=size))
+    logprob = draw(st.sampled_from([st.sampled_from([-3.0, -1.0, -0.5, 0.0]), WIDE_LOGPROB]))
+    logprobs = draw(st.lists(logprob, min_size=size, max_size=size))
     return phrase_of_token, scores, logprobs
+
+
+def is_finite(values) -> bool:
+    return bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
+
+
+def within(value, low, high, rel=1e-12):
+    """low <= value <= high, up to float rounding relative to the largest magnitude."""
+    tol = rel * (1 + max(abs(low), abs(high)))
+    return low - tol <= value <= high + tol
 
 
 @settings(max_examples=100, deadline=None)
@@ -222,25 +335,60 @@ def test_mars_weights_are_positive_and_sum_to_one(counts):
     assert (weights > 0).all()
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(LOGPROB, min_size=1, max_size=20))
+@settings(max_examples=200, deadline=None)
+@given(st.lists(WIDE_LOGPROB, min_size=1, max_size=20))
 def test_mars_equals_length_normalized_for_uniform_importance(logprobs):
     uniform = np.full(len(logprobs), 1 / len(logprobs))
-    assert mars(logprobs, uniform) == pytest.approx(length_normalized(logprobs), abs=1e-9)
+    expected = length_normalized(logprobs)
+    # abs 1e-9 as before; for |LN| > 1000 the relative tolerance takes over
+    assert mars(logprobs, uniform) == pytest.approx(expected, rel=1e-12, abs=1e-9)
+    assert math.isfinite(expected)
+    assert within(expected, min(logprobs), max(logprobs))
 
 
-@settings(max_examples=150, deadline=None)
-@given(phrased_answers(), st.sampled_from(MODES), st.sampled_from(NORMALIZATIONS))
-def test_token_importance_is_a_distribution(answer, mode, normalization):
-    u = token_importance(*answer, mode=mode, normalization=normalization)
+@settings(max_examples=200, deadline=None)
+@given(
+    phrased_answers(WIDE_SCORE),
+    st.sampled_from(MODES),
+    st.sampled_from(NORMALIZATIONS),
+    WIDE_TEMPERATURE,
+)
+def test_token_importance_is_a_distribution(answer, mode, normalization, temperature):
+    u = token_importance(*answer, mode=mode, normalization=normalization, temperature=temperature)
     assert u.shape == (len(answer[0]),)
-    assert u.sum() == pytest.approx(1.0)
+    assert is_finite(u)
+    assert u.sum() == pytest.approx(1.0, abs=1e-6)
     assert (u >= 0).all()
     mars_weights(u)  # accepted as importance
+    # MARS is a convex combination of the log-probs.
+    logprobs = answer[2]
+    score = mars(logprobs, u)
+    assert math.isfinite(score)
+    assert within(score, min(logprobs), max(logprobs))
 
 
-@settings(max_examples=150, deadline=None)
-@given(phrased_answers(), st.sampled_from(MODES), st.sampled_from(NORMALIZATIONS), st.randoms())
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(WIDE_SCORE, min_size=1, max_size=8),
+    st.sampled_from(NORMALIZATIONS),
+    WIDE_TEMPERATURE,
+)
+def test_phrase_weights_are_a_distribution_ordered_like_the_scores(scores, normalization, temp):
+    weights = phrase_weights(scores, normalization, temp)
+    assert is_finite(weights)
+    assert (weights >= 0).all()
+    assert weights.sum() == pytest.approx(1.0, abs=1e-6)
+    order = np.argsort(scores, kind="stable")
+    assert (np.diff(weights[order]) >= 0).all()  # a higher score never gets less weight
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    phrased_answers(WIDE_SCORE),
+    st.sampled_from(MODES),
+    st.sampled_from(NORMALIZATIONS),
+    st.randoms(),
+)
 def test_token_importance_ignores_phrase_order(answer, mode, normalization, random):
     phrase_of_token, scores, logprobs = answer
     new_index = list(range(len(scores)))
@@ -254,10 +402,51 @@ def test_token_importance_ignores_phrase_order(answer, mode, normalization, rand
     assert permuted == pytest.approx(u, abs=1e-12)
 
 
-@settings(max_examples=100, deadline=None)
-@given(phrased_answers())
-def test_bem_token_importance_is_a_distribution(answer):
-    phrase_of_token, scores, _ = answer
-    u = bem_token_importance(phrase_of_token, scores)
-    assert u.sum() == pytest.approx(1.0)
+@settings(max_examples=200, deadline=None)
+@given(phrased_answers(), st.one_of(st.just(0.01), WIDE_TEMPERATURE))
+def test_bem_token_importance_is_a_distribution(answer, temperature):
+    phrase_of_token, scores, logprobs = answer
+    u = bem_token_importance(phrase_of_token, scores, temperature)
+    assert is_finite(u)
+    assert u.sum() == pytest.approx(1.0, abs=1e-6)
     assert (u >= 0).all()
+    assert within(mars(logprobs, u), min(logprobs), max(logprobs))
+
+
+def finite_or_value_error(call):
+    """Run ``call``: it must return finite numbers or raise ValueError, with no warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. numpy's "overflow encountered"
+        try:
+            result = call()
+        except ValueError:
+            return
+    assert is_finite(result), result
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.data(),
+    st.lists(st.floats(), min_size=1, max_size=6),
+    st.lists(st.one_of(st.floats(), WIDE_SCORE), min_size=1, max_size=4),
+    st.one_of(st.floats(), WIDE_TEMPERATURE),
+    st.sampled_from(MODES),
+    st.sampled_from(NORMALIZATIONS),
+)
+def test_any_floats_give_finite_results_or_value_error(
+    data, logprobs, scores, temperature, mode, normalization
+):
+    phrase_of_token = data.draw(
+        st.lists(st.integers(-1, len(scores)), min_size=len(logprobs), max_size=len(logprobs))
+    )
+    importance = data.draw(st.lists(st.floats(), min_size=len(logprobs), max_size=len(logprobs)))
+    finite_or_value_error(lambda: length_normalized(logprobs))
+    finite_or_value_error(lambda: mars_weights(importance))
+    finite_or_value_error(lambda: mars(logprobs, importance))
+    finite_or_value_error(lambda: phrase_weights(scores, normalization, temperature))
+    finite_or_value_error(
+        lambda: token_importance(
+            phrase_of_token, scores, logprobs, mode, normalization, temperature
+        )
+    )
+    finite_or_value_error(lambda: bem_token_importance(phrase_of_token, scores, temperature))

@@ -1,4 +1,4 @@
-"""Input checks shared by the core modules.
+"""Input checks, and an overflow-safe mean, shared by the core modules.
 
 Every check raises ``ValueError`` whose message names the argument and quotes the offending
 value, so a caller can tell what to fix without reading this code.
@@ -12,13 +12,14 @@ import numpy as np
 
 LOG_TOLERANCE = 1e-6  # log scores up to this much above 0 are float rounding and count as 0
 SUM_TOLERANCE = 1e-6  # how far a distribution's sum may stray from 1
+INT64_MAX = np.iinfo(np.int64).max
 
 
 def float_vector(values, name: str) -> np.ndarray:
     """Return ``values`` as a non-empty, finite, 1-D float64 array."""
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:  # Overflow: an int beyond 1.8e308
         raise ValueError(f"{name} must be a sequence of numbers, got {values!r}") from error
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}: {values!r}")
@@ -77,14 +78,30 @@ def index_vector(values, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}: {values!r}")
     if array.size == 0:
         raise ValueError(f"{name} is empty; expected at least one value")
-    if array.dtype.kind in "iu":
+    if array.dtype.kind == "i":
         return array.astype(np.int64)
+    if array.dtype.kind == "u":
+        too_large = np.flatnonzero(array > INT64_MAX)
+        if too_large.size == 0:
+            return array.astype(np.int64)
+        i = too_large[0]
+        raise ValueError(
+            f"{name}[{i}] = {int(array[i])} is too large; expected an integer <= {INT64_MAX}"
+        )
     if array.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(array) | (array != np.round(array)))
-        if bad.size == 0:
+        if bad.size:
+            i = bad[0]
+            raise ValueError(f"{name}[{i}] = {float(array[i])} is not an integer")
+        # float(INT64_MAX) rounds up to 2**63, which does not fit: reject it and beyond.
+        too_large = np.flatnonzero(np.abs(array) >= 2.0**63)
+        if too_large.size == 0:
             return array.astype(np.int64)
-        i = bad[0]
-        raise ValueError(f"{name}[{i}] = {float(array[i])} is not an integer")
+        i = too_large[0]
+        raise ValueError(
+            f"{name}[{i}] = {float(array[i])} is too large in magnitude; expected an integer "
+            f"within +-{INT64_MAX}"
+        )
     raise ValueError(f"{name} must hold integers, got {values!r}")
 
 
@@ -108,8 +125,30 @@ def positive(value, name: str) -> float:
     """Return ``value`` as a finite float > 0."""
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         number = float("nan")
     if not (np.isfinite(number) and number > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return number
+
+
+def mean(values: np.ndarray, name: str) -> float:
+    """Mean of a finite float64 array, computed so that it cannot overflow.
+
+    ``values.mean()`` itself when that is finite, so ordinary inputs give exactly the usual
+    result. Only when the sum overflows (values near float64's limit of 1.8e308) is the mean
+    taken as ``max|v| * mean(v / max|v|)``: every ``v / max|v|`` lies in [-1, 1], so their
+    mean does too and the result stays within [-max|v|, max|v|], i.e. finite.
+    """
+    with np.errstate(over="ignore"):
+        result = float(values.mean())
+    if np.isfinite(result):
+        return result
+    scale = float(np.abs(values).max())
+    result = float((values / scale).mean()) * scale
+    if not np.isfinite(result):  # cannot happen by the bound above; guards the contract
+        raise ValueError(
+            f"{name} are too large in magnitude (up to {scale}); their mean is not "
+            f"representable as a finite float64"
+        )
+    return result

@@ -64,8 +64,8 @@ def align_tokens_to_phrases(
         phrase_spans: the phrases' character spans, sorted and non-overlapping; at least one.
 
     Raises:
-        ValueError: no phrases; a span that is not two integers, out of range or with
-            start > end; unsorted or overlapping spans.
+        ValueError: ``text`` not a string; no phrases; a span that is not two integers, out of
+            range or with start > end; unsorted or overlapping spans.
 
     Example: byte-level BPE tokens "It", " is", " Mars" over three one-word phrases; the
     leading spaces do not matter.
@@ -73,6 +73,7 @@ def align_tokens_to_phrases(
     >>> align_tokens_to_phrases("It is Mars", [(0, 2), (2, 5), (5, 10)], [(0, 2), (3, 5), (6, 10)])
     Alignment(phrase_of_token=[0, 1, 2], unaligned_phrases=[], fallback_tokens=[], warnings=[])
     """
+    _check_text(text)
     tokens = _checked_spans(token_spans, text, "token_spans")
     phrases = _checked_spans(phrase_spans, text, "phrase_spans")
     if not phrases:
@@ -127,6 +128,7 @@ def word_spans(text: str) -> list[Span]:
     >>> word_spans('It is "Mars".')
     [(0, 2), (3, 5), (6, 7), (7, 11), (11, 12), (12, 13)]
     """
+    _check_text(text)
     return [match.span() for match in re.finditer(r"\w+|[^\w\s]", text)]
 
 
@@ -171,6 +173,12 @@ def phrase_spans_from_starts(
 
 def _checked_spans(spans: Sequence[Span], text: str, name: str) -> list[Span]:
     """Return ``spans`` as int pairs after checking range, order and overlap."""
+    try:
+        spans = list(spans)
+    except TypeError as error:
+        raise ValueError(
+            f"{name} must be a sequence of (start, end) pairs, got {spans!r}"
+        ) from error
     checked: list[Span] = []
     for i, span in enumerate(spans):
         try:
@@ -192,6 +200,11 @@ def _checked_spans(spans: Sequence[Span], text: str, name: str) -> list[Span]:
             )
         checked.append((start, end))
     return checked
+
+
+def _check_text(text) -> None:
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__} {text!r}")
 
 
 def _most_overlapping_phrase(

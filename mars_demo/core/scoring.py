@@ -36,7 +36,7 @@ def length_normalized(token_logprobs) -> float:
     >>> round(length_normalized([math.log(0.5), math.log(0.25)]), 4)
     -1.0397
     """
-    return float(check.log_scores(token_logprobs, "token_logprobs").mean())
+    return check.mean(check.log_scores(token_logprobs, "token_logprobs"), "token_logprobs")
 
 
 def mars_weights(token_importance) -> np.ndarray:
@@ -80,7 +80,15 @@ def mars(token_logprobs, token_importance) -> float:
     logprobs = check.log_scores(token_logprobs, "token_logprobs")
     weights = mars_weights(token_importance)
     check.same_length(weights, "token_importance", logprobs, "token_logprobs")
-    return float(weights @ logprobs)
+    with np.errstate(over="ignore"):
+        score = float(weights @ logprobs)
+    if np.isfinite(score):
+        return score
+    # Only for log-probs near float64's limit (-1.8e308): the rounded weights can sum to a hair
+    # over 1, pushing the sum past the limit, although the exact convex combination lies in
+    # [min log p, 0]. Scale by the largest magnitude and keep the result within that range.
+    scale = -float(logprobs.min())
+    return max(float(weights @ (logprobs / scale)), -1.0) * scale
 
 
 def phrase_weights(
@@ -115,10 +123,14 @@ def phrase_weights(
     normalization = check.one_of(normalization, NORMALIZATIONS, "normalization")
     temperature = check.positive(temperature, "temperature")
     if normalization == "softmax":
-        return softmax(scores / temperature)
-    total = scores.sum()
+        return _softmax(scores, temperature)
+    with np.errstate(over="ignore"):
+        total = scores.sum()
     if total == 0:
         return np.full(scores.size, 1.0 / scores.size)
+    if np.isinf(total):  # finite scores whose sum overflows: divide by the largest one first
+        scores = scores / scores.max()
+        total = scores.sum()
     return scores / total
 
 
@@ -209,7 +221,23 @@ def bem_token_importance(phrase_of_token, phrase_scores, temperature: float = 0.
         )
     temperature = check.positive(temperature, "temperature")
     phrase, sizes = _phrase_membership(phrase_of_token, scores.size)
-    return softmax(scores[phrase] / sizes[phrase] / temperature)
+    return _softmax(scores[phrase] / sizes[phrase], temperature)
+
+
+def _softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """``softmax(scores / temperature)`` that neither overflows nor gives NaN.
+
+    ``scores / temperature`` as is when finite (scipy's softmax already subtracts the maximum),
+    so ordinary inputs give exactly the usual result. When the quotient overflows (huge scores or
+    a tiny temperature), the mathematically identical ``softmax((scores - max) / temperature)``
+    is used: its largest entry is 0 and the others are <= 0, at worst -inf, whose weight is 0.
+    """
+    with np.errstate(over="ignore"):
+        logits = scores / temperature
+    if not np.isfinite(logits).all():
+        with np.errstate(over="ignore"):
+            logits = (scores - scores.max()) / temperature
+    return softmax(logits)
 
 
 def _phrase_membership(phrase_of_token, n_phrases: int) -> tuple[np.ndarray, np.ndarray]:

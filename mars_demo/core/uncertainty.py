@@ -17,6 +17,8 @@ from scipy.special import logsumexp
 
 from . import _validation as check
 
+MASS_TOLERANCE = 1e-12  # cluster masses summing further from 1 lost precision to rounding
+
 
 def confidence(score) -> float:
     """Confidence uncertainty: the negated score of the most probable (greedy) answer.
@@ -51,7 +53,7 @@ def entropy(sample_scores) -> float:
     >>> round(entropy([math.log(0.5), math.log(0.25)]), 4)
     1.0397
     """
-    return float(-check.log_scores(sample_scores, "sample_scores").mean())
+    return -check.mean(check.log_scores(sample_scores, "sample_scores"), "sample_scores")
 
 
 def cluster_log_scores(sample_scores, cluster_ids) -> dict[int, float]:
@@ -101,7 +103,7 @@ def semantic_entropy(sample_scores, cluster_ids) -> float:
     0.6931
     """
     _, log_scores = _log_scores_by_cluster(*_scores_and_clusters(sample_scores, cluster_ids))
-    return float(-log_scores.mean())
+    return -check.mean(log_scores, "sample_scores")
 
 
 def semantic_entropy_normalized(sample_scores, cluster_ids) -> float:
@@ -127,6 +129,13 @@ def semantic_entropy_normalized(sample_scores, cluster_ids) -> float:
     scores, clusters = _scores_and_clusters(sample_scores, cluster_ids)
     _, log_scores = _log_scores_by_cluster(scores, clusters)
     log_mass = log_scores - logsumexp(scores)
+    if abs(np.exp(log_mass).sum() - 1) > MASS_TOLERANCE:
+        # Scores so large in magnitude that the log-sizes added to them were rounded away
+        # (e.g. -1e20 + log 2 == -1e20), so the masses do not sum to 1: work with scores
+        # relative to the best one, the same masses, where nothing is lost.
+        shifted = scores - scores.max()
+        _, log_scores = _log_scores_by_cluster(shifted, clusters)
+        log_mass = log_scores - logsumexp(shifted)
     return max(0.0, float(-np.sum(np.exp(log_mass) * log_mass)))  # max: no -0.0 from rounding
 
 
