@@ -83,7 +83,8 @@ CLUSTER_RULE_INFO = (
 
 MODEL_LABEL = "Language model"
 MODEL_INFO = (
-    "Switching frees the current model before loading the new one. Gated models need HF_TOKEN."
+    "Everyone using this page shares one model: switching changes it for all visitors, not just "
+    "for you. It frees the current model before loading the new one. Gated models need HF_TOKEN."
 )
 MODEL_CUSTOM = "{model} (from the command line)"
 MODEL_GATED = " (gated)"
@@ -171,7 +172,7 @@ UNCERTAINTY_ROWS = {
 PLOT_UNCERTAINTY_TITLE = "Uncertainty (higher = less trustworthy)"
 PLOT_UNCERTAINTY_Y = "uncertainty"
 PLOT_CLUSTERS_TITLE = "Meaning clusters of the sampled answers"
-PLOT_CLUSTERS_Y = "share of probability mass"
+PLOT_CLUSTERS_Y = "probability share"
 PLOT_CLUSTERS_NOTE = (
     "Each cluster's mass exp(logsumexp of its members' scores), normalized over the clusters."
 )
@@ -220,6 +221,10 @@ ERROR_OUT_OF_MEMORY = (
     "tokens or a smaller model; the page keeps working."
 )
 ERROR_CANCELLED = "The analysis was cancelled before it finished. Ask again to run it."
+ERROR_DOWNLOAD = (
+    "The analysis is shown, but its JSON download could not be written ({error}). Ask again to "
+    "retry, or use the /analyze API for the JSON."
+)
 ERROR_UNEXPECTED = "Something went wrong while analyzing the question ({error}). The page keeps working; please try again."
 
 # --- app.py ------------------------------------------------------------------------------------

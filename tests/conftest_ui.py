@@ -12,6 +12,7 @@ w_l = 1/(2L) + u_l/2, LN = mean log p, MARS = sum w_l log p_l.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import socket
@@ -20,8 +21,10 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,10 +257,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(models: dict, *extra_args: str):
+def running_app(models: dict, *extra_args: str, wait_for_models: bool = True):
     """Start ``python app.py`` on 127.0.0.1 with the tiny models; yield its URL once the models
-    are loaded; stop it afterwards. The server's log is in the failure message if it dies, and
-    in ``APP_LOGS[url]`` while it runs."""
+    are loaded (with ``wait_for_models=False``: once it serves HTTP, loaded or not); stop it
+    afterwards. ``extra_args`` come last, so ``"--llm", other`` replaces the tiny LLM. The
+    server's log is in the failure message if it dies, and in ``APP_LOGS[url]`` while it runs."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -293,6 +297,8 @@ def running_app(models: dict, *extra_args: str):
                 ready.set()
 
     threading.Thread(target=read, daemon=True).start()
+    if not wait_for_models:
+        ready.set()
     try:
         deadline = time.monotonic() + APP_START_TIMEOUT_S
         while not ready.is_set():
@@ -330,3 +336,65 @@ def shared_app_url(request: pytest.FixtureRequest, models: dict) -> str:
         _SHARED_APP["url"] = stack.enter_context(running_app(models))
         request.config.add_cleanup(stack.close)
     return _SHARED_APP["url"]
+
+
+# --- the page's own events, the way the browser sends them ---------------------------------------
+
+
+class PageEventError(RuntimeError):
+    """A page event ended with an error (the handler raised)."""
+
+
+def page_event(
+    url: str,
+    api_name: str,
+    data: Sequence[Any] = (),
+    session_hash: str | None = None,
+    timeout_s: float = APP_START_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Run one of the page's events (``api_name`` as in ``/config``: "ask", "rescore_1"...) in
+    the browser session ``session_hash`` (a new one if None), through Gradio's queue like the
+    page does (``gradio_client`` refuses the page's private events). Returns its last output,
+    ``{elem_id (or "type-id" without one): value}``; a skipped output is an update dict.
+    ``gr.State`` inputs may be None: the server uses the session's own state."""
+    import httpx
+
+    config = httpx.get(f"{url}/config", timeout=30).json()
+    dep = next(d for d in config["dependencies"] if d["api_name"] == api_name)
+    names = {
+        c["id"]: c.get("props", {}).get("elem_id") or f"{c['type']}-{c['id']}"
+        for c in config["components"]
+    }
+    session_hash = session_hash or uuid.uuid4().hex[:11]
+    targets = [t for t in dep["targets"] if t[0] is not None]
+    joined = httpx.post(
+        f"{url}/gradio_api/queue/join",
+        json={
+            "data": list(data),
+            "fn_index": dep["id"],
+            "trigger_id": targets[0][0] if targets else None,
+            "session_hash": session_hash,
+            "event_data": None,
+        },
+        timeout=30,
+    )
+    if joined.status_code != 200:
+        raise PageEventError(f"HTTP {joined.status_code}: {joined.text}")
+    event_id = joined.json()["event_id"]
+    with httpx.stream(
+        "GET",
+        f"{url}/gradio_api/queue/data",
+        params={"session_hash": session_hash},
+        timeout=timeout_s,
+    ) as stream:
+        for line in stream.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            message = json.loads(line[len("data:") :])
+            if message.get("event_id") != event_id or message.get("msg") != "process_completed":
+                continue
+            output = message.get("output") or {}
+            if not message.get("success", True) or "error" in output and output["error"]:
+                raise PageEventError(str(output.get("error")))
+            return {names[i]: v for i, v in zip(dep["outputs"], output["data"])}
+    raise PageEventError(f"the event stream of {api_name} ended without a result")

@@ -95,6 +95,29 @@ def open_page(browser, url: str, width: int = 1280, theme: str = ""):
     return page
 
 
+# Records, from before Ask is clicked, every answer text the streaming box shows (the text the
+# model wrote so far; not the "Generating..." placeholder). A recorder, not a poll: the final
+# answer may replace the streaming one between two polls.
+RECORD_STREAMING = """() => {
+  window.__streamed = [];
+  const root = document.querySelector('#mars-answer');
+  const record = () => {
+    const box = root.querySelector('.mars-streaming .mars-answer-text');
+    if (box && !box.querySelector('.mars-muted')) window.__streamed.push(box.textContent);
+  };
+  if (window.__streamObserver) window.__streamObserver.disconnect();
+  window.__streamObserver = new MutationObserver(record);
+  window.__streamObserver.observe(root, {childList: true, subtree: true, characterData: true});
+}"""
+STREAMED = "() => window.__streamed.filter(text => text.trim() !== '')"
+# The CSS tooltip of a token: its ::after box, shown or not.
+# ``right``: where its box ends (it hangs from the left of the token's answer text).
+TOOLTIP = """el => { const s = getComputedStyle(el, '::after');
+  const box = el.closest('.mars-answer-text').getBoundingClientRect();
+  const right = box.left + parseFloat(s.left) + parseFloat(s.width);
+  return {display: s.display, content: s.content, position: s.position, right: right}; }"""
+
+
 def ask(page, question: str | None = None) -> None:
     """Ask ``question`` (or the first example) and wait for the whole analysis on the page."""
     if question is None:
@@ -104,6 +127,7 @@ def ask(page, question: str | None = None) -> None:
         )
     else:
         page.fill("#mars-question textarea", question)
+    page.evaluate(RECORD_STREAMING)
     page.click("#mars-ask")
     # The answer streams for a second or more before the result replaces it: waiting for the
     # streaming state first makes sure the "done" below belongs to this question, not the last one.
@@ -138,11 +162,32 @@ def test_ask_an_example_then_flip_the_scoring(page, shots):
     ask(page)
     assert page.inner_text("#mars-answer .mars-question") == EXAMPLE
     assert page.evaluate(ACTIVE_COLUMN) == ["mars"]
+    # the answer was shown while it was being written, before the colored one replaced it
+    streamed = page.evaluate(STREAMED)
+    final_text = page.inner_text("#mars-answer .mars-answer-text")
+    assert streamed, "no partial answer was streamed"
+    assert any(text.strip() in final_text for text in streamed), (streamed, final_text)
     mars_colors = page.evaluate(TOKEN_COLORS)
     assert len(set(mars_colors)) > 1  # one phrase per token: MARS weights differ
-    title = page.get_attribute("#mars-answer .mars-tok", "title")
-    assert "probability" in title and "phrase" in title and "weight" in title
     assert page.locator("#mars-answer .mars-phrase").count() >= 1
+    token = page.locator("#mars-answer .mars-phrase .mars-tok").first
+    tip = token.get_attribute("data-tip")
+    assert re.search(r"probability \d\.\d{3}", tip), tip
+    assert re.search(r"phrase '.+': importance \d+\.\d{3}, phrase weight \d\.\d{3}", tip), tip
+    weight = float(token.get_attribute("data-weight"))
+    assert f"weight {weight:.3f} (MARS)" in tip, tip
+    # the tooltip is the page's own (CSS), shown on hover and on keyboard focus / a tap
+    assert page.locator("#mars-answer .mars-tok").first.evaluate(TOOLTIP)["display"] == "none"
+    token.hover()
+    shown = token.evaluate(TOOLTIP)
+    assert shown["display"] == "block" and shown["position"] == "absolute", shown
+    assert "importance" in shown["content"], shown
+    page.mouse.move(0, 0)
+    assert token.evaluate(TOOLTIP)["display"] == "none"
+    token.focus()
+    assert token.evaluate(TOOLTIP)["display"] == "block"
+    page.screenshot(path=str(shots / "light-tooltip.png"), full_page=True)
+    token.blur()
     assert page.locator("#mars-download").is_visible()
     assert re.search(r"Total \d+\.\d\d s", page.inner_text("#mars-progress"))
     page.screenshot(path=str(shots / "light-mars.png"), full_page=True)
@@ -180,20 +225,48 @@ def test_empty_question_shows_a_message_and_the_page_keeps_working(page):
     assert not page.locator("#mars-error .mars-error").is_visible()
 
 
+def test_the_scoring_flipped_while_the_answer_streams_wins(page):
+    """The final render follows the toggle as it is when the analysis ends, not as it was when
+    Ask was clicked."""
+    page.fill("#mars-question textarea", EXAMPLE)
+    page.click("#mars-ask")
+    page.wait_for_selector("#mars-answer .mars-streaming", timeout=ANALYSIS_TIMEOUT_MS)
+    page.locator("#mars-scoring").get_by_text("Length-normalized", exact=True).click()
+    page.wait_for_selector(
+        "#mars-progress .mars-progress[data-state='done']", timeout=ANALYSIS_TIMEOUT_MS
+    )
+    page.wait_for_selector(
+        "#mars-answer .mars-answer[data-scoring='length_normalized']", timeout=ANALYSIS_TIMEOUT_MS
+    )
+    page.wait_for_function(f"() => JSON.stringify(({ACTIVE_COLUMN})()) === '[\"length_normalized\"]'")
+    assert len(set(page.evaluate(TOKEN_COLORS))) == 1  # uniform 1/L colors, as the radio says
+    page.locator("#mars-scoring").get_by_text("MARS", exact=True).click()  # as the others expect
+    page.wait_for_selector("#mars-answer .mars-answer[data-scoring='mars']")
+
+
 def check_readable(page, width: int) -> None:
     assert page.evaluate(TOKEN_CONTRAST) >= 4.5
     assert (
         page.evaluate("() => document.documentElement.scrollWidth") <= width
     )  # no sideways scrolling
+    last = page.locator("#mars-answer .mars-tok").last  # rightmost: its tooltip must fit too
+    last.evaluate("el => el.scrollIntoView({block: 'center'})")  # the tooltip below it too
+    last.focus()
+    tip = last.evaluate(TOOLTIP)
+    assert tip["display"] == "block" and 0 < tip["right"] <= width, tip  # inside the window
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
 
 
 def test_readable_in_the_light_theme_wide_and_narrow(page, shots):
     assert page.locator("#mars-results").is_visible()  # the last test's analysis
     check_readable(page, 1280)
+    page.locator("#mars-answer .mars-tok").last.blur()
     page.screenshot(path=str(shots / "light-1280.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})  # a phone
     page.wait_for_timeout(500)  # let the plots resize
     check_readable(page, 390)
+    page.screenshot(path=str(shots / "light-390-tooltip.png"))  # the focused token's tooltip
+    page.locator("#mars-answer .mars-tok").last.blur()
     page.screenshot(path=str(shots / "light-390.png"), full_page=True)
     page.set_viewport_size({"width": 1280, "height": 900})
 
@@ -203,5 +276,12 @@ def test_readable_in_the_dark_theme(browser, app_url, shots):
     assert page.evaluate("() => document.body.classList.contains('dark')")
     ask(page)
     check_readable(page, 1280)
+    page.screenshot(path=str(shots / "dark-1280-tooltip.png"))
+    page.locator("#mars-answer .mars-tok").last.blur()
     page.screenshot(path=str(shots / "dark-1280.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(500)
+    check_readable(page, 390)
+    page.locator("#mars-answer .mars-tok").last.blur()
+    page.screenshot(path=str(shots / "dark-390.png"), full_page=True)
     page.close()

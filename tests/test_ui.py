@@ -18,6 +18,7 @@ from conftest_ui import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.models import ModelLoadError
+from mars_demo.models.llm import InvalidModelOutput
 from mars_demo.pipeline import AnalysisOutOfMemory
 from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.ui import build_demo, launch_options, load_examples, plots, render
@@ -113,6 +114,8 @@ def test_examples_include_the_papers_questions():
     ):
         assert q in questions
     assert len(questions) > 4
+    assert "How many times does the letter r appear in the word strawberry?" in questions
+    assert "Who was the second person to walk on the Moon?" not in questions  # usually right
 
 
 # --- ask ---------------------------------------------------------------------------------------
@@ -226,6 +229,13 @@ def test_bad_setting_shows_the_allowed_range():
         (ModelLoadError("Could not load the LLM: 'x' is gated"), "Could not load the LLM"),
         (OptionError("question is empty: type a question"), "question is empty"),
         (RuntimeError("boom <b>"), "RuntimeError: boom &lt;b&gt;"),
+        (
+            InvalidModelOutput(
+                "The LLM x produced invalid scores (NaN or infinity), so no uncertainty can be "
+                "computed; load it in full precision (without 4-bit) or pick another model."
+            ),
+            "load it in full precision (without 4-bit) or pick another model",
+        ),
     ],
 )
 def test_engine_errors_become_messages_and_the_next_request_works(error, expected):
@@ -235,6 +245,8 @@ def test_engine_errors_become_messages_and_the_next_request_works(error, expecte
     failed = ask(controller)[-1]
     assert visible(failed["error"]) and expected in value(failed["error"])
     assert failed["answer"] == render.placeholder_html()
+    if type(error) is not RuntimeError:  # known errors get their own message
+        assert "Something went wrong" not in value(failed["error"])
     ok = ask(controller)[-1]
     assert not visible(ok["error"]) and ok["result"].question == QUESTION
 
@@ -249,7 +261,7 @@ def test_toggle_recolors_tokens_and_moves_the_highlight_without_recomputing():
     calls = len(engine.calls)
     mars = controller.rescore(result, "mars")
     ln = controller.rescore(result, "length_normalized")
-    assert set(mars) == set(ln) == set(RESCORE_OUTPUTS)
+    assert set(mars) == set(ln) == set(RESCORE_OUTPUTS) - {"error"}  # errors stay as they are
     assert len(engine.calls) == calls  # nothing recomputed
 
     ln_colors, mars_colors = token_colors(ln["answer"]), token_colors(mars["answer"])
@@ -288,7 +300,8 @@ def test_toggle_before_any_result_changes_nothing():
 def test_token_tooltip_has_text_probability_phrase_and_weight():
     result = make_result()
     html = render.answer_tokens_html(result.greedy, "mars")
-    title = re.search(r'data-token="2"[^>]*title="([^"]*)"', html).group(1)
+    title = re.search(r'data-token="2"[^>]*data-tip="([^"]*)"', html).group(1)
+    assert f'aria-label="{title}"' in html  # the same details for screen readers
     assert "&#x27; Mars&#x27;" in title  # the token text, escaped
     assert f"probability {math.exp(-0.9):.3f}" in title
     assert "phrase &#x27;Mars.&#x27;: importance 0.950, phrase weight 0.950" in title
@@ -535,6 +548,7 @@ def test_api_takes_the_settings_as_optional_parameters():
         ({"question": ""}, "question is empty"),
         ({"question": QUESTION, "samples": 99}, "samples must be"),
         ({"question": QUESTION, "cluster_rule": "loose"}, "cluster_rule must be one of"),
+        ({"question": QUESTION, "prompt": "fewshot"}, "prompt must be one of auto, paper, chat;"),
     ],
 )
 def test_api_bad_input_raises_a_clear_gradio_error(kwargs, expected):
@@ -563,3 +577,106 @@ def test_progress_bar_follows_the_stages_and_shows_their_times():
     assert 'aria-valuenow="0"' in loading and "loading LLM (25%)" in loading
     done = render.progress_html(timings_s={"load": 1.0, "generate": 2.5, "nli": 0.25})
     assert "2.50 s" in done and "Load models" in done and "Total 3.75 s" in done
+
+
+# --- audit fixes: stale warnings, the toggle during an Ask, rendering errors, empty answers ------
+
+
+def test_a_new_ask_and_an_error_clear_the_last_warnings():
+    engine = FakeEngine(result=make_result(warnings=["the last question's warning"]))
+    controller = make_controller(engine)
+    assert "the last question" in value(ask(controller)[-1]["warnings"])
+    engine.result = make_result()  # no warnings: the next analysis streams with none shown
+    updates = ask(controller)
+    assert "warnings" in updates[0] and not visible(updates[0]["warnings"])
+    engine.fail_with = RuntimeError("boom")
+    updates = ask(controller)
+    assert "warnings" in updates[0] and not visible(updates[0]["warnings"])
+    assert visible(updates[-1]["error"]) and not visible(updates[-1]["warnings"])
+
+
+def test_the_ask_event_is_followed_by_a_rescore_with_the_toggles_value_then():
+    """A toggle flipped while the answer streams must still win: the Ask is chained (``.then``)
+    to the rescore, which reads the result state and the toggle when the Ask ends."""
+    demo = build_demo(FakeEngine())
+    config = demo.get_config_file()
+    by_id = {c["id"]: c for c in config["components"]}
+
+    def elem(dep_ids):
+        return [by_id[i]["props"].get("elem_id") or by_id[i]["type"] for i in dep_ids]
+
+    deps = config["dependencies"]
+    ask_dep = next(d for d in deps if d["api_name"] == "ask")
+    follow = [d for d in deps if d.get("trigger_after") == ask_dep["id"]]
+    assert len(follow) == 1
+    assert elem(follow[0]["inputs"]) == ["state", "mars-scoring"]
+    outputs = elem(follow[0]["outputs"])
+    assert "mars-answer" in outputs and "mars-error" in outputs
+    # what it computes: the stored result in the toggle's current scoring
+    controller = make_controller()
+    final = ask(controller, scoring="mars")[-1]
+    assert 'data-scoring="mars"' in final["answer"]
+    flipped = controller.rescore(final["result"], "length_normalized")
+    assert 'data-scoring="length_normalized"' in flipped["answer"]
+
+
+def test_a_failing_renderer_becomes_a_message_and_the_next_ask_works(monkeypatch):
+    engine = FakeEngine()
+    controller = make_controller(engine)
+
+    def broken(*args, **kwargs):
+        raise ValueError("renderer bug <b>")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(render, "answer_html", broken)
+        updates = ask(controller)  # must not raise
+        final = updates[-1]
+        assert "ValueError: renderer bug &lt;b&gt;" in value(final["error"])
+        assert final["answer"] == render.placeholder_html()
+        assert "result" not in final and not visible(updates[0]["results"])
+        assert controller.rescore(make_result(), "mars") == {
+            "error": render.error_html(
+                texts.ERROR_UNEXPECTED.format(error="ValueError: renderer bug <b>")
+            )
+        }
+    ok = ask(controller)[-1]
+    assert not visible(ok["error"]) and ok["result"].question == QUESTION
+
+
+def test_a_download_that_cannot_be_written_still_shows_the_analysis(monkeypatch):
+    controller = make_controller()
+
+    def full_disk(result):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(controller.downloads, "write", full_disk)
+    final = ask(controller)[-1]
+    assert final["result"].question == QUESTION and visible(final["results"])
+    assert not visible(final["download"])
+    assert "No space left on device" in value(final["error"])
+    assert "could not be written" in value(final["error"])
+
+
+def test_an_empty_answer_says_so():
+    empty = make_answer([""], [-0.7], [])  # the engine's empty answer: one zero-width token
+    assert empty.text == "" and len(empty.tokens) == 1
+    assert texts.ANSWER_EMPTY in render.answer_tokens_html(empty, "mars")
+    assert texts.ANSWER_EMPTY in render.answer_tokens_html(empty, "length_normalized")
+    result = make_result(greedy=empty)
+    result.samples[2] = empty
+    assert texts.ANSWER_EMPTY in render.answer_html(result, "mars")
+    assert texts.ANSWER_EMPTY in render.samples_table_html(result, "mars")
+    assert texts.ANSWER_EMPTY not in render.answer_html(make_result(), "mars")
+
+
+def test_question_box_limit_and_the_shared_model_note():
+    config = build_demo(FakeEngine()).get_config_file()
+    props = {c["props"].get("elem_id"): c["props"] for c in config["components"]}
+    assert props["mars-question"]["max_length"] == MAX_QUESTION_CHARS
+    assert props["mars-model"]["info"] == texts.MODEL_INFO
+    assert "all visitors" in texts.MODEL_INFO
+
+
+def test_the_queue_size_can_be_set_for_tests_only():
+    assert build_demo(FakeEngine(), queue_max_size=2)._queue.max_size == 2
+    assert build_demo(FakeEngine())._queue.max_size == 32

@@ -35,12 +35,14 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.models import ModelLoadError
+from mars_demo.models.llm import InvalidModelOutput
 from mars_demo.pipeline import AnalysisCancelled, AnalysisOutOfMemory
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
     CPU_DEFAULT_PRESET,
     GPU_DEFAULT_PRESET,
     LLM_PRESETS,
+    PROMPTS,
     OptionError,
     Settings,
     clean_question,
@@ -57,6 +59,7 @@ STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer
 # streaming event, and closing the handler is what stops the analysis (see Controller.ask).
 HEARTBEAT_S = 0.5
 DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
+API_PROMPTS = ("auto", *PROMPTS)  # the prompt values of the page and the API ("auto" = None)
 
 ASK_OUTPUTS = (
     "result",  # gr.State: the AnalysisResult shown on the page (None before the first one)
@@ -74,6 +77,7 @@ ASK_OUTPUTS = (
     "download",
 )
 RESCORE_OUTPUTS = (
+    "error",  # only set when rendering fails; a successful rescore leaves it as it is
     "answer",
     "uncertainty_table",
     "uncertainty_plot",
@@ -113,7 +117,7 @@ def error_message(exc: BaseException) -> str:
         return str(exc)
     if is_out_of_memory(exc):
         return texts.ERROR_OUT_OF_MEMORY
-    if isinstance(exc, AnalysisOutOfMemory):  # the engine's message says what to do
+    if isinstance(exc, (AnalysisOutOfMemory, InvalidModelOutput)):  # the message says what to do
         return str(exc)
     if isinstance(exc, AnalysisCancelled):
         return texts.ERROR_CANCELLED
@@ -226,6 +230,8 @@ class Controller:
         cluster_rule: Any,
     ) -> Settings:
         """The engine's settings (its models) with the page's analysis options. Raises OptionError."""
+        if prompt is not None and prompt not in API_PROMPTS:  # Settings would list only paper, chat
+            raise OptionError(f"prompt must be one of {', '.join(API_PROMPTS)}; got {prompt!r}")
         return self.host.engine.settings.replace(
             samples=as_int(samples),
             temperature=temperature,
@@ -272,13 +278,24 @@ class Controller:
         finally:
             worker.cancel()  # stops the analysis when closed early; a no-op once it is done
         if kind == "error":
-            yield {
-                "error": render.error_html(error_message(payload)),
-                "progress": "",
-                "answer": render.placeholder_html(),
-            }
+            yield self._failed(payload)
             return
-        yield self.show(payload, scoring)
+        try:
+            update = self.show(payload, scoring)
+        except Exception as exc:  # a rendering bug must not escape: show it, keep serving
+            update = self._failed(exc)
+        yield update
+
+    @staticmethod
+    def _failed(exc: BaseException) -> dict[str, Any]:
+        """The update of an analysis that ended with ``exc``: the message, and no stale result
+        (the first update of the Ask already hid the last one)."""
+        return {
+            "error": render.error_html(error_message(exc)),
+            "progress": "",
+            "answer": render.placeholder_html(),
+            "warnings": "",
+        }
 
     @staticmethod
     def _relay(worker: Worker, question: str) -> Generator[dict[str, Any], None, tuple[str, Any]]:
@@ -287,6 +304,7 @@ class Controller:
         yield {
             "result": None,
             "error": "",
+            "warnings": "",  # the last question's warnings must not stay beside this one
             "progress": render.progress_html(render.StageProgress()),
             "answer": render.streaming_html(question, ""),
             "results": gr.update(visible=False),
@@ -318,24 +336,44 @@ class Controller:
             }
 
     def show(self, result: AnalysisResult, scoring: str) -> dict[str, Any]:
-        """Every output for a finished analysis."""
-        return {
+        """Every output for a finished analysis. Raises what a renderer raises (see :meth:`ask`);
+        a download that cannot be written only hides the button and says so."""
+        update = {
             "result": result,
             "error": "",
             "progress": render.progress_html(timings_s=result.timings_s),
             "results": gr.update(visible=True),
             "nli_plot": plots.nli_figure(result),
             "warnings": render.warnings_html(result.warnings),
-            "download": gr.update(value=self.downloads.write(result), visible=True),
-            **self.rescore(result, scoring),
+            **self._rendered(result, scoring),
         }
+        try:
+            update["download"] = gr.update(value=self.downloads.write(result), visible=True)
+        except Exception as exc:  # e.g. a full disk: the analysis is still worth showing
+            log.error("writing the JSON download failed", exc_info=exc)
+            update["download"] = gr.update(value=None, visible=False)
+            update["error"] = render.error_html(
+                texts.ERROR_DOWNLOAD.format(error=f"{type(exc).__name__}: {exc}")
+            )
+        return update
 
     # --- scoring toggle -------------------------------------------------------------------------
 
     def rescore(self, result: AnalysisResult | None, scoring: str) -> dict[str, Any]:
-        """Re-render what depends on the scoring from the stored result (nothing is recomputed)."""
+        """Re-render what depends on the scoring from the stored result (nothing is recomputed).
+
+        Runs on the toggle and once more after every Ask (with the toggle's value then, which the
+        visitor may have flipped while the answer streamed). A rendering error becomes a message.
+        """
         if result is None:
             return {}
+        try:
+            return self._rendered(result, scoring)
+        except Exception as exc:
+            return {"error": render.error_html(error_message(exc))}
+
+    @staticmethod
+    def _rendered(result: AnalysisResult, scoring: str) -> dict[str, Any]:
         return {
             "answer": render.answer_html(result, scoring),
             "uncertainty_table": render.uncertainty_table_html(result, scoring),

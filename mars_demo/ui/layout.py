@@ -29,6 +29,7 @@ from mars_demo.settings import (
     CLUSTER_RULES,
     DISTRIBUTIONS,
     MAX_NEW_TOKENS_RANGE,
+    MAX_QUESTION_CHARS,
     NORMALIZATIONS,
     SAMPLES_RANGE,
     SEED_RANGE,
@@ -90,12 +91,15 @@ def _packed_once(
     return handler
 
 
-def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
+def build_demo(
+    engine: EngineLike, *, load: bool = True, queue_max_size: int = QUEUE_MAX_SIZE
+) -> gr.Blocks:
     """Build the page around ``engine``.
 
     With ``load`` (the default) the engine's models start loading in a background thread right
     away, unless they are loaded already; the page opens meanwhile and says so. Launch the result
     with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
+    ``queue_max_size``: requests that may wait in Gradio's queue (tests use a small one).
     """
     host = EngineHost(engine)
     if load and not engine.ready:
@@ -114,6 +118,7 @@ def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
                 placeholder=texts.QUESTION_PLACEHOLDER,
                 lines=1,
                 max_lines=4,
+                max_length=MAX_QUESTION_CHARS,  # the browser stops there; the server checks too
                 scale=5,
                 min_width=240,
                 elem_id="mars-question",
@@ -307,6 +312,7 @@ def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
             distribution,
             cluster_rule,
         ]
+        rescore = _packed_once(controller.rescore, RESCORE_OUTPUTS)
         gr.on(
             [ask.click, question.submit],
             _packed(controller.ask, ASK_OUTPUTS),
@@ -316,9 +322,16 @@ def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
             show_progress="hidden",
+        ).then(  # the toggle may have been flipped while the answer streamed: follow its value now
+            rescore,
+            inputs=[result, scoring],
+            outputs=outputs(RESCORE_OUTPUTS),
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
         )
         scoring.change(
-            _packed_once(controller.rescore, RESCORE_OUTPUTS),
+            rescore,
             inputs=[result, scoring],
             outputs=outputs(RESCORE_OUTPUTS),
             api_visibility="private",
@@ -356,7 +369,7 @@ def build_demo(engine: EngineLike, *, load: bool = True) -> gr.Blocks:
             concurrency_limit=1,
         )
 
-    demo.queue(default_concurrency_limit=1, max_size=QUEUE_MAX_SIZE)
+    demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
     return demo
 
 

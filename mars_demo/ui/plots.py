@@ -24,6 +24,9 @@ NLI_ORDER = ("contradiction", "neutral", "entailment")
 FONT = {"family": "ui-sans-serif, system-ui, sans-serif", "size": 13, "color": "#6b7280"}
 GRID = "rgba(128, 128, 128, 0.25)"
 MAX_LABEL_CHARS = 40
+# Axis labels of the clusters: longer ones are turned upright and squeeze the bars into a strip
+# (five clusters on a phone); the whole answers are in the hover text.
+MAX_TICK_CHARS = 12
 
 
 def _short(text: str, limit: int = MAX_LABEL_CHARS) -> str:
@@ -77,9 +80,8 @@ def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
     names, hovers = [], []
     for c in clusters:
         texts_in = [s.text for s, cid in zip(result.samples, result.cluster_ids) if cid == c]
-        names.append(
-            f"{texts.PLOT_CLUSTER_NAME.format(number=c + 1)}<br>{esc(_short(texts_in[0]))}"
-        )
+        name = texts.PLOT_CLUSTER_NAME.format(number=c + 1)
+        names.append(f"{name}<br>{esc(_short(texts_in[0], MAX_TICK_CHARS))}")
         lines = [esc(texts.PLOT_CLUSTER_HOVER.format(members=len(texts_in)))]
         lines += [f"• {esc(_short(t, 80))}" for t in texts_in]
         hovers.append("<br>".join(lines))

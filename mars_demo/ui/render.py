@@ -116,9 +116,13 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
 
     Colors use one scale for both scorings (the answer's largest MARS weight, at least 1/L), so
     switching the scoring shows how MARS moves weight onto the important tokens.
+
+    Each token's details are in ``data-tip`` (shown by the page's CSS as a tooltip on hover and
+    on keyboard focus or a tap, which the native ``title`` never shows) and in ``aria-label``.
+    An empty answer (the engine keeps one zero-width token for it) says so instead.
     """
     n = len(answer.tokens)
-    if n == 0:
+    if n == 0 or not answer.text.strip():
         return f'<span class="mars-empty">{esc(texts.ANSWER_EMPTY)}</span>'
     weights = token_weights(answer, scoring)
     scale = max(max(answer.mars_weights, default=0.0), 1.0 / n)
@@ -146,11 +150,11 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
                 cls = "mars-phrase" if k >= 0 else "mars-nophrase"
                 out.append(f'<span class="{cls}" data-phrase="{k}">')
                 opened = True
-            title = _token_title(answer, i, weights[i], scoring)
+            tip = esc(_token_title(answer, i, weights[i], scoring))
             out.append(
                 f'<span class="mars-tok" data-token="{i}" data-weight="{weights[i]:.4f}" '
                 f'style="background-color: {token_color(weights[i] / scale)}" '
-                f'title="{esc(title)}" tabindex="0">{esc(core)}</span>'
+                f'data-tip="{tip}" aria-label="{tip}" tabindex="0">{esc(core)}</span>'
             )
         if opened:
             out.append("</span>")
