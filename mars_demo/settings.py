@@ -57,6 +57,11 @@ SOFTMAX_TEMPERATURE_RANGE = (1e-4, 10.0)
 SEED_RANGE = (0, 2**32 - 1)
 
 
+# The options that name models (rather than say how to analyze): a running page's requests
+# always use the engine's current ones.
+MODEL_FIELDS = ("llm", "importance", "nli", "bem", "chunker", "load_in_4bit")
+
+
 class OptionError(ValueError):
     """An option value outside its allowed range or set; the message names what is allowed."""
 
@@ -88,6 +93,10 @@ class Settings:
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
+
+    def with_models_of(self, other: "Settings") -> "Settings":
+        """These analysis options with ``other``'s models (every field of MODEL_FIELDS)."""
+        return self.replace(**{name: getattr(other, name) for name in MODEL_FIELDS})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

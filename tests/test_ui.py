@@ -175,7 +175,8 @@ def test_ask_passes_the_page_settings_to_the_engine():
 
 def test_the_answer_streams_before_the_analysis_ends():
     class Slow(FakeEngine):
-        def analyze(self, question, settings=None, *, progress=None, on_text=None):
+        def analyze(self, question, settings=None, *, progress=None, on_text=None,
+                    should_stop=None):
             for partial in ("It", "It is", "It is Mars."):
                 on_text(partial)
                 time.sleep(0.15)
@@ -680,3 +681,32 @@ def test_question_box_limit_and_the_shared_model_note():
 def test_the_queue_size_can_be_set_for_tests_only():
     assert build_demo(FakeEngine(), queue_max_size=2)._queue.max_size == 2
     assert build_demo(FakeEngine())._queue.max_size == 32
+
+
+def test_a_request_that_waited_during_a_model_switch_uses_the_new_models():
+    """The page builds a request's settings before it holds the engine; a switch that ran in
+    between must not make the request load the old models again."""
+    engine = FakeEngine()
+    host = EngineHost(engine)
+    controller = Controller(host)
+    waiting = controller.settings_from(3, 0.7, 8, 4, "paper", "token", "softmax", "max", "lenient")
+    new_models = engine.settings.replace(llm="qwen2.5-7b-instruct", nli="other-nli", bem="b")
+    host.switch(new_models)
+    host.analyze("Which planet is red?", waiting)
+    (_, used), = engine.calls
+    for name in ("llm", "importance", "nli", "bem", "chunker", "load_in_4bit"):
+        assert getattr(used, name) == getattr(new_models, name), name
+    # the request's own analysis options are kept
+    assert (used.samples, used.temperature, used.max_new_tokens, used.seed) == (3, 0.7, 8, 4)
+    assert (used.prompt, used.importance_method, used.normalization) == ("paper", "token", "softmax")
+    assert (used.distribution, used.cluster_rule) == ("max", "lenient")
+
+
+@pytest.mark.parametrize(
+    "value, shown, percent",
+    [(-0.0, "0.000", "0.0%"), (-0.0001, "0.000", "0.0%"), (0.0, "0.000", "0.0%"),
+     (-0.0006, "−0.001", "-0.1%"), (-6.4271, "−6.427", "-642.7%")],
+)
+def test_numbers_never_show_a_negative_zero(value, shown, percent):
+    assert render._fmt(value) == shown
+    assert render._percent(value) == percent

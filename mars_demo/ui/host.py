@@ -7,7 +7,6 @@ refuses with :class:`EngineNotReady` instead of blocking or failing obscurely.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -50,18 +49,6 @@ class EngineLike(Protocol):
     ) -> AnalysisResult: ...
 
 
-def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` accepts the keyword argument ``name``."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        (p.name == name and p.kind != p.POSITIONAL_ONLY) or p.kind == p.VAR_KEYWORD
-        for p in params
-    )
-
-
 class EngineNotReady(RuntimeError):
     """The models are loading or failed to load; the message says which, for the user."""
 
@@ -89,7 +76,6 @@ class EngineHost:
         self._status_lock = threading.Lock()
         self._status = LoadStatus("ready" if engine.ready else "idle")
         self._logged: tuple[str, int] | None = None
-        self._cancellable = takes_keyword(engine.analyze, "should_stop")
 
     # --- status -------------------------------------------------------------------------------
 
@@ -185,14 +171,17 @@ class EngineHost:
     ) -> AnalysisResult:
         """Run the engine on one question; models that are not loaded yet load first.
 
+        The page and the API never choose models per request: ``settings``' models are
+        replaced by the engine's as they are once this request holds the engine, so a model
+        switch that ran while it waited is followed (and the old models are not loaded again).
+
         ``should_stop`` is the engine's cancel check: once it returns True the analysis ends
-        with ``AnalysisCancelled`` and the lock is released for the next request. (An engine
-        whose ``analyze`` takes no ``should_stop`` is not told, and runs to the end.)"""
+        with ``AnalysisCancelled`` and the lock is released for the next request."""
         self.check_ready()
         with self._lock:
             if not self.engine.ready:
                 self._run_load(lambda p: self.engine.load(progress=p), progress)
-            stop = {"should_stop": should_stop} if self._cancellable else {}
+            settings = settings.with_models_of(self.engine.settings)
             return self.engine.analyze(
-                question, settings, progress=progress, on_text=on_text, **stop
+                question, settings, progress=progress, on_text=on_text, should_stop=should_stop
             )
