@@ -58,7 +58,14 @@ def token_color(intensity: float) -> str:
 def _fmt(value: float, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:.{digits}f}".replace("-", "−")
+    return _unsigned_zero(f"{value:.{digits}f}").replace("-", "−")
+
+
+def _unsigned_zero(text: str) -> str:
+    """``text`` without its minus sign when the number it shows is zero ("-0.0" -> "0.0")."""
+    if text.startswith("-") and not text.strip("-0.%"):
+        return text[1:]
+    return text
 
 
 def _active(column: str, scoring: str) -> str:
@@ -291,7 +298,7 @@ def score_shares(answer: Answer, scoring: str) -> tuple[list[float], float]:
 
 
 def _percent(share: float) -> str:
-    return "–" if math.isnan(share) else f"{share * 100:.1f}%"
+    return "–" if math.isnan(share) else _unsigned_zero(f"{share * 100:.1f}%")
 
 
 def phrase_table_html(answer: Answer, scoring: str) -> str:
