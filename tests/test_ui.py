@@ -710,3 +710,33 @@ def test_a_request_that_waited_during_a_model_switch_uses_the_new_models():
 def test_numbers_never_show_a_negative_zero(value, shown, percent):
     assert render._fmt(value) == shown
     assert render._percent(value) == percent
+
+
+def test_every_font_face_the_page_declares_has_every_basic_latin_glyph():
+    """Gradio's bundled semibold faces hold two basic-Latin glyphs; a theme that declares them
+    draws bold text letter by letter from two fonts."""
+    from fontTools.ttLib import TTFont
+    from gradio.themes.utils.fonts import LocalFont, font_file_path
+
+    theme = launch_options()["theme"]
+    faces = [
+        (font.name, weight)
+        for font in [*theme._font, *theme._font_mono]
+        if isinstance(font, LocalFont)
+        for weight in font.weights
+    ]
+    assert {name for name, _ in faces} == {"Source Sans Pro", "IBM Plex Mono"}
+    for name, weight in faces:
+        glyphs = TTFont(font_file_path(name, weight)).getBestCmap()
+        missing = [chr(c) for c in range(0x21, 0x7F) if c not in glyphs]
+        assert not missing, (name, weight, "".join(missing))
+
+
+def test_the_bundled_semibold_faces_are_still_incomplete():
+    """Why the theme declares no 600 face: if Gradio ever ships complete semibold files, this
+    fails and the workaround in layout.FONT_WEIGHTS can go."""
+    from fontTools.ttLib import TTFont
+    from gradio.themes.utils.fonts import font_file_path
+
+    glyphs = TTFont(font_file_path("Source Sans Pro", 600)).getBestCmap()
+    assert not all(ord(c) in glyphs for c in "MARS Demo")
