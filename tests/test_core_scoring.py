@@ -3,12 +3,12 @@
 import math
 import re
 import sys
-import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numeric_checks import finite_or_value_error
 
 from mars_demo.core.scoring import (
     MODES,
@@ -411,17 +411,6 @@ def test_bem_token_importance_is_a_distribution(answer, temperature):
     assert u.sum() == pytest.approx(1.0, abs=1e-6)
     assert (u >= 0).all()
     assert within(mars(logprobs, u), min(logprobs), max(logprobs))
-
-
-def finite_or_value_error(call):
-    """Run ``call``: it must return finite numbers or raise ValueError, with no warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # e.g. numpy's "overflow encountered"
-        try:
-            result = call()
-        except ValueError:
-            return
-    assert is_finite(result), result
 
 
 @settings(max_examples=200, deadline=None)

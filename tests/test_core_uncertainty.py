@@ -3,12 +3,12 @@
 import math
 import re
 import sys
-import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numeric_checks import finite_or_value_error
 
 from mars_demo.core.uncertainty import (
     cluster_log_scores,
@@ -255,18 +255,6 @@ def test_uncertainties_are_finite_and_bounded(samples):
     assert lower - 1e-9 <= value <= -low + tolerance(low)
     assert lower >= -LOG(len(scores)) - 1e-12
     assert math.isfinite(semantic_entropy_normalized(scores, clusters))
-
-
-def finite_or_value_error(call):
-    """Run ``call``: it must return finite numbers or raise ValueError, with no warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # e.g. numpy's "overflow encountered"
-        try:
-            result = call()
-        except ValueError:
-            return
-    values = list(result.values()) if isinstance(result, dict) else [result]
-    assert all(math.isfinite(value) for value in values), result
 
 
 @settings(max_examples=200, deadline=None)

@@ -312,7 +312,14 @@ def build_demo(
             distribution,
             cluster_rule,
         ]
-        rescore = _packed_once(controller.rescore, RESCORE_OUTPUTS)
+        rescore = dict(  # re-render from the stored result; touches no model, so no limit
+            fn=_packed_once(controller.rescore, RESCORE_OUTPUTS),
+            inputs=[result, scoring],
+            outputs=outputs(RESCORE_OUTPUTS),
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
         gr.on(
             [ask.click, question.submit],
             _packed(controller.ask, ASK_OUTPUTS),
@@ -322,22 +329,8 @@ def build_demo(
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
             show_progress="hidden",
-        ).then(  # the toggle may have been flipped while the answer streamed: follow its value now
-            rescore,
-            inputs=[result, scoring],
-            outputs=outputs(RESCORE_OUTPUTS),
-            api_visibility="private",
-            concurrency_limit=None,
-            show_progress="hidden",
-        )
-        scoring.change(
-            rescore,
-            inputs=[result, scoring],
-            outputs=outputs(RESCORE_OUTPUTS),
-            api_visibility="private",
-            concurrency_limit=None,
-            show_progress="hidden",
-        )
+        ).then(**rescore)  # the toggle may have been flipped while the answer streamed
+        scoring.change(**rescore)
         load_model.click(
             _packed(controller.switch_model, SWITCH_OUTPUTS),
             inputs=[model],
