@@ -3,6 +3,7 @@
 import math
 import re
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -258,6 +259,14 @@ def test_mars_near_the_float_limit():
     # w = [1/4, 3/4]: -MAX / 4
     assert mars([-MAX, 0.0], [0.0, 1.0]) == -MAX / 4
     assert mars([-1e308, -1e308], [0.5, 0.5]) == -1e308
+
+
+def test_importance_whose_sum_overflows_is_refused_without_a_numpy_warning():
+    huge = [8.988465674311579e307, 8.98846567431158e307]  # found by hypothesis
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="token_importance sums to inf, expected 1"):
+            mars_weights(huge)
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,8 @@ def nonnegative_vector(values, name: str) -> np.ndarray:
 def distribution(values, name: str) -> np.ndarray:
     """Return a non-negative float64 array that sums to 1 (within ``SUM_TOLERANCE``)."""
     array = nonnegative_vector(values, name)
-    total = float(array.sum())
+    with np.errstate(over="ignore"):  # a sum that overflows is inf, refused just below
+        total = float(array.sum())
     if abs(total - 1.0) > SUM_TOLERANCE:
         raise ValueError(f"{name} sums to {total}, expected 1 (tolerance {SUM_TOLERANCE})")
     return array
