@@ -660,6 +660,23 @@ def test_nan_logits_give_a_clear_error_not_nan_numbers(engine, monkeypatch):
     check_result(engine.analyze(QUESTION), QUESTION)
 
 
+def test_nli_input_with_unknown_characters_is_reported(engine, monkeypatch):
+    """Byte-level tokenizers (deberta's, the tiny model's) never emit [UNK]; WordPiece NLI
+    models do. Here the first byte of "☃" stands in for the unknown token."""
+    tok = engine._models.nli.tokenizer
+    real_unk = tok.unk_token
+    tok.unk_token = tok.convert_ids_to_tokens(tok("☃")["input_ids"][1])
+    try:
+        r = run_forced(engine, monkeypatch, "Mars", ["火星 ☃", "Mars", "red"])
+        plain = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus", "red"])
+    finally:
+        tok.unk_token = real_unk
+    check_result(r)
+    (note,) = [w for w in r.warnings if "NLI model does not know some characters" in w]
+    assert "4 of 6 comparisons" in note and "samples 1 and 2; 1 and 3" in note
+    assert not [w for w in plain.warnings if "NLI model" in w]
+
+
 @pytest.mark.parametrize("part", ["importance", "nli"])
 def test_non_finite_outputs_of_the_other_models_give_a_clear_error(engine, monkeypatch, part):
     model = getattr(engine._models, part).model

@@ -270,8 +270,7 @@ class BEMImportance:
         probs: list[float] = []
         notes: list[set[str]] = [set() for _ in answers]
         if cands:
-            enc, truncated = encode_pairs(self.tokenizer, cands, refs, MAX_LENGTH)
-            unk = self.tokenizer.unk_token_id
+            enc, truncated, unknown = encode_pairs(self.tokenizer, cands, refs, MAX_LENGTH)
             for row, owner in enumerate(owners):
                 if row in truncated:
                     notes[owner].add(
@@ -279,7 +278,7 @@ class BEMImportance:
                         "answer and question were cut to fit, so phrase importance is less "
                         "reliable."
                     )
-                if unk is not None and unk in enc["input_ids"][row].tolist():
+                if row in unknown:
                     notes[owner].add(
                         "The answer-equivalence model does not know some characters ([UNK]) of "
                         "this answer or the question; phrase importance is less reliable."

@@ -67,23 +67,29 @@ class NLIModel:
         return load_cached(key, "NLI model", model_id, loader, progress)
 
     def verdicts(
-        self, pairs: list[tuple[str, str]], truncated: list[int] | None = None
+        self,
+        pairs: list[tuple[str, str]],
+        truncated: list[int] | None = None,
+        unknown: list[int] | None = None,
     ) -> list[str]:
         """NLI label of each (premise, hypothesis) pair, batched.
 
         The indices of pairs longer than the model's window (cut to fit before judging) are
-        appended to ``truncated`` when it is given.
+        appended to ``truncated``, and of pairs holding characters the tokenizer does not know
+        ([UNK]) to ``unknown``, when those lists are given.
         """
         import torch
 
         out: list[str] = []
         for i in range(0, len(pairs), BATCH):
             chunk = pairs[i : i + BATCH]
-            enc, cut = encode_pairs(
+            enc, cut, unk = encode_pairs(
                 self.tokenizer, [p for p, _ in chunk], [h for _, h in chunk], MAX_LENGTH
             )
             if truncated is not None:
                 truncated += [i + k for k in cut]
+            if unknown is not None:
+                unknown += [i + k for k in unk]
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
             check_finite(logits, f"The NLI model {self.model_id}")
@@ -111,13 +117,22 @@ class NLIModel:
             for i, j in (needed[k] for k in keys)
         ]
         truncated: list[int] = []
-        found = dict(zip(keys, self.verdicts(pairs, truncated))) if pairs else {}
+        unknown: list[int] = []
+        found = dict(zip(keys, self.verdicts(pairs, truncated, unknown))) if pairs else {}
+
+        def which(rows: list[int]) -> str:
+            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in rows)})
+            return f"{len(rows)} of {len(pairs)} comparisons (samples {'; '.join(shown[:5])})"
+
         if truncated and warnings is not None:
-            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in truncated)})
             warnings.append(
-                f"The NLI model reads at most {MAX_LENGTH} tokens; {len(truncated)} of "
-                f"{len(pairs)} comparisons (samples {'; '.join(shown[:5])}) were cut to fit, "
-                "so those verdicts and the clusters are less reliable."
+                f"The NLI model reads at most {MAX_LENGTH} tokens; {which(truncated)} were cut "
+                "to fit, so those verdicts and the clusters are less reliable."
+            )
+        if unknown and warnings is not None:
+            warnings.append(
+                f"The NLI model does not know some characters ([UNK]) in {which(unknown)}; "
+                "those verdicts and the clusters are less reliable."
             )
         return [
             ["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])] for j in range(n)]
