@@ -32,3 +32,19 @@ def tiny_settings(tiny_models):
         max_new_tokens=12,
         samples=5,
     )
+
+
+@pytest.fixture(scope="session")
+def app_url(request, tiny_models):
+    """URL of the one ``app.py`` (tiny models, 127.0.0.1) that the whole session shares."""
+    from conftest_ui import shared_app_url
+
+    return shared_app_url(request, tiny_models)
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    """A ``gradio_client.Client`` of the shared ``app.py``."""
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest_ui import shared_app_url
-from gradio_client import Client
 
 from mars_demo.result import AnalysisResult
 
@@ -22,16 +20,6 @@ FIELDS = (
     "timings_s",
     "warnings",
 )
-
-
-@pytest.fixture(scope="module")
-def app_url(request, tiny_models):
-    return shared_app_url(request, tiny_models)
-
-
-@pytest.fixture(scope="module")
-def client(app_url):
-    return Client(app_url, verbose=False)
 
 
 def test_analyze_returns_the_full_json(client):

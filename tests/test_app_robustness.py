@@ -27,7 +27,6 @@ from conftest_ui import (
     free_port,
     page_event,
     running_app,
-    shared_app_url,
 )
 from gradio_client import Client
 from gradio_client.exceptions import AppError
@@ -66,16 +65,6 @@ ODD_QUESTIONS = [
         id="prompt-breaking-lines",
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def app_url(request, tiny_models):
-    return shared_app_url(request, tiny_models)
-
-
-@pytest.fixture(scope="module")
-def client(app_url):
-    return Client(app_url, verbose=False)
 
 
 def no_traceback(text: str) -> None:

@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest_ui import shared_app_url
 
 from mars_demo import texts
 
@@ -51,11 +50,6 @@ TOKEN_CONTRAST = """() => {
   const [l1, l2] = [lum(fg), lum(bg)].sort((x, y) => y - x);
   return (l1 + 0.05) / (l2 + 0.05);
 }"""
-
-
-@pytest.fixture(scope="module")
-def app_url(request, tiny_models):
-    return shared_app_url(request, tiny_models)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import uuid
 
 import httpx
 import pytest
-from conftest_ui import APP_LOGS, FakeEngine, shared_app_url
+from conftest_ui import APP_LOGS, FakeEngine
 from gradio_client import Client
 from gradio_client.utils import Status
 
@@ -239,11 +239,6 @@ def test_the_api_coroutine_keeps_the_api_signature():
 
 
 # --- app.py ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def app_url(request, tiny_models):
-    return shared_app_url(request, tiny_models)
 
 
 def cancelled_count(url: str) -> int:

@@ -18,8 +18,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-from conftest_ui import shared_app_url
 from gradio_client import Client
 
 from mars_demo.ui import QUEUE_MAX_SIZE
@@ -38,11 +36,6 @@ def question_of(user: int) -> str:
 
 def test_the_queue_fits_the_load_test():
     assert QUEUE_MAX_SIZE >= USERS
-
-
-@pytest.fixture(scope="module")
-def app_url(request, tiny_models):
-    return shared_app_url(request, tiny_models)
 
 
 def test_sixteen_users_at_once_each_get_their_own_answer(app_url, record_property):
