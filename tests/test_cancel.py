@@ -79,7 +79,7 @@ def test_stop_criterion_finishes_every_row_once_asked():
 
 @pytest.mark.parametrize("prompt", ["chat", "paper"])  # paper: with transformers' stop strings
 def test_engine_stops_at_the_next_token_and_frees_the_models(engine, prompt):
-    llm = engine._models.llm
+    llm = engine.models.llm
     s = engine.settings.replace(samples=5, max_new_tokens=64, prompt=prompt)
     stages: list[str] = []
     with forward_calls(llm.model) as calls:
@@ -101,7 +101,7 @@ def test_engine_stops_at_the_next_token_and_frees_the_models(engine, prompt):
 
 
 def test_engine_stops_between_stages(engine):
-    importance = engine._models.importance.model
+    importance = engine.models.importance.model
     flag = [False]
 
     def progress(stage, fraction):
@@ -116,7 +116,7 @@ def test_engine_stops_between_stages(engine):
 
 
 def test_engine_cancelled_before_it_starts_runs_no_model(engine):
-    with forward_calls(engine._models.llm.model) as calls:
+    with forward_calls(engine.models.llm.model) as calls:
         with pytest.raises(AnalysisCancelled):
             engine.analyze(QUESTION, should_stop=lambda: True)
     assert calls[0] == 0
@@ -143,7 +143,7 @@ def test_closing_the_page_handler_stops_the_analysis(engine):
             gate.wait(WAIT_S)
 
     before = analysis_threads()
-    with forward_calls(engine._models.llm.model, hold_second_step) as calls:
+    with forward_calls(engine.models.llm.model, hold_second_step) as calls:
         try:
             handler = _packed(controller.ask, ASK_OUTPUTS)(*ask_args(QUESTION, **LONG))
             first = next(handler)
