@@ -199,7 +199,8 @@ class AnswerSet:
             prompt=prompt,
             prompt_token_ids=ids,
             prompt_preset=preset if preset in ("paper", "chat") else None,
-            logprob_source="given",
+            # an analysis JSON says where its log-probs came from; otherwise they were given
+            logprob_source=str(recorded.get("logprob_source") or "given"),
             generation={k: recorded[k] for k in RECORDED if k in recorded},
         )
 

@@ -53,8 +53,8 @@ Progress = Callable[[str, float], None]
 STAGES = ("generate", "importance", "nli", "uncertainty")  # progress stages, in order
 
 # One analysis at a time per process: the models are shared, and two requests must never
-# interleave inside one model call. Re-entrant: analyze() holds it across generate and score.
-_RUN_LOCK = threading.RLock()
+# interleave inside one model call. analyze() holds it across generate and score.
+_RUN_LOCK = threading.Lock()
 
 
 class AnalysisOutOfMemory(RuntimeError):

@@ -127,7 +127,8 @@ def test_engine_cancelled_before_it_starts_runs_no_model(engine):
 
 def ask_args(question: str, samples: int, max_new_tokens: int) -> tuple:
     return (question, "mars", samples, 0.5, max_new_tokens, 0, "auto", "model", "sum", "equal",
-            "strict")
+            "strict",
+            "default")
 
 
 def test_closing_the_page_handler_stops_the_analysis(engine):
@@ -231,10 +232,15 @@ def test_the_api_coroutine_keeps_the_api_signature():
     import inspect
 
     controller = Controller(EngineHost(FakeEngine()))
+    from mars_demo.ui import controls
+
     endpoint = controller.api_endpoint()
     assert inspect.iscoroutinefunction(endpoint)
-    assert inspect.signature(endpoint) == inspect.signature(controller.api_analyze)
-    assert endpoint.__doc__ == controller.api_analyze.__doc__
+    params = inspect.signature(endpoint).parameters
+    assert list(params) == ["question", *controls.API_OPTIONS]
+    assert params["samples"].default == 5 and params["prompt"].default == "auto"
+    for name in params:  # every parameter is described in the docstring Gradio reads
+        assert f"\n    {name}: " in endpoint.__doc__, name
     assert asyncio.run(endpoint(QUESTION, 2))["question"] == QUESTION
 
 

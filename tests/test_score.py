@@ -71,7 +71,7 @@ def test_the_analysis_json_scores_to_the_same_uncertainties_without_an_llm(
         assert after[key] == pytest.approx(before[key], abs=1e-6), key
     assert again.greedy.mars_weights == pytest.approx(analysis.greedy.mars_weights, abs=1e-9)
     assert again.cluster_ids == analysis.cluster_ids
-    assert again.settings["logprob_source"] == "given"
+    assert again.settings["logprob_source"] == "generation"  # as the analysis recorded
     # what made the answers is kept; what scored them is recorded
     assert again.settings["llm"] == analysis.settings["llm"]
     assert again.settings["temperature"] == analysis.settings["temperature"]
@@ -88,6 +88,7 @@ def test_a_hand_made_answer_set_is_scored_with_offsets_from_its_token_texts(
     tiny_settings, no_llm
 ):
     result = Engine(tiny_settings).score(hand_made())
+    assert result.settings["logprob_source"] == "given"
     g = result.greedy
     assert [(t.start, t.end) for t in g.tokens] == [(0, 2), (2, 5), (5, 10)]
     assert [t.id for t in g.tokens] == [None, None, None]
