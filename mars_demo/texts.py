@@ -211,6 +211,7 @@ STAGES_EXTRA = {  # other entries of timings_s
     "load": "Load models",
     "logprobs": "Token probabilities",
     "alignment": "Align phrases to tokens",
+    "teacher_forced": "Token probabilities (read by the model)",
 }
 PROGRESS_TOTAL = "Total {seconds:.2f} s"
 STAGE_SECONDS = "{seconds:.2f} s"

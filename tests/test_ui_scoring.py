@@ -146,3 +146,12 @@ def test_the_score_api_takes_an_answer_set(controller):
     with pytest.raises(gr.Error, match="temperature must be a number from 0.05 to 2.0; got an "
                                        "integer of about 401 digits"):
         controller.api_score(json.dumps(data), temperature=10**400)
+
+
+def test_every_timing_the_engine_reports_has_a_name_on_the_page():
+    from mars_demo.ui import render
+
+    for key in ("load", "generate", "logprobs", "teacher_forced", "importance", "alignment",
+                "nli", "uncertainty"):
+        html = render.progress_html(timings_s={key: 0.5})
+        assert f">{key}<" not in html, key  # a raw engine key would show up as the name
