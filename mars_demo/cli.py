@@ -1,4 +1,5 @@
-"""Command line: ``ask`` a question, ``score`` answers made anywhere, ``make-tiny-models``.
+"""Command line: ``ask`` a question, ``score`` answers made anywhere, ``evaluate`` on labelled
+questions (see :mod:`mars_demo.evaluation.cli`), ``make-tiny-models``.
 
 - ``python -m mars_demo ask "QUESTION" [options]``: generate and score; a readable report or
   ``--json`` (the analysis JSON).
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--json", action="store_true",
                        help="print the analysis as JSON (JSONL input always gives JSONL)")
 
+    from .evaluation.cli import add_parser as add_evaluate_parser
+
+    add_evaluate_parser(sub, _add_option, _add_llm_help)
+
     tiny = sub.add_parser("make-tiny-models", help="write tiny random models for offline runs and tests")
     tiny.add_argument("dir")
     tiny.add_argument("--seed", type=int, default=0)
@@ -158,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "score":
             return _score_command(args)
+        if args.command == "evaluate":
+            from .evaluation.cli import run_command
+
+            return run_command(args, _settings)
         return _ask_command(args)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error worth a traceback
         try:  # and no second complaint when Python flushes stdout at exit
