@@ -30,14 +30,19 @@ def loop_curve(order_correct: list[bool]) -> list[float]:
     return out
 
 
+def rejection_orders(u):
+    """Every rejection order consistent with u: most uncertain first, tied answers in every
+    order (the permutations within each group of equal values)."""
+    groups = [[i for i in range(len(u)) if u[i] == v] for v in sorted(set(u), reverse=True)]
+    for parts in itertools.product(*(itertools.permutations(g) for g in groups)):
+        yield [i for part in parts for i in part]
+
+
 def loop_aurac(u, correct) -> float:
     """Average over every rejection order consistent with u (ties in every order) of the
     step-area (1/n) sum_k acc(k)."""
     n = len(u)
-    curves = []
-    for perm in itertools.permutations(range(n)):
-        if all(u[perm[i]] >= u[perm[i + 1]] for i in range(n - 1)):
-            curves.append(loop_curve([correct[i] for i in perm]))
+    curves = [loop_curve([correct[i] for i in order]) for order in rejection_orders(u)]
     mean_curve = [sum(c[k] for c in curves) / len(curves) for k in range(n)]
     return sum(mean_curve) / n
 
