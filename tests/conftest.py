@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a Hub id would otherwise hang ~50 s first
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # evaluate --data hf:...: fail at once, offline
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
