@@ -47,6 +47,9 @@ IMPORTANCE_METHODS = ("model", "token", "bem")
 NORMALIZATIONS = ("sum", "softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
+# "default": this project's documented choices; "paper-code": the published LLM_Uncertainty
+# code's choices where they are well defined (mars_demo.recipes.recipe_choices lists them)
+RECIPES = ("default", "paper-code")
 
 MAX_QUESTION_CHARS = 1000  # longer questions are refused (the page and the API too)
 SAMPLES_RANGE = (1, 20)  # sampled answers per question
@@ -87,6 +90,7 @@ class Settings:
     distribution: str = "equal"  # phrase weight -> tokens: "equal" | "max" | "min"
     cluster_rule: str = "strict"  # "strict": entailment both ways; "lenient": no contradiction
     load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU
+    recipe: str = "default"  # "default" | "paper-code"; see mars_demo.recipes.recipe_choices
 
     def __post_init__(self) -> None:
         validate(self)
@@ -131,6 +135,7 @@ def validate(s: Settings) -> None:
     _check_choice("normalization", s.normalization, NORMALIZATIONS)
     _check_choice("distribution", s.distribution, DISTRIBUTIONS)
     _check_choice("cluster_rule", s.cluster_rule, CLUSTER_RULES)
+    _check_choice("recipe", s.recipe, RECIPES)
     if s.load_in_4bit is not None and not isinstance(s.load_in_4bit, bool):
         raise OptionError(
             f"load_in_4bit must be true, false or None (automatic); got {s.load_in_4bit!r}"
