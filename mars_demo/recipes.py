@@ -117,3 +117,26 @@ def apply_recipe(settings: Settings) -> Settings:
     choices = recipe_choices(settings.recipe)
     fixed = {name: choices[name] for name in SETTINGS_FIELDS if choices[name] is not None}
     return settings.replace(**fixed) if fixed else settings
+
+
+def recipe_notes(recipe: str, *, bos_token_id: int | None = None) -> list[str]:
+    """Warnings a run of ``recipe`` should show because it knowingly departs from the published code.
+
+    Only ``"paper-code"`` has any: when the LLM's beginning-of-sequence id is 1 (Llama, Mistral),
+    the published code re-scored answers after deleting every id 1 (its padding id) from the
+    prompt, so it scored them without the BOS token; this recipe keeps the log-probs of
+    generation, with the BOS token, and says so.
+
+    >>> recipe_notes("paper-code", bos_token_id=1)[0][:40]
+    'Log-probs come from generation with the '
+    >>> recipe_notes("paper-code", bos_token_id=151643), recipe_notes("default", bos_token_id=1)
+    ([], [])
+    """
+    recipe_choices(recipe)  # checks the name
+    if recipe == "paper-code" and bos_token_id == 1:
+        return [
+            "Log-probs come from generation with the prompt's beginning-of-sequence token; "
+            "the published code re-scored without it (it deleted every token id 1, its "
+            "padding id, which is also this model's BOS), so scores differ slightly from it."
+        ]
+    return []

@@ -83,3 +83,15 @@ def test_recipe_choices_returns_a_copy():
     c["banned_strings"] += ("x",)
     assert recipe_choices("paper-code")["top_k"] == 50
     assert recipe_choices("paper-code")["banned_strings"] == (":", "\n")
+
+
+def test_paper_code_warns_about_the_bos_token_it_keeps():
+    from mars_demo.recipes import recipe_notes
+
+    (note,) = recipe_notes("paper-code", bos_token_id=1)
+    assert "id 1" in note and "beginning-of-sequence" in note
+    assert recipe_notes("paper-code", bos_token_id=2) == []
+    assert recipe_notes("paper-code") == []
+    assert recipe_notes("default", bos_token_id=1) == []
+    with pytest.raises(OptionError):
+        recipe_notes("other", bos_token_id=1)
