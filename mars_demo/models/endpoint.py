@@ -329,7 +329,7 @@ class EndpointLLM:
 
             def on_done(name: str, fut: cf.Future) -> None:
                 if name == "greedy" and on_text is not None:
-                    on_text(_to_generation(fut.result(), stops)[0].text)
+                    on_text(_to_generation(fut.result(), stops, limit=max_new_tokens)[0].text)
 
             results = _wait_all(jobs, check, on_done)
             if probe_needed:
@@ -337,7 +337,7 @@ class EndpointLLM:
             if mode == "auto":
                 raw_ok = self._probe_cache.get((temperature, top_p), True)
                 mode = "server" if raw_ok else "teacher-forced"
-            built = {k: _to_generation(a, stops) for k, a in results.items()}
+            built = {k: _to_generation(a, stops, limit=max_new_tokens) for k, a in results.items()}
             gens = {k: g for k, (g, _) in built.items()}
             t1 = time.perf_counter()
             if mode == "teacher-forced":
@@ -389,7 +389,9 @@ class EndpointLLM:
                 tops.append({str(k): float(v) for k, v in top.items()})
             except (KeyError, IndexError, TypeError, ValueError, AttributeError):
                 return False  # no top log-probs to compare: re-score to be safe
-        common = set(tops[0]) & set(tops[1])
+        # Token strings that several tokens share ("" for lone bytes and control tokens) may
+        # map to different tokens in the two answers: compare the unambiguous ones only.
+        common = {k for k in set(tops[0]) & set(tops[1]) if _clean(k)}
         if not common:
             return False
         return max(abs(tops[0][k] - tops[1][k]) for k in common) <= _PROBE_TOLERANCE
@@ -625,7 +627,14 @@ def _parse_choice(data: Any, base_url: str, *, echo: bool) -> _Answer:
     starts = _token_starts(text, tokens, offsets)
     if starts is None:
         raise _bad(base_url, "token texts and offsets that do not match the answer text")
-    n_in = sum(1 for s in starts if s < len(text))
+    # Tokens inside the text: those starting before its end, and empty ones at its very end (a
+    # lone byte of a character the server could not render). A non-empty token at or past the
+    # end holds the stop string or is an end-of-sequence token the text does not show.
+    n_in = 0
+    for tok, a in zip(tokens, starts):
+        if a > len(text) or (a == len(text) and _clean(tok)):
+            break
+        n_in += 1
     pieces = []
     for i, (tok, a) in enumerate(zip(tokens, starts)):
         if i < n_in:
@@ -645,7 +654,8 @@ def _clean(tok: str) -> bool:
 
 
 def _token_starts(text: str, tokens: list[str], offsets) -> list[int] | None:
-    """Start of every token in ``text`` (tokens past its end get ``len(text)`` or more).
+    """Start of every token in ``text`` (non-decreasing; tokens past its end: ``len(text)`` or
+    more).
 
     First the server's ``text_offset`` (relative to the first token), accepted when it agrees
     with the text; else the token strings matched in order, characters skipped by partial
@@ -660,14 +670,13 @@ def _token_starts(text: str, tokens: list[str], offsets) -> list[int] | None:
             a >= n or not _clean(t) or text.startswith(t, a) or t.startswith(text[a:])
             for t, a in zip(tokens, rel)
         ):
-            # tokens starting past the end: number them after it so that order is kept
-            return [a if a < n else n + i for i, a in enumerate(rel)]
+            return rel
     starts: list[int] = []
     pos = 0
     pending: list[int] = []
     for i, tok in enumerate(tokens):
         if pos >= n:
-            starts.append(n + i)
+            starts.append(n)
             continue
         if not _clean(tok):
             pending.append(i)
@@ -716,14 +725,22 @@ def _token_end(i: int, starts: list[int], tokens: list[str], limit: int) -> int:
 
 
 def _to_generation(answer: _Answer, stops, *, finish: str | None = None,
-                   extra_warnings: list[str] | None = None) -> tuple[Generation, str]:
+                   extra_warnings: list[str] | None = None,
+                   limit: int | None = None) -> tuple[Generation, str]:
     """Apply the stop strings to a server answer; mirrors ``llm.build_generation``.
 
+    ``limit`` (max new tokens): llama-cpp-python may return a few tokens more while it completes
+    a multi-byte character; the answer keeps at most ``limit`` tokens, as in-process.
     Returns the Generation and the answer's text before stripping (cut at the stop string)."""
     pieces = answer.pieces
+    in_text = answer.in_text
+    if limit is not None and len(pieces) > limit:
+        pieces, in_text = pieces[:limit], min(in_text, limit)
+        if _cut_answer(pieces, stops)[1] is None:
+            finish = "length"
     keep, cut = _cut_answer(pieces, stops)
     if cut is None:
-        keep = answer.in_text  # tokens past the text (an end-of-sequence token) are not scored
+        keep = in_text  # tokens past the text (an end-of-sequence token) are not scored
         finish = finish or answer.finish_reason
     else:
         finish = "stop"
