@@ -67,7 +67,8 @@ def write_gguf(model_dir, out_file) -> pathlib.Path:
         text = by_id[i]
         tokens.append(text)
         if text in added:
-            types.append(gguf.TokenType.CONTROL if added[text].special else gguf.TokenType.USER_DEFINED)
+            special_token = added[text].special
+            types.append(gguf.TokenType.CONTROL if special_token else gguf.TokenType.USER_DEFINED)
         else:
             types.append(gguf.TokenType.NORMAL)
     writer.add_tokenizer_model("gpt2")

@@ -24,11 +24,10 @@ from mars_demo.models.endpoint import (
     SOURCE_SERVER,
     EndpointError,
     EndpointLLM,
-    _Answer,
     _parse_choice,
     _to_generation,
 )
-from mars_demo.models.llm import LLM, PAPER_PROMPT, GenerationCancelled, build_generation
+from mars_demo.models.llm import LLM, PAPER_PROMPT, GenerationCancelled
 from mars_demo.models.loading import ModelLoadError
 
 API_KEY_ENV = "MARS_TEST_LLM_KEY"
@@ -64,7 +63,8 @@ def tiny_gguf(tiny_models, tmp_path_factory):
 @pytest.fixture(scope="session")
 def llama_server(tiny_gguf, tmp_path_factory):
     """URL (".../v1") of llama-cpp-python's OpenAI-compatible server serving the tiny LLM."""
-    for module in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings"):
+    needed = ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
+    for module in needed:
         if importlib.util.find_spec(module) is None:
             pytest.fail(
                 f"{module} is missing: the endpoint tests need a real llama.cpp server. Install it "
@@ -88,9 +88,11 @@ def llama_server(tiny_gguf, tmp_path_factory):
         deadline = time.monotonic() + 180
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama.cpp server exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}")
+                pytest.fail(f"llama.cpp server exited ({proc.returncode}):\n"
+                            f"{log_path.read_text()[-3000:]}")
             try:
-                r = httpx.get(url + "/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=2)
+                r = httpx.get(url + "/models", timeout=2,
+                              headers={"Authorization": f"Bearer {API_KEY}"})
                 if r.status_code == 200:
                     break
             except httpx.HTTPError:
@@ -117,7 +119,8 @@ def api_key(monkeypatch):
 
 @pytest.fixture
 def endpoint(llama_server, tiny_models, api_key):
-    return EndpointLLM.load(llama_server, api_key_env=API_KEY_ENV, tokenizer=str(tiny_models["llm"]))
+    return EndpointLLM.load(llama_server, api_key_env=API_KEY_ENV,
+                            tokenizer=str(tiny_models["llm"]))
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +218,8 @@ def test_server_logprobs_match_transformers_teacher_forced(llama_server, hf):
             n = len(prompt_ids)
             assert [int(logits[n - 1 + i].argmax()) for i in range(len(ids))] == ids
     assert len(diffs) >= 30, "too few tokens could be compared"
-    print(f"max |server - transformers| log-prob difference over {len(diffs)} tokens: {max(diffs):.3g}")
+    print(f"max |server - transformers| log-prob difference over {len(diffs)} tokens: "
+          f"{max(diffs):.3g}")
     assert max(diffs) <= LOGPROB_TOL
 
 
@@ -310,7 +314,8 @@ def test_same_seed_same_answers(endpoint):
 
 def test_stop_strings_end_answers(endpoint):
     """The paper prompt's stop strings ("." and newline) end answers; the stop is not scored."""
-    _, greedy, samples, _ = _generate(endpoint, samples=12, temperature=1.0, max_new_tokens=40, seed=0)
+    _, greedy, samples, _ = _generate(endpoint, samples=12, temperature=1.0, max_new_tokens=40,
+                                      seed=0)
     stopped = [g for g in [greedy, *samples] if g.finish_reason == "stop"]
     assert stopped, "no answer hit a stop string; pick another seed"
     for gen in [greedy, *samples]:
@@ -409,11 +414,13 @@ class _Fake(http.server.BaseHTTPRequestHandler):
     """Answers with ``server.reply(handler)`` -> (status, body bytes); records headers."""
 
     def do_GET(self):
+        self.body = None
         self._answer()
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
-        self.server.bodies.append(json.loads(self.rfile.read(length) or b"null"))
+        self.body = json.loads(self.rfile.read(length) or b"null")
+        self.server.bodies.append(self.body)
         self._answer()
 
     def _answer(self):
@@ -454,7 +461,8 @@ def fake():
 
 
 def _models(*names):
-    return json.dumps({"object": "list", "data": [{"id": n, "object": "model"} for n in names]}).encode()
+    data = [{"id": n, "object": "model"} for n in names]
+    return json.dumps({"object": "list", "data": data}).encode()
 
 
 def _completion(text, tokens, logprobs, offsets=None, finish="stop"):
@@ -482,7 +490,8 @@ def test_api_key_is_sent_as_bearer_and_never_shown(fake, monkeypatch):
     monkeypatch.setenv("MY_LLM_KEY", secret)
 
     def echo_auth(handler):  # an error body that quotes the request's header
-        return 500, json.dumps({"error": {"message": f"bad auth {handler.headers['Authorization']}"}}).encode()
+        message = f"bad auth {handler.headers['Authorization']}"
+        return 500, json.dumps({"error": {"message": message}}).encode()
 
     url, srv = fake(_router(echo_auth))
     llm = EndpointLLM.load(url, api_key_env="MY_LLM_KEY")
@@ -503,7 +512,8 @@ def test_api_key_is_sent_as_bearer_and_never_shown(fake, monkeypatch):
         (200, json.dumps({"choices": []}).encode(), "without choices"),
         (200, json.dumps(_completion(" Paris", [" Paris"], [None])).encode(), "without a log-prob"),
         (200, json.dumps(_completion(" Paris", [" Lyon"], [-1.0])).encode(), "do not match"),
-        (503, json.dumps({"error": {"message": "model is loading"}}).encode(), "HTTP 503.*model is loading"),
+        (503, json.dumps({"error": {"message": "model is loading"}}).encode(),
+         "HTTP 503.*model is loading"),
     ],
 )
 def test_bad_payloads_give_one_clear_error(fake, status, body, match):
@@ -557,7 +567,8 @@ def test_cancel_while_requests_run(fake):
 
 
 def test_request_body_is_plain_sampling(fake):
-    url, srv = fake(_router(lambda h: (200, json.dumps(_completion(" x", [" x"], [-1.0])).encode())))
+    answer = json.dumps(_completion(" x", [" x"], [-1.0])).encode()
+    url, srv = fake(_router(lambda h: (200, answer)))
     llm = EndpointLLM.load(url)
     _generate(llm, samples=2, temperature=1.0, seed=5, max_new_tokens=9)
     bodies = sorted(srv.bodies, key=lambda b: b["temperature"])
@@ -629,3 +640,110 @@ def test_api_key_env_never_in_settings_like_output(monkeypatch):
     llm = EndpointLLM("http://127.0.0.1:9/v1", "m", api_key_env="K_ENV")
     assert "sk-abc-999" not in repr(vars(llm))
     assert os.environ["K_ENV"] == "sk-abc-999"
+
+
+# --------------------------------------------------------------------------------------------
+# teacher-forced re-scoring
+# --------------------------------------------------------------------------------------------
+# No real server available here returns *processed* log-probs with *correct* echo log-probs
+# (vLLM's old engine did; llama-cpp-python's echo log-probs are wrong, see above), so this path
+# runs against a minimal reference server that computes everything with the transformers weights:
+# sampled log-probs processed by the temperature (as vLLM V0 returned them), echo log-probs raw.
+
+
+def _reference_reply(hf):
+    import torch
+
+    from mars_demo.models.llm import IncrementalDecoder
+
+    tok, model = hf.tokenizer, hf.model
+
+    def pieces(ids):
+        dec = IncrementalDecoder(tok)
+        return [dec.push(t) for t in ids]
+
+    def top(logp, k):
+        vals, idx = logp.topk(k)
+        return {tok.decode([int(i)]): float(v) for v, i in zip(vals, idx)}
+
+    def reply(handler):
+        if handler.command == "GET":
+            return 200, _models("ref")
+        body = handler.body
+        prompt, k = body["prompt"], max(1, body.get("logprobs") or 1)
+        temp, stops = body["temperature"], body.get("stop") or []
+        ids = tok(prompt)["input_ids"]
+        gen_ids, gen_lp, gen_top, finish = [], [], [], "length"
+        g = torch.Generator().manual_seed(int(body.get("seed") or 0))
+        with torch.no_grad():
+            for _ in range(body["max_tokens"]):
+                logits = model(torch.tensor([ids + gen_ids])).logits[0, -1].float()
+                processed = (logits / temp if temp > 0 else logits).log_softmax(-1)
+                t = int(processed.argmax()) if temp == 0 else int(
+                    torch.multinomial(processed.exp(), 1, generator=g))
+                if t in hf.eos_ids:
+                    finish = "stop"
+                    break
+                gen_ids.append(t)
+                gen_lp.append(float(processed[t]))
+                gen_top.append(top(processed, k))
+                if any(s in "".join(pieces(gen_ids)) for s in stops):
+                    finish = "stop"
+                    break
+            text = "".join(pieces(gen_ids))
+            cuts = [text.index(s) for s in stops if s in text]
+            text = text[: min(cuts)] if cuts else text
+            toks, lps, tops = [tok.decode([t]) for t in gen_ids], gen_lp, gen_top
+            offset = len(prompt)
+            if body.get("echo"):
+                raw = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+                toks = pieces(ids) + toks
+                lps = [None] + [float(raw[i - 1, ids[i]]) for i in range(1, len(ids))] + lps
+                tops = [None] + [top(raw[i - 1], k) for i in range(1, len(ids))] + tops
+                text, offset = prompt + text, 0
+        offsets = []
+        for t in toks:
+            offsets.append(offset)
+            offset += len(t)
+        lp = {"tokens": toks, "token_logprobs": lps, "text_offset": offsets, "top_logprobs": tops}
+        out = {"choices": [{"index": 0, "text": text, "logprobs": lp, "finish_reason": finish}]}
+        return 200, json.dumps(out).encode()
+
+    return reply
+
+
+def test_processed_logprobs_are_detected_and_rescored(fake, hf):
+    url, srv = fake(_reference_reply(hf))
+    prompt = PAPER_PROMPT.format(question="What is the capital of France")
+    prompt_ids = hf.tokenizer(prompt)["input_ids"]
+
+    trusting = EndpointLLM.load(url, logprobs_mode="server")
+    _, _, processed, _ = _generate(trusting, samples=2, temperature=0.5, max_new_tokens=6, seed=4)
+
+    llm = EndpointLLM.load(url)  # auto: the probe finds processed log-probs
+    _, greedy, samples, _ = _generate(llm, samples=2, temperature=0.5, max_new_tokens=6, seed=4)
+    assert llm.logprob_source == "endpoint-teacher-forced"
+    assert [s.text for s in samples] == [s.text for s in processed]
+    for i, gen in enumerate(samples):
+        _check_spans(gen)
+        data = json.loads(_reference_reply(hf)(_Req({
+            "prompt": prompt, "max_tokens": 6, "temperature": 0.5, "seed": 4 + i,
+            "stop": [".", "\n"], "logprobs": 1}))[1])
+        raw = data["choices"][0]["text"]
+        answer_ids = hf.tokenizer(prompt + raw)["input_ids"][len(prompt_ids):]
+        ref = _teacher_forced(hf, prompt_ids, answer_ids)
+        assert len(gen.logprobs) == len(ref)
+        assert max(abs(a - b) for a, b in zip(gen.logprobs, ref)) <= 1e-4
+        # the server's own (temperature-processed) log-probs were not used
+        assert max(abs(a - b) for a, b in zip(gen.logprobs, processed[i].logprobs)) > 0.1
+    echoed = [b for b in srv.bodies if b.get("echo")]
+    assert len(echoed) >= 3 and all(b["max_tokens"] == 1 for b in echoed)
+
+
+class _Req:
+    """Just enough of a request handler for calling a reply function directly."""
+
+    command = "POST"
+
+    def __init__(self, body):
+        self.body = body
