@@ -12,7 +12,8 @@ use either. It generates through ``POST {url}/completions`` with ``logprobs``:
   request format for every server, gives the same prompt text as in-process, and allows the
   teacher-forced re-scoring below, which needs the prompt text;
 * sampling is plain: ``top_k=0`` (off), ``min_p=0``, ``repeat_penalty=1`` (llama.cpp otherwise
-  applies its defaults 40 / 0.05 / 1.1); stop strings are those of the prompt preset ("." and
+  applies its defaults 40 / 0.05 / 1.1; vLLM accepts ``top_k=0`` since 0.9 and ignores the
+  field it does not know); stop strings are those of the prompt preset ("." and
   newline for the paper prompt), sent to the server and applied again here to the returned
   tokens, exactly as in-process (:func:`mars_demo.models.llm._cut_answer`);
 * token texts and character spans come from the server's ``tokens`` / ``text_offset``, checked
