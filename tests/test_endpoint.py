@@ -591,23 +591,23 @@ def test_request_body_is_plain_sampling(fake):
 def test_stop_token_past_the_text_is_cut_and_not_scored():
     # llama.cpp: text cut before the stop string, the token holding it still listed
     data = _completion(" Paris is", [" Paris", " is", "."], [-1.0, -2.0, -3.0])
-    gen, raw = _to_generation(_parse_choice(data, "u", echo=False), (".", "\n"))
+    gen, raw = _to_generation(_parse_choice(data, "u"), (".", "\n"))
     assert (gen.text, gen.token_texts, gen.logprobs, gen.finish_reason) == (
         "Paris is", ["Paris", " is"], [-1.0, -2.0], "stop")
     assert gen.spans == [(0, 5), (5, 8)] and raw == " Paris is"
     # the token holding answer characters and the stop: kept, clipped
     data = _completion(" Paris", [" Par", "is."], [-1.0, -2.0])
-    gen, _ = _to_generation(_parse_choice(data, "u", echo=False), (".", "\n"))
+    gen, _ = _to_generation(_parse_choice(data, "u"), (".", "\n"))
     assert gen.token_texts == ["Par", "is"] and gen.logprobs == [-1.0, -2.0]
 
 
 def test_empty_answer_is_scored_by_its_stop_token():
     data = _completion("", ["\n"], [-0.5])
-    gen, _ = _to_generation(_parse_choice(data, "u", echo=False), (".", "\n"))
+    gen, _ = _to_generation(_parse_choice(data, "u"), (".", "\n"))
     assert gen.text == "" and gen.logprobs == [-0.5] and gen.spans == [(0, 0)]
     assert "empty answer" in gen.warnings[0]
     with pytest.raises(EndpointError, match="empty answer"):
-        _to_generation(_parse_choice(_completion("", [], []), "u", echo=False), ())
+        _to_generation(_parse_choice(_completion("", [], []), "u"), ())
 
 
 def test_partial_utf8_tokens_get_empty_spans():
@@ -615,25 +615,25 @@ def test_partial_utf8_tokens_get_empty_spans():
     text = " café ok"
     data = _completion(text, [" caf", "", "", " ok"], [-1.0, -2.0, -3.0, -4.0],
                        offsets=[10, 14, 14, 15])
-    gen, _ = _to_generation(_parse_choice(data, "u", echo=False), ())
+    gen, _ = _to_generation(_parse_choice(data, "u"), ())
     assert gen.token_texts == ["caf", "", "é", " ok"]
     assert gen.spans == [(0, 3), (3, 3), (3, 4), (4, 7)]
     # vLLM-style: replacement characters in the token strings, offsets counting them
     data = _completion(text, [" caf", "\ufffd", "\ufffd", " ok"], [-1.0, -2.0, -3.0, -4.0])
-    gen, _ = _to_generation(_parse_choice(data, "u", echo=False), ())
+    gen, _ = _to_generation(_parse_choice(data, "u"), ())
     assert gen.token_texts == ["caf", "", "é", " ok"]
     assert gen.logprobs == [-1.0, -2.0, -3.0, -4.0]
 
 
 def test_end_of_sequence_token_past_the_text_is_not_scored():
     data = _completion(" Paris", [" Paris", "<|im_end|>"], [-1.0, -0.1])
-    gen, _ = _to_generation(_parse_choice(data, "u", echo=False), ())
+    gen, _ = _to_generation(_parse_choice(data, "u"), ())
     assert gen.token_texts == ["Paris"] and gen.logprobs == [-1.0]
 
 
 def test_length_finish_warns():
     data = _completion(" a b", [" a", " b"], [-1.0, -2.0], finish="length")
-    gen, _ = _to_generation(_parse_choice(data, "u", echo=False), ())
+    gen, _ = _to_generation(_parse_choice(data, "u"), ())
     assert gen.finish_reason == "length" and "max-new-tokens" in gen.warnings[0]
     assert all(math.isfinite(x) for x in gen.logprobs)
 

@@ -385,7 +385,7 @@ class EndpointLLM:
 
     def _complete(self, client, body: dict) -> _Answer:
         data = self._request(client, "POST", "/completions", body, what="generate an answer")
-        return _parse_choice(data, self.base_url, echo=False)
+        return _parse_choice(data, self.base_url)
 
     def _probe(self, client, prompt: str, temperature: float, top_p: float, seed: int) -> bool:
         """True when the server's log-probs at (temperature, top_p) are its raw ones."""
@@ -625,7 +625,7 @@ def _bad(base_url: str, what: str) -> EndpointError:
     )
 
 
-def _parse_choice(data: Any, base_url: str, *, echo: bool) -> _Answer:
+def _parse_choice(data: Any, base_url: str) -> _Answer:
     try:
         choice = data["choices"][0]
         text = choice["text"]
