@@ -8,17 +8,14 @@ completion without log-probs, a server that hangs, an API-key echo) use a tiny l
 from __future__ import annotations
 
 import http.server
-import importlib.util
 import json
 import math
 import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
+from conftest_endpoint import API_KEY, API_KEY_ENV, free_port
 
 from mars_demo.models.endpoint import (
     SOURCE_SERVER,
@@ -30,8 +27,6 @@ from mars_demo.models.endpoint import (
 from mars_demo.models.llm import LLM, PAPER_PROMPT, GenerationCancelled
 from mars_demo.models.loading import ModelLoadError
 
-API_KEY_ENV = "MARS_TEST_LLM_KEY"
-API_KEY = "sk-test-7f3a9c1e5b"  # the real server is started with it: every request must carry it
 QUESTION = "What is the capital of France?"
 
 #: The GGUF holds the transformers weights as float32, llama.cpp computes in float32 on CPU, and the
@@ -49,74 +44,9 @@ LOGPROB_TOL = 2e-5
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def tiny_gguf(tiny_models, tmp_path_factory):
-    from mars_demo.gguf_export import write_gguf
-
-    return write_gguf(tiny_models["llm"], tmp_path_factory.mktemp("gguf") / "tiny-llm.gguf")
-
-
-@pytest.fixture(scope="session")
-def llama_server(tiny_gguf, tmp_path_factory):
-    """URL (".../v1") of llama-cpp-python's OpenAI-compatible server serving the tiny LLM."""
-    needed = ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
-    for module in needed:
-        if importlib.util.find_spec(module) is None:
-            pytest.fail(
-                f"{module} is missing: the endpoint tests need a real llama.cpp server. Install it "
-                "with `pip install 'llama-cpp-python[server]==0.3.36'` (it is in requirements.txt; "
-                "it builds llama.cpp from source, about 5-10 minutes, needs cmake and a C++ "
-                "compiler)."
-            )
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(tiny_gguf),
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-         "--api_key", API_KEY, "--type_k", "0", "--type_v", "0"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        import httpx
-
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama.cpp server exited ({proc.returncode}):\n"
-                            f"{log_path.read_text()[-3000:]}")
-            try:
-                r = httpx.get(url + "/models", timeout=2,
-                              headers={"Authorization": f"Bearer {API_KEY}"})
-                if r.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama.cpp server did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
 @pytest.fixture
-def api_key(monkeypatch):
-    monkeypatch.setenv(API_KEY_ENV, API_KEY)
-    return API_KEY
+def api_key(llama_api_key):
+    return llama_api_key
 
 
 @pytest.fixture
@@ -397,7 +327,7 @@ def test_unknown_model_name(llama_server, api_key, tiny_gguf):
 
 
 def test_server_down_at_load_and_at_generate():
-    url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     with pytest.raises(ModelLoadError, match="Cannot reach the LLM server"):
         EndpointLLM.load(url)
     llm = EndpointLLM(url, "m")
