@@ -27,7 +27,7 @@ import numpy as np
 from .answers import AnswerSet, AnswerSetError
 from .core import alignment, clustering, scoring, uncertainty
 from .models.llm import GenerationCancelled
-from .models.loading import ModelLoadError, cuda_available, free_memory, release
+from .models.loading import ModelLoadError, cuda_available, free_memory, load_cached, release
 from .result import (
     AnalysisResult,
     Answer,
@@ -147,6 +147,19 @@ class Engine:
 
     def describe(self) -> dict[str, Any]:
         cuda = cuda_available()
+        s = self.settings
+        if s.llm_endpoint:  # the LLM runs in a server; this process holds the other models
+            served = self._models.llm.model_id if self._models is not None else s.llm_model
+            return {
+                "device": "cuda" if cuda else "cpu",
+                "llm": f"{served or 'the model'} (served over HTTP)",
+                "llm_preset": None,
+                "importance": s.importance,
+                "nli": resolve_nli(s.nli, cuda),
+                "cpu_fallback": False,
+                "load_in_4bit": False,
+                "ready": self.ready,
+            }
         llm_id, preset = resolve_llm(self.settings.llm, cuda)
         return {
             "device": "cuda" if cuda else "cpu",
@@ -289,6 +302,7 @@ class Engine:
             on_text=on_text,
             timings=timings,
             should_stop=should_stop,
+            prompt=prompt,
         )
         progress("generate", 1.0)
         return AnswerSet(
@@ -462,8 +476,8 @@ class Engine:
         """Whether ``s`` names the same ``which`` model as the loaded ones (self.settings)."""
         e = self.settings
         if which == "llm":
-            return (s.llm, s.load_in_4bit, s.llm_endpoint, s.llm_model) == (
-                e.llm, e.load_in_4bit, e.llm_endpoint, e.llm_model)
+            fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env")
+            return all(getattr(s, f) == getattr(e, f) for f in fields)
         if which == "nli":
             return s.nli == e.nli
         bem = s.importance_method == "bem"
@@ -545,10 +559,29 @@ def _reusable(reuse: AnalysisResult | None, answers: AnswerSet, s: Settings) -> 
 
 
 def _load_llm(s: Settings, progress: Progress):
+    """The in-process LLM, or with ``llm_endpoint`` the client of an OpenAI-compatible server
+    (then ``llm``, when given, names the served model's tokenizer: its chat template)."""
+    if s.llm_endpoint:
+        from .models.endpoint import EndpointLLM
+
+        tokenizer, preset = resolve_llm(s.llm, cuda_available()) if s.llm else (None, None)
+        return load_cached(
+            _endpoint_key(s), "LLM server", s.llm_endpoint,
+            lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
+                                     tokenizer=tokenizer, preset=preset),
+            progress,
+        )
     from .models.llm import LLM
 
     llm_id, preset = resolve_llm(s.llm, cuda_available())
     return LLM.load(llm_id, preset, s.load_in_4bit, progress)
+
+
+def _endpoint_key(s: Settings) -> tuple:
+    from .models.endpoint import EndpointLLM
+
+    tokenizer = resolve_llm(s.llm, cuda_available())[0] if s.llm else None
+    return EndpointLLM.cache_key(s.llm_endpoint, s.llm_model, s.llm_api_key_env, tokenizer)
 
 
 def _load_importance(s: Settings, progress: Progress):
@@ -572,7 +605,8 @@ def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
     from .models.nli import NLIModel
 
     llm_id, _ = resolve_llm(s.llm, cuda)
-    keys = {LLM.cache_key(llm_id, s.load_in_4bit), NLIModel.cache_key(resolve_nli(s.nli, cuda))}
+    llm_key = _endpoint_key(s) if s.llm_endpoint else LLM.cache_key(llm_id, s.load_in_4bit)
+    keys = {llm_key, NLIModel.cache_key(resolve_nli(s.nli, cuda))}
     if s.importance_method == "bem":
         keys |= BEMImportance.cache_keys(s.bem, s.chunker)
     else:

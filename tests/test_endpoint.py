@@ -269,7 +269,10 @@ def test_chat_prompt_through_the_local_template(endpoint, hf, llama_server, monk
     bare = EndpointLLM.load(llama_server, api_key_env=API_KEY_ENV)
     prompt2, _, used, warnings2 = bare.build_prompt(QUESTION, "chat")
     assert used == "paper" and prompt2.startswith("Answer these questions:")
-    assert len(warnings2) == 1 and "--llm-tokenizer" in warnings2[0]
+    assert len(warnings2) == 1 and "with --llm to use its chat template" in warnings2[0]
+    # left automatic, the paper prompt is the only choice, and that is said too
+    _, _, used, warnings3 = bare.build_prompt(QUESTION, None)
+    assert used == "paper" and len(warnings3) == 1 and "tokenizer is not known" in warnings3[0]
 
 
 def test_question_with_a_control_token_is_refused(endpoint):

@@ -221,12 +221,18 @@ class EndpointLLM:
         Prompt ids are those of the local tokenizer when one was given, else ``[]`` (the server
         tokenizes the text)."""
         warnings: list[str] = []
+        if preset is None and self.tokenizer is None and self.preset is None:
+            warnings.append(
+                f"The served model {self.model_id}'s tokenizer is not known (give its Hub id or "
+                "directory with --llm), so the paper's few-shot prompt was used; an instruction "
+                "model usually answers better with its chat prompt."
+            )
         preset = preset or self.default_prompt()
         if preset == "chat" and not self.has_chat_template:
             why = (
                 f"the tokenizer {self.tokenizer_id} has no chat template"
                 if self.tokenizer is not None
-                else "give its tokenizer with --llm-tokenizer to use its chat template"
+                else "give its Hub id or directory with --llm to use its chat template"
             )
             warnings.append(
                 f"No chat template is known for the served model {self.model_id} ({why}), so "

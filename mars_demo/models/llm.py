@@ -451,9 +451,11 @@ class LLM:
         on_text: Callable[[str], None] | None = None,
         timings: dict[str, float] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        prompt: str | None = None,
     ) -> tuple[Generation, list[Generation]]:
         """The greedy answer (streamed to ``on_text``) and ``samples`` sampled answers (one
-        batched call). ``timings`` receives "generate" and "logprobs" seconds.
+        batched call). ``timings`` receives "generate" and "logprobs" seconds. ``prompt``, the
+        prompt's text, is not needed here (``prompt_ids`` are); a server-backed LLM uses it.
 
         ``should_stop`` is asked after every generated token (and between the two calls); once it
         returns True generation ends at that token and :class:`GenerationCancelled` is raised."""
