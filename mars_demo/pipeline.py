@@ -274,9 +274,7 @@ class Engine:
                 **changes: Any) -> AnalysisResult:
         """``result``'s answers scored again with other scoring options (``changes``: e.g.
         ``normalization="softmax"``); the LLM is not called and NLI verdicts are reused."""
-        s = (settings or self.settings).replace(**changes) if changes else (
-            settings or self.settings)
-        return self.score(result, s, reuse=result)
+        return self.score(result, (settings or self.settings).replace(**changes), reuse=result)
 
     # ---- the two halves ------------------------------------------------------------------
     def _generate(self, question: str, s: Settings, progress: Progress, on_text,
