@@ -1,9 +1,9 @@
 """MARS Demo: see why an LLM answer should or should not be trusted.
 
 Meaning-Aware Response Scoring (Bakman et al., ACL 2024) weighs each token of an answer by the
-importance of its phrase to the answer's meaning. This package generates answers, scores them with
-length-normalized scoring and with MARS, clusters samples by meaning and computes Confidence,
-Entropy and Semantic Entropy under both scorings.
+importance of its phrase to the answer's meaning. This package generates answers (or takes
+answers made anywhere else), scores them with length-normalized scoring and with MARS, clusters
+samples by meaning and computes Confidence, Entropy and Semantic Entropy under both scorings.
 
 Importing the package is cheap: models and heavy libraries load on first use.
 """
@@ -13,14 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["analyze", "Engine", "Settings", "AnalysisResult", "__version__"]
+__all__ = ["analyze", "score", "Engine", "Settings", "AnalysisResult", "AnswerSet",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:  # lazy public API, keeps `import mars_demo` light
-    if name in ("analyze", "Engine"):
+    if name in ("analyze", "score", "Engine"):
         from . import pipeline
 
         return getattr(pipeline, name)
+    if name == "AnswerSet":
+        from .answers import AnswerSet
+
+        return AnswerSet
     if name == "Settings":
         from .settings import Settings
 

@@ -1,7 +1,15 @@
-"""Command line: ``python -m mars_demo ask "QUESTION" [options]`` and ``make-tiny-models DIR``.
+"""Command line: ``ask`` a question, ``score`` answers made anywhere, ``make-tiny-models``.
 
-Bad input (empty question, unknown model path or id, out-of-range option) prints one clear line
-on stderr and exits with status 2 (1 for a failure while running); never a traceback.
+- ``python -m mars_demo ask "QUESTION" [options]``: generate and score; a readable report or
+  ``--json`` (the analysis JSON).
+- ``python -m mars_demo score FILE.json`` (``-`` for stdin): score an answer set (or an analysis
+  JSON, e.g. the output of ``ask --json``, re-scored with other options) without generating. A
+  JSONL file of many answer sets gives JSONL of analyses, one line each as it is done, a progress
+  bar on stderr and a summary at the end; a bad line is reported with its number and skipped.
+
+Every option's flag, range and help come from :mod:`mars_demo.options`. Bad input (empty
+question, unknown model path or id, out-of-range option, a malformed answer set) prints one clear
+line on stderr and exits with status 2 (1 for a failure while running); never a traceback.
 """
 
 from __future__ import annotations
@@ -11,8 +19,10 @@ import json
 import math
 import os
 import sys
-from typing import Sequence
+import time
+from typing import Any, Iterator, Sequence
 
+from . import options as O
 from . import settings as S
 
 EXIT_USAGE = 2
@@ -24,32 +34,59 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see --help)\n")
 
 
+def _add_option(parser: argparse.ArgumentParser, opt: O.Option, *, keep_default: bool) -> None:
+    """One flag of the schema. Without ``keep_default`` an absent flag leaves no attribute, so
+    the caller can tell "not given" from "given the default"."""
+    default = opt.default if keep_default else argparse.SUPPRESS
+    if opt.kind is bool:  # --4bit / --no-4bit (the only boolean option)
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--4bit", dest=opt.name, action="store_true", default=default,
+                           help="load the LLM in 4-bit NF4 (default on CUDA)")
+        group.add_argument("--no-4bit", dest=opt.name, action="store_false",
+                           help="load the LLM in full precision")
+        return
+    kind = {int: int, float: float}.get(opt.kind, str)
+    parser.add_argument(opt.flag, dest=opt.name, type=kind, choices=opt.choices,
+                        default=default, help=opt.describe().replace("%", "%%"),
+                        metavar=None if opt.choices else opt.name.upper())
+
+
+def _add_llm_help(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if action.dest == "llm":
+            action.help = (
+                "LLM: a Hub id, a local directory or a preset (" + ", ".join(S.LLM_PRESETS)
+                + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise"
+            )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m mars_demo", description="MARS: meaning-aware uncertainty of LLM answers.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    ask = sub.add_parser("ask", help="analyze one question and print a report or JSON")
+    ask = sub.add_parser("ask", help="generate answers to one question and score them")
     ask.add_argument("question")
-    ask.add_argument("--llm", help="Hub id, local directory or preset (" + ", ".join(S.LLM_PRESETS) + "); default: 7B on GPU, small CPU preset otherwise")
-    ask.add_argument("--importance", default=S.DEFAULT_IMPORTANCE, help="importance model id or directory (default: %(default)s)")
-    ask.add_argument("--nli", help=f"NLI model id or directory (default: {S.DEFAULT_NLI} on GPU, {S.CPU_NLI} on CPU)")
-    ask.add_argument("--bem", default=S.DEFAULT_BEM, help="answer-equivalence model for --importance-method bem")
-    ask.add_argument("--chunker", default=S.DEFAULT_CHUNKER, help="Flair chunker for --importance-method bem")
-    ask.add_argument("--samples", type=int, default=5, help=f"sampled answers, {S.SAMPLES_RANGE[0]}-{S.SAMPLES_RANGE[1]} (default: %(default)s)")
-    ask.add_argument("--temperature", type=float, default=0.5, help="sampling temperature (default: %(default)s)")
-    ask.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling; 1.0 = off (default)")
-    ask.add_argument("--max-new-tokens", type=int, default=64, help="token limit per answer (default: %(default)s)")
-    ask.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    ask.add_argument("--prompt", choices=S.PROMPTS, help="prompt preset (default: chat for instruction models, paper otherwise)")
-    ask.add_argument("--importance-method", choices=S.IMPORTANCE_METHODS, default="model")
-    ask.add_argument("--normalization", choices=S.NORMALIZATIONS, default="sum")
-    ask.add_argument("--softmax-temperature", type=float, default=0.1, help="for --normalization softmax")
-    ask.add_argument("--distribution", choices=S.DISTRIBUTIONS, default="equal")
-    ask.add_argument("--cluster-rule", choices=S.CLUSTER_RULES, default="strict")
-    q = ask.add_mutually_exclusive_group()
-    q.add_argument("--4bit", dest="load_in_4bit", action="store_true", default=None, help="load the LLM in 4-bit (default on CUDA)")
-    q.add_argument("--no-4bit", dest="load_in_4bit", action="store_false", help="load the LLM in full precision")
+    for opt in O.MODEL_OPTIONS + O.REQUEST_OPTIONS:
+        _add_option(ask, opt, keep_default=True)
+    _add_llm_help(ask)
     ask.add_argument("--json", action="store_true", help="print the analysis as JSON")
+
+    score = sub.add_parser(
+        "score",
+        help="score answers made anywhere (an answer set or analysis JSON, or JSONL of many)",
+        description="Score answer sets without generating. FILE is JSON (one answer set, e.g. "
+        "the output of `ask --json`) or JSONL (one per line); - reads stdin. Scoring options "
+        "not given are taken from the file's recorded settings when it has them.",
+    )
+    score.add_argument("file", help="answer set JSON, JSONL of answer sets, or - for stdin")
+    for opt in O.MODEL_OPTIONS:
+        _add_option(score, opt, keep_default=True)
+    _add_llm_help(score)
+    for opt in O.REQUEST_OPTIONS:
+        if opt.stage == "scoring" or opt.name == "prompt":
+            _add_option(score, opt, keep_default=False)
+    score.add_argument("--json", action="store_true",
+                       help="print the analysis as JSON (JSONL input always gives JSONL)")
 
     tiny = sub.add_parser("make-tiny-models", help="write tiny random models for offline runs and tests")
     tiny.add_argument("dir")
@@ -57,15 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args: argparse.Namespace) -> S.Settings:
-    return S.Settings(
-        llm=args.llm, importance=args.importance, nli=args.nli, bem=args.bem, chunker=args.chunker,
-        samples=args.samples, temperature=args.temperature, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, seed=args.seed, prompt=args.prompt,
-        importance_method=args.importance_method, normalization=args.normalization,
-        softmax_temperature=args.softmax_temperature, distribution=args.distribution,
-        cluster_rule=args.cluster_rule, load_in_4bit=args.load_in_4bit,
-    )
+def _settings(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> S.Settings:
+    """Settings from the flags given; for ``score``, scoring options not given come from the
+    answer set's recorded settings (``recorded``), then from the defaults."""
+    values = {name: getattr(args, name) for name in S.MODEL_FIELDS if hasattr(args, name)}
+    for name in S.REQUEST_FIELDS:
+        if hasattr(args, name):
+            values[name] = getattr(args, name)
+        elif recorded and name in recorded and name in S.SCORING_FIELDS:
+            values[name] = recorded[name]
+    return S.Settings(**values)
 
 
 def _bar(weight: float, width: int = 20) -> str:
@@ -114,51 +152,161 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, path in paths.items():
             print(f"{name}: {path}")
         return 0
-
-    from .models.llm import InvalidModelOutput
-    from .models.loading import ModelLoadError
-    from .pipeline import AnalysisOutOfMemory, Engine
-
-    try:
-        settings = _settings(args)
-        result = Engine(settings).analyze(
-            args.question,
-            progress=None if args.json else _stderr_progress,
-        )
-    except (S.OptionError, ModelLoadError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(err, S.OptionError) else EXIT_FAILURE
-    except (AnalysisOutOfMemory, InvalidModelOutput) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as err:  # a defect, but the user still gets one line, not a traceback
-        detail = (str(err).strip().splitlines() or [""])[0][:300]
-        print(
-            f"error: the analysis failed unexpectedly ({type(err).__name__}: {detail}); "
-            "please report this with the command you ran",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
     # A console that cannot show every character (e.g. a cp1252 pipe) gets escapes, not a crash.
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        if args.json:
-            encoding = (getattr(sys.stdout, "encoding", None) or "").lower()
-            utf = encoding.replace("-", "").replace("_", "").startswith("utf")
-            print(json.dumps(result.to_dict(), ensure_ascii=not utf, indent=2))
-        else:
-            print(format_report(result))
-        sys.stdout.flush()
+        if args.command == "score":
+            return _score_command(args)
+        return _ask_command(args)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error worth a traceback
         try:  # and no second complaint when Python flushes stdout at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError):
             pass
+        return 0
+
+
+def _run(work) -> tuple[Any, int | None]:
+    """Run ``work()``; a failure becomes one line on stderr and an exit status."""
+    from .models.llm import InvalidModelOutput
+    from .models.loading import ModelLoadError
+    from .pipeline import AnalysisOutOfMemory
+
+    try:
+        return work(), None
+    except (S.OptionError, ModelLoadError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None, EXIT_USAGE if isinstance(err, S.OptionError) else EXIT_FAILURE
+    except (AnalysisOutOfMemory, InvalidModelOutput) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None, EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return None, 130
+    except Exception as err:  # a defect, but the user still gets one line, not a traceback
+        print(f"error: {_unexpected(err)}", file=sys.stderr)
+        return None, EXIT_FAILURE
+
+
+def _unexpected(err: BaseException) -> str:
+    detail = (str(err).strip().splitlines() or [""])[0][:300]
+    return (
+        f"the analysis failed unexpectedly ({type(err).__name__}: {detail}); "
+        "please report this with the command you ran"
+    )
+
+
+def _print_result(result, as_json: bool) -> None:
+    if as_json:
+        encoding = (getattr(sys.stdout, "encoding", None) or "").lower()
+        utf = encoding.replace("-", "").replace("_", "").startswith("utf")
+        print(json.dumps(result.to_dict(), ensure_ascii=not utf, indent=2))
+    else:
+        print(format_report(result))
+    sys.stdout.flush()
+
+
+def _ask_command(args: argparse.Namespace) -> int:
+    from .pipeline import Engine
+
+    result, code = _run(lambda: Engine(_settings(args)).analyze(
+        args.question, progress=None if args.json else _stderr_progress))
+    if code is not None:
+        return code
+    _print_result(result, args.json)
     return 0
+
+
+def _read_input(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _score_command(args: argparse.Namespace) -> int:
+    from .pipeline import Engine
+
+    try:
+        text = _read_input(args.file)
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"error: cannot read {args.file!r}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    single: Any = None
+    if not args.file.endswith(".jsonl"):
+        try:
+            single = json.loads(text)
+        except json.JSONDecodeError:
+            single = None  # JSONL (or broken JSON: each line then says what is wrong)
+        except RecursionError:
+            print("error: the input nests too deeply to be an answer set", file=sys.stderr)
+            return EXIT_USAGE
+    settings, code = _run(lambda: _settings(args))
+    if code is not None:
+        return code
+    engine = Engine(settings)
+    if single is not None:
+        recorded = single.get("settings") if isinstance(single, dict) else None
+        result, code = _run(
+            lambda: engine.score(single, _settings(args, recorded if isinstance(recorded, dict)
+                                                   else None))
+        )
+        if code is not None:
+            return code
+        _print_result(result, args.json)
+        return 0
+    return _score_lines(engine, args, text.splitlines())
+
+
+def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:
+    """JSONL in, JSONL out: each good line's analysis is written (and flushed) as soon as it is
+    done; a bad line is reported on stderr with its number and skipped."""
+    from tqdm import tqdm
+
+    numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    bad: list[int] = []
+    done = 0
+    started = time.perf_counter()
+    with tqdm(total=len(numbered), unit="set", desc="scoring", file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        for n, line in numbered:
+            result, message = _score_line(engine, args, line)
+            if result is None:
+                bad.append(n)
+                bar.write(f"error: line {n}: {message}", file=sys.stderr)
+            else:
+                sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+                done += 1
+            bar.update(1)
+    took = time.perf_counter() - started
+    summary = f"scored {done} of {len(numbered)} answer sets in {took:.1f} s"
+    if bad:
+        shown = ", ".join(map(str, bad[:20])) + (" ..." if len(bad) > 20 else "")
+        summary += f"; {len(bad)} bad line(s) skipped: {shown}"
+    print(summary, file=sys.stderr)
+    return EXIT_FAILURE if bad else 0
+
+
+def _score_line(engine, args: argparse.Namespace, line: str):
+    """(result, None) or (None, the one-line reason)."""
+    from .models.llm import InvalidModelOutput
+    from .models.loading import ModelLoadError
+    from .pipeline import AnalysisOutOfMemory
+
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as err:
+        return None, f"not valid JSON ({err})"
+    try:
+        recorded = data.get("settings") if isinstance(data, dict) else None
+        settings = _settings(args, recorded if isinstance(recorded, dict) else None)
+        return engine.score(data, settings), None
+    except (S.OptionError, ModelLoadError, AnalysisOutOfMemory, InvalidModelOutput) as err:
+        return None, str(err)
+    except Exception as err:  # a defect: this line fails, the others go on
+        return None, _unexpected(err)
 
 
 def _stderr_progress(stage: str, fraction: float) -> None:

@@ -1,16 +1,21 @@
-"""The whole analysis of one question: generate, score (LN and MARS), cluster, uncertainties.
+"""The analysis of one question in two halves: generate the answers, then score them.
 
->>> from mars_demo import analyze                                  # doctest: +SKIP
+>>> from mars_demo import analyze, score                           # doctest: +SKIP
 >>> result = analyze("Which planet is known as the Red Planet?")   # doctest: +SKIP
 >>> result.uncertainty.confidence.mars                             # doctest: +SKIP
+>>> score(result.to_dict(), normalization="softmax")               # doctest: +SKIP
 
-The LLM makes one greedy answer and N samples (one batched ``generate`` call for the samples);
-token log-probs come from the logits of generation (no extra LLM pass); the importance model scores
-all answers in one batched pass; the NLI model judges all needed ordered pairs in one batched pass.
+:meth:`Engine.generate` is the LLM's part: one greedy answer and N samples with their token
+log-probs, read from the logits of generation (no extra LLM pass). :meth:`Engine.score` is
+everything after it, for answers from anywhere (this engine, an OpenAI-compatible server, a file):
+the importance model scores all answers in one batched pass, the NLI model judges all needed
+ordered pairs in one batched pass, then clusters and the six uncertainties.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 import time
 import traceback
@@ -19,9 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .answers import AnswerSet, AnswerSetError
 from .core import alignment, clustering, scoring, uncertainty
 from .models.llm import GenerationCancelled
-from .models.loading import ModelLoadError, cuda_available, free_memory, release
+from .models.loading import ModelLoadError, cuda_available, free_memory, load_cached, release
 from .result import (
     AnalysisResult,
     Answer,
@@ -34,6 +40,7 @@ from .result import (
 )
 from .settings import (
     CPU_DEFAULT_PRESET,
+    GENERATION_FIELDS,
     LLM_PRESETS,
     OptionError,
     Settings,
@@ -46,7 +53,7 @@ Progress = Callable[[str, float], None]
 STAGES = ("generate", "importance", "nli", "uncertainty")  # progress stages, in order
 
 # One analysis at a time per process: the models are shared, and two requests must never
-# interleave inside one model call.
+# interleave inside one model call. analyze() holds it across generate and score.
 _RUN_LOCK = threading.Lock()
 
 
@@ -60,26 +67,71 @@ class AnalysisCancelled(Exception):
 
 
 @dataclass
-class _Models:
-    llm: Any
+class Models:
+    """The models an engine has loaded (see :attr:`Engine.models`)."""
+
+    llm: Any  # models.llm.LLM or models.endpoint.EndpointLLM
     importance: Any  # ImportanceModel or BEMImportance
-    nli: Any
+    nli: Any  # NLIModel
 
 
 def _quiet(stage: str, fraction: float) -> None:
     return None
 
 
-def _never() -> bool:
-    return False
+def _checker(should_stop: Callable[[], bool] | None) -> Callable[[], None]:
+    """A function that raises :class:`AnalysisCancelled` once ``should_stop()`` is True."""
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise AnalysisCancelled("the analysis was cancelled")
+
+    return check
+
+
+@contextlib.contextmanager
+def _guarded():
+    """Turn a cancelled generation into :class:`AnalysisCancelled` and running out of memory
+    into :class:`AnalysisOutOfMemory` (after releasing the memory)."""
+    try:
+        yield
+    except GenerationCancelled as err:
+        raise AnalysisCancelled("the analysis was cancelled") from err
+    except ModelLoadError:
+        raise  # already says what to do (a load that ran out of memory included)
+    except (MemoryError, RuntimeError) as err:
+        if not _is_out_of_memory(err):
+            raise
+        # The failing frames' locals (activations, logits) would keep the memory alive for as
+        # long as the exception lives: drop them before emptying the caches.
+        traceback.clear_frames(err.__traceback__)
+        free_memory()
+        raise AnalysisOutOfMemory(
+            "Ran out of memory during the analysis; memory was released. Try fewer samples or "
+            f"fewer max new tokens. ({type(err).__name__})"
+        ) from err
+
+
+def as_answer_set(answers: Any) -> AnswerSet:
+    """An :class:`AnswerSet` from an answer set, its JSON form or an :class:`AnalysisResult`."""
+    if isinstance(answers, AnswerSet):
+        return answers
+    if isinstance(answers, AnalysisResult):
+        return answers.answer_set()
+    return AnswerSet.from_dict(answers)
 
 
 class Engine:
-    """Loaded models plus :meth:`analyze`. Models are loaded once and shared (cached by id)."""
+    """Loaded models plus :meth:`generate`, :meth:`score` and :meth:`analyze` (both).
+
+    Models are loaded once and shared (cached by id). Every method takes a
+    :class:`~mars_demo.settings.Settings` (default: the engine's) and loads only what it needs:
+    :meth:`score` of answers that carry their log-probs never loads the LLM.
+    """
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self._models: _Models | None = None
+        self._models: Models | None = None
         self._load_lock = threading.Lock()
 
     # ---- models --------------------------------------------------------------------------
@@ -87,8 +139,27 @@ class Engine:
     def ready(self) -> bool:
         return self._models is not None
 
+    @property
+    def models(self) -> Models | None:
+        """The models of :meth:`load` (None before it): ``models.llm``, ``.importance``,
+        ``.nli``."""
+        return self._models
+
     def describe(self) -> dict[str, Any]:
         cuda = cuda_available()
+        s = self.settings
+        if s.llm_endpoint:  # the LLM runs in a server; this process holds the other models
+            served = self._models.llm.model_id if self._models is not None else s.llm_model
+            return {
+                "device": "cuda" if cuda else "cpu",
+                "llm": f"{served or 'the model'} (served over HTTP)",
+                "llm_preset": None,
+                "importance": s.importance,
+                "nli": resolve_nli(s.nli, cuda),
+                "cpu_fallback": False,
+                "load_in_4bit": False,
+                "ready": self.ready,
+            }
         llm_id, preset = resolve_llm(self.settings.llm, cuda)
         return {
             "device": "cuda" if cuda else "cpu",
@@ -127,33 +198,9 @@ class Engine:
             self.settings = settings
             self._models = self._load(settings, progress or _quiet)
 
-    def _load(self, s: Settings, progress: Progress) -> _Models:
-        from .models.importance import BEMImportance, ImportanceModel
-        from .models.llm import LLM
-        from .models.nli import NLIModel
-
-        cuda = cuda_available()
-        llm_id, preset = resolve_llm(s.llm, cuda)
-        llm = LLM.load(llm_id, preset, s.load_in_4bit, progress)
-        if s.importance_method == "bem":
-            importance = BEMImportance.load(s.bem, s.chunker, progress)
-        else:
-            importance = ImportanceModel.load(s.importance, progress)
-        nli = NLIModel.load(resolve_nli(s.nli, cuda), progress)
-        return _Models(llm, importance, nli)
-
-    def _models_for(self, s: Settings, progress: Progress) -> _Models:
-        same = (
-            self._models is not None
-            and (s.llm, s.load_in_4bit, s.nli, s.importance_method == "bem")
-            == (self.settings.llm, self.settings.load_in_4bit, self.settings.nli,
-                self.settings.importance_method == "bem")
-            and (s.importance, s.bem, s.chunker)
-            == (self.settings.importance, self.settings.bem, self.settings.chunker)
-        )
-        if same:
-            return self._models  # type: ignore[return-value]
-        return self._load(s, progress)
+    def _load(self, s: Settings, progress: Progress) -> Models:
+        return Models(_load_llm(s, progress), _load_importance(s, progress),
+                      _load_nli(s, progress))
 
     # ---- analysis ------------------------------------------------------------------------
     def analyze(
@@ -165,61 +212,83 @@ class Engine:
         on_text: Callable[[str], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> AnalysisResult:
-        """Run the whole analysis. Raises ``OptionError`` for bad input, ``ModelLoadError`` when
-        a model cannot be loaded and :class:`AnalysisOutOfMemory` when memory runs out.
+        """Generate the answers, then score them: :meth:`generate`, then :meth:`score`.
 
-        ``should_stop`` (called from this thread) is asked before each stage and after every
-        generated token; once it returns True the analysis ends there with
-        :class:`AnalysisCancelled`, which releases the models for the next request.
+        Raises ``OptionError`` for bad input, ``ModelLoadError`` when a model cannot be loaded and
+        :class:`AnalysisOutOfMemory` when memory runs out. ``should_stop`` (called from this
+        thread) is asked before each stage and after every generated token; once it returns True
+        the analysis ends there with :class:`AnalysisCancelled`, which releases the models for
+        the next request.
         """
         s = settings or self.settings
         question = clean_question(question)
-        progress = progress or _quiet
-        with _RUN_LOCK:
-            try:
-                return self._analyze(question, s, progress, on_text, should_stop)
-            except GenerationCancelled as err:
-                raise AnalysisCancelled("the analysis was cancelled") from err
-            except ModelLoadError:
-                raise  # already says what to do (a load that ran out of memory included)
-            except (MemoryError, RuntimeError) as err:
-                if not _is_out_of_memory(err):
-                    raise
-                raise self._oom(err) from err
+        with _RUN_LOCK, _guarded():
+            answers = self._generate(question, s, progress or _quiet, on_text, should_stop)
+            return self._score(answers, s, progress or _quiet, should_stop, None)
 
-    @staticmethod
-    def _oom(err: BaseException) -> AnalysisOutOfMemory:
-        # The failing frames' locals (activations, logits) would keep the memory alive for as
-        # long as the exception lives: drop them before emptying the caches.
-        traceback.clear_frames(err.__traceback__)
-        free_memory()
-        return AnalysisOutOfMemory(
-            "Ran out of memory during the analysis; memory was released. Try fewer samples or "
-            f"fewer max new tokens. ({type(err).__name__})"
-        )
+    def generate(
+        self,
+        question: str,
+        settings: Settings | None = None,
+        *,
+        progress: Progress | None = None,
+        on_text: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> AnswerSet:
+        """The greedy answer and the samples, with their token log-probs: the LLM's part only.
 
-    def _analyze(
-        self, question: str, s: Settings, progress: Progress, on_text, should_stop=None
+        ``on_text`` receives the greedy answer's text as it grows. Errors as :meth:`analyze`.
+        """
+        s = settings or self.settings
+        question = clean_question(question)
+        with _RUN_LOCK, _guarded():
+            return self._generate(question, s, progress or _quiet, on_text, should_stop)
+
+    def score(
+        self,
+        answers: "AnswerSet | AnalysisResult | dict[str, Any]",
+        settings: Settings | None = None,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        reuse: AnalysisResult | None = None,
     ) -> AnalysisResult:
+        """Everything after generation: importance, alignment, NLI, clustering, the six
+        uncertainties, warnings and timings.
+
+        ``answers`` is an :class:`~mars_demo.answers.AnswerSet`, its JSON form, or an earlier
+        :class:`AnalysisResult` (re-scored with other options). No LLM is loaded unless an
+        answer comes without log-probs: those are computed by a teacher-forced pass of the
+        settings' LLM, and the result says so. ``reuse``: an earlier result of the same
+        answers whose NLI verdicts are taken as they are (same NLI model, same answers), so a
+        re-score with another normalization, distribution or cluster rule costs no NLI pass.
+        A bad answer set raises :class:`~mars_demo.answers.AnswerSetError` (a ``ValueError``)
+        naming the answer and token at fault.
+        """
+        s = settings or self.settings
+        answer_set = as_answer_set(answers)
+        with _RUN_LOCK, _guarded():
+            return self._score(answer_set, s, progress or _quiet, should_stop, reuse)
+
+    def rescore(self, result: AnalysisResult, settings: Settings | None = None,
+                **changes: Any) -> AnalysisResult:
+        """``result``'s answers scored again with other scoring options (``changes``: e.g.
+        ``normalization="softmax"``); the LLM is not called and NLI verdicts are reused."""
+        return self.score(result, (settings or self.settings).replace(**changes), reuse=result)
+
+    # ---- the two halves ------------------------------------------------------------------
+    def _generate(self, question: str, s: Settings, progress: Progress, on_text,
+                  should_stop) -> AnswerSet:
         timings: dict[str, float] = {}
-        warnings: list[str] = []
-        stopped = should_stop or _never
-
-        def check() -> None:
-            if stopped():
-                raise AnalysisCancelled("the analysis was cancelled")
-
+        check = _checker(should_stop)
         check()  # cancelled while it waited for the models
         t = time.perf_counter()
-        models = self._models_for(s, progress)
+        llm = self._llm_for(s, progress)
         if time.perf_counter() - t > 0.05:
             timings["load"] = time.perf_counter() - t
-        llm = models.llm
-
         check()
         progress("generate", 0.0)
-        prompt, prompt_ids, prompt_preset, w = llm.build_prompt(question, s.prompt)
-        warnings += w
+        prompt, prompt_ids, prompt_preset, warnings = llm.build_prompt(question, s.prompt)
         greedy, samples = llm.generate(
             prompt_ids,
             samples=s.samples,
@@ -231,28 +300,70 @@ class Engine:
             on_text=on_text,
             timings=timings,
             should_stop=should_stop,
+            prompt=prompt,
         )
         progress("generate", 1.0)
-        gens = [greedy] + samples
-        names = ["Greedy answer"] + [f"Sample {i + 1}" for i in range(len(samples))]
+        return AnswerSet(
+            question=question,
+            greedy=greedy,
+            samples=samples,
+            prompt=prompt,
+            prompt_token_ids=list(prompt_ids),
+            prompt_preset=prompt_preset,
+            logprob_source=getattr(llm, "logprob_source", "generation"),
+            warnings=list(warnings),
+            generation={
+                **{name: getattr(s, name) for name in GENERATION_FIELDS},
+                "prompt": prompt_preset,
+                "llm": llm.model_id,
+                "load_in_4bit": llm.quantized,
+                "llm_endpoint": s.llm_endpoint,
+                "device": getattr(llm, "device_name", "cuda" if cuda_available() else "cpu"),
+            },
+            timings_s=timings,
+        )
+
+    def _score(self, answers: AnswerSet, s: Settings, progress: Progress, should_stop,
+               reuse: AnalysisResult | None) -> AnalysisResult:
+        timings: dict[str, float] = dict(answers.timings_s)
+        warnings: list[str] = list(answers.warnings)
+        check = _checker(should_stop)
+        question = clean_question(answers.question)
+        if question != answers.question:
+            answers = dataclasses.replace(answers, question=question)
 
         check()
+        logprob_source = answers.logprob_source
+        if answers.missing_logprobs:
+            t = time.perf_counter()
+            answers, note, logprob_source = self._teacher_force(answers, s, progress)
+            warnings.append(note)
+            timings["teacher_forced"] = time.perf_counter() - t
+        gens = answers.answers
+        names = answers.names
+
+        check()
+        t = time.perf_counter()
+        importance = self._importance_for(s, progress)
+        nli_model = None if _reusable(reuse, answers, s) else self._nli_for(s, progress)
+        if time.perf_counter() - t > 0.05:
+            timings["load"] = timings.get("load", 0.0) + time.perf_counter() - t
         progress("importance", 0.0)
         t = time.perf_counter()
         texts = [g.text for g in gens]
         if s.importance_method == "bem":
-            phrasings = models.importance.score(question, texts)
+            phrasings = importance.score(question, texts)
         else:
-            phrasings = models.importance.score(question, texts, method=s.importance_method)
+            phrasings = importance.score(question, texts, method=s.importance_method)
         timings["importance"] = time.perf_counter() - t
         progress("importance", 1.0)
 
         t = time.perf_counter()
-        answers = []
+        scored = []
         notes_of: dict[str, list[str]] = {}  # one line per distinct warning, naming its answers
         for name, gen, ph in zip(names, gens, phrasings):
             answer, notes = self._score_answer(gen, ph, s)
-            answers.append(answer)
+            scored.append(answer)
             for note in gen.warnings + ph.warnings + notes:
                 notes_of.setdefault(note, []).append(name)
         warnings += [f"{', '.join(who)}: {note}" for note, who in notes_of.items()]
@@ -261,8 +372,15 @@ class Engine:
         check()
         progress("nli", 0.0)
         t = time.perf_counter()
-        sample_texts = [a.text for a in answers[1:]]
-        labels = models.nli.matrix(question, sample_texts, warnings)
+        sample_texts = [a.text for a in scored[1:]]
+        if nli_model is None:  # the same NLI model already judged these answers
+            labels, nli_warnings = reuse.nli.labels, list(reuse.nli.warnings)
+            nli_id = reuse.settings["nli"]
+        else:
+            nli_id = nli_model.model_id
+            nli_warnings = []
+            labels = nli_model.matrix(question, sample_texts, nli_warnings)
+        warnings += nli_warnings
         timings["nli"] = time.perf_counter() - t
         progress("nli", 1.0)
 
@@ -270,32 +388,100 @@ class Engine:
         progress("uncertainty", 0.0)
         t = time.perf_counter()
         cluster_ids = clustering.semantic_clusters(labels, rule=s.cluster_rule)
-        unc = _uncertainty(answers[0], answers[1:], cluster_ids)
+        unc = _uncertainty(scored[0], scored[1:], cluster_ids)
         timings["uncertainty"] = time.perf_counter() - t
         progress("uncertainty", 1.0)
 
-        cuda = cuda_available()
         used = s.to_dict()
-        used.update(
-            llm=llm.model_id,
-            nli=models.nli.model_id,
-            prompt=prompt_preset,
-            device="cuda" if cuda else "cpu",
-            load_in_4bit=llm.quantized,
-        )
+        generated = answers.generation or {}
+        for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
+            used[name] = generated.get(name)  # what made these answers (None: not known)
+        used["samples"] = len(scored) - 1
+        used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
+        used.update(nli=nli_id, logprob_source=logprob_source)
+        if used["device"] is None:
+            used["device"] = "cuda" if cuda_available() else "cpu"
         return AnalysisResult(
             question=question,
-            prompt=prompt,
-            prompt_token_ids=list(prompt_ids),
-            greedy=answers[0],
-            samples=answers[1:],
-            nli=NLIResult(answers=sample_texts, labels=labels),
+            prompt=answers.prompt or "",
+            prompt_token_ids=list(answers.prompt_token_ids or []),
+            greedy=scored[0],
+            samples=scored[1:],
+            nli=NLIResult(answers=sample_texts, labels=labels, warnings=nli_warnings),
             cluster_ids=cluster_ids,
             uncertainty=unc,
             settings=used,
             timings_s={k: round(v, 6) for k, v in timings.items()},
             warnings=warnings,
         )
+
+    def _teacher_force(self, answers: AnswerSet, s: Settings,
+                       progress: Progress) -> tuple[AnswerSet, str, str]:
+        """Fill in the log-probs of answers given as text alone with a teacher-forced pass of
+        the settings' LLM. Returns the completed set, the warning saying so, and the source."""
+        llm = self._llm_for(s, progress)
+        preset = s.prompt or answers.prompt_preset
+        prompt, prompt_ids, preset, prompt_notes = llm.build_prompt(answers.question, preset)
+        note_extra = ""
+        if answers.prompt_token_ids:
+            prompt_ids = list(answers.prompt_token_ids)
+            prompt = answers.prompt or prompt
+        elif answers.prompt is not None and answers.prompt != prompt:
+            note_extra = (
+                " The given prompt text was not used (give prompt_token_ids to use it): the "
+                f"log-probs follow the {preset} prompt built from the question."
+            )
+        missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
+        forced = llm.teacher_forced(
+            prompt_ids, [answers.answers[i] for i in missing], prompt_preset=preset
+        )
+        gens = list(answers.answers)
+        for i, gen in zip(missing, forced):
+            gens[i] = gen
+        who = ", ".join(answers.names[i] for i in missing)
+        note = (
+            f"{who}: no log-probs were given, so they were computed by a teacher-forced pass of "
+            f"{llm.model_id} over the answer's text after the {preset} prompt." + note_extra
+        )
+        source = "teacher-forced" if len(missing) == len(gens) else (
+            f"{answers.logprob_source}+teacher-forced")
+        done = dataclasses.replace(
+            answers, greedy=gens[0], samples=gens[1:], prompt=prompt,
+            prompt_token_ids=list(prompt_ids), prompt_preset=preset,
+            warnings=list(answers.warnings) + prompt_notes,
+            generation={**(answers.generation or {}), "llm": answers.generation.get("llm")
+                        if answers.generation else None, "prompt": preset},
+        )
+        return done, note, source
+
+    # ---- models, one at a time -----------------------------------------------------------
+    def _llm_for(self, s: Settings, progress: Progress):
+        if self._models is not None and self._same_models(s, "llm"):
+            return self._models.llm
+        return _load_llm(s, progress)
+
+    def _importance_for(self, s: Settings, progress: Progress):
+        if self._models is not None and self._same_models(s, "importance"):
+            return self._models.importance
+        return _load_importance(s, progress)
+
+    def _nli_for(self, s: Settings, progress: Progress):
+        if self._models is not None and self._same_models(s, "nli"):
+            return self._models.nli
+        return _load_nli(s, progress)
+
+    def _same_models(self, s: Settings, which: str) -> bool:
+        """Whether ``s`` names the same ``which`` model as the loaded ones (self.settings)."""
+        e = self.settings
+        if which == "llm":
+            fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env")
+            return all(getattr(s, f) == getattr(e, f) for f in fields)
+        if which == "nli":
+            return s.nli == e.nli
+        bem = s.importance_method == "bem"
+        if bem != (e.importance_method == "bem"):
+            return False
+        return (s.bem, s.chunker) == (e.bem, e.chunker) if bem else s.importance == e.importance
 
     @staticmethod
     def _score_answer(gen, ph, s: Settings) -> tuple[Answer, list[str]]:
@@ -358,6 +544,58 @@ class Engine:
         return answer, notes
 
 
+def _reusable(reuse: AnalysisResult | None, answers: AnswerSet, s: Settings) -> bool:
+    """Whether ``reuse``'s NLI verdicts hold for ``answers`` under ``s`` (same question,
+    same sample texts, same NLI model and recipe)."""
+    return (
+        reuse is not None
+        and reuse.question == answers.question
+        and reuse.nli.answers == [a.text for a in answers.samples]
+        and reuse.settings.get("nli") == resolve_nli(s.nli, cuda_available())
+        and reuse.settings.get("recipe", "default") == s.recipe
+    )
+
+
+def _load_llm(s: Settings, progress: Progress):
+    """The in-process LLM, or with ``llm_endpoint`` the client of an OpenAI-compatible server
+    (then ``llm``, when given, names the served model's tokenizer: its chat template)."""
+    if s.llm_endpoint:
+        from .models.endpoint import EndpointLLM
+
+        tokenizer, preset = resolve_llm(s.llm, cuda_available()) if s.llm else (None, None)
+        return load_cached(
+            _endpoint_key(s), "LLM server", s.llm_endpoint,
+            lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
+                                     tokenizer=tokenizer, preset=preset),
+            progress,
+        )
+    from .models.llm import LLM
+
+    llm_id, preset = resolve_llm(s.llm, cuda_available())
+    return LLM.load(llm_id, preset, s.load_in_4bit, progress)
+
+
+def _endpoint_key(s: Settings) -> tuple:
+    from .models.endpoint import EndpointLLM
+
+    tokenizer = resolve_llm(s.llm, cuda_available())[0] if s.llm else None
+    return EndpointLLM.cache_key(s.llm_endpoint, s.llm_model, s.llm_api_key_env, tokenizer)
+
+
+def _load_importance(s: Settings, progress: Progress):
+    from .models.importance import BEMImportance, ImportanceModel
+
+    if s.importance_method == "bem":
+        return BEMImportance.load(s.bem, s.chunker, progress)
+    return ImportanceModel.load(s.importance, progress)
+
+
+def _load_nli(s: Settings, progress: Progress):
+    from .models.nli import NLIModel
+
+    return NLIModel.load(resolve_nli(s.nli, cuda_available()), progress)
+
+
 def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
     """The model-cache keys of every model that ``s`` needs (see ``loading.load_cached``)."""
     from .models.importance import BEMImportance, ImportanceModel
@@ -365,7 +603,8 @@ def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
     from .models.nli import NLIModel
 
     llm_id, _ = resolve_llm(s.llm, cuda)
-    keys = {LLM.cache_key(llm_id, s.load_in_4bit), NLIModel.cache_key(resolve_nli(s.nli, cuda))}
+    llm_key = _endpoint_key(s) if s.llm_endpoint else LLM.cache_key(llm_id, s.load_in_4bit)
+    keys = {llm_key, NLIModel.cache_key(resolve_nli(s.nli, cuda))}
     if s.importance_method == "bem":
         keys |= BEMImportance.cache_keys(s.bem, s.chunker)
     else:
@@ -414,21 +653,46 @@ def analyze(
 
     Models are loaded on the first call and cached for later ones.
     """
+    settings = _settings_of(options)
+    return Engine(settings).analyze(
+        question, progress=progress, on_text=on_text, should_stop=should_stop
+    )
+
+
+def score(
+    answers: Any,
+    *,
+    progress: Progress | None = None,
+    **options: Any,
+) -> AnalysisResult:
+    """Score answers from anywhere: everything after generation (see :meth:`Engine.score`).
+
+    ``answers``: an :class:`~mars_demo.answers.AnswerSet`, its JSON form (the names of the
+    analysis JSON: question, greedy, samples, each with text and tokens of text and logprob),
+    or an :class:`AnalysisResult` to re-score with other ``options`` (those of
+    :class:`~mars_demo.settings.Settings`). No LLM is loaded unless log-probs are missing.
+    """
+    settings = _settings_of(options)
+    return Engine(settings).score(answers, progress=progress)
+
+
+def _settings_of(options: dict[str, Any]) -> Settings:
     unknown = sorted(set(options) - set(Settings.__dataclass_fields__))
     if unknown:
         raise OptionError(
             f"unknown option(s) {', '.join(unknown)}; known: "
             f"{', '.join(Settings.__dataclass_fields__)}"
         )
-    settings = Settings(**options)
-    return Engine(settings).analyze(
-        question, progress=progress, on_text=on_text, should_stop=should_stop
-    )
+    return Settings(**options)
 
 
 __all__ = [
     "Engine",
+    "Models",
     "analyze",
+    "score",
+    "AnswerSet",
+    "AnswerSetError",
     "AnalysisCancelled",
     "AnalysisOutOfMemory",
     "ModelLoadError",

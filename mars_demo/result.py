@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from .answers import AnswerSet
+
+SCHEMA_VERSION = 2  # 2: nli.warnings, settings.recipe/logprob_source, token ids may be null
 
 
 @dataclass
@@ -24,7 +27,7 @@ class Token:
     (``start == end``). ``logprob`` is log P(token | prompt, previous tokens) at temperature 1.
     """
 
-    id: int
+    id: int | None  # None when the answers came from a source that gave no token ids
     text: str
     start: int
     end: int
@@ -78,10 +81,13 @@ class Answer:
 
 @dataclass
 class NLIResult:
-    """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise."""
+    """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
+    ``warnings``: what the NLI model could not see (inputs cut at its window, unknown
+    characters); they are in the result's warnings too."""
 
     answers: list[str]
     labels: list[list[str]]
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -119,6 +125,33 @@ class AnalysisResult:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def answer_set(self) -> "AnswerSet":
+        """The answers of this analysis, ready to be scored again (see ``mars_demo.score``)."""
+        from .answers import RECORDED, AnswerSet, Generation, known_notes
+
+        def generation(a: Answer) -> Generation:
+            return Generation(
+                text=a.text,
+                token_ids=[t.id for t in a.tokens],
+                token_texts=[t.text for t in a.tokens],
+                spans=[(t.start, t.end) for t in a.tokens],
+                logprobs=[t.logprob for t in a.tokens],
+                finish_reason=a.finish_reason,
+                warnings=known_notes(a.text, a.finish_reason),
+            )
+
+        preset = self.settings.get("prompt")
+        return AnswerSet(
+            question=self.question,
+            greedy=generation(self.greedy),
+            samples=[generation(a) for a in self.samples],
+            prompt=self.prompt or None,
+            prompt_token_ids=list(self.prompt_token_ids) or None,
+            prompt_preset=preset if preset in ("paper", "chat") else None,
+            logprob_source=self.settings.get("logprob_source", "generation"),
+            generation={k: self.settings[k] for k in RECORDED if k in self.settings},
+        )
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AnalysisResult":
         """Rebuild a result from :meth:`to_dict` output (for the page and for tests)."""
@@ -142,7 +175,11 @@ class AnalysisResult:
             prompt_token_ids=list(data["prompt_token_ids"]),
             greedy=answer(data["greedy"]),
             samples=[answer(s) for s in data["samples"]],
-            nli=NLIResult(**data["nli"]),
+            nli=NLIResult(
+                answers=list(data["nli"]["answers"]),
+                labels=[list(row) for row in data["nli"]["labels"]],
+                warnings=list(data["nli"].get("warnings", [])),
+            ),
             cluster_ids=list(data["cluster_ids"]),
             uncertainty=Uncertainty(
                 confidence=Pair(**u["confidence"]),

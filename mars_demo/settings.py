@@ -1,4 +1,4 @@
-"""Every option of an analysis, its allowed range, and the model presets.
+"""The options of an analysis (validated against :mod:`mars_demo.options`) and the model presets.
 
 Pure Python: no torch, transformers or gradio here, so the CLI, the page and the library validate
 options the same way before any model is touched.
@@ -7,16 +7,28 @@ options the same way before any model is touched.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
-# Model ids (Hub ids; a local directory works wherever an id does).
-DEFAULT_IMPORTANCE = "duygunuryldz/MARS"  # BERT-base token classifier trained for MARS
-DEFAULT_NLI = "microsoft/deberta-large-mnli"
-CPU_NLI = "microsoft/deberta-base-mnli"  # smaller NLI model of the CPU preset
-DEFAULT_BEM = "zli12321/answer_equivalence_bert"  # answer-equivalence classifier for "bem"
-DEFAULT_CHUNKER = "flair/chunk-english"  # Flair phrase chunker for "bem"
+from .options import (  # noqa: F401  (re-exported: the names callers have always used)
+    CLUSTER_RULES,
+    CPU_NLI,
+    DEFAULT_BEM,
+    DEFAULT_CHUNKER,
+    DEFAULT_IMPORTANCE,
+    DEFAULT_NLI,
+    DISTRIBUTIONS,
+    GENERATION_FIELDS,
+    IMPORTANCE_METHODS,
+    MODEL_FIELDS,
+    NORMALIZATIONS,
+    OPTIONS,
+    PROMPTS,
+    RECIPES,
+    REQUEST_FIELDS,
+    SCORING_FIELDS,
+    OptionError,
+)
 
 
 @dataclass(frozen=True)
@@ -42,55 +54,45 @@ LLM_PRESETS: dict[str, LLMPreset] = {
 GPU_DEFAULT_PRESET = "qwen2.5-7b-instruct"  # used when CUDA is available, loaded in 4-bit
 CPU_DEFAULT_PRESET = "cpu-small"  # used automatically when there is no GPU
 
-PROMPTS = ("paper", "chat")
-IMPORTANCE_METHODS = ("model", "token", "bem")
-NORMALIZATIONS = ("sum", "softmax")
-DISTRIBUTIONS = ("equal", "max", "min")
-CLUSTER_RULES = ("strict", "lenient")
-# "default": this project's documented choices; "paper-code": the published LLM_Uncertainty
-# code's choices where they are well defined (mars_demo.recipes.recipe_choices lists them)
-RECIPES = ("default", "paper-code")
-
 MAX_QUESTION_CHARS = 1000  # longer questions are refused (the page and the API too)
-SAMPLES_RANGE = (1, 20)  # sampled answers per question
-TEMPERATURE_RANGE = (0.05, 2.0)  # sampling temperature; 0.5 in the paper
-TOP_P_RANGE = (0.05, 1.0)
-MAX_NEW_TOKENS_RANGE = (1, 512)
-SOFTMAX_TEMPERATURE_RANGE = (1e-4, 10.0)
-SEED_RANGE = (0, 2**32 - 1)
-
-
-# The options that name models (rather than say how to analyze): a running page's requests
-# always use the engine's current ones.
-MODEL_FIELDS = ("llm", "importance", "nli", "bem", "chunker", "load_in_4bit")
-
-
-class OptionError(ValueError):
-    """An option value outside its allowed range or set; the message names what is allowed."""
+SAMPLES_RANGE = OPTIONS["samples"].bounds  # sampled answers per question
+TEMPERATURE_RANGE = OPTIONS["temperature"].bounds  # sampling temperature; 0.5 in the paper
+TOP_P_RANGE = OPTIONS["top_p"].bounds
+MAX_NEW_TOKENS_RANGE = OPTIONS["max_new_tokens"].bounds
+SOFTMAX_TEMPERATURE_RANGE = OPTIONS["softmax_temperature"].bounds
+SEED_RANGE = OPTIONS["seed"].bounds
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Options of one analysis. ``None`` for a model id means "the preset's default"."""
+    """Which models (:data:`MODEL_FIELDS`) and the options of one analysis
+    (:data:`REQUEST_FIELDS`). ``None`` for a model means "the automatic default". Every field is
+    described, with its range, in :mod:`mars_demo.options`."""
 
+    # which models
     llm: str | None = None  # Hub id, local dir or preset name; None = GPU/CPU default preset
     importance: str = DEFAULT_IMPORTANCE
     nli: str | None = None  # None = deberta-large-mnli on GPU, deberta-base-mnli on CPU
     bem: str = DEFAULT_BEM
     chunker: str = DEFAULT_CHUNKER
+    load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU
+    llm_endpoint: str | None = None  # OpenAI-compatible server instead of an in-process LLM
+    llm_model: str | None = None  # the model name on that server (None: the only one served)
+    llm_api_key_env: str | None = None  # NAME of the variable holding its API key
+    # generation: changing one means generating again
     samples: int = 5  # sampled answers (B in the paper)
     temperature: float = 0.5  # sampling temperature of the samples (greedy answer is greedy)
     top_p: float = 1.0  # 1.0 = no nucleus truncation
     max_new_tokens: int = 64  # per answer
     seed: int = 0  # same seed + same settings = same answers
     prompt: str | None = None  # "paper" | "chat"; None = chat for instruction models
+    # scoring: changing one re-scores the answers already generated
     importance_method: str = "model"  # "model" | "token" | "bem"
     normalization: str = "sum"  # phrase scores -> phrase weights: "sum" | "softmax"
     softmax_temperature: float = 0.1  # only for normalization="softmax"
     distribution: str = "equal"  # phrase weight -> tokens: "equal" | "max" | "min"
     cluster_rule: str = "strict"  # "strict": entailment both ways; "lenient": no contradiction
-    load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU
-    recipe: str = "default"  # "default" | "paper-code"; see mars_demo.recipes.recipe_choices
+    recipe: str = "default"  # "default" | "paper-code" (the published code's choices)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -102,51 +104,22 @@ class Settings:
         """These analysis options with ``other``'s models (every field of MODEL_FIELDS)."""
         return self.replace(**{name: getattr(other, name) for name in MODEL_FIELDS})
 
+    def models(self) -> dict[str, Any]:
+        """Which models: the fields of :data:`MODEL_FIELDS`."""
+        return {name: getattr(self, name) for name in MODEL_FIELDS}
+
+    def request(self) -> dict[str, Any]:
+        """The per-request options: the fields of :data:`REQUEST_FIELDS`."""
+        return {name: getattr(self, name) for name in REQUEST_FIELDS}
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise OptionError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _check_range(name: str, value: Any, bounds: tuple[float, float], integer: bool) -> None:
-    lo, hi = bounds
-    kind = "an integer" if integer else "a number"
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
-        raise OptionError(f"{name} must be {kind} from {lo} to {hi}; got {value!r}")
-    if not lo <= value <= hi:
-        raise OptionError(f"{name} must be {kind} from {lo} to {hi}; got {value!r}")
-
-
 def validate(s: Settings) -> None:
     """Raise :class:`OptionError` naming the allowed range for the first bad option."""
-    _check_range("samples", s.samples, SAMPLES_RANGE, True)
-    _check_range("temperature", s.temperature, TEMPERATURE_RANGE, False)
-    _check_range("top_p", s.top_p, TOP_P_RANGE, False)
-    _check_range("max_new_tokens", s.max_new_tokens, MAX_NEW_TOKENS_RANGE, True)
-    _check_range("seed", s.seed, SEED_RANGE, True)
-    _check_range("softmax_temperature", s.softmax_temperature, SOFTMAX_TEMPERATURE_RANGE, False)
-    if s.prompt is not None:
-        _check_choice("prompt", s.prompt, PROMPTS)
-    _check_choice("importance_method", s.importance_method, IMPORTANCE_METHODS)
-    _check_choice("normalization", s.normalization, NORMALIZATIONS)
-    _check_choice("distribution", s.distribution, DISTRIBUTIONS)
-    _check_choice("cluster_rule", s.cluster_rule, CLUSTER_RULES)
-    _check_choice("recipe", s.recipe, RECIPES)
-    if s.load_in_4bit is not None and not isinstance(s.load_in_4bit, bool):
-        raise OptionError(
-            f"load_in_4bit must be true, false or None (automatic); got {s.load_in_4bit!r}"
-        )
-    for name in ("importance", "bem", "chunker"):
-        if not isinstance(getattr(s, name), str) or not getattr(s, name).strip():
-            raise OptionError(f"{name} must be a Hub id or a local directory; got {getattr(s, name)!r}")
-    for name in ("llm", "nli"):
-        v = getattr(s, name)
-        if v is not None and (not isinstance(v, str) or not v.strip()):
-            raise OptionError(f"{name} must be a Hub id, a local directory or a preset; got {v!r}")
+    for name in REQUEST_FIELDS + MODEL_FIELDS:
+        OPTIONS[name].check(getattr(s, name))
 
 
 def resolve_llm(llm: str | None, cuda: bool) -> tuple[str, LLMPreset | None]:

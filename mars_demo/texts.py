@@ -81,6 +81,17 @@ CLUSTER_RULE_INFO = (
     "strict: entailment both ways (paper); lenient: no contradiction either way (original code)."
 )
 
+RECIPE_LABEL = "Recipe"
+RECIPE_INFO = (
+    "default: this project's documented choices; paper-code: the published code's choices "
+    "(see the README's table)."
+)
+RECIPE_CHOICES = [
+    ("default", "default"),
+    ("paper's published code", "paper-code"),
+]
+RESCORED_NOTE = "Re-scored the same answers with {changes}; nothing was generated again."
+
 MODEL_LABEL = "Language model"
 MODEL_INFO = (
     "Everyone using this page shares one model: switching changes it for all visitors, not just "
@@ -200,6 +211,7 @@ STAGES_EXTRA = {  # other entries of timings_s
     "load": "Load models",
     "logprobs": "Token probabilities",
     "alignment": "Align phrases to tokens",
+    "teacher_forced": "Token probabilities (read by the model)",
 }
 PROGRESS_TOTAL = "Total {seconds:.2f} s"
 STAGE_SECONDS = "{seconds:.2f} s"
@@ -244,3 +256,71 @@ APP_HELP_PORT = "port to listen on (default: 7860, or $GRADIO_SERVER_PORT) [env 
 APP_HELP_SHARE = "also serve through a public *.gradio.live link [env MARS_DEMO_SHARE: 1/0, true/false, yes/no, on/off]"
 APP_BAD_BOOL = "{name} must be one of 1, 0, true, false, yes, no, on, off; got {value!r}"
 APP_BAD_PORT = "{name} must be a port number from 1 to 65535; got {value!r}"
+
+
+# --- the page's controls, by option name (ranges and defaults come from mars_demo.options) ------
+
+OPTION_TEXTS = {
+    "samples": (SAMPLES_LABEL, SAMPLES_INFO),
+    "temperature": (TEMPERATURE_LABEL, TEMPERATURE_INFO),
+    "max_new_tokens": (MAX_NEW_TOKENS_LABEL, MAX_NEW_TOKENS_INFO),
+    "seed": (SEED_LABEL, SEED_INFO),
+    "prompt": (PROMPT_LABEL, PROMPT_INFO),
+    "importance_method": (IMPORTANCE_LABEL, IMPORTANCE_INFO),
+    "normalization": (NORMALIZATION_LABEL, NORMALIZATION_INFO),
+    "distribution": (DISTRIBUTION_LABEL, DISTRIBUTION_INFO),
+    "cluster_rule": (CLUSTER_RULE_LABEL, CLUSTER_RULE_INFO),
+    "recipe": (RECIPE_LABEL, RECIPE_INFO),
+}
+OPTION_CHOICES = {
+    "prompt": PROMPT_CHOICES,
+    "importance_method": IMPORTANCE_CHOICES,
+    "recipe": RECIPE_CHOICES,
+}
+
+# --- score your own answers ---------------------------------------------------------------------
+
+OWN_LABEL = "Score your own answers"
+OWN_EXPLAIN = (
+    "Paste answers made anywhere (another model, a chat, a log) to the question above. Without "
+    "token log-probs, the loaded model reads each answer (a teacher-forced pass) to get them, "
+    "and the result says so."
+)
+OWN_GREEDY_LABEL = "Main answer (the greedy one)"
+OWN_GREEDY_PLACEHOLDER = "e.g. Mars is known as the Red Planet."
+OWN_SAMPLES_LABEL = "Sampled answers, one per line"
+OWN_SAMPLES_PLACEHOLDER = "e.g.\nMars.\nIt is Mars.\nJupiter."
+OWN_JSON_LABEL = "Or an answer set as JSON, with token log-probs (optional; replaces the boxes above)"
+OWN_JSON_PLACEHOLDER = (
+    '{"question": "...", "greedy": {"text": "Mars", "tokens": [{"text": "Mars", "logprob": -0.1}]},'
+    ' "samples": [...]}'
+)
+OWN_BUTTON = "Score these answers"
+OWN_NO_SAMPLES = "give at least one sampled answer (one per line)"
+OWN_NO_GREEDY = "give the main answer"
+OWN_TOO_MANY = "at most {limit} sampled answers on this page; got {count}"
+OWN_TOO_LONG = "the answers are {size} characters long; the limit on this page is {limit}"
+OWN_BAD_JSON = "the answer set is not valid JSON ({error})"
+
+# --- the API ------------------------------------------------------------------------------------
+
+API_FIRST_PARAMS = {
+    "question": "the question, at most 1000 characters",
+    "answers": (
+        "the answer set as JSON text or an object: question, greedy, samples; each answer its "
+        "text (a string) or an object with text and tokens [{text, logprob}] (the names of the "
+        "analysis JSON)"
+    ),
+}
+API_ANALYZE_DOC = (
+    "Analyze one question with MARS and return the whole analysis as JSON.\n\n"
+    "The result has the fields of mars_demo.result.AnalysisResult.to_dict(): question, prompt, "
+    "prompt_token_ids, greedy, samples, nli, cluster_ids, uncertainty, settings, timings_s, "
+    "warnings, schema_version. Uncertainty values: higher = less trustworthy."
+)
+API_SCORE_DOC = (
+    "Score answers made anywhere (no generation) and return the analysis JSON.\n\n"
+    "Answers without token log-probs are read by the loaded LLM (a teacher-forced pass); "
+    "settings.logprob_source says where the log-probs came from. The generation options "
+    "(samples, temperature, ...) are ignored here."
+)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mars_demo.result import AnalysisResult
@@ -56,19 +58,24 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client):
     )
 
 
-def test_the_api_page_lists_only_the_analysis(client):
+def test_the_api_page_lists_the_two_endpoints_with_every_option(client):
+    from mars_demo.ui import controls
+
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert list(endpoints) == ["/analyze"]
-    names = [p["parameter_name"] for p in endpoints["/analyze"]["parameters"]]
-    assert names == [
-        "question",
-        "samples",
-        "temperature",
-        "max_new_tokens",
-        "seed",
-        "prompt",
-        "importance_method",
-        "normalization",
-        "distribution",
-        "cluster_rule",
-    ]
+    assert list(endpoints) == ["/analyze", "/score"]
+    for name, first in (("/analyze", "question"), ("/score", "answers")):
+        names = [p["parameter_name"] for p in endpoints[name]["parameters"]]
+        assert names == [first, *controls.API_OPTIONS]
+
+
+def test_the_score_endpoint_rescores_an_analysis_without_generating(client):
+    data = client.predict(QUESTION, samples=2, max_new_tokens=4, api_name="/analyze")
+    again = client.predict(json.dumps(data), normalization="softmax", api_name="/score")
+    assert again["settings"]["normalization"] == "softmax"
+    assert again["settings"]["logprob_source"] == "generation"
+    assert [a["text"] for a in again["samples"]] == [a["text"] for a in data["samples"]]
+    assert again["uncertainty"]["entropy"]["length_normalized"] == pytest.approx(
+        data["uncertainty"]["entropy"]["length_normalized"], abs=1e-9)
+    with pytest.raises(Exception, match="has no tokens"):
+        bad = {"question": QUESTION, "greedy": {"text": "x", "tokens": []}, "samples": ["y"]}
+        client.predict(json.dumps(bad), api_name="/score")

@@ -40,7 +40,7 @@ QUESTION = "Which planet is known as the Red Planet?"
 SMALL = {"samples": 2, "max_new_tokens": 4}  # small: the tests are not about the models
 # The page's Ask inputs after (question, scoring): samples, temperature, max new tokens, seed,
 # prompt, importance method, normalization, distribution, clustering rule.
-PAGE_OPTIONS = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict"]
+PAGE_OPTIONS = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "default"]
 NOTHING_TYPED = "question is empty once control and invisible"
 
 # (typed question, the question the analysis must be about; None = refused with ``message``)

@@ -79,7 +79,7 @@ def test_stop_criterion_finishes_every_row_once_asked():
 
 @pytest.mark.parametrize("prompt", ["chat", "paper"])  # paper: with transformers' stop strings
 def test_engine_stops_at_the_next_token_and_frees_the_models(engine, prompt):
-    llm = engine._models.llm
+    llm = engine.models.llm
     s = engine.settings.replace(samples=5, max_new_tokens=64, prompt=prompt)
     stages: list[str] = []
     with forward_calls(llm.model) as calls:
@@ -101,7 +101,7 @@ def test_engine_stops_at_the_next_token_and_frees_the_models(engine, prompt):
 
 
 def test_engine_stops_between_stages(engine):
-    importance = engine._models.importance.model
+    importance = engine.models.importance.model
     flag = [False]
 
     def progress(stage, fraction):
@@ -116,7 +116,7 @@ def test_engine_stops_between_stages(engine):
 
 
 def test_engine_cancelled_before_it_starts_runs_no_model(engine):
-    with forward_calls(engine._models.llm.model) as calls:
+    with forward_calls(engine.models.llm.model) as calls:
         with pytest.raises(AnalysisCancelled):
             engine.analyze(QUESTION, should_stop=lambda: True)
     assert calls[0] == 0
@@ -127,7 +127,8 @@ def test_engine_cancelled_before_it_starts_runs_no_model(engine):
 
 def ask_args(question: str, samples: int, max_new_tokens: int) -> tuple:
     return (question, "mars", samples, 0.5, max_new_tokens, 0, "auto", "model", "sum", "equal",
-            "strict")
+            "strict",
+            "default")
 
 
 def test_closing_the_page_handler_stops_the_analysis(engine):
@@ -143,7 +144,7 @@ def test_closing_the_page_handler_stops_the_analysis(engine):
             gate.wait(WAIT_S)
 
     before = analysis_threads()
-    with forward_calls(engine._models.llm.model, hold_second_step) as calls:
+    with forward_calls(engine.models.llm.model, hold_second_step) as calls:
         try:
             handler = _packed(controller.ask, ASK_OUTPUTS)(*ask_args(QUESTION, **LONG))
             first = next(handler)
@@ -231,10 +232,15 @@ def test_the_api_coroutine_keeps_the_api_signature():
     import inspect
 
     controller = Controller(EngineHost(FakeEngine()))
+    from mars_demo.ui import controls
+
     endpoint = controller.api_endpoint()
     assert inspect.iscoroutinefunction(endpoint)
-    assert inspect.signature(endpoint) == inspect.signature(controller.api_analyze)
-    assert endpoint.__doc__ == controller.api_analyze.__doc__
+    params = inspect.signature(endpoint).parameters
+    assert list(params) == ["question", *controls.API_OPTIONS]
+    assert params["samples"].default == 5 and params["prompt"].default == "auto"
+    for name in params:  # every parameter is described in the docstring Gradio reads
+        assert f"\n    {name}: " in endpoint.__doc__, name
     assert asyncio.run(endpoint(QUESTION, 2))["question"] == QUESTION
 
 

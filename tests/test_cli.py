@@ -15,11 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Which planet is known as the Red Planet?"
 
 
-def run_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: int = 300, stdin: str | None = None
+            ) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(
         [sys.executable, "-m", "mars_demo", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, input=stdin,
     )
 
 
@@ -87,3 +88,88 @@ def test_bad_input_is_one_clear_line(args, message, cli_models):
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+# --- score: answers made anywhere -----------------------------------------------------------------
+
+
+def score_args(d: Path) -> list[str]:
+    return ["--importance", str(d / "importance"), "--nli", str(d / "nli")]
+
+
+@pytest.fixture(scope="module")
+def asked(cli_models, tmp_path_factory) -> Path:
+    proc = run_cli("ask", QUESTION, *model_args(cli_models), "--samples", "3",
+                   "--max-new-tokens", "8", "--normalization", "softmax", "--json")
+    assert proc.returncode == 0, proc.stderr
+    path = tmp_path_factory.mktemp("asked") / "analysis.json"
+    path.write_text(proc.stdout, encoding="utf-8")
+    return path
+
+
+def test_score_reproduces_ask_json_without_an_llm(cli_models, asked):
+    before = json.loads(asked.read_text(encoding="utf-8"))
+    # --llm points nowhere: scoring must not need it
+    proc = run_cli("score", str(asked), *score_args(cli_models), "--llm", "/no/such/llm", "--json")
+    assert proc.returncode == 0, proc.stderr
+    after = json.loads(proc.stdout)
+    assert after["settings"]["normalization"] == "softmax"  # the file's recorded option
+    for name in ("confidence", "entropy", "semantic_entropy"):
+        for kind in ("length_normalized", "mars"):
+            assert abs(after["uncertainty"][name][kind] - before["uncertainty"][name][kind]) < 1e-6
+    # a flag given wins over the recorded option, and changes the MARS numbers only
+    proc = run_cli("score", "-", *score_args(cli_models), "--normalization", "sum", "--json",
+                   stdin=asked.read_text(encoding="utf-8"))
+    assert proc.returncode == 0, proc.stderr
+    resum = json.loads(proc.stdout)
+    assert resum["settings"]["normalization"] == "sum"
+    assert resum["uncertainty"]["entropy"]["length_normalized"] == pytest.approx(
+        before["uncertainty"]["entropy"]["length_normalized"], abs=1e-9)
+
+
+def test_score_jsonl_streams_good_lines_and_reports_bad_ones(cli_models, asked, tmp_path):
+    good = json.dumps(json.loads(asked.read_text(encoding="utf-8")))
+    hand = json.dumps({"question": "Red planet?",
+                       "greedy": {"text": "Mars", "tokens": [{"text": "Mars", "logprob": -0.2}]},
+                       "samples": [{"text": "Venus", "tokens": [{"text": "Venus", "logprob": -1}]}]})
+    bad_logprob = hand.replace("-0.2", "0.7")
+    lines = [good, "{not json", "", hand, bad_logprob]
+    path = tmp_path / "sets.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = run_cli("score", str(path), *score_args(cli_models))
+    assert proc.returncode == 1  # some lines failed
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [d["question"] for d in out] == [QUESTION, "Red planet?"]
+    assert "error: line 2: not valid JSON" in proc.stderr
+    assert "error: line 5: greedy answer, token 1 ('Mars'): logprob 0.7 is positive" in proc.stderr
+    assert "scored 2 of 4 answer sets" in proc.stderr
+    assert "2 bad line(s) skipped: 2, 5" in proc.stderr
+    assert "4/4" in proc.stderr  # the progress bar reached the end
+    assert "Traceback" not in proc.stderr
+
+
+def test_score_report_and_bad_files(cli_models, asked, tmp_path):
+    proc = run_cli("score", str(asked), *score_args(cli_models))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"Question: {QUESTION}")
+    missing = run_cli("score", str(tmp_path / "nope.json"), *score_args(cli_models))
+    assert missing.returncode == 2 and "error: cannot read" in missing.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"question": "q", "greedy": "a", "samples": []}), encoding="utf-8")
+    proc = run_cli("score", str(bad), *score_args(cli_models))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "error: the answer set needs at least one sampled answer ('samples': a non-empty list)")
+
+
+def test_every_option_of_the_schema_is_a_flag():
+    from mars_demo import options
+
+    ask_help = run_cli("ask", "--help").stdout
+    score_help = run_cli("score", "--help").stdout
+    for opt in options.MODEL_OPTIONS + options.REQUEST_OPTIONS:
+        flag = "--4bit" if opt.kind is bool else opt.flag
+        assert flag in ask_help, flag
+        if opt.stage != "generation" or opt.name == "prompt":
+            assert flag in score_help, flag
+    assert "--samples" not in score_help  # generation options mean nothing when scoring

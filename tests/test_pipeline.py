@@ -40,7 +40,7 @@ def test_json_has_every_field_of_the_contract(result):
         for ph in answer["phrases"]:
             assert set(ph) >= {"text", "start", "end", "score", "weight"}
         assert set(answer["scores"]) == {"length_normalized", "mars"}
-    assert set(d["nli"]) == {"answers", "labels"}
+    assert set(d["nli"]) == {"answers", "labels", "warnings"}
     for name in ("confidence", "entropy", "semantic_entropy"):
         assert set(d["uncertainty"][name]) == {"length_normalized", "mars"}
     for key in ("samples", "temperature", "cluster_rule", "normalization", "distribution",
@@ -96,10 +96,10 @@ def test_uncertainties_follow_the_formulas(result):
 def test_no_llm_forward_pass_beyond_generation(tiny_settings, monkeypatch):
     engine = Engine(tiny_settings)
     engine.load()
-    model = engine._models.llm.model
+    model = engine.models.llm.model
     calls = {"forward": 0, "steps": 0}
     original_forward = model.forward
-    original_generate = type(engine._models.llm)._generate
+    original_generate = type(engine.models.llm)._generate
 
     def counting_forward(*args, **kwargs):
         calls["forward"] += 1
@@ -111,7 +111,7 @@ def test_no_llm_forward_pass_beyond_generation(tiny_settings, monkeypatch):
         return new_ids, logits
 
     monkeypatch.setattr(model, "forward", counting_forward)
-    monkeypatch.setattr(type(engine._models.llm), "_generate", counting_generate)
+    monkeypatch.setattr(type(engine.models.llm), "_generate", counting_generate)
     engine.analyze(QUESTION)
     assert calls["steps"] > 0
     assert calls["forward"] == calls["steps"]  # one forward per generated step, nothing more
@@ -240,7 +240,7 @@ def test_switch_frees_the_old_llm_before_loading_the_new_and_keeps_the_rest(
 
     engine = Engine(tiny_settings)
     engine.load()
-    old = engine._models
+    old = engine.models
     other_llm = shutil.copytree(tiny_settings.llm, tmp_path / "other-llm")
     events: list[tuple] = []
     real_release, real_load = pipeline.release, LLM.load.__func__
@@ -267,9 +267,9 @@ def test_switch_frees_the_old_llm_before_loading_the_new_and_keeps_the_rest(
     kinds = [e[0] for e in events]
     assert kinds == ["release", "cached after release", "load llm"]  # freed first, then loaded
     assert old_key not in events[1][1] and old_key not in loading._CACHE
-    assert new_key in loading._CACHE and engine._models.llm is loading._CACHE[new_key]
-    assert engine._models.importance is old.importance  # not reloaded
-    assert engine._models.nli is old.nli
+    assert new_key in loading._CACHE and engine.models.llm is loading._CACHE[new_key]
+    assert engine.models.importance is old.importance  # not reloaded
+    assert engine.models.nli is old.nli
     assert "loading LLM" in stages and "loading NLI model" not in stages
     assert engine.settings.llm == str(other_llm)
     assert engine.analyze(QUESTION).settings["llm"] == str(other_llm)

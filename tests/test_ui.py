@@ -99,7 +99,7 @@ def test_page_builds_without_loading_any_model():
         assert elem_id in ids, elem_id
     assert engine.calls == [] and engine.switched == []
     public = [d["api_name"] for d in config["dependencies"] if d.get("api_visibility") == "public"]
-    assert public == ["analyze"]  # the API page lists only the analysis endpoint
+    assert public == ["analyze", "score"]  # the API page lists only the two endpoints
     assert demo._queue.max_size == 32
     assert launch_options()["css_paths"][0].is_file()
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..answers import Generation  # noqa: F401  (the type generate() returns; it lived here)
 from ..settings import LLMPreset, OptionError
 from .loading import InvalidModelOutput, ModelLoadError, check_source, load_cached
 
@@ -26,19 +26,6 @@ PAPER_PROMPT = (
 )
 PAPER_STOP_STRINGS = (".", "\n")  # the paper ends answers at "." and newline
 CHAT_SYSTEM = "Answer the question briefly, in one short sentence."
-
-
-@dataclass
-class Generation:
-    """One generated answer: its tokens, their character spans in ``text``, their log-probs."""
-
-    text: str
-    token_ids: list[int]
-    token_texts: list[str]
-    spans: list[tuple[int, int]]
-    logprobs: list[float]
-    finish_reason: str  # "stop" (stop string / end of sequence) or "length"
-    warnings: list[str] = field(default_factory=list)
 
 
 class GenerationCancelled(Exception):
@@ -464,9 +451,11 @@ class LLM:
         on_text: Callable[[str], None] | None = None,
         timings: dict[str, float] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        prompt: str | None = None,
     ) -> tuple[Generation, list[Generation]]:
         """The greedy answer (streamed to ``on_text``) and ``samples`` sampled answers (one
-        batched call). ``timings`` receives "generate" and "logprobs" seconds.
+        batched call). ``timings`` receives "generate" and "logprobs" seconds. ``prompt``, the
+        prompt's text, is not needed here (``prompt_ids`` are); a server-backed LLM uses it.
 
         ``should_stop`` is asked after every generated token (and between the two calls); once it
         returns True generation ends at that token and :class:`GenerationCancelled` is raised."""
@@ -518,3 +507,61 @@ class LLM:
         timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
         timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
         return greedy, sampled
+
+    # ---- teacher forcing -----------------------------------------------------------------
+    def teacher_forced(
+        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str
+    ) -> list[Generation]:
+        """Token log-probs of answers given as text: one batched forward pass over
+        prompt + answer, read at temperature 1 (the same numbers generation would have given).
+
+        Each answer is tokenized as the model continues the prompt: after a space for the
+        paper prompt ("Answer: Mars"), directly for a chat prompt. Returns new
+        :class:`Generation` objects with tokens, offsets and log-probs; an answer whose text the
+        tokenizer does not reproduce exactly is scored as the tokenizer reads it, and says so.
+        """
+        import torch
+
+        lead = " " if prompt_preset == "paper" else ""
+        tok = self.tokenizer
+        encoded = [
+            list(tok(lead + a.text, add_special_tokens=False)["input_ids"]) for a in answers
+        ]
+        for a, ids in zip(answers, encoded):
+            if not ids:
+                raise OptionError(f"the answer {a.text!r} has no tokens to score")
+        rows = [list(prompt_ids) + ids for ids in encoded]
+        width = max(len(r) for r in rows)
+        pad = self._pad_id()
+        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):  # right padding: positions of the real tokens stay put
+            input_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, : len(r)] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids, attention_mask=mask).logits
+        start = len(prompt_ids)
+        out: list[Generation] = []
+        for i, (a, ids) in enumerate(zip(answers, encoded)):
+            step = logits[i, start - 1 : start - 1 + len(ids)].float()
+            chosen = torch.tensor(ids, device=step.device).unsqueeze(1)
+            lp = (step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)).cpu()
+            logprobs = [float(x) for x in lp.tolist()]
+            if not all(math.isfinite(x) for x in logprobs):
+                raise InvalidModelOutput(
+                    f"The LLM {self.model_id} produced invalid scores (NaN or infinity) for a "
+                    "given answer; load it in full precision (without 4-bit) or pick another "
+                    "model."
+                )
+            gen = build_generation(tok, ids, logprobs, eos_ids=set(), stop_strings=())
+            notes = [w for w in a.warnings]
+            if gen.text != a.text.strip():
+                notes.append(
+                    f"The LLM's tokenizer reads the given text {a.text!r} as {gen.text!r}; "
+                    "that is what was scored."
+                )
+            gen.finish_reason = a.finish_reason
+            gen.warnings = notes
+            out.append(gen)
+        return out

@@ -18,6 +18,7 @@ return type included, at runtime.
 import asyncio
 import contextvars
 import functools
+import inspect
 import json
 import logging
 import queue
@@ -47,7 +48,8 @@ from mars_demo.settings import (
     Settings,
     clean_question,
 )
-from mars_demo.ui import plots, render
+from mars_demo.answers import AnswerSet
+from mars_demo.ui import controls, plots, render
 from mars_demo.ui.host import EngineHost, EngineNotReady, Progress
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,8 @@ STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer
 HEARTBEAT_S = 0.5
 DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
 API_PROMPTS = ("auto", *PROMPTS)  # the prompt values of the page and the API ("auto" = None)
+OWN_MAX_SAMPLES = 20  # sampled answers pasted on the page
+OWN_MAX_CHARS = 20_000  # all pasted answers together (or the answer-set JSON)
 
 ASK_OUTPUTS = (
     "result",  # gr.State: the AnalysisResult shown on the page (None before the first one)
@@ -93,13 +97,6 @@ CANCELLED_LOG = "analysis cancelled; the models are free"  # logged when a cance
 _API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
     "mars_api_should_stop", default=None
 )
-
-
-def as_int(value: Any) -> Any:
-    """Numbers from sliders and the API may arrive as 5.0; Settings wants integers."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -217,31 +214,16 @@ class Controller:
 
     # --- settings -------------------------------------------------------------------------------
 
-    def settings_from(
-        self,
-        samples: Any,
-        temperature: Any,
-        max_new_tokens: Any,
-        seed: Any,
-        prompt: Any,
-        importance_method: Any,
-        normalization: Any,
-        distribution: Any,
-        cluster_rule: Any,
-    ) -> Settings:
-        """The engine's settings (its models) with the page's analysis options. Raises OptionError."""
+    def settings_from(self, *values: Any, names: tuple[str, ...] = controls.PAGE_OPTIONS
+                      ) -> Settings:
+        """The engine's settings (its models) with the request's options: ``values`` in
+        ``names`` order (the page's controls, or the API's parameters). Raises OptionError."""
+        options = dict(zip(names, values))
+        prompt = options.get("prompt")
         if prompt is not None and prompt not in API_PROMPTS:  # Settings would list only paper, chat
             raise OptionError(f"prompt must be one of {', '.join(API_PROMPTS)}; got {prompt!r}")
         return self.host.engine.settings.replace(
-            samples=as_int(samples),
-            temperature=temperature,
-            max_new_tokens=as_int(max_new_tokens),
-            seed=as_int(seed),
-            prompt=None if prompt in (None, "auto") else prompt,
-            importance_method=importance_method,
-            normalization=normalization,
-            distribution=distribution,
-            cluster_rule=cluster_rule,
+            **{name: controls.from_page(name, value) for name, value in options.items()}
         )
 
     # --- ask ------------------------------------------------------------------------------------
@@ -383,6 +365,102 @@ class Controller:
             "clusters_plot": plots.clusters_figure(result, scoring),
         }
 
+    # --- scoring options: re-score the answers on screen ---------------------------------------
+
+    def rescore_options(self, result: AnalysisResult | None, scoring: str,
+                        *options: Any) -> dict[str, Any]:
+        """Score the answers on screen again with the page's scoring options (importance method,
+        normalization, distribution, cluster rule, recipe): the LLM is not called and the NLI
+        verdicts are reused. Nothing on screen: nothing to do (the options apply to the next
+        Ask). ``options`` are the page's controls in :data:`controls.PAGE_OPTIONS` order."""
+        if result is None:
+            return {}
+        try:
+            settings = self.settings_from(*options)
+            changed = {
+                name: getattr(settings, name)
+                for name in controls.RESCORING_OPTIONS
+                if result.settings.get(name, getattr(DEFAULTS, name)) != getattr(settings, name)
+            }
+            if not changed:
+                return {}
+            self.host.check_ready()
+            again = self.host.score(result, settings, reuse=result)
+        except Exception as exc:
+            return {"error": render.error_html(error_message(exc))}
+        try:
+            update = self.show(again, scoring)
+        except Exception as exc:
+            return self._failed(exc)
+        note = texts.RESCORED_NOTE.format(
+            changes=", ".join(f"{k.replace('_', ' ')} {v}" for k, v in changed.items()))
+        update["progress"] = self._note(note)
+        return update
+
+    # --- score your own answers --------------------------------------------------------------
+
+    @staticmethod
+    def own_answer_set(question: Any, greedy: Any, samples: Any, answer_json: Any) -> AnswerSet:
+        """The answer set a visitor pasted: the JSON box if filled, else the question and the
+        answer boxes (one sample per line). Raises OptionError with what to fix."""
+        if isinstance(answer_json, str) and answer_json.strip():
+            if len(answer_json) > OWN_MAX_CHARS:
+                raise OptionError(texts.OWN_TOO_LONG.format(size=len(answer_json),
+                                                            limit=OWN_MAX_CHARS))
+            try:
+                data = json.loads(answer_json)
+            except (json.JSONDecodeError, RecursionError) as err:
+                raise OptionError(texts.OWN_BAD_JSON.format(error=str(err)[:120])) from err
+            if isinstance(data, dict) and not data.get("question") and isinstance(question, str):
+                data["question"] = question
+            answers = AnswerSet.from_dict(data)
+        else:
+            greedy = greedy if isinstance(greedy, str) else ""
+            samples = samples if isinstance(samples, str) else ""
+            size = len(greedy) + len(samples)
+            if size > OWN_MAX_CHARS:
+                raise OptionError(texts.OWN_TOO_LONG.format(size=size, limit=OWN_MAX_CHARS))
+            lines = [line.strip() for line in samples.splitlines() if line.strip()]
+            if not greedy.strip():
+                raise OptionError(texts.OWN_NO_GREEDY)
+            if not lines:
+                raise OptionError(texts.OWN_NO_SAMPLES)
+            answers = AnswerSet.from_dict(
+                {"question": question, "greedy": greedy.strip(), "samples": lines})
+        if len(answers.samples) > OWN_MAX_SAMPLES:
+            raise OptionError(texts.OWN_TOO_MANY.format(limit=OWN_MAX_SAMPLES,
+                                                        count=len(answers.samples)))
+        answers.question = clean_question(answers.question)
+        return answers
+
+    def score_own(self, question: Any, greedy: Any, samples: Any, answer_json: Any,
+                  scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
+        """Score pasted answers and show them like a generated analysis."""
+        try:
+            answers = self.own_answer_set(question, greedy, samples, answer_json)
+            settings = self.settings_from(*options)
+            self.host.check_ready()
+        except (OptionError, EngineNotReady) as exc:
+            yield {"error": render.error_html(error_message(exc))}
+            return
+        worker = Worker(
+            lambda progress, _text, should_stop: self.host.score(
+                answers, settings, progress=progress, should_stop=should_stop),
+            "mars-score",
+        )
+        try:
+            kind, payload = yield from self._relay(worker, answers.question)
+        finally:
+            worker.cancel()
+        if kind == "error":
+            yield self._failed(payload)
+            return
+        try:
+            update = self.show(payload, scoring)
+        except Exception as exc:
+            update = self._failed(exc)
+        yield update
+
     # --- models ---------------------------------------------------------------------------------
 
     def model_choices(self) -> tuple[list[tuple[str, str]], str]:
@@ -469,78 +547,76 @@ class Controller:
 
     # --- API ------------------------------------------------------------------------------------
 
-    def api_analyze(
-        self,
-        question: str,
-        samples: int = DEFAULTS.samples,
-        temperature: float = DEFAULTS.temperature,
-        max_new_tokens: int = DEFAULTS.max_new_tokens,
-        seed: int = DEFAULTS.seed,
-        prompt: str = "auto",
-        importance_method: str = DEFAULTS.importance_method,
-        normalization: str = DEFAULTS.normalization,
-        distribution: str = DEFAULTS.distribution,
-        cluster_rule: str = DEFAULTS.cluster_rule,
-    ) -> dict[str, Any]:
-        """Analyze one question with MARS and return the whole analysis as JSON.
-
-        The result has the fields of mars_demo.result.AnalysisResult.to_dict(): question, prompt,
-        prompt_token_ids, greedy, samples, nli, cluster_ids, uncertainty, settings, timings_s,
-        warnings, schema_version. Uncertainty values: higher = less trustworthy.
-
-        Parameters:
-            question: the question, at most 1000 characters
-            samples: number of sampled answers, 1 to 20
-            temperature: sampling temperature of the samples, 0.05 to 2.0
-            max_new_tokens: token limit per answer, 1 to 512
-            seed: random seed, 0 to 2**32 - 1
-            prompt: "auto", "paper" (few-shot) or "chat" (chat template)
-            importance_method: "model", "token" or "bem"
-            normalization: "sum" or "softmax"
-            distribution: "equal", "max" or "min"
-            cluster_rule: "strict" or "lenient"
-        """
+    def api_analyze(self, question: str, **options: Any) -> dict[str, Any]:
+        """Analyze one question (see texts.API_ANALYZE_DOC); ``options`` are the API's
+        parameters (:data:`controls.API_OPTIONS`). Errors become ``gr.Error``."""
         try:
             question = clean_question(question)
-            settings = self.settings_from(
-                samples,
-                temperature,
-                max_new_tokens,
-                seed,
-                prompt,
-                importance_method,
-                normalization,
-                distribution,
-                cluster_rule,
-            )
+            settings = self._api_settings(options)
             result = self.host.analyze(question, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
-            if isinstance(exc, AnalysisCancelled):
-                log.info(CANCELLED_LOG)
-            raise gr.Error(error_message(exc)) from exc
+            raise self._api_error(exc) from exc
         return result.to_dict()
 
-    def api_endpoint(self) -> Callable[..., Any]:
-        """:meth:`api_analyze` as the coroutine that ``gr.api`` serves (same parameters, types
-        and docstring).
+    def api_score(self, answers: Any, **options: Any) -> dict[str, Any]:
+        """Score an answer set (see texts.API_SCORE_DOC). Errors become ``gr.Error``."""
+        try:
+            if isinstance(answers, str):
+                answers = self.own_answer_set(None, None, None, answers)
+            else:
+                answers = AnswerSet.from_dict(answers)
+            settings = self._api_settings(options)
+            result = self.host.score(answers, settings, should_stop=_API_SHOULD_STOP.get())
+        except Exception as exc:
+            raise self._api_error(exc) from exc
+        return result.to_dict()
 
-        The analysis runs in a thread. When the request is cancelled (``Job.cancel()`` of
+    def _api_settings(self, options: dict[str, Any]) -> Settings:
+        unknown = sorted(set(options) - set(controls.API_OPTIONS))
+        if unknown:
+            raise OptionError(f"unknown parameter(s) {', '.join(unknown)}")
+        return self.settings_from(*options.values(), names=tuple(options))
+
+    @staticmethod
+    def _api_error(exc: BaseException) -> gr.Error:
+        if isinstance(exc, AnalysisCancelled):
+            log.info(CANCELLED_LOG)
+        return gr.Error(error_message(exc))
+
+    def api_endpoint(self, name: str = "analyze") -> Callable[..., Any]:
+        """The API function ``gr.api`` serves: :meth:`api_analyze` (``name`` "analyze") or
+        :meth:`api_score` ("score") with every parameter of the schema in its signature, type
+        hints and docstring, as a coroutine.
+
+        The work runs in a thread. When the request is cancelled (``Job.cancel()`` of
         ``gradio_client``, Gradio's ``/cancel``), Gradio cancels this coroutine's task; the
         analysis is then told to stop at its next generated token or stage, so the models are
         free for the next request at once instead of finishing an answer nobody will read.
         """
-        analyze = self.api_analyze
+        work = {"analyze": self.api_analyze, "score": self.api_score}[name]
+        first = {
+            "analyze": inspect.Parameter("question", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                         annotation=str),
+            "score": inspect.Parameter("answers", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                       annotation=str),
+        }[name]
+        signature, _ = controls.api_signature([first])
 
-        @functools.wraps(analyze)
         async def endpoint(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            head = values.pop(first.name)
             stop = threading.Event()
             token = _API_SHOULD_STOP.set(stop.is_set)  # asyncio.to_thread copies the context
             try:
-                return await asyncio.to_thread(analyze, *args, **kwargs)
+                return await asyncio.to_thread(work, head, **values)
             except asyncio.CancelledError:
                 stop.set()
                 raise
             finally:
                 _API_SHOULD_STOP.reset(token)
 
-        return endpoint
+        endpoint.__name__ = f"api_{name}"
+        doc = texts.API_ANALYZE_DOC if name == "analyze" else texts.API_SCORE_DOC
+        return controls.with_api_signature(endpoint, [first], doc)

@@ -48,6 +48,16 @@ class EngineLike(Protocol):
         should_stop: Callable[[], bool] | None = None,
     ) -> AnalysisResult: ...
 
+    def score(
+        self,
+        answers: Any,
+        settings: Settings | None = None,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        reuse: AnalysisResult | None = None,
+    ) -> AnalysisResult: ...
+
 
 class EngineNotReady(RuntimeError):
     """The models are loading or failed to load; the message says which, for the user."""
@@ -184,4 +194,24 @@ class EngineHost:
             settings = settings.with_models_of(self.engine.settings)
             return self.engine.analyze(
                 question, settings, progress=progress, on_text=on_text, should_stop=should_stop
+            )
+
+    def score(
+        self,
+        answers: Any,
+        settings: Settings,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        reuse: AnalysisResult | None = None,
+    ) -> AnalysisResult:
+        """Score answers (an answer set, its JSON, or an earlier result to re-score) with the
+        engine's models, like :meth:`analyze` but without generating."""
+        self.check_ready()
+        with self._lock:
+            if not self.engine.ready:
+                self._run_load(lambda p: self.engine.load(progress=p), progress)
+            settings = settings.with_models_of(self.engine.settings)
+            return self.engine.score(
+                answers, settings, progress=progress, should_stop=should_stop, reuse=reuse
             )

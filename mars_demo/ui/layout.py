@@ -25,21 +25,12 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.settings import (
-    CLUSTER_RULES,
-    DISTRIBUTIONS,
-    MAX_NEW_TOKENS_RANGE,
-    MAX_QUESTION_CHARS,
-    NORMALIZATIONS,
-    SAMPLES_RANGE,
-    SEED_RANGE,
-    TEMPERATURE_RANGE,
-)
-from mars_demo.ui import render
+from mars_demo.settings import MAX_QUESTION_CHARS
+from mars_demo.ui import controls, render
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
     BANNER_OUTPUTS,
-    DEFAULTS,
+    OWN_MAX_CHARS,
     RESCORE_OUTPUTS,
     SWITCH_OUTPUTS,
     Controller,
@@ -54,6 +45,14 @@ QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with
 ENGINE_QUEUE = "engine"  # concurrency group of every event that runs the models: one at a time
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
+# The settings accordion's rows of option controls (every name of controls.PAGE_OPTIONS once).
+OPTION_ROWS = (
+    ("samples", "temperature"),
+    ("max_new_tokens", "seed"),
+    ("prompt", "importance_method"),
+    ("normalization", "distribution", "cluster_rule"),
+    ("recipe",),
+)
 
 
 def load_examples(path: Path = EXAMPLES_PATH) -> list[str]:
@@ -137,78 +136,11 @@ def build_demo(
         )
 
         with gr.Accordion(texts.SETTINGS_LABEL, open=False, elem_id="mars-settings"):
-            with gr.Row():
-                samples = gr.Slider(
-                    *SAMPLES_RANGE,
-                    value=DEFAULTS.samples,
-                    step=1,
-                    label=texts.SAMPLES_LABEL,
-                    info=texts.SAMPLES_INFO,
-                    elem_id="mars-samples-n",
-                )
-                temperature = gr.Slider(
-                    *TEMPERATURE_RANGE,
-                    value=DEFAULTS.temperature,
-                    step=0.05,
-                    label=texts.TEMPERATURE_LABEL,
-                    info=texts.TEMPERATURE_INFO,
-                    elem_id="mars-temperature",
-                )
-            with gr.Row():
-                max_new_tokens = gr.Slider(
-                    *MAX_NEW_TOKENS_RANGE,
-                    value=DEFAULTS.max_new_tokens,
-                    step=1,
-                    label=texts.MAX_NEW_TOKENS_LABEL,
-                    info=texts.MAX_NEW_TOKENS_INFO,
-                    elem_id="mars-max-new-tokens",
-                )
-                seed = gr.Number(
-                    value=DEFAULTS.seed,
-                    precision=0,
-                    minimum=SEED_RANGE[0],
-                    maximum=SEED_RANGE[1],
-                    label=texts.SEED_LABEL,
-                    info=texts.SEED_INFO,
-                    elem_id="mars-seed",
-                )
-            with gr.Row():
-                prompt = gr.Radio(
-                    texts.PROMPT_CHOICES,
-                    value="auto",
-                    label=texts.PROMPT_LABEL,
-                    info=texts.PROMPT_INFO,
-                    elem_id="mars-prompt",
-                )
-                importance_method = gr.Dropdown(
-                    texts.IMPORTANCE_CHOICES,
-                    value=DEFAULTS.importance_method,
-                    label=texts.IMPORTANCE_LABEL,
-                    info=texts.IMPORTANCE_INFO,
-                    elem_id="mars-importance-method",
-                )
-            with gr.Row():
-                normalization = gr.Radio(
-                    list(NORMALIZATIONS),
-                    value=DEFAULTS.normalization,
-                    label=texts.NORMALIZATION_LABEL,
-                    info=texts.NORMALIZATION_INFO,
-                    elem_id="mars-normalization",
-                )
-                distribution = gr.Radio(
-                    list(DISTRIBUTIONS),
-                    value=DEFAULTS.distribution,
-                    label=texts.DISTRIBUTION_LABEL,
-                    info=texts.DISTRIBUTION_INFO,
-                    elem_id="mars-distribution",
-                )
-                cluster_rule = gr.Radio(
-                    list(CLUSTER_RULES),
-                    value=DEFAULTS.cluster_rule,
-                    label=texts.CLUSTER_RULE_LABEL,
-                    info=texts.CLUSTER_RULE_INFO,
-                    elem_id="mars-cluster-rule",
-                )
+            option_controls: dict[str, gr.components.Component] = {}
+            for row in OPTION_ROWS:
+                with gr.Row():
+                    for name in row:
+                        option_controls[name] = controls.control(name)
             with gr.Row(elem_id="mars-model-row"):
                 model = gr.Dropdown(
                     model_choices,
@@ -226,6 +158,33 @@ def build_demo(
                     elem_id="mars-load-model",
                 )
             switch_status = gr.HTML(elem_id="mars-switch-status")
+
+        with gr.Accordion(texts.OWN_LABEL, open=False, elem_id="mars-own"):
+            gr.Markdown(texts.OWN_EXPLAIN, elem_classes="mars-small")
+            own_greedy = gr.Textbox(
+                label=texts.OWN_GREEDY_LABEL,
+                placeholder=texts.OWN_GREEDY_PLACEHOLDER,
+                lines=1,
+                max_lines=4,
+                max_length=OWN_MAX_CHARS,
+                elem_id="mars-own-greedy",
+            )
+            own_samples = gr.Textbox(
+                label=texts.OWN_SAMPLES_LABEL,
+                placeholder=texts.OWN_SAMPLES_PLACEHOLDER,
+                lines=4,
+                max_lines=20,
+                max_length=OWN_MAX_CHARS,
+                elem_id="mars-own-samples",
+            )
+            own_json = gr.Code(
+                label=texts.OWN_JSON_LABEL,
+                language="json",
+                lines=3,
+                max_lines=12,
+                elem_id="mars-own-json",
+            )
+            own_score = gr.Button(texts.OWN_BUTTON, elem_id="mars-own-score")
 
         error = gr.HTML(elem_id="mars-error")
         progress = gr.HTML(elem_id="mars-progress")
@@ -301,17 +260,7 @@ def build_demo(
         def outputs(names: Sequence[str]) -> list:
             return [components[name] for name in names]
 
-        options = [
-            samples,
-            temperature,
-            max_new_tokens,
-            seed,
-            prompt,
-            importance_method,
-            normalization,
-            distribution,
-            cluster_rule,
-        ]
+        options = [option_controls[name] for name in controls.PAGE_OPTIONS]
         rescore = dict(  # re-render from the stored result; touches no model, so no limit
             fn=_packed_once(controller.rescore, RESCORE_OUTPUTS),
             inputs=[result, scoring],
@@ -331,6 +280,26 @@ def build_demo(
             show_progress="hidden",
         ).then(**rescore)  # the toggle may have been flipped while the answer streamed
         scoring.change(**rescore)
+        # A scoring option changed: score the answers on screen again (models, so the queue).
+        gr.on(
+            [option_controls[name].change for name in controls.RESCORING_OPTIONS],
+            _packed_once(controller.rescore_options, ASK_OUTPUTS),
+            inputs=[result, scoring, *options],
+            outputs=outputs(ASK_OUTPUTS),
+            api_visibility="private",
+            concurrency_id=ENGINE_QUEUE,
+            concurrency_limit=1,
+            show_progress="hidden",
+        )
+        own_score.click(
+            _packed(controller.score_own, ASK_OUTPUTS),
+            inputs=[question, own_greedy, own_samples, own_json, scoring, *options],
+            outputs=outputs(ASK_OUTPUTS),
+            api_visibility="private",
+            concurrency_id=ENGINE_QUEUE,
+            concurrency_limit=1,
+            show_progress="hidden",
+        ).then(**rescore)
         load_model.click(
             _packed(controller.switch_model, SWITCH_OUTPUTS),
             inputs=[model],
@@ -355,12 +324,13 @@ def build_demo(
             concurrency_limit=None,
             show_progress="hidden",
         )
-        gr.api(
-            controller.api_endpoint(),
-            api_name="analyze",
-            concurrency_id=ENGINE_QUEUE,
-            concurrency_limit=1,
-        )
+        for api_name in ("analyze", "score"):
+            gr.api(
+                controller.api_endpoint(api_name),
+                api_name=api_name,
+                concurrency_id=ENGINE_QUEUE,
+                concurrency_limit=1,
+            )
 
     demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
     return demo

@@ -1,0 +1,211 @@
+"""One schema of every option: its type, range or choices, default and help text.
+
+The command line's flags, the page's controls and the API's parameters are all built from
+:data:`REQUEST_OPTIONS` (what one analysis may choose) and :data:`MODEL_OPTIONS` (which models the
+engine loads; the host chooses those, never a page visitor). :class:`~mars_demo.settings.Settings`
+validates against the same schema, so every entry point refuses the same values with the same
+message.
+
+Request options come in two stages: ``generation`` options change the answers (changing one
+means generating again); ``scoring`` options only change how answers already generated are scored,
+so changing one re-scores without calling the LLM.
+
+Pure Python: no torch, transformers or gradio here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Model ids (Hub ids; a local directory works wherever an id does).
+DEFAULT_IMPORTANCE = "duygunuryldz/MARS"  # BERT-base token classifier trained for MARS
+DEFAULT_NLI = "microsoft/deberta-large-mnli"
+CPU_NLI = "microsoft/deberta-base-mnli"  # smaller NLI model of the CPU preset
+DEFAULT_BEM = "zli12321/answer_equivalence_bert"  # answer-equivalence classifier for "bem"
+DEFAULT_CHUNKER = "flair/chunk-english"  # Flair phrase chunker for "bem"
+
+PROMPTS = ("paper", "chat")
+IMPORTANCE_METHODS = ("model", "token", "bem")
+NORMALIZATIONS = ("sum", "softmax")
+DISTRIBUTIONS = ("equal", "max", "min")
+CLUSTER_RULES = ("strict", "lenient")
+RECIPES = ("default", "paper-code")
+
+
+class OptionError(ValueError):
+    """An option value outside its allowed range or set; the message names what is allowed."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``kind`` is int, float, str or bool; ``bounds`` (lo, hi) for numbers,
+    ``choices`` for names; ``optional``: None is allowed (it means "automatic", see ``help``).
+    ``stage``: "model", "generation" or "scoring" (see the module's docstring)."""
+
+    name: str
+    kind: type
+    default: Any
+    help: str
+    stage: str
+    bounds: tuple[float, float] | None = None
+    choices: tuple[str, ...] | None = None
+    optional: bool = False
+    label: str = ""  # the page's label
+    auto: str = "automatic"  # what None (the default of an optional option) means
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def describe(self) -> str:
+        """The help text with the allowed values and the default (for --help and the API)."""
+        if self.bounds is not None:
+            allowed = f"{_num(self.bounds[0])} to {_num(self.bounds[1])}"
+        elif self.choices is not None:
+            allowed = ", ".join(self.choices)
+        else:
+            allowed = ""
+        default = self.auto if self.default is None else _num(self.default)
+        parts = [self.help]
+        if allowed:
+            parts.append(f"allowed: {allowed}")
+        parts.append(f"default: {default}")
+        return "; ".join(parts)
+
+    def check(self, value: Any) -> None:
+        """Raise :class:`OptionError` naming the allowed values unless ``value`` is allowed."""
+        if value is None and self.optional:
+            return
+        if self.kind in (int, float):
+            _check_range(self.name, value, self.bounds, self.kind is int)
+        elif self.kind is bool:
+            if not isinstance(value, bool):
+                auto = " or None (automatic)" if self.optional else ""
+                raise OptionError(f"{self.name} must be true, false{auto}; got {_shown(value)}")
+        elif self.choices is not None:
+            if value not in self.choices:
+                raise OptionError(
+                    f"{self.name} must be one of {', '.join(self.choices)}; got {_shown(value)}"
+                )
+        elif not isinstance(value, str) or not value.strip():
+            what = self.help.split(": ", 1)[-1]
+            raise OptionError(f"{self.name} must be {what}; got {_shown(value)}")
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(v)
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 2**31:
+        return f"2**{v.bit_length()} - 1" if v == 2 ** v.bit_length() - 1 else str(v)
+    return str(v)
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)``, cut short: a 300-digit number is not echoed back whole."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    try:
+        text = repr(value)
+    except ValueError:  # an int too large for repr (Python's digit limit)
+        text = f"<an integer of more than {limit} digits>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_range(name: str, value: Any, bounds, integer: bool) -> None:
+    lo, hi = bounds
+    kind = "an integer" if integer else "a number"
+    message = f"{name} must be {kind} from {_num(lo)} to {_num(hi)}; got {_shown(value)}"
+    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type:
+        raise OptionError(message)
+    try:
+        finite = integer or math.isfinite(value)
+        inside = lo <= value <= hi
+    except OverflowError:  # an integer too large for a float compared with a float bound
+        finite = inside = False
+    if not finite or not inside:
+        raise OptionError(message)
+
+
+MODEL_OPTIONS: tuple[Option, ...] = (
+    Option("llm", str, None, "LLM: a Hub id, a local directory or a preset", "model",
+           optional=True, label="Language model",
+           auto="the 7B preset in 4-bit on a GPU, the small CPU preset otherwise"),
+    Option("importance", str, DEFAULT_IMPORTANCE, "importance model: a Hub id or a local directory",
+           "model", label="Importance model"),
+    Option("nli", str, None, "NLI model: a Hub id or a local directory", "model",
+           optional=True, label="NLI model",
+           auto=f"{DEFAULT_NLI} on a GPU, {CPU_NLI} otherwise"),
+    Option("bem", str, DEFAULT_BEM,
+           "answer-equivalence model for importance_method bem: a Hub id or a local directory",
+           "model"),
+    Option("chunker", str, DEFAULT_CHUNKER,
+           "Flair chunker for importance_method bem: a Hub id or a local directory", "model"),
+    Option("load_in_4bit", bool, None, "load the LLM in 4-bit NF4", "model",
+           optional=True, auto="4-bit on CUDA, full precision on CPU"),
+    Option("llm_endpoint", str, None,
+           "server: the URL of an OpenAI-compatible server (vLLM, llama.cpp, ...) that generates "
+           "the answers instead of an in-process LLM, e.g. http://127.0.0.1:8000/v1", "model", optional=True,
+           auto="none: the LLM runs in this process"),
+    Option("llm_model", str, None,
+           "server model: the name of the model to ask the server for", "model",
+           optional=True, auto="the only model the server serves"),
+    Option("llm_api_key_env", str, None,
+           "API key variable: the NAME of an environment variable holding the server's API key (never logged)",
+           "model", optional=True, auto="no API key"),
+)
+
+REQUEST_OPTIONS: tuple[Option, ...] = (
+    Option("samples", int, 5, "sampled answers (B in the paper)", "generation",
+           bounds=(1, 20), label="Sampled answers"),
+    Option("temperature", float, 0.5, "sampling temperature of the samples (the paper: 0.5)",
+           "generation", bounds=(0.05, 2.0), label="Temperature"),
+    Option("top_p", float, 1.0, "nucleus sampling; 1.0 = off", "generation",
+           bounds=(0.05, 1.0), label="Top-p"),
+    Option("max_new_tokens", int, 64, "token limit per answer", "generation",
+           bounds=(1, 512), label="Max new tokens"),
+    Option("seed", int, 0, "random seed: same seed and options, same answers", "generation",
+           bounds=(0, 2**32 - 1), label="Seed"),
+    Option("prompt", str, None,
+           "prompt: paper (the paper's few-shot prompt, answers end at '.' and newline) or chat "
+           "(the model's chat template)",
+           "generation", choices=PROMPTS, optional=True, label="Prompt",
+           auto="chat for instruction models with a chat template, paper otherwise"),
+    Option("importance_method", str, "model",
+           "token importance: model (the trained MARS model, phrase level), token (every word "
+           "its own phrase) or bem (the paper's Algorithm 1, answer equivalence)",
+           "scoring", choices=IMPORTANCE_METHODS, label="Importance"),
+    Option("normalization", str, "sum",
+           "phrase scores to weights: sum (s/sum s, the paper's Table 1) or softmax "
+           "(softmax(s/T), the authors' later library)",
+           "scoring", choices=NORMALIZATIONS, label="Normalization"),
+    Option("softmax_temperature", float, 0.1, "T of normalization softmax", "scoring",
+           bounds=(1e-4, 10.0), label="Softmax temperature"),
+    Option("distribution", str, "equal",
+           "phrase weight to tokens: equal (spread evenly), max (all to the least probable "
+           "token), min (all to the most probable token)",
+           "scoring", choices=DISTRIBUTIONS, label="Distribution"),
+    Option("cluster_rule", str, "strict",
+           "semantic clusters: strict (entailment both ways) or lenient (no contradiction "
+           "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
+    Option("recipe", str, "default",
+           "default (this project's documented choices) or paper-code (the published code's "
+           "choices, see the README's table)", "scoring", choices=RECIPES, label="Recipe"),
+)
+
+OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}
+MODEL_FIELDS = tuple(o.name for o in MODEL_OPTIONS)
+REQUEST_FIELDS = tuple(o.name for o in REQUEST_OPTIONS)
+GENERATION_FIELDS = tuple(o.name for o in REQUEST_OPTIONS if o.stage == "generation")
+SCORING_FIELDS = tuple(o.name for o in REQUEST_OPTIONS if o.stage == "scoring")
+
+
+def check(name: str, value: Any) -> None:
+    """Validate one option by name (raises :class:`OptionError`)."""
+    OPTIONS[name].check(value)
+
+
+def defaults() -> dict[str, Any]:
+    return {o.name: o.default for o in MODEL_OPTIONS + REQUEST_OPTIONS}
