@@ -26,6 +26,8 @@ import numpy as np
 
 from .answers import AnswerSet, AnswerSetError
 from .core import alignment, clustering, scoring, uncertainty
+from .recipes import SETTINGS_FIELDS as RECIPE_FIELDS
+from .recipes import apply_recipe, recipe_choices, recipe_notes
 from .models.llm import GenerationCancelled
 from .models.loading import ModelLoadError, cuda_available, free_memory, load_cached, release
 from .result import (
@@ -279,6 +281,8 @@ class Engine:
     # ---- the two halves ------------------------------------------------------------------
     def _generate(self, question: str, s: Settings, progress: Progress, on_text,
                   should_stop) -> AnswerSet:
+        asked, s = s, apply_recipe(s)
+        rc = recipe_choices(s.recipe)
         timings: dict[str, float] = {}
         check = _checker(should_stop)
         check()  # cancelled while it waited for the models
@@ -288,7 +292,10 @@ class Engine:
             timings["load"] = time.perf_counter() - t
         check()
         progress("generate", 0.0)
-        prompt, prompt_ids, prompt_preset, warnings = llm.build_prompt(question, s.prompt)
+        prompt, prompt_ids, prompt_preset, warnings = llm.build_prompt(
+            question, s.prompt, recipe=s.recipe)
+        warnings += _recipe_overrides(asked, s)
+        warnings += recipe_notes(s.recipe, bos_token_id=_bos_id(llm))
         greedy, samples = llm.generate(
             prompt_ids,
             samples=s.samples,
@@ -301,6 +308,9 @@ class Engine:
             timings=timings,
             should_stop=should_stop,
             prompt=prompt,
+            top_k=rc["top_k"] or 0,  # 0: no top-k
+            keep_stop=rc["keep_stop"],
+            banned_strings=tuple(rc["banned_strings"]),
         )
         progress("generate", 1.0)
         return AnswerSet(
@@ -319,14 +329,25 @@ class Engine:
                 "load_in_4bit": llm.quantized,
                 "llm_endpoint": s.llm_endpoint,
                 "device": getattr(llm, "device_name", "cuda" if cuda_available() else "cpu"),
+                "recipe": s.recipe,
             },
             timings_s=timings,
         )
 
     def _score(self, answers: AnswerSet, s: Settings, progress: Progress, should_stop,
                reuse: AnalysisResult | None) -> AnalysisResult:
+        asked, s = s, apply_recipe(s)
+        rc = recipe_choices(s.recipe)
         timings: dict[str, float] = dict(answers.timings_s)
         warnings: list[str] = list(answers.warnings)
+        made_with = (answers.generation or {}).get("recipe")
+        if made_with is None:  # answers from elsewhere: the scoring options are what is asked
+            warnings += _recipe_overrides(asked, s, ("cluster_rule", "normalization"))
+        elif made_with != s.recipe:
+            warnings.append(
+                f"These answers were generated with the {made_with} recipe; only their scoring "
+                f"follows the {s.recipe} recipe."
+            )
         check = _checker(should_stop)
         question = clean_question(answers.question)
         if question != answers.question:
@@ -362,7 +383,7 @@ class Engine:
         scored = []
         notes_of: dict[str, list[str]] = {}  # one line per distinct warning, naming its answers
         for name, gen, ph in zip(names, gens, phrasings):
-            answer, notes = self._score_answer(gen, ph, s)
+            answer, notes = self._score_answer(gen, ph, s, rc["alignment_rule"])
             scored.append(answer)
             for note in gen.warnings + ph.warnings + notes:
                 notes_of.setdefault(note, []).append(name)
@@ -379,7 +400,8 @@ class Engine:
         else:
             nli_id = nli_model.model_id
             nli_warnings = []
-            labels = nli_model.matrix(question, sample_texts, nli_warnings)
+            labels = nli_model.matrix(question, sample_texts, nli_warnings,
+                                      input_format=rc["nli_input_format"])
         warnings += nli_warnings
         timings["nli"] = time.perf_counter() - t
         progress("nli", 1.0)
@@ -387,7 +409,10 @@ class Engine:
         check()
         progress("uncertainty", 0.0)
         t = time.perf_counter()
-        cluster_ids = clustering.semantic_clusters(labels, rule=s.cluster_rule)
+        cluster_ids = clustering.semantic_clusters(
+            labels, rule=s.cluster_rule, algorithm=rc["clustering_algorithm"],
+            answers=sample_texts if rc["cluster_by_text"] else None,
+        )
         unc = _uncertainty(scored[0], scored[1:], cluster_ids)
         timings["uncertainty"] = time.perf_counter() - t
         progress("uncertainty", 1.0)
@@ -396,6 +421,7 @@ class Engine:
         generated = answers.generation or {}
         for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
             used[name] = generated.get(name)  # what made these answers (None: not known)
+        used["generated_with_recipe"] = generated.get("recipe")
         used["samples"] = len(scored) - 1
         used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
         used.update(nli=nli_id, logprob_source=logprob_source)
@@ -421,7 +447,8 @@ class Engine:
         the settings' LLM. Returns the completed set, the warning saying so, and the source."""
         llm = self._llm_for(s, progress)
         preset = s.prompt or answers.prompt_preset
-        prompt, prompt_ids, preset, prompt_notes = llm.build_prompt(answers.question, preset)
+        prompt, prompt_ids, preset, prompt_notes = llm.build_prompt(
+            answers.question, preset, recipe=s.recipe)
         note_extra = ""
         if answers.prompt_token_ids:
             prompt_ids = list(answers.prompt_token_ids)
@@ -433,7 +460,8 @@ class Engine:
             )
         missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
         forced = llm.teacher_forced(
-            prompt_ids, [answers.answers[i] for i in missing], prompt_preset=preset
+            prompt_ids, [answers.answers[i] for i in missing], prompt_preset=preset,
+            lead="" if prompt[-1:].isspace() else None,
         )
         gens = list(answers.answers)
         for i, gen in zip(missing, forced):
@@ -477,18 +505,26 @@ class Engine:
             fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env")
             return all(getattr(s, f) == getattr(e, f) for f in fields)
         if which == "nli":
-            return s.nli == e.nli
+            return s.nli == e.nli and _nli_dtype(s) == _nli_dtype(e)
         bem = s.importance_method == "bem"
         if bem != (e.importance_method == "bem"):
             return False
         return (s.bem, s.chunker) == (e.bem, e.chunker) if bem else s.importance == e.importance
 
     @staticmethod
-    def _score_answer(gen, ph, s: Settings) -> tuple[Answer, list[str]]:
-        """Align phrases to tokens, compute u, w and both scores of one answer."""
+    def _score_answer(gen, ph, s: Settings, rule: str = "default") -> tuple[Answer, list[str]]:
+        """Align phrases to tokens (``rule``: "default" or the published code's "paper-code"),
+        compute u, w and both scores of one answer."""
         notes: list[str] = []
         n_tok = len(gen.token_ids)
         logprobs = np.asarray(gen.logprobs, dtype=float)
+        paper = None
+        if ph.spans and rule == "paper-code":
+            # The published mapping: a whitespace-only token joins the phrase before it, phrases
+            # sharing a token merge (mean of raw scores) before normalization.
+            paper = alignment.align_phrases(gen.text, gen.spans, ph.spans, ph.scores, rule=rule)
+            ph = dataclasses.replace(ph, spans=list(paper.phrase_spans),
+                                     scores=list(paper.phrase_scores))
         phrases = [
             Phrase(text=gen.text[a:b], start=a, end=b, score=float(sc), weight=0.0)
             for (a, b), sc in zip(ph.spans, ph.scores)
@@ -501,10 +537,10 @@ class Engine:
             u = np.full(n_tok, 1.0 / n_tok)
             phrase_of_token = [-1] * n_tok
         else:
-            al = alignment.align_tokens_to_phrases(gen.text, gen.spans, ph.spans)
+            al = paper or alignment.align_tokens_to_phrases(gen.text, gen.spans, ph.spans)
             notes += al.warnings
             aligned = sorted(set(al.phrase_of_token))
-            if len(aligned) < len(phrases):
+            if len(aligned) < len(phrases) and paper is None:  # paper-code's warnings say it
                 notes.append(
                     "Phrases that share their LLM tokens with a longer phrase were left out of "
                     "the importance weights; the other phrases' weights were renormalized."
@@ -593,7 +629,30 @@ def _load_importance(s: Settings, progress: Progress):
 def _load_nli(s: Settings, progress: Progress):
     from .models.nli import NLIModel
 
-    return NLIModel.load(resolve_nli(s.nli, cuda_available()), progress)
+    return NLIModel.load(resolve_nli(s.nli, cuda_available()), progress, dtype=_nli_dtype(s))
+
+
+def _nli_dtype(s: Settings) -> str:
+    return recipe_choices(s.recipe)["nli_dtype"]
+
+
+def _recipe_overrides(asked: Settings, used: Settings,
+                      fields: tuple[str, ...] = RECIPE_FIELDS) -> list[str]:
+    """A warning naming the options (of ``fields``) that the recipe set to another value than
+    was asked for."""
+    changed = [
+        f"{name.replace('_', ' ')} {getattr(used, name)} (not {getattr(asked, name)})"
+        for name in fields
+        if getattr(asked, name) is not None and getattr(asked, name) != getattr(used, name)
+    ]
+    if not changed:
+        return []
+    return [f"The {used.recipe} recipe sets {', '.join(changed)}, as the published code does."]
+
+
+def _bos_id(llm) -> int | None:
+    tokenizer = getattr(llm, "tokenizer", None)
+    return getattr(tokenizer, "bos_token_id", None) if tokenizer is not None else None
 
 
 def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
@@ -604,7 +663,7 @@ def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
 
     llm_id, _ = resolve_llm(s.llm, cuda)
     llm_key = _endpoint_key(s) if s.llm_endpoint else LLM.cache_key(llm_id, s.load_in_4bit)
-    keys = {llm_key, NLIModel.cache_key(resolve_nli(s.nli, cuda))}
+    keys = {llm_key, NLIModel.cache_key(resolve_nli(s.nli, cuda), _nli_dtype(s))}
     if s.importance_method == "bem":
         keys |= BEMImportance.cache_keys(s.bem, s.chunker)
     else:

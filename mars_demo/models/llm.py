@@ -510,19 +510,22 @@ class LLM:
 
     # ---- teacher forcing -----------------------------------------------------------------
     def teacher_forced(
-        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str
+        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str,
+        lead: str | None = None,
     ) -> list[Generation]:
         """Token log-probs of answers given as text: one batched forward pass over
         prompt + answer, read at temperature 1 (the same numbers generation would have given).
 
         Each answer is tokenized as the model continues the prompt: after a space for the
-        paper prompt ("Answer: Mars"), directly for a chat prompt. Returns new
+        paper prompt ("Answer: Mars"), directly for a chat prompt; ``lead`` overrides what goes
+        before the answer's text ("" after a prompt that ends with a space). Returns new
         :class:`Generation` objects with tokens, offsets and log-probs; an answer whose text the
         tokenizer does not reproduce exactly is scored as the tokenizer reads it, and says so.
         """
         import torch
 
-        lead = " " if prompt_preset == "paper" else ""
+        if lead is None:
+            lead = " " if prompt_preset == "paper" else ""
         tok = self.tokenizer
         encoded = [
             list(tok(lead + a.text, add_special_tokens=False)["input_ids"]) for a in answers
