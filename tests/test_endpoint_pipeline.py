@@ -65,3 +65,14 @@ def test_the_cli_asks_through_the_server(endpoint_settings, tiny_models):
     assert data["settings"]["logprob_source"].startswith("endpoint")
     assert len(data["samples"]) == 2
     assert API_KEY not in proc.stdout + proc.stderr
+
+
+def test_the_paper_code_recipe_through_the_server(endpoint_settings):
+    result = Engine(endpoint_settings.replace(recipe="paper-code")).analyze(QUESTION)
+    assert result.prompt.endswith("Answer: ")
+    assert result.settings["recipe"] == "paper-code" and result.settings["prompt"] == "paper"
+    assert any("cannot ban tokens" in w for w in result.warnings)
+    for answer in [result.greedy, *result.samples]:
+        assert "\n" not in answer.text and ":" not in answer.text
+        if "." in answer.text:  # kept and scored, as in-process
+            assert answer.text.endswith(".") and answer.tokens[-1].text.endswith(".")

@@ -56,7 +56,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..settings import OptionError
@@ -214,9 +214,10 @@ class EndpointLLM:
         return "chat" if self.has_chat_template else "paper"
 
     def build_prompt(
-        self, question: str, preset: str | None
+        self, question: str, preset: str | None, recipe: str = "default"
     ) -> tuple[str, list[int], str, list[str]]:
-        """Return (prompt text, prompt ids, preset used, warnings), as ``LLM.build_prompt``.
+        """Return (prompt text, prompt ids, preset used, warnings), as ``LLM.build_prompt``
+        (``recipe="paper-code"``: the paper prompt ends with "Answer: ", as published).
 
         Prompt ids are those of the local tokenizer when one was given, else ``[]`` (the server
         tokenizes the text)."""
@@ -242,6 +243,8 @@ class EndpointLLM:
         self._check_question(question)
         if preset == "paper":
             prompt = PAPER_PROMPT.format(question=question.rstrip().rstrip("?"))
+            if recipe == "paper-code":
+                prompt += " "
         else:
             messages = [
                 {"role": "system", "content": CHAT_SYSTEM},
@@ -300,8 +303,16 @@ class EndpointLLM:
         timings: dict[str, float] | None = None,
         should_stop: Callable[[], bool] | None = None,
         prompt: str | None = None,
+        top_k: int = 0,
+        keep_stop: bool = False,
+        banned_strings: Sequence[str] = (),
     ) -> tuple[Generation, list[Generation]]:
         """The greedy answer and ``samples`` sampled answers, all requested at once.
+
+        ``top_k`` (0 = off), ``keep_stop`` and ``banned_strings`` as ``LLM.generate`` (the
+        paper-code recipe): a kept stop string is not sent to the server, which would leave it
+        out, but cut here with the stop kept and scored; a server cannot ban tokens, so banned
+        strings end the answer instead (sent as stop strings), and each answer says so.
 
         ``prompt`` (the text from :meth:`build_prompt`) is required; ``prompt_ids`` is not
         used. ``on_text`` receives the greedy answer once it is complete (no token streaming).
@@ -314,7 +325,14 @@ class EndpointLLM:
         if prompt is None:
             raise ValueError("EndpointLLM.generate needs the prompt text: pass prompt=...")
         timings = timings if timings is not None else {}
-        stops = self.stop_strings(prompt_preset)
+        banned = tuple(b for b in banned_strings if b)
+        stops = tuple(x for x in self.stop_strings(prompt_preset) if x not in banned)
+        server_stops = list(banned) + ([] if keep_stop else list(stops))
+        notes = [
+            "The LLM server cannot ban tokens, so "
+            + ", ".join(repr(b) for b in banned)
+            + " ended the answer instead of being banned as in the published code."
+        ] if banned else []
         mode = self.logprobs_mode
         probe_needed = mode == "auto" and not (temperature == 1.0 and top_p == 1.0) and (
             (temperature, top_p) not in self._probe_cache
@@ -323,7 +341,7 @@ class EndpointLLM:
 
         def body(temp: float, p: float, seed_: int) -> dict:
             return self._body(prompt, max_tokens=max_new_tokens, temperature=temp, top_p=p,
-                              seed=seed_, stop=list(stops), logprobs=1)
+                              seed=seed_, stop=server_stops, logprobs=1, top_k=top_k)
 
         check = _stop_checker(should_stop)
         check()
@@ -344,7 +362,8 @@ class EndpointLLM:
 
             def on_done(name: str, fut: cf.Future) -> None:
                 if name == "greedy" and on_text is not None:
-                    on_text(_to_generation(fut.result(), stops, limit=max_new_tokens)[0].text)
+                    on_text(_to_generation(fut.result(), stops, limit=max_new_tokens,
+                                           keep_stop=keep_stop)[0].text)
 
             results = _wait_all(jobs, check, on_done)
             if probe_needed:
@@ -352,7 +371,11 @@ class EndpointLLM:
             if mode == "auto":
                 raw_ok = self._probe_cache.get((temperature, top_p), True)
                 mode = "server" if raw_ok else "teacher-forced"
-            built = {k: _to_generation(a, stops, limit=max_new_tokens) for k, a in results.items()}
+            built = {
+                k: _to_generation(a, stops, limit=max_new_tokens, keep_stop=keep_stop,
+                                  extra_warnings=notes)
+                for k, a in results.items()
+            }
             gens = {k: g for k, (g, _) in built.items()}
             t1 = time.perf_counter()
             if mode == "teacher-forced":
@@ -759,7 +782,7 @@ def _token_end(i: int, starts: list[int], tokens: list[str], limit: int) -> int:
 
 def _to_generation(answer: _Answer, stops, *, finish: str | None = None,
                    extra_warnings: list[str] | None = None,
-                   limit: int | None = None) -> tuple[Generation, str]:
+                   limit: int | None = None, keep_stop: bool = False) -> tuple[Generation, str]:
     """Apply the stop strings to a server answer; mirrors ``llm.build_generation``.
 
     ``limit`` (max new tokens): llama-cpp-python may return a few tokens more while it completes
@@ -769,9 +792,9 @@ def _to_generation(answer: _Answer, stops, *, finish: str | None = None,
     in_text = answer.in_text
     if limit is not None and len(pieces) > limit:
         pieces, in_text = pieces[:limit], min(in_text, limit)
-        if _cut_answer(pieces, stops)[1] is None:
+        if _cut_answer(pieces, stops, keep_stop)[1] is None:
             finish = "length"
-    keep, cut = _cut_answer(pieces, stops)
+    keep, cut = _cut_answer(pieces, stops, keep_stop)
     if cut is None:
         keep = in_text  # tokens past the text (an end-of-sequence token) are not scored
         finish = finish or answer.finish_reason
