@@ -333,5 +333,11 @@ def test_compare_and_calibrate(pregenerated_run, tiny_models, tmp_path, capsys):
     u = sorted(r["uncertainty"]["confidence"]["mars"] for r in records)
     p = cal.predict(np.linspace(u[0] - 1, u[-1] + 1, 50))
     assert np.all(np.diff(p) <= 1e-12)
+    # an analysis made by the calibrated models gets its chance; another model's is refused
+    analysis = records[0]["analysis"]
+    assert cal.chance(analysis) == pytest.approx(
+        cal.predict(records[0]["uncertainty"]["confidence"]["mars"]))
+    with pytest.raises(K.CalibrationError, match="other models"):
+        cal.chance({**analysis, "settings": {**analysis["settings"], "nli": "another/nli"}})
     assert main(["evaluate", "--calibrate", str(tmp_path / "nothing")]) == 2
     assert "cannot calibrate" in capsys.readouterr().err

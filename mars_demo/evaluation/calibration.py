@@ -52,6 +52,15 @@ class Calibration:
         p = np.interp(u, self.x, self.y) if len(self.x) > 1 else np.full(u.shape, self.y[0])
         return float(p) if np.ndim(uncertainty) == 0 else p
 
+    def chance(self, result: Any) -> float:
+        """P(correct) of an analysis (an :class:`~mars_demo.result.AnalysisResult` or its JSON)
+        from its own ``uncertainty.<measure>.<scoring>``, after checking that it was made by
+        this calibration's models (its recorded ``settings``)."""
+        data = result.to_dict() if hasattr(result, "to_dict") else result
+        settings = data.get("settings") or {}
+        self.check_models({k: settings.get(k) for k in MODEL_KEYS})
+        return float(self.predict(float(data["uncertainty"][self.measure][self.scoring])))
+
     def describe(self) -> str:
         """Where the estimate comes from, in words, e.g. for the page."""
         auroc = "undefined" if self.auroc is None else f"{self.auroc:.3f}"
