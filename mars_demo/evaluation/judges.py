@@ -17,6 +17,7 @@ Every judge records what it is (:meth:`Judge.describe`), so a run says how "corr
 
 from __future__ import annotations
 
+import abc
 import collections
 import os
 import re
@@ -87,14 +88,15 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-class Judge:
+class Judge(abc.ABC):
     """Decides whether a prediction answers the question given its references."""
 
     name = ""
     threshold: float | None = None
 
+    @abc.abstractmethod
     def __call__(self, question: str, prediction: str, references: Sequence[str]) -> Verdict:
-        raise TypeError(f"{type(self).__name__} must define __call__")
+        """The verdict on ``prediction``."""
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "threshold": self.threshold}
