@@ -341,3 +341,24 @@ def test_compare_and_calibrate(pregenerated_run, tiny_models, tmp_path, capsys):
         cal.chance({**analysis, "settings": {**analysis["settings"], "nli": "another/nli"}})
     assert main(["evaluate", "--calibrate", str(tmp_path / "nothing")]) == 2
     assert "cannot calibrate" in capsys.readouterr().err
+
+
+def test_png_export_that_fails_is_a_warning_not_a_fake_file(tiny_models, tmp_path, monkeypatch,
+                                                            capsys):
+    import plotly.graph_objects as go
+
+    def broken(self, *a, **k):
+        raise RuntimeError("Kaleido requires Google Chrome to be installed")
+
+    monkeypatch.setattr(go.Figure, "write_image", broken)
+    out = tmp_path / "run"
+    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "4",
+                 "--judge", "em", "--bootstrap", "20", *model_flags(tiny_models)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["plots"] == ["roc.html", "rejection.html"]
+    assert not list(out.glob("*.png"))
+    warning = ("PNG plots were not written (plotly/kaleido image export failed: Kaleido "
+               "requires Google Chrome to be installed); the HTML plots are complete")
+    assert warning in report["warnings"]
+    assert f"warning: {warning}" in capsys.readouterr().err
+    assert f"Warning: {warning}" in (out / "report.md").read_text()
