@@ -324,3 +324,62 @@ API_SCORE_DOC = (
     "settings.logprob_source says where the log-probs came from. The generation options "
     "(samples, temperature, ...) are ignored here."
 )
+
+# --- public mode and per-visitor limits (mars_demo/ui/access.py) ---------------------------------
+
+ACCESS_NO_BEM = (
+    "importance_method bem is not available on this server: its two models were not set up by "
+    "the host (app.py --bem DIR --chunker DIR). Use model or token"
+)
+ACCESS_TOO_MUCH = (
+    "samples x max_new_tokens is {samples} x {tokens} = {work}; this public page allows at most "
+    "{limit} per question. Use fewer sampled answers or fewer max new tokens"
+)
+ACCESS_ONE_AT_A_TIME = (
+    "You already have an analysis running or waiting on this public page. Wait for it to finish "
+    "(or cancel it), then ask again."
+)
+ACCESS_SWITCH_PUBLIC = (
+    "--allow-model-switch is for a page only you can open: this page is public ({reasons}), and "
+    "there a visitor's switch would change the models of every other visitor. Choose the models "
+    "with --llm, --importance, --nli, --bem and --chunker instead."
+)
+ACCESS_SWITCH_OFF = (
+    "Switching models is off on this page: the host chooses the models when starting the app "
+    "(python app.py --llm ..., or --allow-model-switch on a page only the host can open)."
+)
+ACCESS_BEM_BOTH = "BEM needs both of its models: give --bem and --chunker together"
+ACCESS_BEM_LOCAL = (
+    "{flag} {value!r} is not a local path: a public page must not download models when a "
+    "visitor picks BEM. Download it first (e.g. huggingface-cli download) and pass the folder"
+)
+ACCESS_PUBLIC_NOTE = (
+    "This is a public page: the models are fixed by the host, and each question may use at "
+    "most {limit} sampled-answer tokens (sampled answers x max new tokens)."
+)
+ACCESS_PUBLIC_NOTE_NO_LIMIT = "This is a public page: the models are fixed by the host."
+ACCESS_UNKNOWN_MODEL = (
+    "{model!r} is not one of this page's language models; pick one from the list"
+)
+APP_HELP_BEM = (
+    "answer-equivalence model of BEM importance: a local directory (or, on a page only you can "
+    "open, a Hub id). BEM is offered only when --bem and --chunker are both given [env MARS_DEMO_BEM]"
+)
+APP_HELP_CHUNKER = (
+    "Flair phrase chunker of BEM importance: a local directory or .pt file (or, on a page only "
+    "you can open, a Hub id such as flair/chunk-english) [env MARS_DEMO_CHUNKER]"
+)
+APP_HELP_ALLOW_SWITCH = (
+    "show the language-model switch on the page (only on a page only you can open; refused with "
+    "--share, a non-loopback --host or on a Space) [env MARS_DEMO_ALLOW_MODEL_SWITCH]"
+)
+APP_HELP_MAX_SAMPLE_TOKENS = (
+    "public pages: the most sampled answers x max new tokens one question may ask for; 0 = no "
+    "limit (default: %(default)s) [env MARS_DEMO_MAX_SAMPLE_TOKENS]"
+)
+APP_HELP_PER_CLIENT = (
+    "public pages: analyses one client (IP address) may have running or waiting at once; 0 = no "
+    "limit (default: %(default)s) [env MARS_DEMO_PER_CLIENT]"
+)
+APP_BAD_COUNT = "{name} must be a whole number from 0 up; got {value!r}"
+APP_PUBLIC_LOG = "public page ({reasons}): model switch off, at most {limit} sample tokens and {per_client} queued analysis per client"

@@ -50,6 +50,8 @@ from mars_demo.settings import (
 )
 from mars_demo.answers import AnswerSet
 from mars_demo.ui import controls, plots, render
+from mars_demo.access import Access
+from mars_demo.downloads import DownloadFolder
 from mars_demo.ui.host import EngineHost, EngineNotReady, Progress
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer
 # streaming event, and closing the handler is what stops the analysis (see Controller.ask).
 HEARTBEAT_S = 0.5
 DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
+COMMAND_LINE_MODEL = "command-line"  # the model switch's value for the LLM app.py was started with
 API_PROMPTS = ("auto", *PROMPTS)  # the prompt values of the page and the API ("auto" = None)
 OWN_MAX_SAMPLES = 20  # sampled answers pasted on the page
 OWN_MAX_CHARS = 20_000  # all pasted answers together (or the answer-set JSON)
@@ -134,7 +137,10 @@ def model_choices(settings: Settings, cuda: bool) -> tuple[list[tuple[str, str]]
     by_id = {preset.model_id: key for key, preset in LLM_PRESETS.items()}
     current = by_id.get(current, current)
     if current not in LLM_PRESETS:
-        choices.append((texts.MODEL_CUSTOM.format(model=current), current))
+        # The value is a fixed word, not the model's path: Gradio lists the choices' values when
+        # it refuses another value, and that message must not show the server's folders.
+        choices.append((texts.MODEL_CUSTOM.format(model=current), COMMAND_LINE_MODEL))
+        current = COMMAND_LINE_MODEL
     return choices, current
 
 
@@ -182,12 +188,14 @@ class DownloadStore:
     """Writes each analysis as a JSON file for the download button; keeps the latest few.
 
     Gradio copies a file into its own cache when it sends it, so older files can go. The folder
-    is removed when the process exits.
+    is removed when the process exits, and by the next server if this one died
+    (:mod:`mars_demo.downloads`).
     """
 
     def __init__(self, keep: int = DOWNLOADS_KEPT) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="mars-demo-downloads-")
-        self.root = Path(self._tmp.name)
+        self.folder = DownloadFolder()
+        self.root = self.folder.path
+        log.info("download folder: %s", self.root)
         self._dirs: deque[Path] = deque()
         self._keep = keep
         self._lock = threading.Lock()
@@ -208,9 +216,11 @@ class DownloadStore:
 class Controller:
     """Event handlers of one page, over one :class:`EngineHost`."""
 
-    def __init__(self, host: EngineHost) -> None:
+    def __init__(self, host: EngineHost, access: Access | None = None) -> None:
         self.host = host
+        self.access = access or Access()
         self.downloads = DownloadStore()
+        self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -222,9 +232,11 @@ class Controller:
         prompt = options.get("prompt")
         if prompt is not None and prompt not in API_PROMPTS:  # Settings would list only paper, chat
             raise OptionError(f"prompt must be one of {', '.join(API_PROMPTS)}; got {prompt!r}")
-        return self.host.engine.settings.replace(
+        settings = self.host.engine.settings.replace(
             **{name: controls.from_page(name, value) for name, value in options.items()}
         )
+        self.access.check_models(settings)
+        return settings
 
     # --- ask ------------------------------------------------------------------------------------
 
@@ -242,6 +254,7 @@ class Controller:
         try:
             question = clean_question(question)
             settings = self.settings_from(*options)
+            self.access.check_work(settings)
             self.host.check_ready()
         except (OptionError, EngineNotReady) as exc:
             yield {
@@ -467,7 +480,23 @@ class Controller:
         return model_choices(self.host.engine.settings, self.host.describe()["device"] == "cuda")
 
     def switch_model(self, model: str) -> Iterator[dict[str, Any]]:
-        """Free the current LLM and load ``model`` (a preset name, Hub id or directory)."""
+        """Free the current LLM and load ``model``: a preset name, or :data:`COMMAND_LINE_MODEL`
+        (the LLM app.py was started with). Anything else is refused, and so is every switch
+        unless the host allowed it (``Access.allow_model_switch``): the layout does not even
+        register this handler then, this check is the second lock."""
+        if not self.access.allow_model_switch:
+            yield {"switch_status": render.error_html(texts.ACCESS_SWITCH_OFF)}
+            return
+        if model == COMMAND_LINE_MODEL:
+            model = self._command_line_llm
+        elif model not in LLM_PRESETS:
+            shown = model if isinstance(model, str) else type(model).__name__
+            yield {
+                "switch_status": render.error_html(
+                    texts.ACCESS_UNKNOWN_MODEL.format(model=shown[:60])
+                )
+            }
+            return
         try:
             settings = self.host.engine.settings.replace(llm=model)
         except OptionError as exc:
@@ -553,6 +582,7 @@ class Controller:
         try:
             question = clean_question(question)
             settings = self._api_settings(options)
+            self.access.check_work(settings)
             result = self.host.analyze(question, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
             raise self._api_error(exc) from exc
