@@ -52,8 +52,10 @@ def public_reasons(host: str | None, share: bool, env: Mapping[str, str]) -> lis
     reasons = []
     if share:
         reasons.append("--share")
+    if host is None:  # Gradio listens where GRADIO_SERVER_NAME says (a Space sets 0.0.0.0)
+        host = env.get("GRADIO_SERVER_NAME") or os.environ.get("GRADIO_SERVER_NAME")
     if not is_loopback(host):
-        reasons.append(f"--host {host if host is not None else env.get('GRADIO_SERVER_NAME')}")
+        reasons.append(f"--host {host}")
     if env.get("SPACE_ID"):
         reasons.append("SPACE_ID")
     return reasons

@@ -21,6 +21,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import queue
 import shutil
 import sys
@@ -142,6 +143,18 @@ def model_choices(settings: Settings, cuda: bool) -> tuple[list[tuple[str, str]]
         choices.append((texts.MODEL_CUSTOM.format(model=current), COMMAND_LINE_MODEL))
         current = COMMAND_LINE_MODEL
     return choices, current
+
+
+def public_model_name(model: Any) -> str:
+    """A model's name for a public page: a Hub id as it is, a local path by its last part.
+
+    >>> public_model_name("/srv/models/tiny-llm/"), public_model_name("org/name")
+    ('tiny-llm', 'org/name')
+    """
+    text = str(model)
+    if text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text) or os.path.exists(text):
+        return os.path.basename(os.path.normpath(text)) or "local model"
+    return text
 
 
 class Worker:
@@ -553,18 +566,21 @@ class Controller:
             lines.append(("warn", render.esc(message)))
         elif status.state == "failed":
             lines.append(("error", render.esc(texts.BANNER_LOAD_FAILED.format(error=status.error))))
-        lines.append(("info", self._models_line(info)))
+        lines.append(("info", self._models_line(info, public=self.access.public)))
         if info.get("cpu_fallback"):
             lines.append(("warn", render.esc(texts.BANNER_CPU_FALLBACK)))
         return render.banner_html(lines)
 
     @staticmethod
-    def _models_line(info: dict[str, Any]) -> str:
-        llm = info.get("llm_preset") or info["llm"]
+    def _models_line(info: dict[str, Any], public: bool = False) -> str:
+        """The models and device. A public page names a local model by its folder's name only:
+        the server's paths are nobody else's business."""
+        shown = public_model_name if public else str
+        llm = info.get("llm_preset") or shown(info["llm"])
         return texts.BANNER_MODELS.format(
             llm=render.esc(llm),
-            importance=render.esc(info["importance"]),
-            nli=render.esc(info["nli"]),
+            importance=render.esc(shown(info["importance"])),
+            nli=render.esc(shown(info["nli"])),
             device=render.esc(info["device"]),
             quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",
         )

@@ -50,6 +50,10 @@ DEFAULT_SCORING = "mars"
 # Uploads: no feature of the page uploads files today; the planned evaluation view reads a
 # report.json of a few hundred KB. Gradio refuses bigger files on /gradio_api/upload (HTTP 413).
 MAX_UPLOAD = "1mb"
+# Events that wait in the engine's queue show the visitor Gradio's queue status over the answer
+# box while they wait ("queue: 2/3 | 4.1/9.0s": position and estimated wait). Once the handler
+# runs, its own progress bar (mars-progress) takes over.
+QUEUE_STATUS = "full"
 # Choices not offered unless the host set up BEM's models (--bem and --chunker).
 UNAVAILABLE_WITHOUT_BEM = {"importance_method": ("bem",)}
 # The settings accordion's rows of option controls (every name of controls.PAGE_OPTIONS once).
@@ -279,7 +283,8 @@ def build_demo(
             api_visibility="private",
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
-            show_progress="hidden",
+            show_progress=QUEUE_STATUS,
+            show_progress_on=[answer],
         ).then(**rescore)  # the toggle may have been flipped while the answer streamed
         scoring.change(**rescore)
         # A scoring option changed: score the answers on screen again (models, so the queue).
@@ -300,7 +305,8 @@ def build_demo(
             api_visibility="private",
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
-            show_progress="hidden",
+            show_progress=QUEUE_STATUS,
+            show_progress_on=[answer],
         ).then(**rescore)
         if switch:  # only when the host allowed it: otherwise the handler does not exist at all
             switch["load"].click(
