@@ -51,7 +51,10 @@ TEMPERATURE_INFO = (
     "Randomness of the sampled answers (0.5 in the paper). The greedy answer is always greedy."
 )
 MAX_NEW_TOKENS_LABEL = "Max new tokens"
-MAX_NEW_TOKENS_INFO = "Longest answer, in tokens. Answers also stop at the first '.' or line break."
+MAX_NEW_TOKENS_INFO = (
+    "Longest answer, in tokens. With the paper's prompt, answers also stop at the first '.' or "
+    "line break; with the chat template they stop where the model ends its turn."
+)
 SEED_LABEL = "Seed"
 SEED_INFO = "Same seed and settings = same answers."
 PROMPT_LABEL = "Prompt"
@@ -122,7 +125,8 @@ ANSWER_EMPTY = "(the model produced an empty answer)"
 ANSWER_TRUNCATED = "Stopped at the token limit (max new tokens); the answer may be cut off."
 ANSWER_SCORES = "Score of this answer (natural log, higher = more likely):"
 LEGEND = (
-    "Color = the token's weight in the active score: the darker, the more the token counts. "
+    "Color = the token's weight in the active score: the stronger the color, the more the token "
+    "counts (see the bar: left = low, right = high). "
     "Length-normalized gives every token the same weight 1/L; MARS gives important tokens more. "
     "Boxes are the phrases the importance model found. Hover a token for its details."
 )
@@ -383,3 +387,25 @@ APP_HELP_PER_CLIENT = (
 )
 APP_BAD_COUNT = "{name} must be a whole number from 0 up; got {value!r}"
 APP_PUBLIC_LOG = "public page ({reasons}): model switch off, at most {limit} sample tokens and {per_client} queued analysis per client"
+
+# --- displays that must not mislead -------------------------------------------------------------
+
+SCORING_SHORT = {"length_normalized": "LN", "mars": "MARS"}  # x labels of the uncertainty panels
+PLOT_NLI_SELF = "answer #{number} with itself: not compared (blank)<br>{answer}"
+PLOT_NLI_IDENTICAL = "{label} (identical texts: not run through the NLI model)"
+PHRASES_WEIGHT_SUM = (
+    "Phrase weight U = importance / the sum of the importances of the phrases that hold tokens "
+    "({total:.3f}), so the weights add up to 1."
+)
+PHRASES_WEIGHT_SOFTMAX = (
+    "Phrase weight U = softmax(importance / T) with T = {t:g}: every 0.1 of importance below "
+    "the top phrase ({top:.3f}) divides the weight by e^(0.1/T) = {factor:.3g}, so a phrase "
+    "well below the top one gets a weight near 0 even with a sizeable importance."
+)
+PHRASE_NO_TOKEN = (
+    "no token: the LLM's tokens over this phrase belong to another phrase, so its weight went "
+    "to the others (see the warnings)"
+)
+PHRASE_SOFTMAX_SMALL = (
+    "softmax: e^(({score:.3f} − {top:.3f}) / {t:g}) = {ratio:.1e} of the top phrase's weight"
+)

@@ -364,3 +364,68 @@ def test_the_server_removes_stale_folders_at_start_and_its_own_when_it_stops(tin
 def test_the_public_server_cleaned_up_the_killed_servers_folder(public_url, public_tmp):
     assert not (public_tmp / f"{PREFIX}killed").exists()
     assert len(list(public_tmp.glob(PREFIX + "*"))) == 1  # its own
+
+
+# --- the queue, seen in a real browser ----------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
+    public_url, width, tmp_path_factory
+):
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from playwright import sync_api
+
+    shots = Path(os.environ.get("MARS_DEMO_ARTIFACTS") or tmp_path_factory.mktemp("public-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+
+    def open_as(browser, ip: str):
+        context = browser.new_context(viewport={"width": width, "height": 900},
+                                      extra_http_headers={"X-Forwarded-For": ip})
+        page = context.new_page()
+        page.goto(public_url)
+        page.wait_for_selector("#mars-banner")
+        page.wait_for_function(
+            "() => document.querySelector('#mars-banner').innerText.includes('Models:')"
+            " && !document.querySelector('#mars-banner').innerText.includes('Loading')",
+            timeout=WAIT_S * 1000)
+        return page
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            first = open_as(browser, f"10.3.{width % 256}.1")
+            waiting = open_as(browser, f"10.3.{width % 256}.2")
+            second_tab = open_as(browser, f"10.3.{width % 256}.1")  # the first visitor again
+            assert waiting.locator("#mars-model").count() == 0  # no switch on a public page
+            first.locator("#mars-settings").get_by_text("Settings", exact=True).click()
+            first.fill("#mars-max-new-tokens input[type=number]", "128")  # 5 x 128: a long one
+            first.press("#mars-max-new-tokens input[type=number]", "Enter")
+            first.fill("#mars-question textarea", "Which planet is known as the Red Planet?")
+            first.click("#mars-ask")
+            first.wait_for_selector("#mars-answer .mars-streaming", timeout=WAIT_S * 1000)
+
+            waiting.fill("#mars-question textarea", "What is the capital city of Japan?")
+            waiting.click("#mars-ask")
+            status = waiting.locator("#mars-answer").get_by_text(re.compile(r"queue: 1/1"))
+            status.wait_for(timeout=WAIT_S * 1000)
+            assert status.is_visible()
+            box = status.bounding_box()
+            assert box and 0 <= box["x"] and box["x"] + box["width"] <= width
+            status.scroll_into_view_if_needed()
+            waiting.screenshot(path=str(shots / f"public-queued-{width}.png"))
+
+            second_tab.fill("#mars-question textarea", "And another one?")
+            second_tab.click("#mars-ask")
+            toast = second_tab.get_by_text(texts.ACCESS_ONE_AT_A_TIME)
+            toast.wait_for(timeout=WAIT_S * 1000)  # Gradio's error toast with our message
+            assert toast.is_visible()
+            second_tab.wait_for_timeout(500)  # the toast slides in
+            second_tab.screenshot(path=str(shots / f"public-refused-{width}.png"))
+
+            waiting.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
+                                      timeout=WAIT_S * 1000)
+            assert "capital city of Japan" in waiting.inner_text("#mars-answer .mars-question")
+        finally:
+            browser.close()

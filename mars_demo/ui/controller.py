@@ -386,7 +386,7 @@ class Controller:
             "answer": render.answer_html(result, scoring),
             "uncertainty_table": render.uncertainty_table_html(result, scoring),
             "uncertainty_plot": plots.uncertainty_figure(result, scoring),
-            "phrases": render.phrase_table_html(result.greedy, scoring),
+            "phrases": render.phrase_table_html(result.greedy, scoring, result.settings),
             "samples": render.samples_table_html(result, scoring),
             "clusters_plot": plots.clusters_figure(result, scoring),
         }
