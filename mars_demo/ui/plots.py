@@ -212,7 +212,7 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
                 mode="markers+text",
                 name=texts.SCORING_NAMES[s],
                 legendgroup=s,
-                showlegend=col == 1,
+                showlegend=False,  # the x axis names the scorings (LN, MARS)
                 text=[f"{value:.3f}".replace("-", "−")],
                 textposition="middle right" if s == SCORINGS[0] else "middle left",
                 textfont={"size": 11},
@@ -224,11 +224,11 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
                 row=1, col=col,
             )
         fig.update_yaxes(range=value_range(values), row=1, col=col)
-    _layout(fig, height=320, y_title="")
+    _layout(fig, height=320, y_title="", legend=False)
     fig.update_yaxes(title_text=texts.PLOT_UNCERTAINTY_Y, row=1, col=1)
     fig.update_xaxes(range=[-0.6, 1.6])
     fig.update_annotations(font={"size": 12})
-    fig.update_layout(margin={"l": 56, "r": 16, "t": 56, "b": 32})
+    fig.update_layout(margin={"l": 56, "r": 16, "t": 36, "b": 32})
     return fig
 
 
