@@ -229,7 +229,8 @@ ERROR_NOT_READY = "The models are still loading ({stage}: {percent}%). Try again
 ERROR_NOT_READY_START = "The models are still loading. Try again in a moment."
 ERROR_LOAD_FAILED = (
     "The models could not be loaded, so nothing can be analyzed. {error} "
-    "Pick another language model under Settings, or restart the app with other model options."
+    "Restart the app with other models (python app.py --llm ...), or pick another language "
+    "model under Settings where the page offers the switch (--allow-model-switch)."
 )
 ERROR_MODEL = "{error}"
 ERROR_OUT_OF_MEMORY = (
