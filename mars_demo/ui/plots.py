@@ -195,7 +195,9 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
     check_scoring(scoring)
     keys = list(texts.UNCERTAINTY_ROWS)
     names = [texts.UNCERTAINTY_ROWS[k][0] for k in keys]
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=names, horizontal_spacing=0.12)
+    # Two-word names on two lines: three panels share a phone's 390 px.
+    titles = [name.replace(" ", "<br>", 1) if " " in name else name for name in names]
+    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=titles, horizontal_spacing=0.14)
     x = [texts.SCORING_SHORT[key] for key in SCORINGS]
     for col, key in enumerate(keys, start=1):
         pair = getattr(result.uncertainty, key)
@@ -214,7 +216,8 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
                 legendgroup=s,
                 showlegend=False,  # the x axis names the scorings (LN, MARS)
                 text=[f"{value:.3f}".replace("-", "−")],
-                textposition="middle right" if s == SCORINGS[0] else "middle left",
+                # above / below the dot: readable even when both values are equal
+                textposition="top center" if s == SCORINGS[0] else "bottom center",
                 textfont={"size": 11},
                 marker={"size": 13 if active else 10, "color": SCORING_COLORS[s]},
                 opacity=1.0 if active else INACTIVE_OPACITY + 0.25,
@@ -223,12 +226,12 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
                 + texts.SCORING_NAMES[s] + ": %{y:.4f}<extra></extra>",
                 row=1, col=col,
             )
-        fig.update_yaxes(range=value_range(values), row=1, col=col)
+        fig.update_yaxes(range=value_range(values), nticks=4, row=1, col=col)
     _layout(fig, height=320, y_title="", legend=False)
     fig.update_yaxes(title_text=texts.PLOT_UNCERTAINTY_Y, row=1, col=1)
-    fig.update_xaxes(range=[-0.6, 1.6])
+    fig.update_xaxes(range=[-0.5, 1.5], tickangle=0, tickfont={"size": 11})
     fig.update_annotations(font={"size": 12})
-    fig.update_layout(margin={"l": 56, "r": 16, "t": 36, "b": 32})
+    fig.update_layout(margin={"l": 56, "r": 16, "t": 52, "b": 32})
     return fig
 
 
