@@ -279,6 +279,8 @@ OPTION_TEXTS = {
 }
 OPTION_CHOICES = {
     "prompt": PROMPT_CHOICES,
+    # sum-softmax (the published medical run) needs its own temperature: the CLI and API offer it
+    "normalization": [("sum", "sum"), ("softmax", "softmax")],
     "importance_method": IMPORTANCE_CHOICES,
     "recipe": RECIPE_CHOICES,
 }

@@ -15,6 +15,8 @@ REQUIRED_KEYS = {
     "speedup_after_generation", "results_match", "extra_llm_forward_passes", "peak_rss_mb",
     "shapes", "settings", "stage_share", "reference_stages", "reference_generation_s", "speedup",
     "llm_forward_passes", "first_token", "nli_models", "targets", "machine", "comparison",
+    "generate_calls", "one_call_speedup", "two_call_generation_s", "analysis_over_greedy_only",
+    "greedy_only_generation_s",
 }
 STAGES = {"generation", "logprobs", "importance", "nli", "rest"}
 
@@ -44,7 +46,8 @@ def test_json_has_every_required_key(data, tmp_path):
     assert d["machine"]["device"] in ("cpu", "cuda")
     # the report prints without error and names every stage
     text = bench.format_report(d)
-    for word in ("log-probs", "importance", "NLI", "rest", "after generation", "peak RSS"):
+    for word in ("log-probs", "importance", "NLI", "rest", "after generation", "peak RSS",
+                 "one_call_speedup", "analysis_over_greedy_only", "generate call"):
         assert word in text
 
 
@@ -52,11 +55,15 @@ def test_results_match_and_no_extra_forward_pass(data):
     assert data["results_match"] is True, data["comparison"]["mismatches"]
     assert data["comparison"]["mismatches"] == []
     assert data["comparison"]["max_abs_diff"] <= 1e-4
+    assert data["comparison"]["max_token_logprob_diff"] <= 1e-4
+    assert data["comparison"]["max_phrase_score_diff"] <= 1e-4
     assert data["extra_llm_forward_passes"] == 0
     passes = data["llm_forward_passes"]
-    # every answer has the forced length: greedy + batched samples = 2 x 8 generation steps
+    # every answer has the forced length: greedy row + samples in one batch = 8 generation steps
     assert data["settings"]["all_answers_full_length"] is True
-    assert passes["fast"] == passes["generation_steps"] == 2 * 8
+    assert passes["fast"] == passes["generation_steps"] == 8
+    assert data["generate_calls"] == 1 and data["targets"]["one_generate_call"]["met"] is True
+    assert all(r["two_call_generate_calls"] == 2 for r in data["runs"])
     assert data["importance_forward_passes"] == 1
     assert data["nli_forward_passes"] == 1
     assert data["targets"]["extra_llm_forward_passes"]["met"] is True
@@ -75,6 +82,34 @@ def test_reference_path_really_ran(data):
     assert data["speedup_after_generation"] == pytest.approx(
         data["reference_after_generation_s"] / data["after_generation_s"]
     )
+
+
+def test_generation_figures_are_from_this_run(data):
+    assert data["one_call_speedup"] == pytest.approx(
+        data["two_call_generation_s"] / data["generation_s"])
+    assert data["analysis_over_greedy_only"] == pytest.approx(
+        data["total_s"] / data["greedy_only_generation_s"])
+    assert data["two_call_generation_s"] > 0 and data["greedy_only_generation_s"] > 0
+    assert data["targets"]["analysis_over_greedy_only"]["met"] is None  # only 7B on a GPU
+    assert data["settings"]["tolerance"] == bench.TOLERANCE_BY_DTYPE["float32"]
+    assert data["shapes"]["llm_compute_dtype"] == "float32"
+
+
+def test_tolerance_follows_the_compute_dtype():
+    assert bench.default_tolerance("float32") == 1e-4
+    assert bench.default_tolerance("float32") < bench.default_tolerance("float16") \
+        < bench.default_tolerance("bfloat16")
+    # the largest bf16 difference measured on the H100 (0.24 nats per token) passes, fp32 not
+    assert bench.default_tolerance("bfloat16") >= 0.24 > bench.default_tolerance("float32")
+    base = {"scores": [[-1.0, -1.0]], "uncertainty": {}, "cluster_ids": [0], "labels": [[]],
+            "logprobs": [[-1.0, -2.0]]}
+    off = json.loads(json.dumps(base))
+    off["logprobs"][0][1] += 0.2
+    loose = bench.compare(base, off, tolerance=bench.default_tolerance("bfloat16"))
+    assert loose["match"] is True and loose["largest"]["token"]["where"] == "answer 0 token 1"
+    assert loose["max_token_logprob_diff"] == pytest.approx(0.2)
+    tight = bench.compare(base, off, tolerance=bench.default_tolerance("float32"))
+    assert tight["match"] is False and "answer 0 token 1 log-prob" in tight["mismatches"][0]
 
 
 def test_first_token_measured(data):

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
-from mars_demo.models.llm import LLM, PAPER_PROMPT, IncrementalDecoder, build_generation
+from mars_demo.settings import OptionError
+from mars_demo.models.llm import (
+    LLM,
+    PAPER_PROMPT,
+    IncrementalDecoder,
+    _TextStreamer,
+    build_generation,
+)
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +23,7 @@ def llm(tiny_models):
 
 
 def teacher_forced_logprobs(llm, prompt_ids, answer_ids):
-    ids = torch.tensor([prompt_ids + answer_ids])
+    ids = torch.tensor([prompt_ids + answer_ids], device=llm.device)
     with torch.inference_mode():
         logits = llm.model(ids).logits[0].float()
     logp = torch.log_softmax(logits, dim=-1)
@@ -121,3 +130,246 @@ def test_4bit_loading_runs_on_cpu(tiny_models):
     )
     assert len(samples) == 2
     assert all(lp <= 0 for lp in greedy.logprobs)
+
+
+# --- one batched generate call: greedy row + samples ---------------------------------------------
+
+
+@contextlib.contextmanager
+def counting(llm):
+    """Count ``model.generate`` calls and forward passes of the LLM; ``seen`` notes the forward
+    count at each ``on_text`` call made through ``note``."""
+    counts = {"generate": 0, "forward": 0}
+    original = llm.model.generate
+
+    def generate(*args, **kwargs):
+        counts["generate"] += 1
+        return original(*args, **kwargs)
+
+    def hook(module, args):
+        counts["forward"] += 1
+
+    llm.model.generate = generate
+    handle = llm.model.register_forward_pre_hook(hook)
+    try:
+        yield counts
+    finally:
+        handle.remove()
+        del llm.model.generate
+
+
+def standalone_greedy(llm, prompt_ids, max_new_tokens, stop_strings=()):
+    """A plain ``model.generate(do_sample=False)`` run: (new ids, their log-probs)."""
+    x = torch.tensor([prompt_ids], device=llm.device)
+    extra = {"stop_strings": list(stop_strings), "tokenizer": llm.tokenizer} if stop_strings else {}
+    with torch.inference_mode():
+        out = llm.model.generate(
+            input_ids=x, attention_mask=torch.ones_like(x), do_sample=False, num_beams=1,
+            temperature=None, top_p=None, top_k=None, max_new_tokens=max_new_tokens,
+            output_logits=True, return_dict_in_generate=True, pad_token_id=llm._pad_id(), **extra,
+        )
+    new = out.sequences[:, len(prompt_ids):]
+    return new[0].tolist(), LLM.token_logprobs(new, out.logits)[0]
+
+
+QUESTIONS = ["Which planet is known as the Red Planet?", "Who wrote Hamlet?",
+             "What is the capital of France?"]
+
+
+@pytest.mark.parametrize("preset", ["chat", "paper"])
+def test_greedy_row_equals_a_standalone_greedy_run(llm, preset):
+    # CPU, float32: the same token ids, and log-probs equal to float rounding (the batch of 6
+    # and the batch of 1 add up in another order). On a GPU in bf16 a near-tie may flip.
+    assert next(llm.model.parameters()).dtype == torch.float32
+    for question in QUESTIONS:
+        _, ids, _, _ = llm.build_prompt(question, preset)
+        greedy, samples = llm.generate(
+            ids, samples=5, temperature=1.0, top_p=1.0, max_new_tokens=16, seed=3,
+            prompt_preset=preset,
+        )
+        ref_ids, ref_lps = standalone_greedy(llm, ids, 16, llm.stop_strings(preset))
+        n = len(greedy.token_ids)
+        assert greedy.token_ids == ref_ids[:n]
+        assert greedy.logprobs == pytest.approx(ref_lps[:n], abs=1e-5)
+        # the samples are samples (temperature 1 over a random model), not the greedy answer
+        assert any(s.token_ids != greedy.token_ids for s in samples)
+
+
+def test_one_generate_call_and_per_row_ends(llm):
+    _, ids, _, _ = llm.build_prompt(QUESTIONS[0], "paper")
+    seen: list[tuple[str, int]] = []
+    with counting(llm) as counts:
+        def note(text):
+            seen.append((text, counts["forward"]))
+
+        greedy, samples = llm.generate(
+            ids, samples=5, temperature=1.0, top_p=1.0, max_new_tokens=24, seed=0,
+            prompt_preset="paper", on_text=note,
+        )
+    assert counts["generate"] == 1  # greedy answer and samples in one batched call
+    # this greedy answer ends at a stop string after a few tokens while samples run to the limit
+    assert greedy.finish_reason == "stop" and len(greedy.token_ids) < 10
+    assert any(s.finish_reason == "length" for s in samples)
+    assert counts["forward"] == 24
+    # the final greedy text was reported at the step that ended its row, not at the end
+    final = [i for i, (text, _) in enumerate(seen) if text == greedy.text]
+    assert final and seen[final[0]][1] <= len(greedy.token_ids) + 1 < counts["forward"]
+    assert seen[-1][0] == greedy.text
+    assert all(b.startswith(a) for (a, _), (b, _) in zip(seen, seen[1:]))  # text only grows
+
+
+def test_a_stopped_row_is_padded_and_the_others_go_on(llm):
+    _, ids, _, _ = llm.build_prompt(QUESTIONS[0], "paper")
+    new_ids, logits = llm._generate(
+        ids, n=4, sample=True, greedy_row=True, temperature=1.0, top_p=1.0, max_new_tokens=24,
+        stop_strings=(".", "\n"),
+    )
+    assert new_ids.shape == (4, 24) and len(logits) == 24
+    text = llm.tokenizer.decode(new_ids[0].tolist())
+    row0 = new_ids[0].tolist()
+    stop_at = next(i for i in range(len(row0))
+                   if any(s in llm.tokenizer.decode(row0[: i + 1]) for s in (".", "\n")))
+    assert stop_at < 23, text
+    assert set(row0[stop_at + 1:]) == {llm._pad_id()}  # padding after its stop
+    assert any(llm._pad_id() not in r.tolist()[stop_at + 1:] for r in new_ids[1:])
+
+
+def test_same_seed_same_answers_in_one_call(llm):
+    _, ids, _, _ = llm.build_prompt("Who wrote Hamlet?", "chat")
+    kw = dict(samples=4, temperature=1.0, top_p=0.9, max_new_tokens=8, prompt_preset="chat")
+    a = llm.generate(ids, seed=5, **kw)
+    b = llm.generate(ids, seed=5, **kw)
+    c = llm.generate(ids, seed=6, **kw)
+    assert [g.token_ids for g in [a[0], *a[1]]] == [g.token_ids for g in [b[0], *b[1]]]
+    assert a[0].token_ids == c[0].token_ids  # greedy: seed-free
+    assert [g.token_ids for g in a[1]] != [g.token_ids for g in c[1]]
+
+
+def test_two_call_reference_gives_the_same_greedy_answer(llm):
+    _, ids, _, _ = llm.build_prompt(QUESTIONS[1], "chat")
+    kw = dict(samples=3, temperature=0.7, top_p=1.0, max_new_tokens=10, seed=0,
+              prompt_preset="chat")
+    with counting(llm) as counts:
+        g2, s2 = llm._generate_two_calls(ids, **kw)
+    assert counts["generate"] == 2 and len(s2) == 3
+    g1, _ = llm.generate(ids, **kw)
+    assert g1.token_ids == g2.token_ids
+    assert g1.logprobs == pytest.approx(g2.logprobs, abs=1e-5)
+
+
+def test_streamer_follows_row_0_only_and_ends_with_it(llm):
+    tok = llm.tokenizer
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    words = tok(" Mars is red", add_special_tokens=False)["input_ids"]
+    other = tok(" Venus", add_special_tokens=False)["input_ids"][0]
+    seen: list[str] = []
+    streamer = _TextStreamer(tok, seen.append, eos_ids={eos})
+    streamer.put(torch.tensor([[1, 2, 3]] * 3))  # the prompt, one row per answer
+    for t in words + [eos, eos, eos]:
+        streamer.put(torch.tensor([t, other, other]))
+    streamer.end()
+    assert seen[-1] == "Mars is red" and seen.count("Mars is red") == 2  # grown, then final
+    assert "Venus" not in "".join(seen)
+    # a stop string ends it as build_generation does, the stop cut off (or kept)
+    for keep, want in ((False, "Mars is red"), (True, "Mars is red.")):
+        seen = []
+        streamer = _TextStreamer(tok, seen.append, eos_ids={eos}, stop_strings=(".",),
+                                 keep_stop=keep)
+        streamer.put(torch.tensor([[1]]))
+        ids = tok(" Mars is red. It is", add_special_tokens=False)["input_ids"]
+        for t in ids:
+            streamer.put(torch.tensor([t]))
+        streamer.end()
+        assert seen[-1] == want
+        assert seen[-1] == build_generation(tok, ids, [-1.0] * len(ids), {eos}, (".",), keep).text
+
+
+# --- the paper-code recipe's generation knobs ----------------------------------------------------
+
+
+def test_paper_code_prompt_ends_with_a_space(llm):
+    prompt, ids, preset, _ = llm.build_prompt("What is the capital city of Japan?", "paper",
+                                              recipe="paper-code")
+    assert prompt == PAPER_PROMPT.format(question="What is the capital city of Japan") + " "
+    assert prompt.endswith("Answer: ") and llm.tokenizer.decode(ids) == prompt
+    default, _, _, _ = llm.build_prompt("What is the capital city of Japan?", "paper")
+    assert default.endswith("Answer:")
+    chat, _, _, _ = llm.build_prompt("Who?", "chat", recipe="paper-code")
+    assert chat == llm.build_prompt("Who?", "chat")[0]
+    with pytest.raises(OptionError, match="recipe"):
+        llm.build_prompt("Who?", "paper", recipe="paper")
+
+
+def test_top_k_reaches_the_sampler(llm):
+    _, ids, _, _ = llm.build_prompt(QUESTIONS[2], "chat")
+    kw = dict(samples=4, temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0,
+              prompt_preset="chat")
+    greedy, samples = llm.generate(ids, top_k=1, **kw)  # top-1 sampling = greedy
+    assert all(s.token_ids == greedy.token_ids for s in samples)
+    greedy, samples = llm.generate(ids, **kw)  # default: top-k off
+    assert any(s.token_ids != greedy.token_ids for s in samples)
+
+
+def test_keep_stop_keeps_and_scores_the_stop_token(llm):
+    tok = llm.tokenizer
+    ids = tok(" Mars is red. It is", add_special_tokens=False)["input_ids"]
+    lps = [-0.1 * (i + 1) for i in range(len(ids))]
+    cut = build_generation(tok, ids, lps, eos_ids=set(), stop_strings=(".", "\n"))
+    kept = build_generation(tok, ids, lps, eos_ids=set(), stop_strings=(".", "\n"),
+                            keep_stop=True)
+    assert cut.text == "Mars is red" and kept.text == "Mars is red."
+    assert kept.token_ids == ids[: len(cut.token_ids) + 1]
+    assert kept.logprobs == lps[: len(kept.token_ids)]
+    assert kept.token_texts[-1].endswith(".") and kept.finish_reason == "stop"
+    assert "".join(kept.text[a:b] for a, b in kept.spans) == kept.text
+    # a token holding more than the stop: its text is clipped right after the stop
+    dot_quote = tok('."', add_special_tokens=False)["input_ids"]
+    ids2 = tok(" Mars is red", add_special_tokens=False)["input_ids"] + dot_quote
+    g = build_generation(tok, ids2, [-1.0] * len(ids2), set(), (".",), keep_stop=True)
+    assert g.text == "Mars is red." and g.token_ids == ids2[: len(ids2) - len(dot_quote) + 1]
+
+    # in generation: the same tokens, the kept answers one stop token longer
+    _, pids, _, _ = llm.build_prompt(QUESTIONS[0], "paper")
+    kw = dict(samples=12, temperature=1.0, top_p=1.0, max_new_tokens=24, seed=0,
+              prompt_preset="paper")
+    plain = llm.generate(pids, **kw)
+    keep = llm.generate(pids, keep_stop=True, **kw)
+    ended = 0
+    for a, b in zip([plain[0], *plain[1]], [keep[0], *keep[1]]):
+        if a.finish_reason == "stop" and "." in b.text:
+            ended += 1
+            assert b.text.endswith(".") and b.text[:-1].strip() == a.text
+            assert b.token_ids[: len(a.token_ids)] == a.token_ids
+            assert len(b.logprobs) == len(b.token_ids) >= len(a.token_ids)
+    assert ended >= 1
+
+
+def test_banned_strings_never_appear_and_are_no_stop_strings(llm):
+    tok = llm.tokenizer
+    banned = llm.banned_token_ids(("\n", ":"))
+    texts = tok.batch_decode([[i] for i in range(len(tok))])
+    assert banned == [i for i, t in enumerate(texts)
+                      if ("\n" in t or ":" in t) and i not in llm.eos_ids]
+    assert tok("\n", add_special_tokens=False)["input_ids"][0] in banned
+    assert tok(":", add_special_tokens=False)["input_ids"][0] in banned
+
+    _, ids, _, _ = llm.build_prompt(QUESTIONS[2], "paper")
+    kw = dict(n=8, sample=True, greedy_row=True, temperature=1.0, top_p=1.0,
+              max_new_tokens=32, stop_strings=())
+    from transformers import set_seed
+
+    set_seed(0)
+    free, _ = llm._generate(ids, **kw)
+    assert any("\n" in t or ":" in t for t in tok.batch_decode(free))  # it would happen
+    set_seed(0)
+    held, _ = llm._generate(ids, banned_ids=banned, **kw)
+    assert not any("\n" in t or ":" in t for t in tok.batch_decode(held))
+
+    # in generate: newline is no stop string any more, only "."
+    greedy, samples = llm.generate(
+        ids, samples=8, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=0,
+        prompt_preset="paper", banned_strings=("\n", ":"), keep_stop=True, top_k=50,
+    )
+    for g in [greedy, *samples]:
+        assert "\n" not in g.text and ":" not in g.text
+        assert g.finish_reason == "length" or g.text.endswith(".") or not g.text

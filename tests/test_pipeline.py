@@ -125,8 +125,8 @@ def test_importance_input_and_segmentation_follow_the_reference(tiny_models):
                           return_token_type_ids=True, truncation=True, max_length=512,
                           return_tensors="pt")
     assert set(enc["token_type_ids"][0].tolist()) == {0, 1}
-    with torch.inference_mode():
-        logits = model.model(**enc).logits[0]
+    with torch.inference_mode():  # inputs on the model's device (a GPU when one is visible)
+        logits = model.model(**enc.to(model.device)).logits[0].float().cpu()
     word_ids, seq = enc.word_ids(0), enc.sequence_ids(0)
     first = {}
     for pos, (w, s) in enumerate(zip(word_ids, seq)):
@@ -164,8 +164,8 @@ def test_nli_reads_label_meaning_from_config(tiny_models):
         label_meaning({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
     pairs = [(f"{QUESTION} Mars", f"{QUESTION} Venus")]
     enc = nli.tokenizer([p for p, _ in pairs], [h for _, h in pairs], return_tensors="pt")
-    with torch.inference_mode():
-        idx = int(nli.model(**enc).logits.argmax(-1))
+    with torch.inference_mode():  # inputs on the model's device (a GPU when one is visible)
+        idx = int(nli.model(**enc.to(nli.device)).logits.argmax(-1))
     assert nli.verdicts(pairs) == [id2label[idx].lower()]
 
 

@@ -67,7 +67,8 @@ def engine(tiny_settings) -> Engine:
 
 
 def forced(llm: LLM, greedy: str | None, samples: list[str | None] | str | None):
-    """A stand-in for ``LLM._generate`` returning the given answers' ids (then EOS).
+    """A stand-in for ``LLM._generate`` returning the given answers' ids (then EOS), in rows as
+    the real one returns them: greedy answer first, then the samples.
 
     ``None`` as an answer means "no EOS within max_new_tokens": the text fills the whole budget.
     """
@@ -86,8 +87,12 @@ def forced(llm: LLM, greedy: str | None, samples: list[str | None] | str | None)
         steps = max(len(r) for r in rows)
         return torch.tensor([r + [eos] * (steps - len(r)) for r in rows])
 
-    def _generate(prompt_ids, *, n, sample, max_new_tokens, **_):
-        texts = (samples if isinstance(samples, list) else [samples] * n) if sample else [greedy]
+    def _generate(prompt_ids, *, n, sample, max_new_tokens, greedy_row=False, **_):
+        # one batched call: row 0 is the greedy answer, the rest are samples (greedy_row);
+        # the two-call reference asks for the greedy answer, then the samples
+        rows = n - 1 if greedy_row else n
+        sampled = samples if isinstance(samples, list) else [samples] * rows
+        texts = ([greedy] + sampled if greedy_row else sampled) if sample else [greedy]
         assert len(texts) == n
         new_ids = rows_for(texts, max_new_tokens)
         logits = tuple(torch.randn(n, vocab, generator=gen) * 3 for _ in range(new_ids.shape[1]))

@@ -192,7 +192,8 @@ def test_answers_given_as_text_are_scored_by_a_teacher_forced_pass(tiny_settings
         ids = [t.id for t in answer.tokens]
         assert llm.tokenizer.decode(ids).strip() == answer.text
         with torch.inference_mode():
-            logits = llm.model(torch.tensor([prompt_ids + ids])).logits[0].double()
+            ids_t = torch.tensor([prompt_ids + ids], device=llm.device)  # GPU too
+            logits = llm.model(ids_t).logits[0].double()
         logp = torch.log_softmax(logits, dim=-1)
         expected = [float(logp[len(prompt_ids) - 1 + i, tid]) for i, tid in enumerate(ids)]
         assert [t.logprob for t in answer.tokens] == pytest.approx(expected, abs=1e-4)

@@ -12,6 +12,7 @@ import os
 from typing import Callable, Sequence
 
 from ..answers import Generation  # noqa: F401  (the type generate() returns; it lived here)
+from ..options import RECIPES
 from ..settings import LLMPreset, OptionError
 from .loading import InvalidModelOutput, ModelLoadError, check_source, load_cached
 
@@ -54,6 +55,32 @@ def stop_criterion(should_stop: Callable[[], bool]):
     return StopWhen()
 
 
+def greedy_first_row():
+    """A transformers ``LogitsProcessor`` that makes row 0 of a sampled batch greedy.
+
+    It leaves every row but the first as it is and keeps only the argmax of row 0 (score 0,
+    everything else -inf), so the sampler can only pick that token. Passed in ``generate``'s
+    ``logits_processor`` list it runs after generate's own processors (banned tokens, minimum
+    length...) and before the sampling warpers (temperature, top-k, top-p; transformers 4.57
+    appends those after the custom list): a lone finite score survives them all (temperature
+    scales it, top-k and top-p always keep the best token), so row 0 is exactly what a greedy run
+    (``do_sample=False``, argmax of the same processed scores) picks. It works on a copy: the
+    tensor it receives is the one ``output_logits`` keeps, from which log-probs are read.
+    """
+    import torch
+    from transformers import LogitsProcessor
+
+    class GreedyFirstRow(LogitsProcessor):
+        def __call__(self, input_ids, scores) -> torch.FloatTensor:
+            out = scores.clone()
+            best = int(scores[0].argmax())
+            out[0] = float("-inf")
+            out[0, best] = 0.0
+            return out
+
+    return GreedyFirstRow()
+
+
 class IncrementalDecoder:
     """Decode tokens one at a time into text pieces whose concatenation is the full text.
 
@@ -94,25 +121,34 @@ class IncrementalDecoder:
         return after[len(before) :]
 
 
-def _cut_answer(pieces: list[str], stop_strings: Sequence[str]) -> tuple[int, int | None]:
+def _cut_answer(pieces: list[str], stop_strings: Sequence[str],
+                keep_stop: bool = False) -> tuple[int, int | None]:
     """Find where the answer ends at the first stop string.
 
     Returns (number of tokens kept, character position where the answer text ends, or None when
-    no stop string occurs). The token holding the start of the stop string is dropped with all
-    after it, unless it also holds answer characters before the stop string (then it stays and
-    its text is clipped).
+    no stop string occurs). By default the stop string is not part of the answer: the token
+    holding its start is dropped with all after it, unless it also holds answer characters before
+    the stop string (then it stays and its text is clipped). With ``keep_stop`` the stop string
+    ends the answer and belongs to it (the published MARS code kept its "." end-of-sequence token,
+    scored): every token that starts before the stop string's end is kept, and the text ends
+    right after the stop string.
     """
     text = "".join(pieces)
-    hits = [text.find(s) for s in stop_strings if s and s in text]
+    hits = [(text.find(s), -len(s), s) for s in stop_strings if s and s in text]
     if not hits:
         return len(pieces), None
-    cut = min(hits)
+    cut, _, stop = min(hits)  # the earliest; the longest of those starting there
+    if keep_stop:
+        cut += len(stop)
     pos = 0
     for i, piece in enumerate(pieces):
-        if pos + len(piece) > cut:
+        if keep_stop:
+            if pos >= cut:
+                return i, cut
+        elif pos + len(piece) > cut:
             return (i + 1 if pos < cut else i), cut
         pos += len(piece)
-    return len(pieces), cut  # unreachable: cut < len(text)
+    return len(pieces), cut  # keep_stop with the stop string at the very end
 
 
 def build_generation(
@@ -121,10 +157,13 @@ def build_generation(
     logprobs: Sequence[float],
     eos_ids: set[int],
     stop_strings: Sequence[str],
+    keep_stop: bool = False,
 ) -> Generation:
     """Turn generated ids (prompt excluded) into a :class:`Generation` with exact offsets.
 
-    The answer ends before the first end-of-sequence token or stop string; neither is scored.
+    The answer ends before the first end-of-sequence token, which is not scored, and at the first
+    stop string: before it (not scored) or, with ``keep_stop``, after it (its token is kept and
+    scored, see :func:`_cut_answer`).
     """
     ids = [int(t) for t in token_ids]
     n = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
@@ -134,7 +173,7 @@ def build_generation(
     tail = decoder.flush()
     if tail and pieces:
         pieces[-1] += tail
-    keep, cut = _cut_answer(pieces, stop_strings)
+    keep, cut = _cut_answer(pieces, stop_strings, keep_stop)
     if cut is not None:
         finish = "stop"
     if keep == 0:
@@ -195,29 +234,64 @@ def _empty_generation(tokenizer, token_id: int, logprob: float, finish: str) -> 
 
 
 class _TextStreamer:
-    """A ``generate`` streamer that reports the greedy answer's text as it grows."""
+    """A ``generate`` streamer that reports the greedy answer's text as it grows.
 
-    def __init__(self, tokenizer, on_text: Callable[[str], None]) -> None:
+    ``generate`` hands it the whole batch (one new token per row and step); the greedy answer is
+    row 0, the other rows are ignored. The answer is reported complete (``on_text`` with its final
+    text, cut as :func:`build_generation` cuts it) as soon as row 0 ends at an end-of-sequence
+    token or a stop string, even while the sampled rows go on; later tokens of row 0 (padding)
+    are ignored.
+    """
+
+    def __init__(self, tokenizer, on_text: Callable[[str], None], *, eos_ids: set[int] = frozenset(),
+                 stop_strings: Sequence[str] = (), keep_stop: bool = False) -> None:
         self.decoder = IncrementalDecoder(tokenizer)
         self.on_text = on_text
-        self.text = ""
+        self.eos_ids = set(eos_ids)
+        self.stop_strings = tuple(stop_strings)
+        self.keep_stop = keep_stop
+        self.pieces: list[str] = []
         self.prompt_seen = False
+        self.done = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
     def put(self, value) -> None:
         if not self.prompt_seen:  # the first call carries the prompt
             self.prompt_seen = True
             return
-        for t in value.reshape(-1).tolist():
+        row = value[0] if value.dim() > 1 else value[:1]  # (batch,) per step; row 0 = greedy
+        for t in row.reshape(-1).tolist():
+            if self.done:
+                return
+            if int(t) in self.eos_ids:
+                self._finish()
+                return
             piece = self.decoder.push(t)
             if piece:
-                self.text += piece
+                self.pieces.append(piece)
+                if self.stop_strings and _cut_answer(
+                    self.pieces, self.stop_strings, self.keep_stop
+                )[1] is not None:
+                    self._finish()
+                    return
                 self.on_text(self.text.strip())
 
-    def end(self) -> None:
+    def _finish(self) -> None:
+        """Report the final text: all tokens so far (and any held-back partial character), cut
+        at the first stop string."""
+        self.done = True
         tail = self.decoder.flush()
         if tail:
-            self.text += tail
-            self.on_text(self.text.strip())
+            self.pieces.append(tail)
+        cut = _cut_answer(self.pieces, self.stop_strings, self.keep_stop)[1]
+        self.on_text((self.text if cut is None else self.text[:cut]).strip())
+
+    def end(self) -> None:
+        if not self.done:
+            self._finish()
 
 
 class LLM:
@@ -230,6 +304,7 @@ class LLM:
         self.preset = preset
         self.quantized = quantized
         self.device = next(model.parameters()).device
+        self.static_cache = False  # cache_implementation="static" (see _generate)
 
     @staticmethod
     def cache_key(model_id: str, load_in_4bit: bool | None) -> tuple:
@@ -302,8 +377,16 @@ class LLM:
     def has_chat_template(self) -> bool:
         return bool(getattr(self.tokenizer, "chat_template", None))
 
-    def build_prompt(self, question: str, preset: str | None) -> tuple[str, list[int], str, list[str]]:
-        """Return (prompt text, prompt ids, preset used, warnings)."""
+    def build_prompt(self, question: str, preset: str | None, recipe: str = "default",
+                     ) -> tuple[str, list[int], str, list[str]]:
+        """Return (prompt text, prompt ids, preset used, warnings).
+
+        ``recipe="paper-code"`` ends the paper prompt with "Answer: " (a trailing space, as the
+        published MARS code did); ``"default"`` ends it with "Answer:" as the paper prints it.
+        The chat prompt is the same for both recipes.
+        """
+        if recipe not in RECIPES:
+            raise OptionError(f"unknown recipe {recipe!r}; use one of {', '.join(RECIPES)}")
         warnings: list[str] = []
         preset = preset or self.default_prompt()
         if preset == "chat" and not self.has_chat_template:
@@ -315,6 +398,8 @@ class LLM:
         if preset == "paper":
             content = question.rstrip().rstrip("?")
             prompt = PAPER_PROMPT.format(question=content)
+            if recipe == "paper-code":
+                prompt += " "
             start = PAPER_PROMPT.index("{question}")
             ids = self._encode(prompt, content, (start, start + len(content)), True)
         else:
@@ -388,10 +473,42 @@ class LLM:
         return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])}
 
     # ---- generation ----------------------------------------------------------------------
+    def banned_token_ids(self, strings: Sequence[str]) -> list[int]:
+        """Ids of every vocabulary token whose text contains one of ``strings`` (never an
+        end-of-sequence id): banning them keeps those strings out of generated text, whatever
+        the tokenizer (byte-level BPE merges such as ".\n", SentencePiece byte tokens such as
+        <0x0A>, a space-prefixed ":" ...). The published MARS code banned the ids of ":" and of
+        the newline token; this bans every token that would put one of them in the text."""
+        strings = tuple(s for s in strings if s)
+        if not strings:
+            return []
+        cache = self.__dict__.setdefault("_banned_cache", {})
+        if strings not in cache:
+            n = len(self.tokenizer)
+            texts = self.tokenizer.batch_decode(
+                [[i] for i in range(n)], skip_special_tokens=False,
+                clean_up_tokenization_spaces=False,
+            )
+            eos = self.eos_ids
+            cache[strings] = [
+                i for i, text in enumerate(texts)
+                if i not in eos and any(s in text for s in strings)
+            ]
+        return list(cache[strings])
+
     def _generate(self, prompt_ids, *, n: int, sample: bool, temperature: float, top_p: float,
-                  max_new_tokens: int, stop_strings, streamer=None, should_stop=None):
+                  max_new_tokens: int, stop_strings, top_k: int = 0, greedy_row: bool = False,
+                  banned_ids: Sequence[int] = (), streamer=None, should_stop=None):
+        """One ``generate`` call: ``n`` rows continuing the prompt; returns (new ids, raw logits).
+
+        ``sample=False``: greedy rows. ``sample=True``: sampled rows (temperature, top-p, top-k;
+        0 = off), except row 0 when ``greedy_row``: it takes the argmax at every step
+        (:func:`greedy_first_row`), so one batched call makes the greedy answer and ``n - 1``
+        samples. The raw logits (``output_logits``) are never changed by either, so log-probs
+        read from them are the model's own at temperature 1.
+        """
         import torch
-        from transformers import StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         input_ids = torch.tensor([prompt_ids], device=self.device)
         kwargs = dict(
@@ -405,13 +522,19 @@ class LLM:
             streamer=streamer,
         )
         if sample:
-            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k)
+            if greedy_row:
+                kwargs.update(logits_processor=LogitsProcessorList([greedy_first_row()]))
         else:
             kwargs.update(do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None)
+        if banned_ids:
+            kwargs.update(bad_words_ids=[[int(i)] for i in banned_ids])
         if stop_strings:
             kwargs.update(stop_strings=list(stop_strings), tokenizer=self.tokenizer)
         if should_stop is not None:
             kwargs.update(stopping_criteria=StoppingCriteriaList([stop_criterion(should_stop)]))
+        if self.static_cache:
+            kwargs.update(cache_implementation="static")
         with torch.inference_mode():
             out = self.model.generate(**kwargs)
         new_ids = out.sequences[:, input_ids.shape[1] :]
@@ -451,50 +574,100 @@ class LLM:
         on_text: Callable[[str], None] | None = None,
         timings: dict[str, float] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        top_k: int = 0,
+        keep_stop: bool = False,
+        banned_strings: Sequence[str] = (),
+        prompt: str | None = None,
     ) -> tuple[Generation, list[Generation]]:
-        """The greedy answer (streamed to ``on_text``) and ``samples`` sampled answers (one
-        batched call). ``timings`` receives "generate" and "logprobs" seconds.
+        """The greedy answer and ``samples`` sampled answers, in ONE batched ``generate`` call.
 
-        ``should_stop`` is asked after every generated token (and between the two calls); once it
-        returns True generation ends at that token and :class:`GenerationCancelled` is raised."""
+        Row 0 of the batch is the greedy answer (the argmax at every step, the same tokens as a
+        stand-alone greedy run up to floating-point rounding), rows 1.. are the samples
+        (``temperature``, ``top_p``, ``top_k``; 0 = no top-k). Same ``seed`` and settings, same
+        answers. The greedy answer streams to ``on_text`` token by token and is reported
+        complete (its final text) as soon as its row ends, while the samples may go on. Stop
+        strings (the paper prompt's) and ``max_new_tokens`` apply per row; an end-of-sequence
+        token ends a row. ``keep_stop``: a stop string ends the answer but stays in its text and
+        its token is scored (the published code's "." end-of-sequence token). ``banned_strings``:
+        tokens containing them are never generated (:meth:`banned_token_ids`) and they are no
+        stop strings. ``timings`` receives "generate" and "logprobs" seconds. ``prompt``, the
+        prompt's text, is not needed here (``prompt_ids`` are); a server-backed LLM uses it.
+
+        ``should_stop`` is asked after every generated token; once it returns True generation
+        ends at that token and :class:`GenerationCancelled` is raised."""
+        return self._answers(
+            prompt_ids, samples=samples, temperature=temperature, top_p=top_p, top_k=top_k,
+            max_new_tokens=max_new_tokens, seed=seed, prompt_preset=prompt_preset,
+            on_text=on_text, timings=timings, should_stop=should_stop, keep_stop=keep_stop,
+            banned_strings=banned_strings, one_call=True,
+        )
+
+    def _generate_two_calls(self, prompt_ids: list[int], **options) -> tuple[Generation,
+                                                                            list[Generation]]:
+        """:meth:`generate` the way it was done before one call: the greedy answer (batch 1),
+        then the samples (batch ``samples``). Kept as the benchmark's reference
+        (``one_call_speedup``); the samples differ from :meth:`generate`'s for the same seed
+        (the random numbers are drawn for another batch)."""
+        return self._answers(prompt_ids, one_call=False, **options)
+
+    def _answers(self, prompt_ids, *, samples, temperature, top_p, max_new_tokens, seed,
+                 prompt_preset, on_text=None, timings=None, should_stop=None, top_k=0,
+                 keep_stop=False, banned_strings=(), one_call=True):
         import time
 
         import torch
         from transformers import set_seed
 
         timings = timings if timings is not None else {}
-        stops = self.stop_strings(prompt_preset)
+        banned = tuple(s for s in banned_strings if s)
+        stops = tuple(s for s in self.stop_strings(prompt_preset) if s not in banned)
+        banned_ids = self.banned_token_ids(banned)
         eos = self.eos_ids
         t0 = time.perf_counter()
-        streamer = _TextStreamer(self.tokenizer, on_text) if on_text else None
-        stop = {"should_stop": should_stop} if should_stop is not None else {}
+        streamer = (
+            _TextStreamer(self.tokenizer, on_text, eos_ids=eos, stop_strings=stops,
+                          keep_stop=keep_stop)
+            if on_text else None
+        )
+        common = dict(max_new_tokens=max_new_tokens, stop_strings=stops, banned_ids=banned_ids,
+                      should_stop=should_stop)
 
         def check() -> None:
             if should_stop is not None and should_stop():
                 raise GenerationCancelled("generation was cancelled")
 
         check()
-        g_ids, g_logits = self._generate(
-            prompt_ids, n=1, sample=False, temperature=1.0, top_p=1.0,
-            max_new_tokens=max_new_tokens, stop_strings=stops, streamer=streamer, **stop,
-        )
-        check()
-        set_seed(seed)
-        torch.manual_seed(seed)
-        s_ids, s_logits = self._generate(
-            prompt_ids, n=samples, sample=True, temperature=temperature, top_p=top_p,
-            max_new_tokens=max_new_tokens, stop_strings=stops, **stop,
-        )
-        check()
-        t1 = time.perf_counter()
-        g_lp = self.token_logprobs(g_ids, g_logits)
-        s_lp = self.token_logprobs(s_ids, s_logits)
-        greedy = build_generation(self.tokenizer, g_ids[0].tolist(), g_lp[0], eos, stops)
-        sampled = [
-            build_generation(self.tokenizer, s_ids[i].tolist(), s_lp[i], eos, stops)
-            for i in range(samples)
-        ]
-        for gen in [greedy, *sampled]:
+        if one_call:
+            set_seed(seed)
+            torch.manual_seed(seed)
+            ids, logits = self._generate(
+                prompt_ids, n=samples + 1, sample=True, greedy_row=True,
+                temperature=temperature, top_p=top_p, top_k=top_k, streamer=streamer, **common,
+            )
+            check()
+            t1 = time.perf_counter()
+            lps = self.token_logprobs(ids, logits)
+            rows = [(ids[i].tolist(), lps[i]) for i in range(samples + 1)]
+        else:
+            g_ids, g_logits = self._generate(
+                prompt_ids, n=1, sample=False, temperature=1.0, top_p=1.0,
+                streamer=streamer, **common,
+            )
+            check()
+            set_seed(seed)
+            torch.manual_seed(seed)
+            s_ids, s_logits = self._generate(
+                prompt_ids, n=samples, sample=True, temperature=temperature, top_p=top_p,
+                top_k=top_k, **common,
+            )
+            check()
+            t1 = time.perf_counter()
+            g_lp = self.token_logprobs(g_ids, g_logits)
+            s_lp = self.token_logprobs(s_ids, s_logits)
+            rows = [(g_ids[0].tolist(), g_lp[0])]
+            rows += [(s_ids[i].tolist(), s_lp[i]) for i in range(samples)]
+        gens = [build_generation(self.tokenizer, r, lp, eos, stops, keep_stop) for r, lp in rows]
+        for gen in gens:
             if not all(math.isfinite(x) for x in gen.logprobs):
                 raise InvalidModelOutput(
                     f"The LLM {self.model_id} produced invalid scores (NaN or infinity), so no "
@@ -504,23 +677,26 @@ class LLM:
         t2 = time.perf_counter()
         timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
         timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
-        return greedy, sampled
+        return gens[0], gens[1:]
 
     # ---- teacher forcing -----------------------------------------------------------------
     def teacher_forced(
-        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str
+        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str,
+        lead: str | None = None,
     ) -> list[Generation]:
         """Token log-probs of answers given as text: one batched forward pass over
         prompt + answer, read at temperature 1 (the same numbers generation would have given).
 
         Each answer is tokenized as the model continues the prompt: after a space for the
-        paper prompt ("Answer: Mars"), directly for a chat prompt. Returns new
+        paper prompt ("Answer: Mars"), directly for a chat prompt; ``lead`` overrides what goes
+        before the answer's text ("" after a prompt that ends with a space). Returns new
         :class:`Generation` objects with tokens, offsets and log-probs; an answer whose text the
         tokenizer does not reproduce exactly is scored as the tokenizer reads it, and says so.
         """
         import torch
 
-        lead = " " if prompt_preset == "paper" else ""
+        if lead is None:
+            lead = " " if prompt_preset == "paper" else ""
         tok = self.tokenizer
         encoded = [
             list(tok(lead + a.text, add_special_tokens=False)["input_ids"]) for a in answers
