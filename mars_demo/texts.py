@@ -412,3 +412,12 @@ PHRASE_NO_TOKEN = (
 PHRASE_SOFTMAX_SMALL = (
     "softmax: e^(({score:.3f} − {top:.3f}) / {t:g}) = {ratio:.1e} of the top phrase's weight"
 )
+PHRASES_WEIGHT_SUM_SOFTMAX = (
+    "Phrase weight U = softmax((importance / {total:.3f}) / T) with T = {t:g} (the importances "
+    "are first divided by their sum): every 0.1 of that share below the top phrase divides the "
+    "weight by e^(0.1/T) = {factor:.3g}."
+)
+PHRASE_SUM_SOFTMAX_SMALL = (
+    "sum-softmax: e^(({score:.3f} − {top:.3f}) / {total:.3f} / {t:g}) = {ratio:.1e} of the top "
+    "phrase's weight"
+)

@@ -174,3 +174,12 @@ def test_the_controller_passes_the_results_settings_to_the_phrase_table():
     result.settings = {**result.settings, "normalization": "softmax", "softmax_temperature": 0.1}
     shown = Controller(EngineHost(FakeEngine())).rescore(result, "mars")["phrases"]
     assert "softmax(importance / T) with T = 0.1" in shown
+
+
+def test_a_sum_softmax_weight_says_its_formula():
+    answer = softmax_answer()
+    table = render.phrase_table_html(answer, "mars", {"normalization": "sum-softmax",
+                                                      "softmax_temperature": 0.01})
+    assert "softmax((importance / 1.200) / T) with T = 0.01" in table
+    row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
+    assert "sum-softmax: e^((0.200 − 1.000) / 1.200 / 0.01)" in row

@@ -323,22 +323,27 @@ def weight_notes(answer: Answer, settings: dict | None) -> tuple[str, dict[int, 
     if not aligned:
         return "", notes
     top = max(p.score for p in aligned)
-    softmax = settings.get("normalization") == "softmax"
+    total = sum(p.score for p in aligned)
+    normalization = settings.get("normalization", "sum")
     temperature = float(settings.get("softmax_temperature") or 0.1)
-    if softmax:
-        paragraph = texts.PHRASES_WEIGHT_SOFTMAX.format(
-            t=temperature, top=top, factor=math.exp(min(0.1 / temperature, 700.0))
-        )
+    factor = math.exp(min(0.1 / temperature, 700.0))
+    if normalization == "softmax":
+        paragraph = texts.PHRASES_WEIGHT_SOFTMAX.format(t=temperature, top=top, factor=factor)
+    elif normalization == "sum-softmax":
+        paragraph = texts.PHRASES_WEIGHT_SUM_SOFTMAX.format(t=temperature, total=total,
+                                                            factor=factor)
     else:
-        paragraph = texts.PHRASES_WEIGHT_SUM.format(total=sum(p.score for p in aligned))
+        paragraph = texts.PHRASES_WEIGHT_SUM.format(total=total)
     for k, phrase in enumerate(answer.phrases):
         if not phrase.tokens:
             notes[k] = texts.PHRASE_NO_TOKEN
-        elif phrase.weight < 0.0005 and softmax:
-            exponent = (phrase.score - top) / temperature
-            notes[k] = texts.PHRASE_SOFTMAX_SMALL.format(
-                score=phrase.score, top=top, t=temperature, ratio=math.exp(max(exponent, -700.0))
-            )
+        elif phrase.weight < 0.0005 and normalization in ("softmax", "sum-softmax"):
+            scale = total if normalization == "sum-softmax" and total > 0 else 1.0
+            exponent = (phrase.score - top) / scale / temperature
+            template = (texts.PHRASE_SOFTMAX_SMALL if scale == 1.0
+                        else texts.PHRASE_SUM_SOFTMAX_SMALL)
+            notes[k] = template.format(score=phrase.score, top=top, t=temperature, total=total,
+                                       ratio=math.exp(max(exponent, -700.0)))
     return paragraph, notes
 
 
