@@ -34,10 +34,10 @@ PUBLIC_PER_CLIENT = 1  # analyses one client may have running or waiting, public
 
 
 def is_loopback(host: str | None) -> bool:
-    """Whether ``host`` (an address app.py listens on; None = Gradio's default) is reachable only
-    from this machine."""
+    """Whether ``host`` (an address app.py listens on; None = Gradio's default, 127.0.0.1) is
+    reachable only from this machine."""
     if host is None:
-        host = os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+        host = "127.0.0.1"
     host = host.strip().strip("[]")
     if host.lower() == "localhost":
         return True
@@ -53,7 +53,7 @@ def public_reasons(host: str | None, share: bool, env: Mapping[str, str]) -> lis
     if share:
         reasons.append("--share")
     if host is None:  # Gradio listens where GRADIO_SERVER_NAME says (a Space sets 0.0.0.0)
-        host = env.get("GRADIO_SERVER_NAME") or os.environ.get("GRADIO_SERVER_NAME")
+        host = env.get("GRADIO_SERVER_NAME") or None
     if not is_loopback(host):
         reasons.append(f"--host {host}")
     if env.get("SPACE_ID"):

@@ -99,11 +99,12 @@ def test_public_mode_is_detected_from_share_host_and_space(argv, env, public):
         assert access.max_sample_tokens is None and access.per_client is None
 
 
-def test_gradios_server_name_variable_counts_as_the_host(monkeypatch):
-    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")  # what a Space sets
-    assert not is_loopback(None) and public_reasons(None, False, {}) == ["--host 0.0.0.0"]
-    monkeypatch.setenv("GRADIO_SERVER_NAME", "127.0.0.1")
-    assert is_loopback(None)
+def test_gradios_server_name_variable_counts_as_the_host():
+    space = {"GRADIO_SERVER_NAME": "0.0.0.0"}  # what a Space sets
+    assert public_reasons(None, False, space) == ["--host 0.0.0.0"]
+    assert public_reasons(None, False, {"GRADIO_SERVER_NAME": "127.0.0.1"}) == []
+    assert app.parse_args([], env=space).access.public
+    assert is_loopback(None) and not is_loopback("example.org")
 
 
 def test_the_model_switch_is_opt_in_locally_and_refused_on_a_public_page(capsys):
