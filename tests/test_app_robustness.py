@@ -122,7 +122,7 @@ def test_odd_questions_on_the_page(app_url, typed, expected):
         ({"samples": 1000}, "samples must be an integer from 1 to 20; got 1000"),
         ({"temperature": -1}, "temperature must be a number from 0.05 to 2.0; got -1"),
         ({"distribution": "uniform"}, "distribution must be one of equal, max, min; got 'uniform'"),
-        ({"normalization": "l2"}, "normalization must be one of sum, softmax; got 'l2'"),
+        ({"normalization": "l2"}, "normalization must be one of sum, softmax, sum-softmax; got 'l2'"),
         ({"prompt": "fewshot"}, "prompt must be one of auto, paper, chat; got 'fewshot'"),
     ],
 )
