@@ -1,6 +1,7 @@
 """Serve the MARS Demo page: ``python app.py [--llm ID_OR_DIR] [--host H] [--port P] [--share]``.
 
 Every option can also come from the environment (MARS_DEMO_LLM, MARS_DEMO_IMPORTANCE, MARS_DEMO_NLI,
+MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
 MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
 MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT); a flag wins over
 its variable. The models load once, in a background thread, so the page opens at once and says
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts
+from mars_demo.options import OPTIONS
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
 from mars_demo.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
@@ -68,6 +70,14 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunker", default=env.get("MARS_DEMO_CHUNKER") or None, help=texts.APP_HELP_CHUNKER
     )
+    # The LLM behind an OpenAI-compatible server (vLLM, llama.cpp...): then --llm names only its
+    # tokenizer (chat template); help texts come from the one option schema.
+    for name in ("llm_endpoint", "llm_model", "llm_api_key_env"):
+        parser.add_argument(
+            OPTIONS[name].flag,
+            default=env.get("MARS_DEMO_" + name.upper()) or None,
+            help=OPTIONS[name].describe() + f" (variable MARS_DEMO_{name.upper()})",
+        )
     parser.add_argument(
         "--host", default=env.get("MARS_DEMO_HOST") or None, help=texts.APP_HELP_HOST
     )
@@ -151,6 +161,9 @@ def parse_args(
             llm=args.llm,
             importance=args.importance,
             nli=args.nli,
+            llm_endpoint=args.llm_endpoint,
+            llm_model=args.llm_model,
+            llm_api_key_env=args.llm_api_key_env,
             **{name: value for name, value in models.items() if value},
         )
         args.access = access_of(args, env)
