@@ -112,7 +112,7 @@ def test_phrase_without_token_is_reported():
     assert result.unaligned_phrases == [1]
     assert result.fallback_tokens == []
     assert len(result.warnings) == 1
-    assert "Phrase 1 'O'" in result.warnings[0]
+    assert "Phrase 2 'O'" in result.warnings[0]  # numbered from 1, as the page's table
 
 
 def test_no_tokens_leaves_every_phrase_unaligned():
@@ -301,7 +301,7 @@ def test_alignment_with_arbitrary_token_and_phrase_spans(data, text):
     for k in result.unaligned_phrases:
         start, end = phrases[k]
         assert any(
-            warning.startswith(f"Phrase {k} {text[start:end]!r} received no token")
+            warning.startswith(f"Phrase {k + 1} {text[start:end]!r} received no token")
             for warning in result.warnings
         )
     assert result.fallback_tokens == sorted(set(result.fallback_tokens))

@@ -131,8 +131,8 @@ def align_tokens_to_phrases(
             phrase = _nearest_phrase(*_nonspace_extent(token, start), starts, ends)
             fallback_tokens.append(index)
             warnings.append(
-                f"Token {index} {token!r} lies outside every phrase; it was attached to the "
-                f"nearest phrase, {phrase} {_quote(text, phrases[phrase])}."
+                f"Token {index + 1} {token!r} lies outside every phrase; it was attached to the "
+                f"nearest phrase, {phrase + 1} {_quote(text, phrases[phrase])}."
             )
         phrase_of.append(phrase)
 
@@ -146,7 +146,7 @@ def align_tokens_to_phrases(
 
     unaligned = sorted(set(range(len(phrases))).difference(phrase_of))
     warnings.extend(
-        f"Phrase {k} {_quote(text, phrases[k])} received no token: the tokens over it belong "
+        f"Phrase {k + 1} {_quote(text, phrases[k])} received no token: the tokens over it belong "
         f"mostly to other phrases, or no token covers it."
         for k in unaligned
     )
@@ -273,8 +273,8 @@ def _paper_code_groups(
             token = text[start:end]
             nearest = _nearest_phrase(*_nonspace_extent(token, start), starts, ends)
             warnings.append(
-                f"Token {index} {token!r} lies outside every phrase; it was attached to the "
-                f"nearest phrase, {nearest} {_quote(text, phrases[nearest])}."
+                f"Token {index + 1} {token!r} lies outside every phrase; it was attached to the "
+                f"nearest phrase, {nearest + 1} {_quote(text, phrases[nearest])}."
             )
             first_phrase.append(nearest)
         else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -513,30 +512,11 @@ def progress_html(
     )
 
 
-# "Phrase 0 'Mars' received no token", "Token 3 ' x' lies outside every phrase": the engine's core
-# counts from 0 (mars_demo/core/alignment.py); the page counts from 1, like the phrase table's "#".
-_ZERO_BASED = re.compile(r"\b(Phrase|Token) (\d+)(?= ['\"])")
-_NEAREST = re.compile(r"(the nearest phrase, )(\d+)(?= ['\"])")
-
-
-def for_people(warning: str) -> str:
-    """An engine warning with phrases and tokens numbered from 1, as the page's tables number
-    them. tests/test_ui_display.py runs the core's own warnings through this, so a change of
-    the core's numbering shows up there.
-
-    >>> for_people("greedy: Phrase 0 'Mars' received no token")
-    "greedy: Phrase 1 'Mars' received no token"
-    """
-    warning = _ZERO_BASED.sub(lambda m: f"{m.group(1)} {int(m.group(2)) + 1}", warning)
-    return _NEAREST.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + 1}", warning)
-
-
 def warnings_html(warnings: Sequence[str]) -> str:
-    """The engine's warnings: the first few in full, the rest behind a "more" toggle. Phrases
-    and tokens are numbered from 1 (:func:`for_people`)."""
+    """The engine's warnings: the first few in full, the rest behind a "more" toggle. (They
+    number phrases and tokens from 1, as the page's tables do.)"""
     if not warnings:
         return ""
-    warnings = [for_people(w) for w in warnings]
     shown = "".join(f"<li>{esc(w)}</li>" for w in warnings[:WARNINGS_SHOWN])
     more = ""
     if len(warnings) > WARNINGS_SHOWN:
