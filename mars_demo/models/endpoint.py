@@ -67,6 +67,7 @@ from .llm import (
     Generation,
     GenerationCancelled,
     _cut_answer,
+    trim_answer,
 )
 from .loading import InvalidModelOutput, ModelLoadError, explain_load_error
 
@@ -822,30 +823,8 @@ def _to_generation(answer: _Answer, stops, *, finish: str | None = None,
             ],
         )
         return gen, ""
-    pieces = pieces[:keep]
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    for piece in pieces:
-        spans.append((pos, pos + len(piece)))
-        pos += len(piece)
-    text = "".join(pieces)
-    if cut is not None:
-        text = text[:cut]
-        spans = [(min(a, cut), min(b, cut)) for a, b in spans]
-    lead = len(text) - len(text.lstrip())
-    stripped = text.strip()
-    end = len(stripped)
-    spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
-    if not stripped:
-        warnings.append(
-            "The model gave an empty answer (only whitespace); its score is the probability of "
-            "that whitespace."
-        )
-    if finish == "length":
-        warnings.append(
-            "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
-            "complete answer."
-        )
+    stripped, spans, notes, text = trim_answer(pieces[:keep], cut, finish)
+    warnings += notes
     gen = Generation(
         text=stripped,
         token_ids=[None] * keep,  # type: ignore[list-item]

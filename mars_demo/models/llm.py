@@ -151,6 +151,41 @@ def _cut_answer(pieces: list[str], stop_strings: Sequence[str],
     return len(pieces), cut  # keep_stop with the stop string at the very end
 
 
+def trim_answer(pieces: list[str], cut: int | None, finish: str
+                ) -> tuple[str, list[tuple[int, int]], list[str], str]:
+    """The answer text of the kept token ``pieces``: cut at character ``cut`` (a stop string)
+    and stripped of surrounding whitespace, each token's span shifted into it, and the warnings
+    the answer's shape calls for (empty, cut off at the token limit, by ``finish``).
+
+    Returns (stripped text, spans, warnings, the text before stripping)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for piece in pieces:
+        spans.append((pos, pos + len(piece)))
+        pos += len(piece)
+    text = "".join(pieces)
+    if cut is not None:
+        text = text[:cut]
+        spans = [(min(a, cut), min(b, cut)) for a, b in spans]
+    # Strip surrounding whitespace and shift offsets into the stripped text.
+    lead = len(text) - len(text.lstrip())
+    stripped = text.strip()
+    end = len(stripped)
+    spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
+    warnings = []
+    if not stripped:
+        warnings.append(
+            "The model gave an empty answer (only whitespace); its score is the probability of "
+            "that whitespace."
+        )
+    if finish == "length":
+        warnings.append(
+            "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
+            "complete answer."
+        )
+    return stripped, spans, warnings, text
+
+
 def build_generation(
     tokenizer,
     token_ids: Sequence[int],
@@ -180,32 +215,7 @@ def build_generation(
         # The model stopped at once: the answer is empty and its probability is that of
         # stopping here, so its only scored token is the stop itself.
         return _empty_generation(tokenizer, ids[0], logprobs[0], finish)
-    pieces = pieces[:keep]
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    for piece in pieces:
-        spans.append((pos, pos + len(piece)))
-        pos += len(piece)
-    text = "".join(pieces)
-    if cut is not None:
-        text = text[:cut]
-        spans = [(min(a, cut), min(b, cut)) for a, b in spans]
-    # Strip surrounding whitespace and shift offsets into the stripped text.
-    lead = len(text) - len(text.lstrip())
-    stripped = text.strip()
-    end = len(stripped)
-    spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
-    warnings = []
-    if not stripped:
-        warnings.append(
-            "The model gave an empty answer (only whitespace); its score is the probability of "
-            "that whitespace."
-        )
-    if finish == "length":
-        warnings.append(
-            "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
-            "complete answer."
-        )
+    stripped, spans, warnings, _ = trim_answer(pieces[:keep], cut, finish)
     return Generation(
         text=stripped,
         token_ids=ids[:keep],
