@@ -1,4 +1,4 @@
-"""Offline factory of tiny, randomly initialised models for tests and benchmarks.
+"""Offline factory of tiny models (random, or trained on a few facts) for tests and benchmarks.
 
 Nothing here downloads anything.  :func:`make_tiny_models` builds, from scratch and
 deterministically (same ``seed`` -> same weights and tokenizers):
@@ -13,6 +13,10 @@ deterministically (same ``seed`` -> same weights and tokenizers):
 * ``bem/``        a BERT answer-equivalence classifier (not_equivalent / equivalent);
 * ``chunker/``    a flair ``SequenceTagger`` phrase chunker (BIOES chunk tags of
                   ``flair/chunk-english`` style), saved as ``chunker/final-model.pt``.
+
+``make_tiny_models(dir, trained=True)`` (``make-tiny-models DIR --trained``) instead trains the LLM,
+importance and NLI models on a few dozen facts so that they give real answers offline
+(:mod:`mars_demo.tiny_trained`).
 
 Every model is saved with ``save_pretrained`` (flair: ``tagger.save``) so that it loads through
 the ordinary ``from_pretrained(path)`` / ``SequenceTagger.load(path)`` code paths.

@@ -22,9 +22,10 @@ paraphrases and wrong answers; square brackets mark the words that answer the qu
                   paraphrases entail each other both ways, right vs wrong answers contradict,
                   an answer vs "I am not sure." is neutral.
 
-The answer-equivalence model and the chunker stay random. Training runs on the CPU with 2 threads
-and a fixed seed: the same seed gives the same weights. A ``trained.json`` next to the models
-records the training time and how well each model learned its facts.
+The answer-equivalence model and the chunker stay random. Training runs on the CPU with one torch
+thread (on 2 cores shared with other work, 2 threads made these tiny steps 10-25x slower) and a
+fixed seed: the same seed gives the same weights. About 80 s of CPU time in all. A
+``trained.json`` next to the models records the time and final loss of each model.
 
 Heavy libraries are imported inside functions only.
 """

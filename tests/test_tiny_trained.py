@@ -109,11 +109,11 @@ def test_pipeline_greedy_answer_and_weights(results):
         assert r.greedy.finish_reason == "stop"
         assert entity.lower() in r.greedy.text.lower(), (q, r.greedy.text)
         a, b = _entity_span(r.greedy.text, entity)
-        # the most heavily weighted token lies in the answering words
+        # the highest MARS weight goes to the answering words (a whitespace token before them
+        # belongs to their phrase and may share it)
         w = r.greedy.mars_weights
-        top = max(range(len(w)), key=w.__getitem__)
-        tok = r.greedy.tokens[top]
-        assert a <= tok.start < b or a < tok.end <= b, (q, tok.text, r.greedy.text)
+        inside = [i for i, t in enumerate(r.greedy.tokens) if t.start < b and t.end > a]
+        assert inside and max(w[i] for i in inside) == pytest.approx(max(w)), (q, r.greedy.text)
         # ... and they form the phrase with the highest weight, which dominates the rest
         best = max(r.greedy.phrases, key=lambda p: p.weight)
         assert best.text.lower().strip(" .") == entity.lower(), (q, best.text)
@@ -135,23 +135,29 @@ def test_pipeline_paraphrases_share_a_cluster(results):
 def test_pipeline_wrong_sample_gets_its_own_cluster(engine):
     """On a confusable fact the LLM sometimes answers wrong; a wrong sample never shares the
     cluster of a right one, and the semantic entropy is higher than on a plain fact."""
+    import dataclasses
+
     fact = FACTS[CONFUSABLE]
-    r = engine.analyze(CONFUSABLE, samples=12)
+    more = dataclasses.replace(engine.settings, samples=20)
+    r = engine.analyze(CONFUSABLE, more)
     right = [c for c, s in zip(r.cluster_ids, r.samples) if fact.answer.entity_text.lower() in s.text.lower()]
     wrong = [c for c, s in zip(r.cluster_ids, r.samples) if "sahara" in s.text.lower()]
     assert right and wrong, [s.text for s in r.samples]
     assert len(set(right)) == 1 and not set(right) & set(wrong)
-    plain = engine.analyze(PLAIN[0], samples=12)
+    plain = engine.analyze(PLAIN[0], more)
     assert r.uncertainty.semantic_entropy.mars > plain.uncertainty.semantic_entropy.mars
 
 
 def test_nli_on_given_answers(trained):
+    """On every fact's own answers: paraphrases entail each other both ways, right vs wrong
+    contradict (almost every verdict), and the strict clusters put the right answers together
+    and the wrong ones apart on most facts."""
     from mars_demo.core.clustering import semantic_clusters
     from mars_demo.models.nli import NLIModel
 
     nli = NLIModel.load(trained["nli"])
-    for q in PLAIN:
-        fact = FACTS[q]
+    right = total = clean = 0
+    for q, fact in FACTS.items():
         answers = [a.text for a in fact.correct] + [w.text for w in fact.wrong]
         labels = nli.matrix(q, answers)
         n = len(fact.correct)
@@ -159,9 +165,12 @@ def test_nli_on_given_answers(trained):
             for j in range(len(answers)):
                 if i != j:
                     want = "entailment" if i < n and j < n else "contradiction"
-                    assert labels[i][j] == want, (answers[i], answers[j], labels[i][j])
+                    right += labels[i][j] == want
+                    total += 1
         ids = semantic_clusters(labels, rule="strict")
-        assert ids[:n] == [0] * n and all(c != 0 for c in ids[n:])
+        clean += ids[:n] == [0] * n and all(c != 0 for c in ids[n:])
+    assert right >= 0.95 * total, (right, total)
+    assert clean >= 0.85 * len(FACTS), clean
 
 
 def test_importance_model_on_paper_example(trained):
@@ -223,3 +232,13 @@ def test_trained_needs_tiny_shapes(tmp_path):
 
     with pytest.raises(ValueError, match="tiny"):
         make_tiny_models(tmp_path, trained=True, llm_shape="cpu")
+
+
+def test_page_examples_are_trained_facts():
+    """The page's examples are questions the trained tiny models know (README, examples.json)."""
+    from mars_demo.ui.layout import EXAMPLES_PATH
+
+    examples = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))["examples"]
+    for item in examples:
+        assert item["question"] in FACTS, item["question"]
+        assert FACTS[item["question"]].confusable == (item["source"] == "often-wrong")
