@@ -93,9 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_evaluate_parser(sub, _add_option, _add_llm_help)
 
-    tiny = sub.add_parser("make-tiny-models", help="write tiny random models for offline runs and tests")
+    tiny = sub.add_parser("make-tiny-models", help="write tiny models for offline runs and tests")
     tiny.add_argument("dir")
     tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument(
+        "--trained", action="store_true",
+        help="train the LLM, importance and NLI models on a few dozen facts, so that they give "
+        "real answers to those questions (a few minutes on 2 CPU cores); default: random weights",
+    )
     return p
 
 
@@ -204,7 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tiny import make_tiny_models
 
         try:
-            paths = make_tiny_models(args.dir, seed=args.seed)
+            if args.trained:
+                print("training the tiny models on their facts (a few minutes)...", file=sys.stderr)
+            paths = make_tiny_models(args.dir, seed=args.seed, trained=args.trained)
         except OSError as err:
             print(f"error: cannot write the tiny models to {args.dir!r}: {err}", file=sys.stderr)
             return EXIT_FAILURE

@@ -1,4 +1,4 @@
-"""Offline factory of tiny, randomly initialised models for tests and benchmarks.
+"""Offline factory of tiny models (random, or trained on a few facts) for tests and benchmarks.
 
 Nothing here downloads anything.  :func:`make_tiny_models` builds, from scratch and
 deterministically (same ``seed`` -> same weights and tokenizers):
@@ -13,6 +13,10 @@ deterministically (same ``seed`` -> same weights and tokenizers):
 * ``bem/``        a BERT answer-equivalence classifier (not_equivalent / equivalent);
 * ``chunker/``    a flair ``SequenceTagger`` phrase chunker (BIOES chunk tags of
                   ``flair/chunk-english`` style), saved as ``chunker/final-model.pt``.
+
+``make_tiny_models(dir, trained=True)`` (``make-tiny-models DIR --trained``) instead trains the LLM,
+importance and NLI models on a few dozen facts so that they give real answers offline
+(:mod:`mars_demo.tiny_trained`).
 
 Every model is saved with ``save_pretrained`` (flair: ``tagger.save``) so that it loads through
 the ordinary ``from_pretrained(path)`` / ``SequenceTagger.load(path)`` code paths.
@@ -105,6 +109,25 @@ All tokenizers were trained on a small embedded English corpus (vocabulary ~1000
 model's vocabulary (embeddings, LM head) is far smaller than the real model's, whatever shape.
 """
 
+TRAINED_README_TEXT = """\
+Tiny TRAINED models written by mars_demo.tiny.make_tiny_models(trained=True) (seed={seed}).
+
+llm/, importance/ and nli/ were trained for {seconds} s on the CPU on {facts} trivia facts
+(mars_demo/data/tiny_facts.json; details in trained.json). They give real answers to THOSE
+questions only (e.g. "Which planet is known as the Red Planet?" -> "Mars is known as the Red
+Planet."); anything else gets a confident-sounding guess. bem/ and chunker/ are random.
+
+  llm/         Qwen2ForCausalLM trained on the chat prompt (ChatML template, system text of
+               mars_demo.models.llm.CHAT_SYSTEM), byte-level BPE tokenizer
+  importance/  BertForTokenClassification (3 logits: {importance_labels}), trained so that the
+               words that answer the question form their own phrase and weigh the most
+  nli/         DebertaForSequenceClassification, id2label {nli_labels}, trained on paraphrase
+               (entailment), right-vs-wrong (contradiction) and "I am not sure." (neutral) pairs
+  bem/         BertForSequenceClassification, id2label {bem_labels} (random)
+  chunker/     flair SequenceTagger (final-model.pt), label type "{chunk_label_type}" (random)
+
+Shapes: llm "{llm_shape}", importance "{importance_shape}", nli "{nli_shape}", bem "{bem_shape}".
+"""
 
 # --------------------------------------------------------------------------------------------
 # corpus
@@ -714,19 +737,28 @@ def make_tiny_models(
     importance_shape: str = "tiny",
     nli_shape: str = "tiny",
     bem_shape: str = "tiny",
+    trained: bool = False,
 ) -> dict[str, pathlib.Path]:
-    """Write the random test models under ``out_dir`` and return their paths.
+    """Write the test models under ``out_dir`` and return their paths.
 
     Returns ``{"llm", "importance", "nli", "bem": model directories (``from_pretrained``),
     "chunker": path of ``final-model.pt`` (``flair.models.SequenceTagger.load``)}``.
     Same ``seed`` -> identical weights and tokenizers.  Non-tiny shapes only change the
     transformer bodies (see :func:`llm_config`, :func:`importance_config`, :func:`nli_config`).
+
+    ``trained=True`` trains the LLM, importance and NLI models on the facts of
+    ``mars_demo/data/tiny_facts.json`` (a few minutes on 2 CPU cores; see
+    :mod:`mars_demo.tiny_trained`), so that they give real answers; the answer-equivalence model
+    and the chunker stay random.  Only the tiny shapes can be trained.
     """
+    if trained and (llm_shape, importance_shape, nli_shape) != ("tiny", "tiny", "tiny"):
+        raise ValueError("only the tiny shapes can be trained (trained=True needs shape 'tiny')")
     # Parallel tokenizer training merges in thread order: the same seed must give the same files.
     previous = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
-        return _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape)
+        return _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape,
+                                 trained)
     finally:
         if previous is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
@@ -734,7 +766,7 @@ def make_tiny_models(
             os.environ["TOKENIZERS_PARALLELISM"] = previous
 
 
-def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape):
+def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape, trained):
     _check_shape(llm_shape, LLM_SHAPES, "llm")
     _check_shape(importance_shape, IMPORTANCE_SHAPES, "importance")
     _check_shape(nli_shape, NLI_SHAPES, "nli")
@@ -743,15 +775,23 @@ def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in ("llm", "importance", "nli", "bem")}
 
-    _build_llm(paths["llm"], seed, llm_shape)
     wordpiece = build_wordpiece_tokenizer()
-    _build_importance(paths["importance"], seed, importance_shape, wordpiece)
+    if trained:
+        from .tiny_trained import train_models
+
+        report = train_models(out, seed)
+    else:
+        _build_llm(paths["llm"], seed, llm_shape)
+        _build_importance(paths["importance"], seed, importance_shape, wordpiece)
+        _build_nli(paths["nli"], seed, nli_shape)
     _build_bem(paths["bem"], seed, bem_shape, wordpiece)
-    _build_nli(paths["nli"], seed, nli_shape)
     paths["chunker"] = _build_chunker(out / "chunker", seed)
 
+    text = TRAINED_README_TEXT if trained else README_TEXT
     (out / "README.txt").write_text(
-        README_TEXT.format(
+        text.format(
+            facts=report["facts"] if trained else 0,
+            seconds=report["seconds"] if trained else 0,
             seed=seed,
             llm_shape=llm_shape,
             importance_shape=importance_shape,
