@@ -1,8 +1,15 @@
 """Serve the MARS Demo page: ``python app.py [--llm ID_OR_DIR] [--host H] [--port P] [--share]``.
 
 Every option can also come from the environment (MARS_DEMO_LLM, MARS_DEMO_IMPORTANCE, MARS_DEMO_NLI,
-MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE); a flag wins over its variable. The models load
-once, in a background thread, so the page opens at once and says when they are ready.
+MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
+MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
+MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT); a flag wins over
+its variable. The models load once, in a background thread, so the page opens at once and says
+when they are ready.
+
+The page is public with --share, a --host that is not a loopback address, or on a Hugging Face
+Space (SPACE_ID set): then nobody can switch models, and each question and each client is limited
+(see mars_demo/ui/access.py). On a page only you can open, --allow-model-switch shows the switch.
 """
 
 from __future__ import annotations
@@ -14,7 +21,16 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts
+from mars_demo.options import OPTIONS
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
+from mars_demo.access import (
+    PUBLIC_MAX_SAMPLE_TOKENS,
+    PUBLIC_PER_CLIENT,
+    Access,
+    check_bem_models,
+    public_access,
+    public_reasons,
+)
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
@@ -50,6 +66,18 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help=texts.APP_HELP_IMPORTANCE,
     )
     parser.add_argument("--nli", default=env.get("MARS_DEMO_NLI") or None, help=texts.APP_HELP_NLI)
+    parser.add_argument("--bem", default=env.get("MARS_DEMO_BEM") or None, help=texts.APP_HELP_BEM)
+    parser.add_argument(
+        "--chunker", default=env.get("MARS_DEMO_CHUNKER") or None, help=texts.APP_HELP_CHUNKER
+    )
+    # The LLM behind an OpenAI-compatible server (vLLM, llama.cpp...): then --llm names only its
+    # tokenizer (chat template); help texts come from the one option schema.
+    for name in ("llm_endpoint", "llm_model", "llm_api_key_env"):
+        parser.add_argument(
+            OPTIONS[name].flag,
+            default=env.get("MARS_DEMO_" + name.upper()) or None,
+            help=OPTIONS[name].describe() + f" (variable MARS_DEMO_{name.upper()})",
+        )
     parser.add_argument(
         "--host", default=env.get("MARS_DEMO_HOST") or None, help=texts.APP_HELP_HOST
     )
@@ -62,7 +90,52 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--share", action=argparse.BooleanOptionalAction, default=None, help=texts.APP_HELP_SHARE
     )
+    parser.add_argument(
+        "--allow-model-switch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=texts.APP_HELP_ALLOW_SWITCH,
+    )
+    parser.add_argument(
+        "--max-sample-tokens",
+        type=lambda value: count("--max-sample-tokens", value),
+        default=None,
+        help=texts.APP_HELP_MAX_SAMPLE_TOKENS.replace("%(default)s", str(PUBLIC_MAX_SAMPLE_TOKENS)),
+    )
+    parser.add_argument(
+        "--per-client",
+        type=lambda value: count("--per-client", value),
+        default=None,
+        help=texts.APP_HELP_PER_CLIENT.replace("%(default)s", str(PUBLIC_PER_CLIENT)),
+    )
     return parser
+
+
+def count(name: str, value: str) -> int:
+    """A whole number >= 0 (0 = no limit)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(texts.APP_BAD_COUNT.format(name=name, value=value))
+    return number
+
+
+def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
+    """What visitors may do, from the flags (raises ValueError for a forbidden combination)."""
+    reasons = public_reasons(args.host, args.share, env)
+    bem = check_bem_models(args.bem, args.chunker, public=bool(reasons))
+    if not reasons:
+        return Access(allow_model_switch=args.allow_model_switch, bem=bem)
+    if args.allow_model_switch:
+        raise ValueError(texts.ACCESS_SWITCH_PUBLIC.format(reasons=", ".join(reasons)))
+    return public_access(
+        bem=bem,
+        max_sample_tokens=args.max_sample_tokens,
+        per_client=args.per_client,
+        behind_proxy=bool(env.get("SPACE_ID")),  # a Space's proxy names the client
+    )
 
 
 def parse_args(
@@ -75,7 +148,25 @@ def parse_args(
             args.share = env_bool(env, "MARS_DEMO_SHARE")
         if args.port is None and env.get("MARS_DEMO_PORT"):
             args.port = port_number("MARS_DEMO_PORT", env["MARS_DEMO_PORT"])
-        args.settings = Settings(llm=args.llm, importance=args.importance, nli=args.nli)
+        if args.allow_model_switch is None:
+            args.allow_model_switch = env_bool(env, "MARS_DEMO_ALLOW_MODEL_SWITCH")
+        for name in ("max_sample_tokens", "per_client"):
+            variable = "MARS_DEMO_" + name.upper()
+            if getattr(args, name) is None:
+                default = PUBLIC_MAX_SAMPLE_TOKENS if name == "max_sample_tokens" else PUBLIC_PER_CLIENT
+                raw = env.get(variable, "").strip()
+                setattr(args, name, count(variable, raw) if raw else default)
+        models = {"bem": args.bem, "chunker": args.chunker}
+        args.settings = Settings(
+            llm=args.llm,
+            importance=args.importance,
+            nli=args.nli,
+            llm_endpoint=args.llm_endpoint,
+            llm_model=args.llm_model,
+            llm_api_key_env=args.llm_api_key_env,
+            **{name: value for name, value in models.items() if value},
+        )
+        args.access = access_of(args, env)
     except (ValueError, argparse.ArgumentTypeError) as err:  # OptionError is a ValueError
         parser.error(str(err))
     return args
@@ -90,9 +181,24 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from mars_demo.pipeline import Engine
     from mars_demo.ui import build_demo, launch_options
+    from mars_demo.downloads import cleanup_stale_downloads, exit_on_sigterm
 
-    demo = build_demo(Engine(args.settings))  # starts loading the models in the background
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share, **launch_options())
+    access = args.access
+    if access.public:
+        logging.getLogger("mars_demo.app").info(
+            texts.APP_PUBLIC_LOG.format(
+                reasons=", ".join(public_reasons(args.host, args.share, os.environ)),
+                limit=access.max_sample_tokens or "unlimited",
+                per_client=access.per_client or "unlimited",
+            )
+        )
+    cleanup_stale_downloads()  # folders of servers that were killed
+    exit_on_sigterm()  # a stop removes this server's download folder too
+    # starts loading the models in the background
+    demo = build_demo(Engine(args.settings), access=access)
+    demo.launch(
+        server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
+    )
 
 
 if __name__ == "__main__":

@@ -54,6 +54,14 @@ def known_notes(text: str, finish_reason: str) -> list[str]:
     return notes
 
 
+def recorded_generation(settings: dict[str, Any]) -> dict[str, Any]:
+    """What an analysis's settings say about how its answers were made (see RECORDED)."""
+    made = {k: settings[k] for k in RECORDED if k in settings}
+    if settings.get("generated_with_recipe"):
+        made["recipe"] = settings["generated_with_recipe"]
+    return made
+
+
 class AnswerSetError(OptionError):
     """An answer set that cannot be scored; the message names the answer and the token."""
 
@@ -201,7 +209,7 @@ class AnswerSet:
             prompt_preset=preset if preset in ("paper", "chat") else None,
             # an analysis JSON says where its log-probs came from; otherwise they were given
             logprob_source=str(recorded.get("logprob_source") or "given"),
-            generation={k: recorded[k] for k in RECORDED if k in recorded},
+            generation=recorded_generation(recorded),
         )
 
 

@@ -1,4 +1,5 @@
-"""Command line: ``ask`` a question, ``score`` answers made anywhere, ``make-tiny-models``.
+"""Command line: ``ask`` a question, ``score`` answers made anywhere, ``evaluate`` on labelled
+questions (see :mod:`mars_demo.evaluation.cli`), ``make-tiny-models``.
 
 - ``python -m mars_demo ask "QUESTION" [options]``: generate and score; a readable report or
   ``--json`` (the analysis JSON).
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--json", action="store_true",
                        help="print the analysis as JSON (JSONL input always gives JSONL)")
 
+    from .evaluation.cli import add_parser as add_evaluate_parser
+
+    add_evaluate_parser(sub, _add_option, _add_llm_help)
+
     tiny = sub.add_parser("make-tiny-models", help="write tiny random models for offline runs and tests")
     tiny.add_argument("dir")
     tiny.add_argument("--seed", type=int, default=0)
@@ -111,31 +116,85 @@ def _bar(weight: float, width: int = 20) -> str:
     return "#" * n + "." * (width - n)
 
 
+_UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, bidi/zero-width, surrogates, breaks
+
+
+def terminal_safe(text: object) -> str:
+    r"""``text`` with every character that could move the cursor, recolor or reorder a terminal
+    (control characters, ANSI escapes, bidirectional overrides, zero-width and line-separator
+    characters) written as a visible escape, so an answer cannot disguise the report.
+
+    >>> terminal_safe("Mars\x1b[31m is \u202ered\n")
+    'Mars\\x1b[31m is \\u202ered\\n'
+    """
+    import unicodedata
+
+    out = []
+    for ch in str(text):
+        if unicodedata.category(ch) in _UNSAFE_CATEGORIES:
+            code = ord(ch)
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch) or (
+                f"\\x{code:02x}" if code < 0x100 else
+                f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _token_cell(text: str, width: int = 18) -> str:
+    """A token between quotes, escaped, cut to ``width`` characters."""
+    shown = "'" + terminal_safe(text) + "'"
+    return shown if len(shown) <= width else shown[: width - 2] + "…'"
+
+
 def format_report(result) -> str:
-    """A readable report of an :class:`~mars_demo.result.AnalysisResult`."""
-    lines = [f"Question: {result.question}", "", f"Answer: {result.greedy.text or '(empty)'}", ""]
-    lines.append("  token                  p      LN w   MARS w  phrase")
+    """A readable report of an :class:`~mars_demo.result.AnalysisResult`: every phrase once, with
+    its tokens under it, and nothing from the question or the answers reaches the terminal
+    unescaped (:func:`terminal_safe`)."""
+    safe = terminal_safe
     g = result.greedy
+    lines = [f"Question: {safe(result.question)}", "", f"Answer: {safe(g.text) or '(empty)'}", ""]
     L = len(g.tokens)
+    lines.append("Tokens by phrase (p = probability; weights in the LN and the MARS score):")
+    lines.append(f"    {'token':<18} {'p':>6}  {'LN w':>6}  {'MARS w':>6}")
+    previous = None
     for l, tok in enumerate(g.tokens):
         k = g.phrase_of_token[l] if g.phrase_of_token else -1
-        phrase = g.phrases[k].text if 0 <= k < len(g.phrases) else "-"
+        k = k if 0 <= k < len(g.phrases) else -1
+        if k != previous:  # a new group of tokens: its phrase once
+            if k >= 0:
+                ph = g.phrases[k]
+                lines.append(
+                    f"  phrase {k + 1} '{safe(ph.text)}': importance {ph.score:.3f}, "
+                    f"weight U {ph.weight:.3f}"
+                )
+            else:
+                lines.append("  (not part of any phrase)")
+            previous = k
         lines.append(
-            f"  {tok.text!r:<20} {math.exp(tok.logprob):6.3f}  {1 / L:6.3f}  {g.mars_weights[l]:6.3f}"
-            f"  {_bar(g.mars_weights[l], 10)} {phrase}"
+            f"    {_token_cell(tok.text):<18} {math.exp(tok.logprob):6.3f}  {1 / L:6.3f}  "
+            f"{g.mars_weights[l]:6.3f}  {_bar(g.mars_weights[l], 10)}"
         )
-    lines += ["", "Phrases (importance score -> weight):"]
-    lines += [f"  {p.text!r:<30} {p.score:6.3f} -> {p.weight:6.3f}" for p in g.phrases]
+    unaligned = [k for k, ph in enumerate(g.phrases) if not ph.tokens]
+    for k in unaligned:
+        ph = g.phrases[k]
+        lines.append(
+            f"  phrase {k + 1} '{safe(ph.text)}': importance {ph.score:.3f}, no token "
+            "(its weight went to the other phrases)"
+        )
     lines += ["", "Samples (cluster, LN score, MARS score):"]
     for cid, a in zip(result.cluster_ids, result.samples):
-        lines.append(f"  [{cid}] {a.scores.length_normalized:8.3f} {a.scores.mars:8.3f}  {a.text or '(empty)'}")
+        lines.append(
+            f"  [{cid + 1}] {a.scores.length_normalized:8.3f} {a.scores.mars:8.3f}  "
+            f"{safe(a.text) or '(empty)'}"
+        )
     u = result.uncertainty
     lines += ["", "Uncertainty (higher = less trustworthy)   length-normalized      MARS"]
     for name, pair in (("Confidence", u.confidence), ("Entropy", u.entropy), ("Semantic entropy", u.semantic_entropy)):
         lines.append(f"  {name:<39} {pair.length_normalized:17.4f} {pair.mars:9.4f}")
     lines += ["", "Time (s): " + ", ".join(f"{k} {v:.2f}" for k, v in result.timings_s.items())]
     if result.warnings:
-        lines += ["", "Warnings:"] + [f"  - {w}" for w in result.warnings]
+        lines += ["", "Warnings:"] + [f"  - {safe(w)}" for w in result.warnings]
     return "\n".join(lines)
 
 
@@ -158,6 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "score":
             return _score_command(args)
+        if args.command == "evaluate":
+            from .evaluation.cli import run_command
+
+            return run_command(args, _settings)
         return _ask_command(args)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error worth a traceback
         try:  # and no second complaint when Python flushes stdout at exit

@@ -28,7 +28,7 @@ DEFAULT_CHUNKER = "flair/chunk-english"  # Flair phrase chunker for "bem"
 
 PROMPTS = ("paper", "chat")
 IMPORTANCE_METHODS = ("model", "token", "bem")
-NORMALIZATIONS = ("sum", "softmax")
+NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
 RECIPES = ("default", "paper-code")
@@ -178,10 +178,11 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "its own phrase) or bem (the paper's Algorithm 1, answer equivalence)",
            "scoring", choices=IMPORTANCE_METHODS, label="Importance"),
     Option("normalization", str, "sum",
-           "phrase scores to weights: sum (s/sum s, the paper's Table 1) or softmax "
-           "(softmax(s/T), the authors' later library)",
+           "phrase scores to weights: sum (s/sum s, the paper's Table 1), softmax "
+           "(softmax(s/T), the authors' later library) or sum-softmax (softmax((s/sum s)/T), the "
+           "published medical run, with softmax_temperature 0.001)",
            "scoring", choices=NORMALIZATIONS, label="Normalization"),
-    Option("softmax_temperature", float, 0.1, "T of normalization softmax", "scoring",
+    Option("softmax_temperature", float, 0.1, "T of normalization softmax and sum-softmax", "scoring",
            bounds=(1e-4, 10.0), label="Softmax temperature"),
     Option("distribution", str, "equal",
            "phrase weight to tokens: equal (spread evenly), max (all to the least probable "

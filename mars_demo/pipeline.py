@@ -26,8 +26,10 @@ import numpy as np
 
 from .answers import AnswerSet, AnswerSetError
 from .core import alignment, clustering, scoring, uncertainty
+from .recipes import SETTINGS_FIELDS as RECIPE_FIELDS
+from .recipes import apply_recipe, recipe_choices, recipe_notes
 from .models.llm import GenerationCancelled
-from .models.loading import ModelLoadError, cuda_available, free_memory, release
+from .models.loading import ModelLoadError, cuda_available, free_memory, load_cached, release
 from .result import (
     AnalysisResult,
     Answer,
@@ -147,6 +149,19 @@ class Engine:
 
     def describe(self) -> dict[str, Any]:
         cuda = cuda_available()
+        s = self.settings
+        if s.llm_endpoint:  # the LLM runs in a server; this process holds the other models
+            served = self._models.llm.model_id if self._models is not None else s.llm_model
+            return {
+                "device": "cuda" if cuda else "cpu",
+                "llm": f"{served or 'the model'} (served over HTTP)",
+                "llm_preset": None,
+                "importance": s.importance,
+                "nli": resolve_nli(s.nli, cuda),
+                "cpu_fallback": False,
+                "load_in_4bit": False,
+                "ready": self.ready,
+            }
         llm_id, preset = resolve_llm(self.settings.llm, cuda)
         return {
             "device": "cuda" if cuda else "cpu",
@@ -261,13 +276,13 @@ class Engine:
                 **changes: Any) -> AnalysisResult:
         """``result``'s answers scored again with other scoring options (``changes``: e.g.
         ``normalization="softmax"``); the LLM is not called and NLI verdicts are reused."""
-        s = (settings or self.settings).replace(**changes) if changes else (
-            settings or self.settings)
-        return self.score(result, s, reuse=result)
+        return self.score(result, (settings or self.settings).replace(**changes), reuse=result)
 
     # ---- the two halves ------------------------------------------------------------------
     def _generate(self, question: str, s: Settings, progress: Progress, on_text,
                   should_stop) -> AnswerSet:
+        asked, s = s, apply_recipe(s)
+        rc = recipe_choices(s.recipe)
         timings: dict[str, float] = {}
         check = _checker(should_stop)
         check()  # cancelled while it waited for the models
@@ -277,7 +292,10 @@ class Engine:
             timings["load"] = time.perf_counter() - t
         check()
         progress("generate", 0.0)
-        prompt, prompt_ids, prompt_preset, warnings = llm.build_prompt(question, s.prompt)
+        prompt, prompt_ids, prompt_preset, warnings = llm.build_prompt(
+            question, s.prompt, recipe=s.recipe)
+        warnings += _recipe_overrides(asked, s)
+        warnings += recipe_notes(s.recipe, bos_token_id=_bos_id(llm))
         greedy, samples = llm.generate(
             prompt_ids,
             samples=s.samples,
@@ -289,6 +307,10 @@ class Engine:
             on_text=on_text,
             timings=timings,
             should_stop=should_stop,
+            prompt=prompt,
+            top_k=rc["top_k"] or 0,  # 0: no top-k
+            keep_stop=rc["keep_stop"],
+            banned_strings=tuple(rc["banned_strings"]),
         )
         progress("generate", 1.0)
         return AnswerSet(
@@ -307,14 +329,25 @@ class Engine:
                 "load_in_4bit": llm.quantized,
                 "llm_endpoint": s.llm_endpoint,
                 "device": getattr(llm, "device_name", "cuda" if cuda_available() else "cpu"),
+                "recipe": s.recipe,
             },
             timings_s=timings,
         )
 
     def _score(self, answers: AnswerSet, s: Settings, progress: Progress, should_stop,
                reuse: AnalysisResult | None) -> AnalysisResult:
+        asked, s = s, apply_recipe(s)
+        rc = recipe_choices(s.recipe)
         timings: dict[str, float] = dict(answers.timings_s)
         warnings: list[str] = list(answers.warnings)
+        made_with = (answers.generation or {}).get("recipe")
+        if made_with is None:  # answers from elsewhere: the scoring options are what is asked
+            warnings += _recipe_overrides(asked, s, ("cluster_rule", "normalization"))
+        elif made_with != s.recipe:
+            warnings.append(
+                f"These answers were generated with the {made_with} recipe; only their scoring "
+                f"follows the {s.recipe} recipe."
+            )
         check = _checker(should_stop)
         question = clean_question(answers.question)
         if question != answers.question:
@@ -350,7 +383,7 @@ class Engine:
         scored = []
         notes_of: dict[str, list[str]] = {}  # one line per distinct warning, naming its answers
         for name, gen, ph in zip(names, gens, phrasings):
-            answer, notes = self._score_answer(gen, ph, s)
+            answer, notes = self._score_answer(gen, ph, s, rc["alignment_rule"])
             scored.append(answer)
             for note in gen.warnings + ph.warnings + notes:
                 notes_of.setdefault(note, []).append(name)
@@ -367,7 +400,8 @@ class Engine:
         else:
             nli_id = nli_model.model_id
             nli_warnings = []
-            labels = nli_model.matrix(question, sample_texts, nli_warnings)
+            labels = nli_model.matrix(question, sample_texts, nli_warnings,
+                                      input_format=rc["nli_input_format"])
         warnings += nli_warnings
         timings["nli"] = time.perf_counter() - t
         progress("nli", 1.0)
@@ -375,7 +409,10 @@ class Engine:
         check()
         progress("uncertainty", 0.0)
         t = time.perf_counter()
-        cluster_ids = clustering.semantic_clusters(labels, rule=s.cluster_rule)
+        cluster_ids = clustering.semantic_clusters(
+            labels, rule=s.cluster_rule, algorithm=rc["clustering_algorithm"],
+            answers=sample_texts if rc["cluster_by_text"] else None,
+        )
         unc = _uncertainty(scored[0], scored[1:], cluster_ids)
         timings["uncertainty"] = time.perf_counter() - t
         progress("uncertainty", 1.0)
@@ -384,6 +421,7 @@ class Engine:
         generated = answers.generation or {}
         for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
             used[name] = generated.get(name)  # what made these answers (None: not known)
+        used["generated_with_recipe"] = generated.get("recipe")
         used["samples"] = len(scored) - 1
         used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
         used.update(nli=nli_id, logprob_source=logprob_source)
@@ -409,7 +447,8 @@ class Engine:
         the settings' LLM. Returns the completed set, the warning saying so, and the source."""
         llm = self._llm_for(s, progress)
         preset = s.prompt or answers.prompt_preset
-        prompt, prompt_ids, preset, prompt_notes = llm.build_prompt(answers.question, preset)
+        prompt, prompt_ids, preset, prompt_notes = llm.build_prompt(
+            answers.question, preset, recipe=s.recipe)
         note_extra = ""
         if answers.prompt_token_ids:
             prompt_ids = list(answers.prompt_token_ids)
@@ -421,7 +460,8 @@ class Engine:
             )
         missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
         forced = llm.teacher_forced(
-            prompt_ids, [answers.answers[i] for i in missing], prompt_preset=preset
+            prompt_ids, [answers.answers[i] for i in missing], prompt_preset=preset,
+            lead="" if prompt[-1:].isspace() else None,
         )
         gens = list(answers.answers)
         for i, gen in zip(missing, forced):
@@ -462,21 +502,29 @@ class Engine:
         """Whether ``s`` names the same ``which`` model as the loaded ones (self.settings)."""
         e = self.settings
         if which == "llm":
-            return (s.llm, s.load_in_4bit, s.llm_endpoint, s.llm_model) == (
-                e.llm, e.load_in_4bit, e.llm_endpoint, e.llm_model)
+            fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env")
+            return all(getattr(s, f) == getattr(e, f) for f in fields)
         if which == "nli":
-            return s.nli == e.nli
+            return s.nli == e.nli and _nli_dtype(s) == _nli_dtype(e)
         bem = s.importance_method == "bem"
         if bem != (e.importance_method == "bem"):
             return False
         return (s.bem, s.chunker) == (e.bem, e.chunker) if bem else s.importance == e.importance
 
     @staticmethod
-    def _score_answer(gen, ph, s: Settings) -> tuple[Answer, list[str]]:
-        """Align phrases to tokens, compute u, w and both scores of one answer."""
+    def _score_answer(gen, ph, s: Settings, rule: str = "default") -> tuple[Answer, list[str]]:
+        """Align phrases to tokens (``rule``: "default" or the published code's "paper-code"),
+        compute u, w and both scores of one answer."""
         notes: list[str] = []
         n_tok = len(gen.token_ids)
         logprobs = np.asarray(gen.logprobs, dtype=float)
+        paper = None
+        if ph.spans and rule == "paper-code":
+            # The published mapping: a whitespace-only token joins the phrase before it, phrases
+            # sharing a token merge (mean of raw scores) before normalization.
+            paper = alignment.align_phrases(gen.text, gen.spans, ph.spans, ph.scores, rule=rule)
+            ph = dataclasses.replace(ph, spans=list(paper.phrase_spans),
+                                     scores=list(paper.phrase_scores))
         phrases = [
             Phrase(text=gen.text[a:b], start=a, end=b, score=float(sc), weight=0.0)
             for (a, b), sc in zip(ph.spans, ph.scores)
@@ -489,10 +537,10 @@ class Engine:
             u = np.full(n_tok, 1.0 / n_tok)
             phrase_of_token = [-1] * n_tok
         else:
-            al = alignment.align_tokens_to_phrases(gen.text, gen.spans, ph.spans)
+            al = paper or alignment.align_tokens_to_phrases(gen.text, gen.spans, ph.spans)
             notes += al.warnings
             aligned = sorted(set(al.phrase_of_token))
-            if len(aligned) < len(phrases):
+            if len(aligned) < len(phrases) and paper is None:  # paper-code's warnings say it
                 notes.append(
                     "Phrases that share their LLM tokens with a longer phrase were left out of "
                     "the importance weights; the other phrases' weights were renormalized."
@@ -545,10 +593,29 @@ def _reusable(reuse: AnalysisResult | None, answers: AnswerSet, s: Settings) -> 
 
 
 def _load_llm(s: Settings, progress: Progress):
+    """The in-process LLM, or with ``llm_endpoint`` the client of an OpenAI-compatible server
+    (then ``llm``, when given, names the served model's tokenizer: its chat template)."""
+    if s.llm_endpoint:
+        from .models.endpoint import EndpointLLM
+
+        tokenizer, preset = resolve_llm(s.llm, cuda_available()) if s.llm else (None, None)
+        return load_cached(
+            _endpoint_key(s), "LLM server", s.llm_endpoint,
+            lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
+                                     tokenizer=tokenizer, preset=preset),
+            progress,
+        )
     from .models.llm import LLM
 
     llm_id, preset = resolve_llm(s.llm, cuda_available())
     return LLM.load(llm_id, preset, s.load_in_4bit, progress)
+
+
+def _endpoint_key(s: Settings) -> tuple:
+    from .models.endpoint import EndpointLLM
+
+    tokenizer = resolve_llm(s.llm, cuda_available())[0] if s.llm else None
+    return EndpointLLM.cache_key(s.llm_endpoint, s.llm_model, s.llm_api_key_env, tokenizer)
 
 
 def _load_importance(s: Settings, progress: Progress):
@@ -562,7 +629,30 @@ def _load_importance(s: Settings, progress: Progress):
 def _load_nli(s: Settings, progress: Progress):
     from .models.nli import NLIModel
 
-    return NLIModel.load(resolve_nli(s.nli, cuda_available()), progress)
+    return NLIModel.load(resolve_nli(s.nli, cuda_available()), progress, dtype=_nli_dtype(s))
+
+
+def _nli_dtype(s: Settings) -> str:
+    return recipe_choices(s.recipe)["nli_dtype"]
+
+
+def _recipe_overrides(asked: Settings, used: Settings,
+                      fields: tuple[str, ...] = RECIPE_FIELDS) -> list[str]:
+    """A warning naming the options (of ``fields``) that the recipe set to another value than
+    was asked for."""
+    changed = [
+        f"{name.replace('_', ' ')} {getattr(used, name)} (not {getattr(asked, name)})"
+        for name in fields
+        if getattr(asked, name) is not None and getattr(asked, name) != getattr(used, name)
+    ]
+    if not changed:
+        return []
+    return [f"The {used.recipe} recipe sets {', '.join(changed)}, as the published code does."]
+
+
+def _bos_id(llm) -> int | None:
+    tokenizer = getattr(llm, "tokenizer", None)
+    return getattr(tokenizer, "bos_token_id", None) if tokenizer is not None else None
 
 
 def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
@@ -572,7 +662,8 @@ def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
     from .models.nli import NLIModel
 
     llm_id, _ = resolve_llm(s.llm, cuda)
-    keys = {LLM.cache_key(llm_id, s.load_in_4bit), NLIModel.cache_key(resolve_nli(s.nli, cuda))}
+    llm_key = _endpoint_key(s) if s.llm_endpoint else LLM.cache_key(llm_id, s.load_in_4bit)
+    keys = {llm_key, NLIModel.cache_key(resolve_nli(s.nli, cuda), _nli_dtype(s))}
     if s.importance_method == "bem":
         keys |= BEMImportance.cache_keys(s.bem, s.chunker)
     else:

@@ -127,7 +127,7 @@ class AnalysisResult:
 
     def answer_set(self) -> "AnswerSet":
         """The answers of this analysis, ready to be scored again (see ``mars_demo.score``)."""
-        from .answers import RECORDED, AnswerSet, Generation, known_notes
+        from .answers import AnswerSet, Generation, known_notes, recorded_generation
 
         def generation(a: Answer) -> Generation:
             return Generation(
@@ -149,7 +149,7 @@ class AnalysisResult:
             prompt_token_ids=list(self.prompt_token_ids) or None,
             prompt_preset=preset if preset in ("paper", "chat") else None,
             logprob_source=self.settings.get("logprob_source", "generation"),
-            generation={k: self.settings[k] for k in RECORDED if k in self.settings},
+            generation=recorded_generation(self.settings),
         )
 
     @classmethod

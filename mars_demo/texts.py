@@ -51,7 +51,10 @@ TEMPERATURE_INFO = (
     "Randomness of the sampled answers (0.5 in the paper). The greedy answer is always greedy."
 )
 MAX_NEW_TOKENS_LABEL = "Max new tokens"
-MAX_NEW_TOKENS_INFO = "Longest answer, in tokens. Answers also stop at the first '.' or line break."
+MAX_NEW_TOKENS_INFO = (
+    "Longest answer, in tokens. With the paper's prompt, answers also stop at the first '.' or "
+    "line break; with the chat template they stop where the model ends its turn."
+)
 SEED_LABEL = "Seed"
 SEED_INFO = "Same seed and settings = same answers."
 PROMPT_LABEL = "Prompt"
@@ -122,7 +125,8 @@ ANSWER_EMPTY = "(the model produced an empty answer)"
 ANSWER_TRUNCATED = "Stopped at the token limit (max new tokens); the answer may be cut off."
 ANSWER_SCORES = "Score of this answer (natural log, higher = more likely):"
 LEGEND = (
-    "Color = the token's weight in the active score: the darker, the more the token counts. "
+    "Color = the token's weight in the active score: the stronger the color, the more the token "
+    "counts (see the bar: left = low, right = high). "
     "Length-normalized gives every token the same weight 1/L; MARS gives important tokens more. "
     "Boxes are the phrases the importance model found. Hover a token for its details."
 )
@@ -225,7 +229,8 @@ ERROR_NOT_READY = "The models are still loading ({stage}: {percent}%). Try again
 ERROR_NOT_READY_START = "The models are still loading. Try again in a moment."
 ERROR_LOAD_FAILED = (
     "The models could not be loaded, so nothing can be analyzed. {error} "
-    "Pick another language model under Settings, or restart the app with other model options."
+    "Restart the app with other models (python app.py --llm ...), or pick another language "
+    "model under Settings where the page offers the switch (--allow-model-switch)."
 )
 ERROR_MODEL = "{error}"
 ERROR_OUT_OF_MEMORY = (
@@ -274,6 +279,8 @@ OPTION_TEXTS = {
 }
 OPTION_CHOICES = {
     "prompt": PROMPT_CHOICES,
+    # sum-softmax (the published medical run) needs its own temperature: the CLI and API offer it
+    "normalization": [("sum", "sum"), ("softmax", "softmax")],
     "importance_method": IMPORTANCE_CHOICES,
     "recipe": RECIPE_CHOICES,
 }
@@ -323,4 +330,94 @@ API_SCORE_DOC = (
     "Answers without token log-probs are read by the loaded LLM (a teacher-forced pass); "
     "settings.logprob_source says where the log-probs came from. The generation options "
     "(samples, temperature, ...) are ignored here."
+)
+
+# --- public mode and per-visitor limits (mars_demo/ui/access.py) ---------------------------------
+
+ACCESS_NO_BEM = (
+    "importance_method bem is not available on this server: its two models were not set up by "
+    "the host (app.py --bem DIR --chunker DIR). Use model or token"
+)
+ACCESS_TOO_MUCH = (
+    "samples x max_new_tokens is {samples} x {tokens} = {work}; this public page allows at most "
+    "{limit} per question. Use fewer sampled answers or fewer max new tokens"
+)
+ACCESS_ONE_AT_A_TIME = (
+    "You already have an analysis running or waiting on this public page. Wait for it to finish "
+    "(or cancel it), then ask again."
+)
+ACCESS_SWITCH_PUBLIC = (
+    "--allow-model-switch is for a page only you can open: this page is public ({reasons}), and "
+    "there a visitor's switch would change the models of every other visitor. Choose the models "
+    "with --llm, --importance, --nli, --bem and --chunker instead."
+)
+ACCESS_SWITCH_OFF = (
+    "Switching models is off on this page: the host chooses the models when starting the app "
+    "(python app.py --llm ..., or --allow-model-switch on a page only the host can open)."
+)
+ACCESS_BEM_BOTH = "BEM needs both of its models: give --bem and --chunker together"
+ACCESS_BEM_LOCAL = (
+    "{flag} {value!r} is not a local path: a public page must not download models when a "
+    "visitor picks BEM. Download it first (e.g. huggingface-cli download) and pass the folder"
+)
+ACCESS_PUBLIC_NOTE = (
+    "This is a public page: the models are fixed by the host, and each question may use at "
+    "most {limit} sampled-answer tokens (sampled answers x max new tokens)."
+)
+ACCESS_PUBLIC_NOTE_NO_LIMIT = "This is a public page: the models are fixed by the host."
+ACCESS_UNKNOWN_MODEL = (
+    "{model!r} is not one of this page's language models; pick one from the list"
+)
+APP_HELP_BEM = (
+    "answer-equivalence model of BEM importance: a local directory (or, on a page only you can "
+    "open, a Hub id). BEM is offered only when --bem and --chunker are both given [env MARS_DEMO_BEM]"
+)
+APP_HELP_CHUNKER = (
+    "Flair phrase chunker of BEM importance: a local directory or .pt file (or, on a page only "
+    "you can open, a Hub id such as flair/chunk-english) [env MARS_DEMO_CHUNKER]"
+)
+APP_HELP_ALLOW_SWITCH = (
+    "show the language-model switch on the page (only on a page only you can open; refused with "
+    "--share, a non-loopback --host or on a Space) [env MARS_DEMO_ALLOW_MODEL_SWITCH]"
+)
+APP_HELP_MAX_SAMPLE_TOKENS = (
+    "public pages: the most sampled answers x max new tokens one question may ask for; 0 = no "
+    "limit (default: %(default)s) [env MARS_DEMO_MAX_SAMPLE_TOKENS]"
+)
+APP_HELP_PER_CLIENT = (
+    "public pages: analyses one client (IP address) may have running or waiting at once; 0 = no "
+    "limit (default: %(default)s) [env MARS_DEMO_PER_CLIENT]"
+)
+APP_BAD_COUNT = "{name} must be a whole number from 0 up; got {value!r}"
+APP_PUBLIC_LOG = "public page ({reasons}): model switch off, at most {limit} sample tokens and {per_client} queued analysis per client"
+
+# --- displays that must not mislead -------------------------------------------------------------
+
+SCORING_SHORT = {"length_normalized": "LN", "mars": "MARS"}  # x labels of the uncertainty panels
+PLOT_NLI_SELF = "answer #{number} with itself: not compared (blank)<br>{answer}"
+PLOT_NLI_IDENTICAL = "{label} (identical texts: not run through the NLI model)"
+PHRASES_WEIGHT_SUM = (
+    "Phrase weight U = importance / the sum of the importances of the phrases that hold tokens "
+    "({total:.3f}), so the weights add up to 1."
+)
+PHRASES_WEIGHT_SOFTMAX = (
+    "Phrase weight U = softmax(importance / T) with T = {t:g}: every 0.1 of importance below "
+    "the top phrase ({top:.3f}) divides the weight by e^(0.1/T) = {factor:.3g}, so a phrase "
+    "well below the top one gets a weight near 0 even with a sizeable importance."
+)
+PHRASE_NO_TOKEN = (
+    "no token: the LLM's tokens over this phrase belong to another phrase, so its weight went "
+    "to the others (see the warnings)"
+)
+PHRASE_SOFTMAX_SMALL = (
+    "softmax: e^(({score:.3f} − {top:.3f}) / {t:g}) = {ratio:.1e} of the top phrase's weight"
+)
+PHRASES_WEIGHT_SUM_SOFTMAX = (
+    "Phrase weight U = softmax((importance / {total:.3f}) / T) with T = {t:g} (the importances "
+    "are first divided by their sum): every 0.1 of that share below the top phrase divides the "
+    "weight by e^(0.1/T) = {factor:.3g}."
+)
+PHRASE_SUM_SOFTMAX_SMALL = (
+    "sum-softmax: e^(({score:.3f} − {top:.3f}) / {total:.3f} / {t:g}) = {ratio:.1e} of the top "
+    "phrase's weight"
 )

@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a Hub id would otherwise hang ~50 s first
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # evaluate --data hf:...: fail at once, offline
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
@@ -48,3 +49,30 @@ def client(app_url):
     from gradio_client import Client
 
     return Client(app_url, verbose=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tiny_models, tmp_path_factory):
+    """The tiny LLM as a float32 GGUF file (for a llama.cpp server)."""
+    from mars_demo.gguf_export import write_gguf
+
+    return write_gguf(tiny_models["llm"], tmp_path_factory.mktemp("gguf") / "tiny-llm.gguf")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tiny_gguf, tmp_path_factory):
+    """URL (".../v1") of a real llama.cpp OpenAI-compatible server serving the tiny LLM; it wants
+    ``conftest_endpoint.API_KEY`` as a Bearer token (see the ``llama_api_key`` fixture)."""
+    from conftest_endpoint import llama_server
+
+    with llama_server(tiny_gguf, tmp_path_factory.mktemp("llama-server")) as url:
+        yield url
+
+
+@pytest.fixture
+def llama_api_key(monkeypatch):
+    """Sets ``conftest_endpoint.API_KEY_ENV`` to the test server's key; returns the key."""
+    from conftest_endpoint import API_KEY, API_KEY_ENV
+
+    monkeypatch.setenv(API_KEY_ENV, API_KEY)
+    return API_KEY

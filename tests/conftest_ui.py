@@ -257,11 +257,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(models: dict, *extra_args: str, wait_for_models: bool = True):
+def running_app(
+    models: dict, *extra_args: str, wait_for_models: bool = True, env: dict | None = None
+):
     """Start ``python app.py`` on 127.0.0.1 with the tiny models; yield its URL once the models
     are loaded (with ``wait_for_models=False``: once it serves HTTP, loaded or not); stop it
     afterwards. ``extra_args`` come last, so ``"--llm", other`` replaces the tiny LLM. The
-    server's log is in the failure message if it dies, and in ``APP_LOGS[url]`` while it runs."""
+    server's log is in the failure message if it dies, and in ``APP_LOGS[url]`` while it runs.
+    ``env``: variables added to (or, with value None, removed from) the server's environment,
+    e.g. ``{"SPACE_ID": "x/y"}`` for a public page."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -278,14 +282,20 @@ def running_app(models: dict, *extra_args: str, wait_for_models: bool = True):
         str(port),
         *extra_args,
     ]
-    env = {
+    env_vars = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "GRADIO_ANALYTICS_ENABLED": "False",
         "MARS_DEMO_SHARE": "0",
     }
+    env_vars.pop("SPACE_ID", None)  # a public page only when a test asks for one
+    for name, value in (env or {}).items():
+        if value is None:
+            env_vars.pop(name, None)
+        else:
+            env_vars[name] = value
     proc = subprocess.Popen(
-        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=REPO_ROOT, env=env_vars, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     log: list[str] = []
     ready = threading.Event()

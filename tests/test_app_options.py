@@ -104,3 +104,30 @@ def test_help_documents_every_flag_and_variable():
         assert flag in out
     for name in ENV_NAMES:
         assert name in out
+
+
+def test_the_llm_server_flags_and_their_variables():
+    env = {"MARS_DEMO_LLM_ENDPOINT": "http://127.0.0.1:8000/v1", "MARS_DEMO_LLM_MODEL": "m"}
+    args = app.parse_args(["--llm-api-key-env", "MY_KEY"], env=env)
+    s = args.settings
+    assert (s.llm_endpoint, s.llm_model, s.llm_api_key_env) == (
+        "http://127.0.0.1:8000/v1", "m", "MY_KEY")
+    flag = app.parse_args(["--llm-endpoint", "http://10.0.0.1:8000/v1"], env=env).settings
+    assert flag.llm_endpoint == "http://10.0.0.1:8000/v1"  # a flag wins over its variable
+    assert app.parse_args([], env={}).settings.llm_endpoint is None
+
+
+def test_app_serves_with_its_llm_behind_a_real_server(llama_server, llama_api_key, tiny_models):
+    """python app.py --llm-endpoint: the page's /analyze goes through the llama.cpp server."""
+    from conftest_endpoint import API_KEY_ENV
+    from conftest_ui import running_app
+    from gradio_client import Client
+
+    extra = ("--llm-endpoint", llama_server, "--llm-api-key-env", API_KEY_ENV)
+    with running_app(tiny_models, *extra) as url:
+        data = Client(url, verbose=False).predict(
+            "Which planet is known as the Red Planet?", samples=2, max_new_tokens=4,
+            api_name="/analyze")
+    assert data["settings"]["llm_endpoint"] == llama_server
+    assert data["settings"]["logprob_source"].startswith("endpoint")
+    assert len(data["samples"]) == 2

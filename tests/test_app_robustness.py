@@ -122,7 +122,7 @@ def test_odd_questions_on_the_page(app_url, typed, expected):
         ({"samples": 1000}, "samples must be an integer from 1 to 20; got 1000"),
         ({"temperature": -1}, "temperature must be a number from 0.05 to 2.0; got -1"),
         ({"distribution": "uniform"}, "distribution must be one of equal, max, min; got 'uniform'"),
-        ({"normalization": "l2"}, "normalization must be one of sum, softmax; got 'l2'"),
+        ({"normalization": "l2"}, "normalization must be one of sum, softmax, sum-softmax; got 'l2'"),
         ({"prompt": "fewshot"}, "prompt must be one of auto, paper, chat; got 'fewshot'"),
     ],
 )
@@ -293,9 +293,9 @@ def test_an_unloadable_model_still_serves_the_page_and_says_what_to_do(tiny_mode
         with pytest.raises(AppError) as refused:
             Client(url, verbose=False).predict(QUESTION, api_name="/analyze")
         message = str(refused.value)
-        assert f"no directory '{missing}'" in message and "Pick another language model" in message
+        assert f"no directory '{missing}'" in message and "Restart the app with other models" in message
         no_traceback(message)
 
         asked = page_event(url, "ask", [QUESTION, "mars", *PAGE_OPTIONS])
         shown = html.unescape(asked["mars-error"])
-        assert f"no directory '{missing}'" in shown and "Pick another language model" in shown
+        assert f"no directory '{missing}'" in shown and "Restart the app with other models" in shown

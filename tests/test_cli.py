@@ -62,7 +62,7 @@ def test_ask_report_is_readable(cli_models):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith(f"Question: {QUESTION}")
-    for part in ("Answer:", "Phrases", "Samples", "Confidence", "Entropy", "Semantic entropy",
+    for part in ("Answer:", "Tokens by phrase", "Samples", "Confidence", "Entropy", "Semantic entropy",
                  "higher = less trustworthy"):
         assert part in out
 
@@ -173,3 +173,53 @@ def test_every_option_of_the_schema_is_a_flag():
         if opt.stage != "generation" or opt.name == "prompt":
             assert flag in score_help, flag
     assert "--samples" not in score_help  # generation options mean nothing when scoring
+
+
+# --- the report: compact and safe for a terminal ----------------------------------------------------
+
+
+def _report_of(result):
+    from mars_demo.cli import format_report
+
+    return format_report(result)
+
+
+def test_the_report_names_each_phrase_once_above_its_tokens():
+    from conftest_ui import make_answer, make_result
+
+    greedy = make_answer(
+        ["The", " Red", " Planet", " is", " Mars"],
+        [-0.2, -0.4, -0.1, -0.05, -0.6],
+        [([0, 1, 2], 0.3), ([3], 0.05), ([4], 0.9)],
+    )
+    report = _report_of(make_result(greedy=greedy))
+    lines = report.splitlines()
+    tokens = lines[lines.index(next(x for x in lines if x.startswith("Tokens by phrase"))):
+                   lines.index("Samples (cluster, LN score, MARS score):")]
+    assert sum("The Red Planet" in line for line in tokens) == 1  # once, not on every token
+    headers = [line for line in lines if line.startswith("  phrase ")]
+    assert headers == [
+        "  phrase 1 'The Red Planet': importance 0.300, weight U 0.240",
+        "  phrase 2 'is': importance 0.050, weight U 0.040",
+        "  phrase 3 'Mars': importance 0.900, weight U 0.720",
+    ]
+    start = lines.index(headers[0])
+    assert [line.split()[0] for line in lines[start + 1 : start + 4]] == ["'The'", "'", "'"]
+    assert "Red'" in lines[start + 2] and "Planet'" in lines[start + 3]
+
+
+def test_the_report_escapes_control_and_direction_characters():
+    import unicodedata
+
+    from conftest_ui import make_answer, make_result
+
+    nasty = "\x1b[2J\x1b[31mMars\x07\r\u202eder\u200b"
+    greedy = make_answer([nasty, " x"], [-0.1, -0.2], [([0, 1], 1.0)])
+    result = make_result(question=f"Which planet{nasty}?", greedy=greedy,
+                         warnings=[f"greedy: odd {nasty}"])
+    result.samples[0] = make_answer([nasty], [-0.3], [([0], 1.0)])
+    report = _report_of(result)
+    for ch in report:
+        assert ch == "\n" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp"), repr(ch)
+    assert "\\x1b[2J\\x1b[31mMars\\x07\\r\\u202eder\\u200b" in report
+    assert report.count("\\x1b[2J") >= 5  # question, answer, phrase, sample, warning

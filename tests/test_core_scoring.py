@@ -448,3 +448,34 @@ def test_any_floats_give_finite_results_or_value_error(
         )
     )
     finite_or_value_error(lambda: bem_token_importance(phrase_of_token, scores, temperature))
+
+
+# --- the published medical run: softmax over the already sum-normalized weights -----------
+
+
+def test_sum_softmax_is_softmax_over_sum_normalized_weights_by_hand():
+    from mars_demo.core.scoring import MEDICAL_TEMPERATURE
+
+    assert MEDICAL_TEMPERATURE == 0.001
+    scores = [0.2, 0.201]
+    # Sum-normalized: [0.2, 0.201] / 0.401; their gap 0.001 / 0.401 over T = 0.001 is 2.4938.
+    gap = (0.201 - 0.2) / 0.401 / 0.001
+    by_hand = [1 / (1 + math.exp(gap)), math.exp(gap) / (1 + math.exp(gap))]
+    got = phrase_weights(scores, "sum-softmax", temperature=MEDICAL_TEMPERATURE)
+    assert got == pytest.approx(by_hand, rel=1e-9)
+    assert got.round(4).tolist() == [0.0763, 0.9237]
+    # Softmax over the raw scores is a different thing: a gap of 0.001 / 0.001 = 1.
+    raw = phrase_weights(scores, "softmax", temperature=MEDICAL_TEMPERATURE)
+    assert raw.round(4).tolist() == [0.2689, 0.7311]
+
+
+def test_sum_softmax_in_token_importance_and_edge_cases():
+    # Phrases [0, 0, 1] with scores [1, 3] at temperature 1: U = softmax([0.25, 0.75]).
+    e = math.exp(0.5)
+    u = token_importance([0, 0, 1], [1.0, 3.0], [-0.1, -0.2, -0.3], normalization="sum-softmax",
+                         temperature=1.0)
+    assert u == pytest.approx([0.5 / (1 + e), 0.5 / (1 + e), e / (1 + e)], rel=1e-12)
+    # All-zero scores: uniform sum weights, uniform softmax.
+    assert phrase_weights([0.0, 0.0, 0.0], "sum-softmax", 0.001) == pytest.approx([1 / 3] * 3)
+    # Scores whose sum overflows still give finite weights.
+    assert phrase_weights([1e308, 1e308], "sum-softmax", 0.001) == pytest.approx([0.5, 0.5])

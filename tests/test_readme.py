@@ -50,8 +50,16 @@ def test_space_header_lists_every_model_the_app_can_load():
 
 
 def test_ci_runs_the_readme_test_command():
-    command = "pip install -r requirements.txt && python -m pytest"
+    command = "pip install -r requirements-dev.txt && python -m pytest"
     assert command in README
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python -m pip install -q -r requirements.txt" in ci
+    assert "python -m pip install -q -r requirements-dev.txt" in ci
+    dev = (ROOT / "requirements-dev.txt").read_text()
+    assert dev.splitlines()[1] == "-r requirements.txt"  # the tests install the app's needs too
     assert re.search(r"^python -m pytest\b", ci, re.M)
+
+
+def test_the_space_installs_no_test_tools_and_builds_nothing():
+    runtime = (ROOT / "requirements.txt").read_text()
+    for heavy in ("llama-cpp-python", "pytest", "playwright"):
+        assert heavy not in runtime, heavy

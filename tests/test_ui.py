@@ -17,12 +17,14 @@ import pytest
 from conftest_ui import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
+from mars_demo.access import Access
 from mars_demo.models import ModelLoadError
 from mars_demo.models.llm import InvalidModelOutput
 from mars_demo.pipeline import AnalysisOutOfMemory
 from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.ui import build_demo, launch_options, load_examples, plots, render
 from mars_demo.ui.controller import (
+    COMMAND_LINE_MODEL,
     ASK_OUTPUTS,
     RESCORE_OUTPUTS,
     Controller,
@@ -37,8 +39,11 @@ XSS_QUESTION = '<script>window.__xss=1</script><img src=x onerror="window.__xss=
 XSS_ANSWER = "<img src=x onerror=alert(1)>"
 
 
-def make_controller(engine: FakeEngine | None = None) -> Controller:
-    return Controller(EngineHost(engine or FakeEngine()))
+SWITCH_ALLOWED = Access(allow_model_switch=True)  # app.py --allow-model-switch
+
+
+def make_controller(engine: FakeEngine | None = None, access: Access = SWITCH_ALLOWED) -> Controller:
+    return Controller(EngineHost(engine or FakeEngine()), access)
 
 
 def ask(
@@ -74,7 +79,7 @@ def active_columns(html: str) -> set[str]:
 
 def test_page_builds_without_loading_any_model():
     engine = FakeEngine()
-    demo = build_demo(engine)
+    demo = build_demo(engine, access=SWITCH_ALLOWED)
     config = demo.get_config_file()
     ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
     for elem_id in (
@@ -455,7 +460,9 @@ def test_model_choices_name_the_current_model():
         == "qwen2.5-7b-instruct"
     )
     choices, current = model_choices(Settings(llm="/models/tiny-llm"), cuda=False)
-    assert current == "/models/tiny-llm" and choices[-1][1] == "/models/tiny-llm"
+    # the path is in the label only: the values are what Gradio lists when it refuses a value
+    assert current == COMMAND_LINE_MODEL and choices[-1] == (
+        "/models/tiny-llm (from the command line)", COMMAND_LINE_MODEL)
     assert any("(gated)" in label for label, _ in choices)
 
 
@@ -671,7 +678,7 @@ def test_an_empty_answer_says_so():
 
 
 def test_question_box_limit_and_the_shared_model_note():
-    config = build_demo(FakeEngine()).get_config_file()
+    config = build_demo(FakeEngine(), access=SWITCH_ALLOWED).get_config_file()
     props = {c["props"].get("elem_id"): c["props"] for c in config["components"]}
     assert props["mars-question"]["max_length"] == MAX_QUESTION_CHARS
     assert props["mars-model"]["info"] == texts.MODEL_INFO

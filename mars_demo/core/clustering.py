@@ -13,8 +13,12 @@ import unicodedata
 
 from . import _validation as check
 
-# "strict": entailment both ways (the papers); "lenient": no contradiction (the original code)
+# "strict": entailment both ways (the papers); "lenient": no contradiction (the published
+# LLM_Uncertainty code and the authors' later library)
 RULES = ("strict", "lenient")
+# "first-member": compare with each cluster's first member (the authors' later library, default);
+# "all-pairs": every pair of distinct answers (the published LLM_Uncertainty code)
+ALGORITHMS = ("first-member", "all-pairs")
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
@@ -26,8 +30,8 @@ def passes_rule(forward_label: str, backward_label: str, rule: str) -> bool:
 
     - ``"strict"`` (the definition of Kuhn et al. and the MARS paper): both verdicts are
       ``"entailment"``;
-    - ``"lenient"`` (the original MARS / semantic-entropy code): neither verdict is
-      ``"contradiction"``.
+    - ``"lenient"`` (the published MARS code, LLM_Uncertainty, and the authors' later library):
+      neither verdict is ``"contradiction"``.
 
     Labels are matched case-insensitively (NLI models' ``id2label`` often uses upper case).
 
@@ -45,26 +49,57 @@ def passes_rule(forward_label: str, backward_label: str, rule: str) -> bool:
     return _same_meaning(_nli_label(forward_label), _nli_label(backward_label), rule)
 
 
-def semantic_clusters(labels, rule: str = "strict") -> list[int]:
+def semantic_clusters(
+    labels, rule: str = "strict", algorithm: str = "first-member", answers=None
+) -> list[int]:
     """Cluster id per answer, from an n x n matrix of NLI verdicts (for SE, eq. (8)).
 
     ``labels[i][j]`` is the verdict with answer i as premise and answer j as hypothesis (one of
-    :data:`NLI_LABELS`, any case; the diagonal is ignored). Answers are taken in order; each is
-    compared with the FIRST member of every existing cluster, in cluster order, and joins the
-    first cluster that passes ``rule`` (:func:`passes_rule`), else it starts a new cluster. Ids
-    are 0, 1, 2, ... in order of first appearance. Unitless.
+    :data:`NLI_LABELS`, any case; the diagonal is ignored). Two answers "pass" when
+    :func:`passes_rule` holds for ``labels[i][j]`` and ``labels[j][i]`` under ``rule``.
+
+    When ``answers`` is given (one hashable per answer, e.g. the answer texts), answers with
+    equal entries are ONE distinct answer: they share a cluster, only the first occurrence's
+    verdicts are read, and the algorithm runs over the distinct answers in order of first
+    appearance. Without it every answer is distinct.
+
+    - ``"first-member"`` (default; the authors' later library, TruthTorchLM): distinct answers
+      are taken in order; each is compared with the FIRST member of every existing cluster, in
+      cluster order, and joins the first cluster that passes, else it starts a new cluster.
+    - ``"all-pairs"`` (the published LLM_Uncertainty code behind the paper's Table 1): each
+      distinct answer starts with its own id; then for every pair i < j, in order (i outer,
+      j inner), a passing pair sets ``id[j] = id[i]``. Since ``id[i]`` is final once the outer
+      loop reaches i, j ends up in the cluster of the LAST earlier answer it passes with.
+      The published code takes the distinct answers from ``list(set(texts))``, whose order
+      follows Python's string hashing and changes from run to run (its ``PYTHONHASHSEED`` is
+      set inside the running process, too late to take effect), so its clusters can change
+      between runs; here the order is that of first appearance, which is reproducible.
+
+    The two algorithms differ when A~B and B~C pass but A and C do not: first-member gives
+    {A, B}, {C}; all-pairs gives {A, B, C}.
+
+    Ids are 0, 1, 2, ... in order of first appearance among all n answers. Unitless.
 
     Args:
         labels: n x n array-like of label strings.
         rule: ``"strict"`` or ``"lenient"``.
+        algorithm: ``"first-member"`` or ``"all-pairs"``.
+        answers: optional sequence of n hashables; equal entries are the same answer.
 
     Example: answers 0 and 1 entail each other; answer 2 contradicts both.
 
-    >>> E, C = "entailment", "contradiction"
+    >>> E, N, C = "entailment", "neutral", "contradiction"
     >>> semantic_clusters([[E, E, C], [E, E, C], [C, C, E]])
     [0, 0, 1]
+
+    A~B and B~C pass the lenient rule, A contradicts C:
+
+    >>> chain = [[E, N, C], [N, E, N], [C, N, E]]
+    >>> semantic_clusters(chain, "lenient"), semantic_clusters(chain, "lenient", "all-pairs")
+    ([0, 0, 1], [0, 0, 0])
     """
     rule = check.one_of(rule, RULES, "rule")
+    algorithm = check.one_of(algorithm, ALGORITHMS, "algorithm")
     rows = [list(row) for row in labels]
     n = len(rows)
     for i, row in enumerate(rows):
@@ -72,20 +107,57 @@ def semantic_clusters(labels, rule: str = "strict") -> list[int]:
             raise ValueError(
                 f"labels must be square (n x n); row {i} has {len(row)} entries, n = {n}"
             )
-        for j, label in enumerate(row):
+    distinct, index_of = _distinct_answers(answers, n)
+    for i in distinct:
+        for j in distinct:
             if i != j:
-                row[j] = _nli_label(label, f"labels[{i}][{j}]")
-    first_members: list[int] = []  # first answer of each cluster, in cluster order
-    cluster_of: list[int] = []
-    for i in range(n):
-        for cluster, first in enumerate(first_members):
-            if _same_meaning(rows[first][i], rows[i][first], rule):
-                cluster_of.append(cluster)
-                break
-        else:
-            cluster_of.append(len(first_members))
-            first_members.append(i)
-    return cluster_of
+                rows[i][j] = _nli_label(rows[i][j], f"labels[{i}][{j}]")
+
+    def passes(a: int, b: int) -> bool:
+        return _same_meaning(rows[a][b], rows[b][a], rule)
+
+    # group[d]: a representative label for distinct answer d (any id; renumbered below)
+    group: list[int] = []
+    if algorithm == "first-member":
+        first_members: list[int] = []  # first distinct answer of each cluster, in cluster order
+        for d, i in enumerate(distinct):
+            for cluster, first in enumerate(first_members):
+                if passes(distinct[first], i):
+                    group.append(cluster)
+                    break
+            else:
+                group.append(len(first_members))
+                first_members.append(d)
+    else:
+        for d, j in enumerate(distinct):
+            last = next((e for e in reversed(range(d)) if passes(distinct[e], j)), None)
+            group.append(d if last is None else group[last])
+    renumber: dict[int, int] = {}
+    return [renumber.setdefault(group[index_of[i]], len(renumber)) for i in range(n)]
+
+
+def _distinct_answers(answers, n: int) -> tuple[list[int], list[int]]:
+    """(first index of each distinct answer, distinct-answer number of every answer)."""
+    if answers is None:
+        return list(range(n)), list(range(n))
+    try:
+        keys = list(answers)
+    except TypeError as error:
+        raise ValueError(f"answers must be a sequence of {n} entries, got {answers!r}") from error
+    if len(keys) != n:
+        raise ValueError(f"answers has {len(keys)} entries but labels is {n} x {n}")
+    number: dict = {}
+    first: list[int] = []
+    index_of: list[int] = []
+    for i, key in enumerate(keys):
+        try:
+            d = number.setdefault(key, len(number))
+        except TypeError as error:
+            raise ValueError(f"answers[{i}] = {key!r} is not hashable; pass e.g. the texts") from error
+        if d == len(first):
+            first.append(i)
+        index_of.append(d)
+    return first, index_of
 
 
 def normalize_answer(text: str) -> str:

@@ -17,7 +17,9 @@ from scipy.special import softmax
 from . import _validation as check
 
 MODES = ("equal", "max", "min")  # how a phrase's weight is spread over its tokens
-NORMALIZATIONS = ("sum", "softmax")  # how phrase scores become phrase weights
+# how phrase scores become phrase weights; "sum-softmax" is the published medical run's
+NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
+MEDICAL_TEMPERATURE = 0.001  # the published code's medical run: "sum-softmax" at this temperature
 
 
 def length_normalized(token_logprobs) -> float:
@@ -100,30 +102,45 @@ def phrase_weights(
 
     - ``"sum"`` (the paper's code for Table 1): ``U_k = s_k / sum_j s_j``; all-zero scores give
       uniform weights.
-    - ``"softmax"`` (the authors' later library; the paper's medical run used temperature
-      0.001): ``U = softmax(s / temperature)``, computed stably.
+    - ``"softmax"`` (the authors' later library, temperature 0.1): ``U = softmax(s /
+      temperature)`` over the RAW scores, computed stably.
+    - ``"sum-softmax"`` (the published code's medical run, temperature 0.001, see
+      :data:`MEDICAL_TEMPERATURE`): ``U = softmax((s / sum_j s_j) / temperature)``, a softmax
+      over the already sum-normalized weights. It is NOT the same as ``"softmax"``: dividing by
+      the sum rescales the gaps between the scores, so at one temperature the two differ
+      whenever the scores do not sum to 1.
 
     Unitless; a higher U_k means phrase k matters more to the answer's meaning.
 
     Args:
         phrase_scores: one score s_k >= 0 per phrase (e.g. the model's sigmoid output).
-        normalization: ``"sum"`` or ``"softmax"``.
-        temperature: softmax temperature, > 0 (always checked; used only by ``"softmax"``).
+        normalization: ``"sum"``, ``"softmax"`` or ``"sum-softmax"``.
+        temperature: softmax temperature, > 0 (always checked; not used by ``"sum"``).
 
     Example: scores [1, 3] sum-normalize to [0.25, 0.75]; scores [0, log 3] with softmax at
-    temperature 1 give the same weights.
+    temperature 1 give the same weights; "sum-softmax" of [1, 3] at temperature 1 is
+    softmax([0.25, 0.75]).
 
     >>> phrase_weights([1.0, 3.0])
     array([0.25, 0.75])
     >>> import math
     >>> phrase_weights([0.0, math.log(3)], "softmax", temperature=1.0).round(6)
     array([0.25, 0.75])
+    >>> phrase_weights([1.0, 3.0], "sum-softmax", temperature=1.0).round(4)
+    array([0.3775, 0.6225])
     """
     scores = check.nonnegative_vector(phrase_scores, "phrase_scores")
     normalization = check.one_of(normalization, NORMALIZATIONS, "normalization")
     temperature = check.positive(temperature, "temperature")
     if normalization == "softmax":
         return _softmax(scores, temperature)
+    if normalization == "sum-softmax":
+        return _softmax(_sum_normalized(scores), temperature)
+    return _sum_normalized(scores)
+
+
+def _sum_normalized(scores: np.ndarray) -> np.ndarray:
+    """``scores / scores.sum()`` for checked scores >= 0; all zeros give uniform weights."""
     with np.errstate(over="ignore"):
         total = scores.sum()
     if total == 0:

@@ -89,7 +89,8 @@ def semantic_entropy(sample_scores, cluster_ids) -> float:
     ``SE = -(1/|C|) * sum_c logsumexp_{b in c} score_b``: the mean negated log cluster score
     (:func:`cluster_log_scores`), in nats (natural log); higher = less trustworthy. As in the
     paper and the original code, cluster scores are not normalized, so SE can be negative
-    when a cluster's summed score exceeds 1.
+    when a cluster's summed score exceeds 1. (The published code also subtracts 5 from every
+    cluster's log score, which adds 5 to SE and changes no ranking; that shift is not copied.)
 
     Args:
         sample_scores: natural-log scores of the B sampled answers, each <= 0.

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 
-def encode_pairs(tokenizer, firsts: list[str], seconds: list[str], max_length: int):
+def encode_pairs(tokenizer, firsts: list[str], seconds: list[str] | None, max_length: int):
     """Tokenize text pairs into padded tensors of at most ``max_length`` tokens.
+
+    With ``seconds=None`` each of ``firsts`` is one single-segment text instead of a pair.
 
     Returns ``(encoding, truncated, unknown)``: ``truncated`` lists the indices of the pairs that
     were longer than ``max_length`` and were cut to fit (longest text first), ``unknown`` those

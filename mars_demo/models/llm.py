@@ -157,6 +157,41 @@ def _cut_answer(pieces: list[str], stop_strings: Sequence[str],
     return len(pieces), cut  # keep_stop with the stop string at the very end
 
 
+def trim_answer(pieces: list[str], cut: int | None, finish: str
+                ) -> tuple[str, list[tuple[int, int]], list[str], str]:
+    """The answer text of the kept token ``pieces``: cut at character ``cut`` (a stop string)
+    and stripped of surrounding whitespace, each token's span shifted into it, and the warnings
+    the answer's shape calls for (empty, cut off at the token limit, by ``finish``).
+
+    Returns (stripped text, spans, warnings, the text before stripping)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for piece in pieces:
+        spans.append((pos, pos + len(piece)))
+        pos += len(piece)
+    text = "".join(pieces)
+    if cut is not None:
+        text = text[:cut]
+        spans = [(min(a, cut), min(b, cut)) for a, b in spans]
+    # Strip surrounding whitespace and shift offsets into the stripped text.
+    lead = len(text) - len(text.lstrip())
+    stripped = text.strip()
+    end = len(stripped)
+    spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
+    warnings = []
+    if not stripped:
+        warnings.append(
+            "The model gave an empty answer (only whitespace); its score is the probability of "
+            "that whitespace."
+        )
+    if finish == "length":
+        warnings.append(
+            "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
+            "complete answer."
+        )
+    return stripped, spans, warnings, text
+
+
 def build_generation(
     tokenizer,
     token_ids: Sequence[int],
@@ -186,32 +221,7 @@ def build_generation(
         # The model stopped at once: the answer is empty and its probability is that of
         # stopping here, so its only scored token is the stop itself.
         return _empty_generation(tokenizer, ids[0], logprobs[0], finish)
-    pieces = pieces[:keep]
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    for piece in pieces:
-        spans.append((pos, pos + len(piece)))
-        pos += len(piece)
-    text = "".join(pieces)
-    if cut is not None:
-        text = text[:cut]
-        spans = [(min(a, cut), min(b, cut)) for a, b in spans]
-    # Strip surrounding whitespace and shift offsets into the stripped text.
-    lead = len(text) - len(text.lstrip())
-    stripped = text.strip()
-    end = len(stripped)
-    spans = [(max(0, min(a - lead, end)), max(0, min(b - lead, end))) for a, b in spans]
-    warnings = []
-    if not stripped:
-        warnings.append(
-            "The model gave an empty answer (only whitespace); its score is the probability of "
-            "that whitespace."
-        )
-    if finish == "length":
-        warnings.append(
-            "The answer hit the max-new-tokens limit and was cut off; raise max new tokens for a "
-            "complete answer."
-        )
+    stripped, spans, warnings, _ = trim_answer(pieces[:keep], cut, finish)
     return Generation(
         text=stripped,
         token_ids=ids[:keep],
@@ -583,6 +593,7 @@ class LLM:
         top_k: int = 0,
         keep_stop: bool = False,
         banned_strings: Sequence[str] = (),
+        prompt: str | None = None,
     ) -> tuple[Generation, list[Generation]]:
         """The greedy answer and ``samples`` sampled answers, in ONE batched ``generate`` call.
 
@@ -595,7 +606,8 @@ class LLM:
         token ends a row. ``keep_stop``: a stop string ends the answer but stays in its text and
         its token is scored (the published code's "." end-of-sequence token). ``banned_strings``:
         tokens containing them are never generated (:meth:`banned_token_ids`) and they are no
-        stop strings. ``timings`` receives "generate" and "logprobs" seconds.
+        stop strings. ``timings`` receives "generate" and "logprobs" seconds. ``prompt``, the
+        prompt's text, is not needed here (``prompt_ids`` are); a server-backed LLM uses it.
 
         ``should_stop`` is asked after every generated token; once it returns True generation
         ends at that token and :class:`GenerationCancelled` is raised."""
@@ -685,19 +697,22 @@ class LLM:
 
     # ---- teacher forcing -----------------------------------------------------------------
     def teacher_forced(
-        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str
+        self, prompt_ids: list[int], answers: Sequence[Generation], *, prompt_preset: str,
+        lead: str | None = None,
     ) -> list[Generation]:
         """Token log-probs of answers given as text: one batched forward pass over
         prompt + answer, read at temperature 1 (the same numbers generation would have given).
 
         Each answer is tokenized as the model continues the prompt: after a space for the
-        paper prompt ("Answer: Mars"), directly for a chat prompt. Returns new
+        paper prompt ("Answer: Mars"), directly for a chat prompt; ``lead`` overrides what goes
+        before the answer's text ("" after a prompt that ends with a space). Returns new
         :class:`Generation` objects with tokens, offsets and log-probs; an answer whose text the
         tokenizer does not reproduce exactly is scored as the tokenizer reads it, and says so.
         """
         import torch
 
-        lead = " " if prompt_preset == "paper" else ""
+        if lead is None:
+            lead = " " if prompt_preset == "paper" else ""
         tok = self.tokenizer
         encoded = [
             list(tok(lead + a.text, add_special_tokens=False)["input_ids"]) for a in answers

@@ -4,6 +4,16 @@ The label meaning is read from the model's ``id2label`` (never hard-coded indice
 put in front of each answer, as in the original semantic-entropy code. Answers that are identical
 after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning without a model call;
 every other ordered pair goes through the model in one batched pass.
+
+Two input formats (``input_format``):
+
+- ``"pair"`` (default): the tokenizer's pair encoding of (question + " " + answer1,
+  question + " " + answer2), e.g. ``[CLS] A [SEP] B [SEP]`` with the tokenizer's own specials.
+- ``"paper-code"``: the published LLM_Uncertainty code's input, ONE string
+  ``question + " " + answer1 + " [SEP] " + question + " " + answer2`` tokenized as a single text
+  (a DeBERTa tokenizer reads the literal "[SEP]" as its separator). Only answers with exactly
+  equal texts skip the model, as the published code compares every pair of distinct texts.
+  Load the model with ``dtype="float32"`` to judge in fp32 as the published code did.
 """
 
 from __future__ import annotations
@@ -14,6 +24,23 @@ from .loading import ModelLoadError, check_finite, check_source, load_cached
 
 MAX_LENGTH = 512
 BATCH = 64  # pairs per forward pass chunk; bounds memory for many samples
+INPUT_FORMATS = ("pair", "paper-code")
+DTYPES = ("auto", "float32")  # "auto": float16 on CUDA, float32 on CPU
+PAPER_CODE_SEPARATOR = " [SEP] "  # between the two texts of the published code's one string
+
+
+def paper_code_input(premise: str, hypothesis: str) -> str:
+    """The one string the published code gives the NLI model for (premise, hypothesis).
+
+    >>> paper_code_input("Q? Paris", "Q? Lyon")
+    'Q? Paris [SEP] Q? Lyon'
+    """
+    return premise + PAPER_CODE_SEPARATOR + hypothesis
+
+
+def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 def label_meaning(id2label: dict) -> dict[int, str]:
@@ -44,13 +71,17 @@ class NLIModel:
         self.device = next(model.parameters()).device
 
     @staticmethod
-    def cache_key(model_id: str) -> tuple:
-        """The key under which :meth:`load` caches this model."""
-        return ("nli", check_source(model_id, "NLI model"))
+    def cache_key(model_id: str, dtype: str = "auto") -> tuple:
+        """The key under which :meth:`load` caches this model (``dtype`` as in :meth:`load`)."""
+        _check_choice("dtype", dtype, DTYPES)
+        key = ("nli", check_source(model_id, "NLI model"))
+        return key if dtype == "auto" else (*key, dtype)
 
     @classmethod
-    def load(cls, model_id: str, progress=None) -> "NLIModel":
-        key = cls.cache_key(model_id)
+    def load(cls, model_id: str, progress=None, dtype: str = "auto") -> "NLIModel":
+        """Load (once; cached) the NLI model. ``dtype``: ``"auto"`` = float16 on CUDA and
+        float32 on CPU; ``"float32"`` = float32 everywhere (the published code's precision)."""
+        key = cls.cache_key(model_id, dtype)
         source = key[1]
 
         def loader() -> NLIModel:
@@ -60,7 +91,8 @@ class NLIModel:
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForSequenceClassification.from_pretrained(source)
             if torch.cuda.is_available():
-                model = model.to("cuda", dtype=torch.float16)
+                half = torch.float16 if dtype == "auto" else torch.float32
+                model = model.to("cuda", dtype=half)
             model.eval()
             return cls(model, tokenizer, model_id)
 
@@ -71,21 +103,26 @@ class NLIModel:
         pairs: list[tuple[str, str]],
         truncated: list[int] | None = None,
         unknown: list[int] | None = None,
+        input_format: str = "pair",
     ) -> list[str]:
         """NLI label of each (premise, hypothesis) pair, batched.
 
         The indices of pairs longer than the model's window (cut to fit before judging) are
         appended to ``truncated``, and of pairs holding characters the tokenizer does not know
-        ([UNK]) to ``unknown``, when those lists are given.
+        ([UNK]) to ``unknown``, when those lists are given. ``input_format`` ``"paper-code"``
+        gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
         """
         import torch
 
+        _check_choice("input_format", input_format, INPUT_FORMATS)
         out: list[str] = []
         for i in range(0, len(pairs), BATCH):
             chunk = pairs[i : i + BATCH]
-            enc, cut, unk = encode_pairs(
-                self.tokenizer, [p for p, _ in chunk], [h for _, h in chunk], MAX_LENGTH
-            )
+            if input_format == "pair":
+                firsts, seconds = [p for p, _ in chunk], [h for _, h in chunk]
+            else:
+                firsts, seconds = [paper_code_input(p, h) for p, h in chunk], None
+            enc, cut, unk = encode_pairs(self.tokenizer, firsts, seconds, MAX_LENGTH)
             if truncated is not None:
                 truncated += [i + k for k in cut]
             if unknown is not None:
@@ -97,14 +134,24 @@ class NLIModel:
         return out
 
     def matrix(
-        self, question: str, answers: list[str], warnings: list[str] | None = None
+        self,
+        question: str,
+        answers: list[str],
+        warnings: list[str] | None = None,
+        input_format: str = "pair",
     ) -> list[list[str]]:
         """n x n verdicts, premise = row; identical answers and the diagonal are "entailment".
 
-        A sentence per degraded result (pairs cut to fit the model's window) is appended to
-        ``warnings`` when it is given.
+        Identical means equal after ``normalize_answer`` for ``input_format="pair"``, and
+        exactly equal text for ``"paper-code"`` (see the module docstring). A sentence per
+        degraded result (pairs cut to fit the model's window) is appended to ``warnings`` when
+        it is given.
         """
-        norm = [normalize_answer(a) for a in answers]
+        _check_choice("input_format", input_format, INPUT_FORMATS)
+        if input_format == "pair":
+            norm = [normalize_answer(a) for a in answers]
+        else:
+            norm = list(answers)
         n = len(answers)
         needed: dict[tuple[str, str], tuple[int, int]] = {}
         for i in range(n):
@@ -118,7 +165,11 @@ class NLIModel:
         ]
         truncated: list[int] = []
         unknown: list[int] = []
-        found = dict(zip(keys, self.verdicts(pairs, truncated, unknown))) if pairs else {}
+        found = (
+            dict(zip(keys, self.verdicts(pairs, truncated, unknown, input_format)))
+            if pairs
+            else {}
+        )
 
         def which(rows: list[int]) -> str:
             shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in rows)})

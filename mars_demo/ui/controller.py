@@ -21,6 +21,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import queue
 import shutil
 import sys
@@ -50,6 +51,8 @@ from mars_demo.settings import (
 )
 from mars_demo.answers import AnswerSet
 from mars_demo.ui import controls, plots, render
+from mars_demo.access import Access
+from mars_demo.downloads import DownloadFolder
 from mars_demo.ui.host import EngineHost, EngineNotReady, Progress
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,7 @@ STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer
 # streaming event, and closing the handler is what stops the analysis (see Controller.ask).
 HEARTBEAT_S = 0.5
 DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
+COMMAND_LINE_MODEL = "command-line"  # the model switch's value for the LLM app.py was started with
 API_PROMPTS = ("auto", *PROMPTS)  # the prompt values of the page and the API ("auto" = None)
 OWN_MAX_SAMPLES = 20  # sampled answers pasted on the page
 OWN_MAX_CHARS = 20_000  # all pasted answers together (or the answer-set JSON)
@@ -134,8 +138,23 @@ def model_choices(settings: Settings, cuda: bool) -> tuple[list[tuple[str, str]]
     by_id = {preset.model_id: key for key, preset in LLM_PRESETS.items()}
     current = by_id.get(current, current)
     if current not in LLM_PRESETS:
-        choices.append((texts.MODEL_CUSTOM.format(model=current), current))
+        # The value is a fixed word, not the model's path: Gradio lists the choices' values when
+        # it refuses another value, and that message must not show the server's folders.
+        choices.append((texts.MODEL_CUSTOM.format(model=current), COMMAND_LINE_MODEL))
+        current = COMMAND_LINE_MODEL
     return choices, current
+
+
+def public_model_name(model: Any) -> str:
+    """A model's name for a public page: a Hub id as it is, a local path by its last part.
+
+    >>> public_model_name("/srv/models/tiny-llm/"), public_model_name("org/name")
+    ('tiny-llm', 'org/name')
+    """
+    text = str(model)
+    if text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text) or os.path.exists(text):
+        return os.path.basename(os.path.normpath(text)) or "local model"
+    return text
 
 
 class Worker:
@@ -182,12 +201,14 @@ class DownloadStore:
     """Writes each analysis as a JSON file for the download button; keeps the latest few.
 
     Gradio copies a file into its own cache when it sends it, so older files can go. The folder
-    is removed when the process exits.
+    is removed when the process exits, and by the next server if this one died
+    (:mod:`mars_demo.downloads`).
     """
 
     def __init__(self, keep: int = DOWNLOADS_KEPT) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="mars-demo-downloads-")
-        self.root = Path(self._tmp.name)
+        self.folder = DownloadFolder()
+        self.root = self.folder.path
+        log.info("download folder: %s", self.root)
         self._dirs: deque[Path] = deque()
         self._keep = keep
         self._lock = threading.Lock()
@@ -208,9 +229,11 @@ class DownloadStore:
 class Controller:
     """Event handlers of one page, over one :class:`EngineHost`."""
 
-    def __init__(self, host: EngineHost) -> None:
+    def __init__(self, host: EngineHost, access: Access | None = None) -> None:
         self.host = host
+        self.access = access or Access()
         self.downloads = DownloadStore()
+        self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -222,9 +245,11 @@ class Controller:
         prompt = options.get("prompt")
         if prompt is not None and prompt not in API_PROMPTS:  # Settings would list only paper, chat
             raise OptionError(f"prompt must be one of {', '.join(API_PROMPTS)}; got {prompt!r}")
-        return self.host.engine.settings.replace(
+        settings = self.host.engine.settings.replace(
             **{name: controls.from_page(name, value) for name, value in options.items()}
         )
+        self.access.check_models(settings)
+        return settings
 
     # --- ask ------------------------------------------------------------------------------------
 
@@ -242,6 +267,7 @@ class Controller:
         try:
             question = clean_question(question)
             settings = self.settings_from(*options)
+            self.access.check_work(settings)
             self.host.check_ready()
         except (OptionError, EngineNotReady) as exc:
             yield {
@@ -360,7 +386,7 @@ class Controller:
             "answer": render.answer_html(result, scoring),
             "uncertainty_table": render.uncertainty_table_html(result, scoring),
             "uncertainty_plot": plots.uncertainty_figure(result, scoring),
-            "phrases": render.phrase_table_html(result.greedy, scoring),
+            "phrases": render.phrase_table_html(result.greedy, scoring, result.settings),
             "samples": render.samples_table_html(result, scoring),
             "clusters_plot": plots.clusters_figure(result, scoring),
         }
@@ -467,7 +493,23 @@ class Controller:
         return model_choices(self.host.engine.settings, self.host.describe()["device"] == "cuda")
 
     def switch_model(self, model: str) -> Iterator[dict[str, Any]]:
-        """Free the current LLM and load ``model`` (a preset name, Hub id or directory)."""
+        """Free the current LLM and load ``model``: a preset name, or :data:`COMMAND_LINE_MODEL`
+        (the LLM app.py was started with). Anything else is refused, and so is every switch
+        unless the host allowed it (``Access.allow_model_switch``): the layout does not even
+        register this handler then, this check is the second lock."""
+        if not self.access.allow_model_switch:
+            yield {"switch_status": render.error_html(texts.ACCESS_SWITCH_OFF)}
+            return
+        if model == COMMAND_LINE_MODEL:
+            model = self._command_line_llm
+        elif model not in LLM_PRESETS:
+            shown = model if isinstance(model, str) else type(model).__name__
+            yield {
+                "switch_status": render.error_html(
+                    texts.ACCESS_UNKNOWN_MODEL.format(model=shown[:60])
+                )
+            }
+            return
         try:
             settings = self.host.engine.settings.replace(llm=model)
         except OptionError as exc:
@@ -524,18 +566,21 @@ class Controller:
             lines.append(("warn", render.esc(message)))
         elif status.state == "failed":
             lines.append(("error", render.esc(texts.BANNER_LOAD_FAILED.format(error=status.error))))
-        lines.append(("info", self._models_line(info)))
+        lines.append(("info", self._models_line(info, public=self.access.public)))
         if info.get("cpu_fallback"):
             lines.append(("warn", render.esc(texts.BANNER_CPU_FALLBACK)))
         return render.banner_html(lines)
 
     @staticmethod
-    def _models_line(info: dict[str, Any]) -> str:
-        llm = info.get("llm_preset") or info["llm"]
+    def _models_line(info: dict[str, Any], public: bool = False) -> str:
+        """The models and device. A public page names a local model by its folder's name only:
+        the server's paths are nobody else's business."""
+        shown = public_model_name if public else str
+        llm = info.get("llm_preset") or shown(info["llm"])
         return texts.BANNER_MODELS.format(
             llm=render.esc(llm),
-            importance=render.esc(info["importance"]),
-            nli=render.esc(info["nli"]),
+            importance=render.esc(shown(info["importance"])),
+            nli=render.esc(shown(info["nli"])),
             device=render.esc(info["device"]),
             quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",
         )
@@ -553,6 +598,7 @@ class Controller:
         try:
             question = clean_question(question)
             settings = self._api_settings(options)
+            self.access.check_work(settings)
             result = self.host.analyze(question, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
             raise self._api_error(exc) from exc

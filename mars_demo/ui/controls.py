@@ -31,9 +31,10 @@ def elem_id(name: str) -> str:
     return ELEM_IDS.get(name, "mars-" + name.replace("_", "-"))
 
 
-def control(name: str) -> gr.components.Component:
+def control(name: str, exclude: tuple[str, ...] = ()) -> gr.components.Component:
     """The page's control of option ``name``: a slider for a range, a number for the seed, radio
-    buttons for up to three short choices, a dropdown otherwise."""
+    buttons for up to three short choices, a dropdown otherwise. ``exclude``: choices this page
+    does not offer (e.g. "bem" when the host set up no BEM models)."""
     opt = OPTIONS[name]
     label, info = texts.OPTION_TEXTS[name]
     common = dict(label=label, info=info, elem_id=elem_id(name))
@@ -44,6 +45,7 @@ def control(name: str) -> gr.components.Component:
         step = 1 if opt.kind is int else 0.05
         return gr.Slider(lo, hi, value=opt.default, step=step, **common)
     choices = list(texts.OPTION_CHOICES.get(name) or [(c, c) for c in opt.choices])
+    choices = [(label, v) for label, v in choices if v not in exclude]
     if opt.optional and AUTO not in [v for _, v in choices]:
         choices.insert(0, (AUTO, AUTO))
     value = AUTO if opt.default is None else opt.default

@@ -17,6 +17,7 @@ generated token or stage (see :meth:`~mars_demo.ui.controller.Controller.ask`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui import controls, render
+from mars_demo.access import Access, PerClientLimit, queue_counter
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
     BANNER_OUTPUTS,
@@ -45,6 +47,15 @@ QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with
 ENGINE_QUEUE = "engine"  # concurrency group of every event that runs the models: one at a time
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
+# Uploads: no feature of the page uploads files today; the planned evaluation view reads a
+# report.json of a few hundred KB. Gradio refuses bigger files on /gradio_api/upload (HTTP 413).
+MAX_UPLOAD = "1mb"
+# Events that wait in the engine's queue show the visitor Gradio's queue status over the answer
+# box while they wait ("queue: 2/3 | 4.1/9.0s": position and estimated wait). Once the handler
+# runs, its own progress bar (mars-progress) takes over.
+QUEUE_STATUS = "full"
+# Choices not offered unless the host set up BEM's models (--bem and --chunker).
+UNAVAILABLE_WITHOUT_BEM = {"importance_method": ("bem",)}
 # The settings accordion's rows of option controls (every name of controls.PAGE_OPTIONS once).
 OPTION_ROWS = (
     ("samples", "temperature"),
@@ -91,7 +102,11 @@ def _packed_once(
 
 
 def build_demo(
-    engine: EngineLike, *, load: bool = True, queue_max_size: int = QUEUE_MAX_SIZE
+    engine: EngineLike,
+    *,
+    load: bool = True,
+    queue_max_size: int = QUEUE_MAX_SIZE,
+    access: Access | None = None,
 ) -> gr.Blocks:
     """Build the page around ``engine``.
 
@@ -99,12 +114,14 @@ def build_demo(
     away, unless they are loaded already; the page opens meanwhile and says so. Launch the result
     with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
     ``queue_max_size``: requests that may wait in Gradio's queue (tests use a small one).
+    ``access``: what visitors may do (:mod:`mars_demo.ui.access`); the default is a local page
+    without the model switch.
     """
+    access = access or Access()
     host = EngineHost(engine)
     if load and not engine.ready:
         host.start_loading()
-    controller = Controller(host)
-    model_choices, current_model = controller.model_choices()
+    controller = Controller(host, access)
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(f"# {texts.TITLE}\n\n{texts.INTRO}", elem_id="mars-intro")
@@ -140,24 +157,13 @@ def build_demo(
             for row in OPTION_ROWS:
                 with gr.Row():
                     for name in row:
-                        option_controls[name] = controls.control(name)
-            with gr.Row(elem_id="mars-model-row"):
-                model = gr.Dropdown(
-                    model_choices,
-                    value=current_model,
-                    label=texts.MODEL_LABEL,
-                    info=texts.MODEL_INFO,
-                    scale=3,
-                    elem_id="mars-model",
-                )
-                load_model = gr.Button(
-                    texts.LOAD_MODEL_BUTTON,
-                    scale=1,
-                    min_width=140,
-                    size="md",
-                    elem_id="mars-load-model",
-                )
-            switch_status = gr.HTML(elem_id="mars-switch-status")
+                        option_controls[name] = controls.control(
+                            name, exclude=() if access.bem else UNAVAILABLE_WITHOUT_BEM.get(name, ())
+                        )
+            switch = _model_switch(controller) if access.allow_model_switch else None
+            if access.public:
+                gr.Markdown(_public_note(access), elem_id="mars-public-note",
+                            elem_classes="mars-small")
 
         with gr.Accordion(texts.OWN_LABEL, open=False, elem_id="mars-own"):
             gr.Markdown(texts.OWN_EXPLAIN, elem_classes="mars-small")
@@ -252,7 +258,7 @@ def build_demo(
             "nli_plot": nli_plot,
             "warnings": warnings,
             "download": download,
-            "switch_status": switch_status,
+            "switch_status": switch["status"] if switch else None,
             "banner": banner,
             "timer": timer,
         }
@@ -277,7 +283,8 @@ def build_demo(
             api_visibility="private",
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
-            show_progress="hidden",
+            show_progress=QUEUE_STATUS,
+            show_progress_on=[answer],
         ).then(**rescore)  # the toggle may have been flipped while the answer streamed
         scoring.change(**rescore)
         # A scoring option changed: score the answers on screen again (models, so the queue).
@@ -298,17 +305,19 @@ def build_demo(
             api_visibility="private",
             concurrency_id=ENGINE_QUEUE,
             concurrency_limit=1,
-            show_progress="hidden",
+            show_progress=QUEUE_STATUS,
+            show_progress_on=[answer],
         ).then(**rescore)
-        load_model.click(
-            _packed(controller.switch_model, SWITCH_OUTPUTS),
-            inputs=[model],
-            outputs=outputs(SWITCH_OUTPUTS),
-            api_visibility="private",
-            concurrency_id=ENGINE_QUEUE,
-            concurrency_limit=1,
-            show_progress="hidden",
-        )
+        if switch:  # only when the host allowed it: otherwise the handler does not exist at all
+            switch["load"].click(
+                _packed(controller.switch_model, SWITCH_OUTPUTS),
+                inputs=[switch["model"]],
+                outputs=outputs(SWITCH_OUTPUTS),
+                api_visibility="private",
+                concurrency_id=ENGINE_QUEUE,
+                concurrency_limit=1,
+                show_progress="hidden",
+            )
         refresh_banner = _packed_once(controller.banner, BANNER_OUTPUTS)
         demo.load(
             refresh_banner,
@@ -325,15 +334,60 @@ def build_demo(
             show_progress="hidden",
         )
         for api_name in ("analyze", "score"):
+            endpoint = controller.api_endpoint(api_name)
             gr.api(
-                controller.api_endpoint(api_name),
+                endpoint,
                 api_name=api_name,
                 concurrency_id=ENGINE_QUEUE,
                 concurrency_limit=1,
             )
+            describe_api_parameters(demo, api_name, endpoint)
 
     demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
+    demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)
     return demo
+
+
+def _model_switch(controller: Controller) -> dict[str, gr.components.Component]:
+    """The language-model switch (a local page whose host allowed it): dropdown, button, status."""
+    choices, current = controller.model_choices()
+    with gr.Row(elem_id="mars-model-row"):
+        model = gr.Dropdown(
+            choices,
+            value=current,
+            label=texts.MODEL_LABEL,
+            info=texts.MODEL_INFO,
+            scale=3,
+            elem_id="mars-model",
+        )
+        load = gr.Button(
+            texts.LOAD_MODEL_BUTTON,
+            scale=1,
+            min_width=140,
+            size="md",
+            elem_id="mars-load-model",
+        )
+    status = gr.HTML(elem_id="mars-switch-status")
+    return {"model": model, "load": load, "status": status}
+
+
+def _public_note(access: Access) -> str:
+    if access.max_sample_tokens is None:
+        return texts.ACCESS_PUBLIC_NOTE_NO_LIMIT
+    return texts.ACCESS_PUBLIC_NOTE.format(limit=access.max_sample_tokens)
+
+
+def describe_api_parameters(demo: gr.Blocks, api_name: str, fn: Callable[..., Any]) -> None:
+    """Put each parameter's description (from ``fn``'s docstring, "name: text" lines) into the
+    API page: ``/gradio_api/info`` reads it from the input's JSON schema
+    (``additional_description``), not from the docstring."""
+    _, described, _ = gr.utils.get_function_description(fn)
+    names = list(inspect.signature(fn).parameters)
+    block_fn = next(f for f in demo.fns.values() if f.api_name == api_name)
+    for name, component in zip(names, block_fn.inputs):
+        info = dict(component.api_info())
+        info["additional_description"] = described.get(name, "")
+        component._api_info = info  # gr.api's input component (gradio.components.api_component.Api)
 
 
 # Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
@@ -353,7 +407,30 @@ def theme() -> gr.themes.Base:
     )
 
 
-def launch_options() -> dict[str, Any]:
-    """Keyword arguments of ``demo.launch`` that belong to the page (Gradio 6 takes the CSS and
-    the theme there)."""
-    return {"css_paths": [CSS_PATH], "theme": theme()}
+def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``demo.launch`` that belong to the page: the CSS and the theme
+    (Gradio 6 takes them there), the upload limit, and with ``demo`` (built by
+    :func:`build_demo`) its per-client limit of queued analyses."""
+    options: dict[str, Any] = {
+        "css_paths": [CSS_PATH],
+        "theme": theme(),
+        "max_file_size": MAX_UPLOAD,
+    }
+    access = getattr(demo, "mars_access", None)
+    if demo is not None and access is not None and access.per_client is not None:
+        from starlette.middleware import Middleware
+
+        limited = {
+            index for index, fn in demo.fns.items() if fn.concurrency_id == ENGINE_QUEUE
+        }
+        options["app_kwargs"] = {
+            "middleware": [
+                Middleware(
+                    PerClientLimit,
+                    access=access,
+                    limited_fn=limited.__contains__,
+                    pending=queue_counter(demo, [ENGINE_QUEUE], access),
+                )
+            ]
+        }
+    return options

@@ -57,6 +57,11 @@ def _logsumexp(values: list[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
+def _percent_label(value: float) -> str:
+    """A share as the cluster axis shows it: 0.2 -> "20%" (one decimal below 10%)."""
+    return f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
+
+
 def cluster_masses(result: AnalysisResult, scoring: str) -> dict[int, float]:
     """Each cluster's probability mass exp(logsumexp of its members' log scores), normalized to
     sum to 1 over the clusters. E.g. scores [-0.1, -0.2, -2.0] with cluster ids [0, 0, 1] give
@@ -93,7 +98,8 @@ def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
             name=texts.SCORING_NAMES[key],
             x=names,
             y=values,
-            text=[f"{v:.2f}" for v in values]
+            # Labelled like the axis (percent), not as fractions on a percent axis.
+            text=[_percent_label(v) for v in values]
             if key == scoring
             else None,  # values of the active scoring
             textposition="outside",
@@ -102,7 +108,7 @@ def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
             customdata=hovers,
             hovertemplate="%{customdata}<br>"
             + texts.SCORING_NAMES[key]
-            + ": %{y:.3f}<extra></extra>",
+            + ": %{y:.1%}<extra></extra>",
             marker_color=SCORING_COLORS[key],
             opacity=1.0 if key == scoring else INACTIVE_OPACITY,
         )
@@ -118,7 +124,9 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
     code = {name: i for i, name in enumerate(NLI_ORDER)}
     n = len(answers)
     axis = [f"#{i + 1}" for i in range(n)]
-    z = [[code.get(labels[i][j], 1) for j in range(n)] for i in range(n)]
+    # The diagonal (an answer with itself) is never sent to the NLI model: it is left blank
+    # (None = no cell) and says so, instead of looking like a model's "entailment".
+    z = [[None if i == j else code.get(labels[i][j], 1) for j in range(n)] for i in range(n)]
     text = [
         [
             texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j])[:1].upper() if i != j else ""
@@ -126,17 +134,20 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
         ]
         for i in range(n)
     ]
-    hover = [
-        [
-            texts.PLOT_NLI_HOVER.format(
-                premise=esc(_short(answers[i], 80)),
-                hypothesis=esc(_short(answers[j], 80)),
-                label=esc(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j])),
-            )
-            for j in range(n)
-        ]
-        for i in range(n)
-    ]
+
+    def hover_of(i: int, j: int) -> str:
+        if i == j:
+            return texts.PLOT_NLI_SELF.format(number=i + 1, answer=esc(_short(answers[i], 80)))
+        label = esc(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
+        if answers[i] == answers[j]:  # the engine does not run identical texts either
+            label = texts.PLOT_NLI_IDENTICAL.format(label=label)
+        return texts.PLOT_NLI_HOVER.format(
+            premise=esc(_short(answers[i], 80)),
+            hypothesis=esc(_short(answers[j], 80)),
+            label=label,
+        )
+
+    hover = [[hover_of(i, j) for j in range(n)] for i in range(n)]
     # A discrete colorscale: three flat bands for codes 0, 1, 2.
     scale = []
     for i, name in enumerate(NLI_ORDER):
@@ -155,6 +166,7 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
             hovertemplate="%{customdata}<extra></extra>",
             xgap=2,
             ygap=2,
+            hoverongaps=False,
             colorbar={
                 "tickvals": [0, 1, 2],
                 "ticktext": [texts.PLOT_NLI_LABELS[name] for name in NLI_ORDER],
@@ -171,33 +183,66 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
 
 
 def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
-    """The six uncertainty values: Confidence, Entropy, Semantic entropy, baseline vs MARS."""
+    """The six uncertainty values: one panel per measure (Confidence, Entropy, Semantic
+    entropy), each with its baseline and MARS value as dots joined by a line.
+
+    Each panel's axis is fitted to its own two values (:func:`value_range`) instead of starting
+    at 0: the values of a measure are often close, and the difference between them is what the
+    panel is for. The numbers are printed next to the dots.
+    """
+    from plotly.subplots import make_subplots
+
     check_scoring(scoring)
     keys = list(texts.UNCERTAINTY_ROWS)
     names = [texts.UNCERTAINTY_ROWS[k][0] for k in keys]
-    fig = go.Figure()
-    for key in SCORINGS:
-        values = [getattr(getattr(result.uncertainty, k), key) for k in keys]
-        fig.add_bar(
-            name=texts.SCORING_NAMES[key],
-            x=names,
-            y=values,
-            text=[f"{v:.2f}" for v in values]
-            if key == scoring
-            else None,  # values of the active scoring
-            textposition="outside",
-            textfont_size=11,
-            cliponaxis=False,
-            hovertemplate="%{x}, " + texts.SCORING_NAMES[key] + ": %{y:.3f}<extra></extra>",
-            marker_color=SCORING_COLORS[key],
-            opacity=1.0 if key == scoring else INACTIVE_OPACITY,
+    # Two-word names on two lines: three panels share a phone's 390 px.
+    titles = [name.replace(" ", "<br>", 1) if " " in name else name for name in names]
+    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=titles, horizontal_spacing=0.14)
+    x = [texts.SCORING_SHORT[key] for key in SCORINGS]
+    for col, key in enumerate(keys, start=1):
+        pair = getattr(result.uncertainty, key)
+        values = [getattr(pair, s) for s in SCORINGS]
+        fig.add_scatter(
+            x=x, y=values, mode="lines", line={"color": GRID, "width": 2},
+            hoverinfo="skip", showlegend=False, row=1, col=col,
         )
-    fig.update_layout(barmode="group")
-    top = max([getattr(getattr(result.uncertainty, k), s) for k in keys for s in SCORINGS] + [0.0])
-    fig.update_yaxes(range=[min(0.0, _min_value(result)) * 1.2, top * 1.2 if top > 0 else 1.0])
-    return _layout(fig, height=320, y_title=texts.PLOT_UNCERTAINTY_Y)
+        for s, value in zip(SCORINGS, values):
+            active = s == scoring
+            fig.add_scatter(
+                x=[texts.SCORING_SHORT[s]],
+                y=[value],
+                mode="markers+text",
+                name=texts.SCORING_NAMES[s],
+                legendgroup=s,
+                showlegend=False,  # the x axis names the scorings (LN, MARS)
+                text=[f"{value:.3f}".replace("-", "−")],
+                # above / below the dot: readable even when both values are equal
+                textposition="top center" if s == SCORINGS[0] else "bottom center",
+                textfont={"size": 11},
+                marker={"size": 13 if active else 10, "color": SCORING_COLORS[s]},
+                opacity=1.0 if active else INACTIVE_OPACITY + 0.25,
+                cliponaxis=False,
+                hovertemplate=texts.UNCERTAINTY_ROWS[key][0] + ", "
+                + texts.SCORING_NAMES[s] + ": %{y:.4f}<extra></extra>",
+                row=1, col=col,
+            )
+        fig.update_yaxes(range=value_range(values), nticks=4, row=1, col=col)
+    _layout(fig, height=320, y_title="", legend=False)
+    fig.update_yaxes(title_text=texts.PLOT_UNCERTAINTY_Y, row=1, col=1)
+    fig.update_xaxes(range=[-0.5, 1.5], tickangle=0, tickfont={"size": 11})
+    fig.update_annotations(font={"size": 12})
+    fig.update_layout(margin={"l": 56, "r": 16, "t": 52, "b": 32})
+    return fig
 
 
-def _min_value(result: AnalysisResult) -> float:
-    keys = list(texts.UNCERTAINTY_ROWS)
-    return min(getattr(getattr(result.uncertainty, k), s) for k in keys for s in SCORINGS)
+def value_range(values: list[float]) -> list[float]:
+    """A y range around ``values`` in which their spread takes half the height (at least a
+    small span when they are equal), not one that starts at 0.
+
+    >>> value_range([2.10, 2.05])
+    [2.025, 2.125]
+    """
+    lo, hi = min(values), max(values)
+    spread = hi - lo
+    pad = spread / 2 if spread > 0 else max(abs(hi) * 0.05, 0.01)
+    return [round(lo - pad, 6), round(hi + pad, 6)]

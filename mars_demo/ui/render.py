@@ -301,8 +301,57 @@ def _percent(share: float) -> str:
     return "–" if math.isnan(share) else _unsigned_zero(f"{share * 100:.1f}%")
 
 
-def phrase_table_html(answer: Answer, scoring: str) -> str:
-    """Phrase, importance, phrase weight U_k, and its share of the LN and of the MARS score."""
+def _weight_text(weight: float) -> str:
+    """A phrase weight: 3 decimals, or 2 significant digits when that would show 0.000."""
+    if 0 < weight < 0.0005:
+        return f"{weight:.1e}"
+    return _fmt(weight)
+
+
+def weight_notes(answer: Answer, settings: dict | None) -> tuple[str, dict[int, str]]:
+    """How the phrase weights U came from the importances, in words and with this answer's
+    numbers: (a paragraph, {phrase index: a note for a phrase whose weight is about 0}).
+
+    A weight near 0 beside a sizeable importance has one of two causes: the phrase received no
+    token (its weight went to the other phrases), or softmax normalization with a small
+    temperature T, which makes every phrase well below the top one nearly weightless.
+    """
+    settings = settings or {}
+    aligned = [p for p in answer.phrases if p.tokens]
+    notes: dict[int, str] = {}
+    if not aligned:
+        return "", notes
+    top = max(p.score for p in aligned)
+    total = sum(p.score for p in aligned)
+    normalization = settings.get("normalization", "sum")
+    temperature = float(settings.get("softmax_temperature") or 0.1)
+    factor = math.exp(min(0.1 / temperature, 700.0))
+    if normalization == "softmax":
+        paragraph = texts.PHRASES_WEIGHT_SOFTMAX.format(t=temperature, top=top, factor=factor)
+    elif normalization == "sum-softmax":
+        paragraph = texts.PHRASES_WEIGHT_SUM_SOFTMAX.format(t=temperature, total=total,
+                                                            factor=factor)
+    else:
+        paragraph = texts.PHRASES_WEIGHT_SUM.format(total=total)
+    for k, phrase in enumerate(answer.phrases):
+        if not phrase.tokens:
+            notes[k] = texts.PHRASE_NO_TOKEN
+        elif phrase.weight < 0.0005 and normalization in ("softmax", "sum-softmax"):
+            scale = total if normalization == "sum-softmax" and total > 0 else 1.0
+            exponent = (phrase.score - top) / scale / temperature
+            template = (texts.PHRASE_SOFTMAX_SMALL if scale == 1.0
+                        else texts.PHRASE_SUM_SOFTMAX_SMALL)
+            notes[k] = template.format(score=phrase.score, top=top, t=temperature, total=total,
+                                       ratio=math.exp(max(exponent, -700.0)))
+    return paragraph, notes
+
+
+def phrase_table_html(answer: Answer, scoring: str, settings: dict | None = None) -> str:
+    """Phrase, importance, phrase weight U_k, and its share of the LN and of the MARS score.
+
+    ``settings`` (the result's) say how importances became weights; a paragraph says it with
+    this answer's numbers, and a phrase whose weight is about 0 says why (:func:`weight_notes`).
+    """
     if not answer.phrases:
         return f'<p class="mars-muted">{esc(texts.PHRASES_NONE)}</p>'
     columns = list(
@@ -312,12 +361,16 @@ def phrase_table_html(answer: Answer, scoring: str) -> str:
         )
     )
     shares = {key: score_shares(answer, key) for key in SCORINGS}
+    paragraph, notes = weight_notes(answer, settings)
     rows = []
     for k, phrase in enumerate(answer.phrases):
+        note = (
+            f'<span class="mars-small mars-weight-note">{esc(notes[k])}</span>' if k in notes else ""
+        )
         bar = (
             '<span class="mars-barcell">'
             f'<span class="mars-bar" style="width: {max(0.0, min(phrase.weight, 1.0)) * 100:.1f}%"></span>'
-            f"<span>{_fmt(phrase.weight)}</span></span>"
+            f"<span>{_weight_text(phrase.weight)}</span></span>{note}"
         )
         rows.append(
             (
@@ -341,7 +394,8 @@ def phrase_table_html(answer: Answer, scoring: str) -> str:
                 },
             )
         )
-    return _table(columns, rows, "mars-phrases mars-stack", scoring)
+    explain = f'<p class="mars-explain mars-weight-explain">{esc(paragraph)}</p>' if paragraph else ""
+    return explain + _table(columns, rows, "mars-phrases mars-stack", scoring)
 
 
 def cluster_badge(cluster: int) -> str:
@@ -459,7 +513,8 @@ def progress_html(
 
 
 def warnings_html(warnings: Sequence[str]) -> str:
-    """The engine's warnings: the first few in full, the rest behind a "more" toggle."""
+    """The engine's warnings: the first few in full, the rest behind a "more" toggle. (They
+    number phrases and tokens from 1, as the page's tables do.)"""
     if not warnings:
         return ""
     shown = "".join(f"<li>{esc(w)}</li>" for w in warnings[:WARNINGS_SHOWN])

@@ -1,0 +1,253 @@
+r"""How well an uncertainty predicts that an answer is wrong: AUROC, PRR, AURAC, bootstrap.
+
+numpy and scikit-learn only (no torch). Conventions: ``uncertainty[i]`` is higher when answer i
+is less trustworthy; ``correct[i]`` is True when the judge accepted answer i. The positive class
+of every metric is a WRONG answer.
+
+Definitions (n answers, C of them correct, c_i in {0, 1}, u_i the uncertainty):
+
+- **AUROC** of u for predicting "wrong" (1 - c): the area under the ROC curve, i.e. the
+  probability that a random wrong answer has a higher uncertainty than a random correct one
+  (ties count 1/2). Computed with :func:`sklearn.metrics.roc_auc_score`. Undefined when every
+  answer is correct or every answer is wrong.
+- **Rejection-accuracy curve**: reject the k most uncertain answers (k = 0 .. n-1) and keep the
+  m = n - k least uncertain; acc(k) is the accuracy of the kept ones. When a group of tied
+  uncertainties straddles the cut, the kept part of the group counts with the group's mean
+  correctness: acc(k) is the expectation over a uniformly random order of the ties, so the
+  curve does not depend on the order of the input.
+- **AURAC** (area under the rejection-accuracy curve; Nadeem et al., "Accuracy-rejection
+  curves (ARCs) for comparing classification methods with a reject option", 2009; reported for
+  semantic entropy by Farquhar et al., Nature 2024) is the step-function area over the rejected
+  fractions 0, 1/n, ..., (n-1)/n::
+
+      AURAC = (1/n) * sum_{k=0}^{n-1} acc(k)
+
+  Higher is better; a random order gives C/n (the accuracy), a perfect one more.
+- **PRR** (prediction rejection ratio; Malinin, "Uncertainty Estimation in Deep Learning with
+  application to Spoken Language Assessment", PhD thesis, Cambridge 2019, and Malinin & Gales,
+  "Uncertainty Estimation in Autoregressive Structured Prediction", ICLR 2021; the same
+  discretization as LM-Polygraph's ``PredictionRejectionArea``, Fadeeva et al., EMNLP 2023)::
+
+      PRR = (AURAC(u) - AURAC_random) / (AURAC_oracle - AURAC_random)
+
+  with AURAC_random = C/n (the expected curve of a random order is flat at the accuracy) and
+  AURAC_oracle the AURAC of the order that rejects every wrong answer first:
+  acc_oracle(k) = min(1, C / (n - k)). PRR is 1 for a perfect separator, 0 for a random one,
+  negative when the uncertainty is worse than random. Undefined when C = 0 or C = n (then
+  oracle = random).
+
+Bootstrap: :func:`bootstrap_ci` resamples the n (uncertainty, correct) pairs with replacement
+(``resamples`` times, ``numpy.random.default_rng(seed)``) and returns the 2.5th and 97.5th
+percentiles of the metric (percentile interval); resamples where the metric is undefined (one
+class only) are left out, and the interval is None when more than half of them are.
+:func:`paired_difference` computes metric(a) - metric(b) on the SAME resampled indices for
+both uncertainties, so the interval of the difference accounts for their correlation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 1000
+
+
+class UndefinedMetric(ValueError):
+    """The metric has no value on these labels (e.g. AUROC when every answer is correct)."""
+
+
+@dataclass
+class MetricValue:
+    """A metric with its bootstrap interval; ``value`` None means undefined (``reason`` says
+    why). ``ci95`` is None when the interval could not be computed (``reason`` says why)."""
+
+    value: float | None
+    ci95: tuple[float, float] | None
+    reason: str | None = None
+    resamples_used: int | None = None
+
+    def to_dict(self) -> dict:
+        out: dict = {"value": self.value,
+                     "ci95": None if self.ci95 is None else [self.ci95[0], self.ci95[1]]}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.resamples_used is not None:
+            out["resamples_used"] = self.resamples_used
+        return out
+
+
+def _arrays(uncertainty: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    u = np.asarray(uncertainty, dtype=float)
+    c = np.asarray(correct, dtype=bool)
+    if u.ndim != 1 or u.shape != c.shape:
+        raise ValueError(
+            f"uncertainty and correct must be 1-D and of the same length; got {u.shape} and "
+            f"{c.shape}"
+        )
+    if u.size == 0:
+        raise UndefinedMetric("no answers to evaluate")
+    if not np.all(np.isfinite(u)):
+        raise ValueError("every uncertainty must be a finite number")
+    return u, c
+
+
+def _two_classes(c: np.ndarray) -> None:
+    n_correct = int(c.sum())
+    if n_correct == 0:
+        raise UndefinedMetric(f"every one of the {c.size} answers is wrong: nothing to separate")
+    if n_correct == c.size:
+        raise UndefinedMetric(
+            f"every one of the {c.size} answers is correct: nothing to separate"
+        )
+
+
+def auroc(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
+    """AUROC of ``uncertainty`` for predicting a wrong answer (scikit-learn's
+    ``roc_auc_score``). Raises :class:`UndefinedMetric` when one class is missing."""
+    from sklearn.metrics import roc_auc_score
+
+    u, c = _arrays(uncertainty, correct)
+    _two_classes(c)
+    return float(roc_auc_score((~c).astype(int), u))
+
+
+def rejection_curve(uncertainty: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """``(fraction_rejected, accuracy_kept)``: k/n and acc(k) for k = 0 .. n-1 (see the module's
+    docstring; ties are averaged)."""
+    u, c = _arrays(uncertainty, correct)
+    n = u.size
+    values, inverse, counts = np.unique(u, return_inverse=True, return_counts=True)
+    correct_in = np.bincount(inverse, weights=c.astype(float), minlength=values.size)
+    # groups in ascending uncertainty: kept first
+    n_before = np.concatenate([[0], np.cumsum(counts)])  # answers in groups before g
+    c_before = np.concatenate([[0.0], np.cumsum(correct_in)])
+    kept = np.arange(n, 0, -1)  # m = n - k for k = 0..n-1
+    g = np.searchsorted(n_before[1:], kept, side="left")  # group holding the m-th kept answer
+    partial = kept - n_before[g]
+    correct_kept = c_before[g] + partial * correct_in[g] / counts[g]
+    return np.arange(n) / n, correct_kept / kept
+
+
+def aurac(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
+    """Area under the rejection-accuracy curve: (1/n) * sum_k acc(k)."""
+    _, acc = rejection_curve(uncertainty, correct)
+    return float(acc.mean())
+
+
+def oracle_aurac(correct: Sequence[bool]) -> float:
+    c = np.asarray(correct, dtype=bool)
+    n, n_correct = c.size, int(c.sum())
+    kept = np.arange(n, 0, -1)
+    return float(np.minimum(1.0, n_correct / kept).mean())
+
+
+def prr(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
+    """Prediction rejection ratio (see the module's docstring). Raises
+    :class:`UndefinedMetric` when every answer is correct or every answer is wrong."""
+    u, c = _arrays(uncertainty, correct)
+    _two_classes(c)
+    random = float(c.mean())
+    return (aurac(u, c) - random) / (oracle_aurac(c) - random)
+
+
+METRIC_FUNCTIONS: dict[str, Callable[[Sequence[float], Sequence[bool]], float]] = {
+    "auroc": auroc,
+    "prr": prr,
+    "aurac": aurac,
+}
+
+
+def _resampled_indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n, size=(resamples, n))
+
+
+def _interval(values: list[float], total: int) -> tuple[tuple[float, float] | None, str | None]:
+    if len(values) * 2 < total:
+        return None, (
+            f"the metric is undefined on {total - len(values)} of {total} bootstrap resamples "
+            "(only one class in them): too few answers of one class for an interval"
+        )
+    lo, hi = np.percentile(np.asarray(values), [2.5, 97.5])
+    return (float(lo), float(hi)), None
+
+
+def bootstrap_ci(
+    metric: Callable[[Sequence[float], Sequence[bool]], float],
+    uncertainty: Sequence[float],
+    correct: Sequence[bool],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[tuple[float, float] | None, int, str | None]:
+    """Percentile bootstrap 95% interval of ``metric``: ``(interval or None, resamples used,
+    reason when None)``."""
+    u, c = _arrays(uncertainty, correct)
+    values = []
+    for idx in _resampled_indices(u.size, resamples, seed):
+        try:
+            values.append(metric(u[idx], c[idx]))
+        except UndefinedMetric:
+            continue
+    ci, reason = _interval(values, resamples)
+    return ci, len(values), reason
+
+
+def summarize(
+    name: str,
+    uncertainty: Sequence[float],
+    correct: Sequence[bool],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> MetricValue:
+    """``name`` ("auroc", "prr" or "aurac") with its bootstrap interval; never raises for
+    degenerate labels (the value is then None with the reason)."""
+    metric = METRIC_FUNCTIONS[name]
+    try:
+        value = metric(uncertainty, correct)
+    except UndefinedMetric as err:
+        return MetricValue(None, None, str(err))
+    ci, used, reason = bootstrap_ci(metric, uncertainty, correct, resamples=resamples, seed=seed)
+    return MetricValue(value, ci, reason, used)
+
+
+def paired_difference(
+    name: str,
+    uncertainty_a: Sequence[float],
+    uncertainty_b: Sequence[float],
+    correct: Sequence[bool],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> MetricValue:
+    """metric(a) - metric(b) with a paired bootstrap interval: each resample draws one set of
+    indices and evaluates both uncertainties on it."""
+    metric = METRIC_FUNCTIONS[name]
+    a, c = _arrays(uncertainty_a, correct)
+    b, _ = _arrays(uncertainty_b, correct)
+    try:
+        value = metric(a, c) - metric(b, c)
+    except UndefinedMetric as err:
+        return MetricValue(None, None, str(err))
+    diffs = []
+    for idx in _resampled_indices(c.size, resamples, seed):
+        try:
+            diffs.append(metric(a[idx], c[idx]) - metric(b[idx], c[idx]))
+        except UndefinedMetric:
+            continue
+    ci, reason = _interval(diffs, resamples)
+    return MetricValue(float(value), ci, reason, len(diffs))
+
+
+def roc_points(uncertainty: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """(false positive rate, true positive rate) of the ROC curve for "wrong" (scikit-learn's
+    ``roc_curve``); raises :class:`UndefinedMetric` when one class is missing."""
+    from sklearn.metrics import roc_curve
+
+    u, c = _arrays(uncertainty, correct)
+    _two_classes(c)
+    fpr, tpr, _ = roc_curve((~c).astype(int), u)
+    return fpr, tpr

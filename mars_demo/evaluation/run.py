@@ -1,0 +1,269 @@
+"""The ``evaluate`` run: labelled questions in, results.jsonl and a report out, resumable.
+
+For each selected question, one at a time through the public seam: the answers are generated
+(:meth:`Engine.generate`) unless the source carries them, then scored (:meth:`Engine.score`);
+the judge decides whether the greedy answer is correct; one line is appended to
+``RUN_DIR/results.jsonl`` and flushed and fsynced before the next question starts. A run started
+again with the same RUN_DIR skips the questions already there (a last line cut short by a kill is
+dropped and redone) and never rewrites a finished one. ``RUN_DIR/run.json`` records what the run
+is (data, its fingerprint, limit, seed, judge, settings); a RUN_DIR made with other ones is
+refused. At the end (and on every start), report.json, report.md and the plots are written from
+all lines of results.jsonl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import pathlib
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import MEASURES, SCORINGS
+from . import report as R
+from .data import Item, load_source, select
+from .judges import Judge
+
+RUN_VERSION = 1
+RESULTS = "results.jsonl"
+MANIFEST = "run.json"
+
+
+class RunError(ValueError):
+    """A run that cannot start or go on (a RUN_DIR of other settings, one in use, bad data)."""
+
+
+@dataclass
+class EvalConfig:
+    data: str
+    out: pathlib.Path
+    judge: Judge
+    settings: Any  # mars_demo.settings.Settings
+    limit: int | None = None
+    resamples: int = 1000
+    plots: bool = True
+    messages: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+
+
+def _manifest(config: EvalConfig, fingerprint: str, n: int) -> dict[str, Any]:
+    settings = config.settings.to_dict()
+    return {"version": RUN_VERSION, "data": config.data, "data_fingerprint": fingerprint,
+            "limit": config.limit, "seed": config.settings.seed, "questions": n,
+            "judge": config.judge.describe(), "settings": settings}
+
+
+def _check_manifest(path: pathlib.Path, wanted: dict[str, Any]) -> None:
+    try:
+        have = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise RunError(f"{path} cannot be read ({err}); use a new --out directory") from err
+    if have == wanted:
+        return
+    diffs = []
+    for key in sorted(set(have) | set(wanted)):
+        a, b = have.get(key), wanted.get(key)
+        if key == "settings" and isinstance(a, dict) and isinstance(b, dict):
+            diffs += [f"{k}: {a.get(k)!r} in the run, {b.get(k)!r} now"
+                      for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        elif a != b:
+            diffs.append(f"{key}: {a!r} in the run, {b!r} now")
+    raise RunError(
+        f"{path.parent} holds a run made with other settings ({'; '.join(diffs)[:600]}); "
+        "resume it with the same options, or use a new --out directory"
+    )
+
+
+def read_results(path: pathlib.Path, repair: bool = False) -> list[dict]:
+    """The finished lines of results.jsonl. A last line without its newline or not valid JSON
+    (a run killed while writing it) is not counted; with ``repair`` it is cut off the file."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    records, good_end, pos = [], 0, 0
+    while pos < len(raw):
+        nl = raw.find(b"\n", pos)
+        if nl < 0:
+            break  # no newline: the line was cut short
+        line = raw[pos:nl]
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            break
+        records.append(rec)
+        pos = good_end = nl + 1
+    if good_end < len(raw):
+        rest = raw[good_end:]
+        if rest.count(b"\n") > 1 or (rest.count(b"\n") == 1 and not rest.endswith(b"\n")):
+            raise RunError(f"{path} is damaged in the middle (not just its last line); use a "
+                           "new --out directory")
+        if repair:
+            with open(path, "r+b") as f:
+                f.truncate(good_end)
+                f.flush()
+                os.fsync(f.fileno())
+    return records
+
+
+@contextlib.contextmanager
+def _locked(out: pathlib.Path):
+    import fcntl
+
+    with open(out / ".lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            raise RunError(f"another evaluate is running in {out}") from err
+        yield
+
+
+def _uncertainty(result) -> dict[str, dict[str, float]]:
+    return {m: {s: float(getattr(getattr(result.uncertainty, m), s)) for s in SCORINGS}
+            for m in MEASURES}
+
+
+def _analyze(engine, item: Item, settings):
+    """The analysis of one question through the public seam."""
+    if item.answer_set is not None:
+        data = dict(item.answer_set)
+        data.setdefault("question", item.question)
+        recorded = data.get("settings") if isinstance(data.get("settings"), dict) else {}
+        return engine.score(data, settings), recorded
+    answers = engine.generate(item.question, settings)
+    return engine.score(answers, settings), {}
+
+
+def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
+    """Run (or resume) the evaluation and write its report; returns the report."""
+    from tqdm import tqdm
+
+    from ..answers import AnswerSetError
+    from ..settings import OptionError
+
+    source = load_source(config.data)
+    items = select(source.items, config.limit, config.settings.seed)
+    out = config.out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunError(f"cannot create the run directory {str(out)!r}: {err}") from err
+    with _locked(out):
+        manifest = _manifest(config, source.fingerprint, len(items))
+        mpath = out / MANIFEST
+        if mpath.exists():
+            _check_manifest(mpath, manifest)
+        else:
+            if (out / RESULTS).exists():
+                raise RunError(f"{out} holds results without {MANIFEST}; use a new --out "
+                               "directory")
+            mpath.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        results_path = out / RESULTS
+        done = {r["index"] for r in read_results(results_path, repair=True)}
+        todo = [it for it in items if it.index not in done]
+        if done:
+            config.messages(f"resuming {out}: {len(items) - len(todo)} of {len(items)} "
+                            "questions already done")
+        failed: list[dict] = []
+        if todo:
+            if engine is None:
+                from ..pipeline import Engine
+
+                engine = Engine(config.settings)
+            with open(results_path, "a", encoding="utf-8") as f, tqdm(
+                total=len(items), initial=len(items) - len(todo), unit="q", desc="evaluating",
+                file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
+            ) as bar:
+                for item in todo:
+                    started = time.perf_counter()
+                    try:
+                        result, recorded = _analyze(engine, item, config.settings)
+                    except (AnswerSetError, OptionError) as err:
+                        failed.append({"index": item.index, "id": item.id, "error": str(err)})
+                        bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
+                                  f"skipped: {err}", file=sys.stderr)
+                        bar.update(1)
+                        continue
+                    verdict = config.judge(item.question, result.greedy.text, item.references)
+                    analysis = result.to_dict()
+                    line = {
+                        "index": item.index, "id": item.id, "question": item.question,
+                        "references": item.references, "greedy": result.greedy.text,
+                        "correct": bool(verdict.correct),
+                        "judge": {"score": verdict.score, "detail": verdict.detail},
+                        "uncertainty": _uncertainty(result), "analysis": analysis,
+                        "seconds": round(time.perf_counter() - started, 4),
+                        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                            timespec="milliseconds"),
+                    }
+                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                    bar.update(1)
+        records = read_results(results_path)
+        wanted = {it.index for it in items}
+        records = [r for r in records if r["index"] in wanted]
+        return write_report(config, records, failed, manifest)
+
+
+def _models(records: list[dict], settings) -> dict[str, Any]:
+    """The models that made and scored the answers, as the analyses recorded them."""
+    first = records[0]["analysis"]["settings"] if records else {}
+    return {"llm": first.get("llm", settings.llm), "importance": first.get(
+        "importance", settings.importance), "nli": first.get("nli", settings.nli)}
+
+
+def write_report(config: EvalConfig, records: list[dict], failed: list[dict],
+                 manifest: dict[str, Any]) -> dict[str, Any]:
+    out = config.out
+    n = len(records)
+    accuracy = sum(bool(r["correct"]) for r in records) / n if n else 0.0
+    warnings = []
+    if n < manifest["questions"]:
+        warnings.append(f"{manifest['questions'] - n} of {manifest['questions']} selected "
+                        "questions have no result (failed, see above); the metrics use the "
+                        f"{n} that have one")
+    report = {
+        "data": config.data, "n": n, "accuracy": accuracy,
+        "judge": manifest["judge"], "models": _models(records, config.settings),
+        "settings": manifest["settings"], "limit": config.limit, "seed": config.settings.seed,
+        "bootstrap": {"resamples": config.resamples, "seed": config.settings.seed,
+                      "interval": "percentile 2.5-97.5"},
+        "metrics": R.compute_metrics(records, resamples=config.resamples,
+                                     seed=config.settings.seed),
+        "failed": failed,
+        "seconds_per_question": (round(sum(r.get("seconds", 0.0) for r in records) / n, 4)
+                                 if n else None),
+        "warnings": warnings,
+        "plots": [],
+    }
+    if config.plots and n:
+        files, plot_warnings = R.plots(records, out)
+        report["plots"] = files
+        report["warnings"] += plot_warnings
+    for w in report["warnings"]:
+        config.messages(f"warning: {w}")
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(R.markdown(report), encoding="utf-8")
+    return report
+
+
+def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
+              scoring: str = "mars", out: str | pathlib.Path | None = None) -> pathlib.Path:
+    """Fit the isotonic calibration of ``measure``/``scoring`` on a finished run; writes
+    ``out`` (default RUN_DIR/calibration.json) and returns its path."""
+    from . import calibration as K
+
+    run = pathlib.Path(run_dir)
+    report = R.load_report(run)
+    records = read_results(run / RESULTS)
+    if not records:
+        raise RunError(f"{run} has no results to calibrate on")
+    correct, u = R.arrays(records)
+    auroc = report["metrics"]["auroc"][measure][scoring]["value"]
+    cal = K.fit(u[measure, scoring], correct, measure=measure, scoring=scoring,
+                models=report["models"], data=report["data"], auroc=auroc,
+                judge=report["judge"])
+    return cal.save(out or run / "calibration.json")

@@ -1,0 +1,81 @@
+"""Calibration: isotonic P(correct) is monotone, round-trips through JSON, refuses other models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mars_demo.evaluation import calibration as K
+
+MODELS = {"llm": "Qwen/Qwen2.5-7B-Instruct", "importance": "duygunuryldz/MARS",
+          "nli": "microsoft/deberta-large-mnli"}
+
+
+def fitted(u, c):
+    return K.fit(u, c, measure="semantic_entropy", scoring="mars", models=MODELS,
+                 data="data/facts.jsonl", auroc=0.8, judge={"name": "em", "threshold": None})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5, allow_nan=False), st.booleans()), min_size=2,
+                max_size=40))
+def test_higher_uncertainty_never_gets_a_higher_chance(pairs):
+    u = [x for x, _ in pairs]
+    c = [b for _, b in pairs]
+    cal = fitted(u, c)
+    grid = np.linspace(-7, 7, 301)
+    p = cal.predict(grid)
+    assert np.all(np.diff(p) <= 1e-12)
+    assert np.all((p >= 0) & (p <= 1))
+
+
+def test_predictions_equal_scikit_learns_and_survive_json(tmp_path):
+    from sklearn.isotonic import IsotonicRegression
+
+    rng = np.random.default_rng(0)
+    c = rng.random(200) < 0.6
+    u = rng.normal(size=200) + (~c) * 1.2
+    cal = fitted(u, c)
+    iso = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip").fit(u, c)
+    grid = np.linspace(-4, 5, 97)
+    assert cal.predict(grid) == pytest.approx(iso.predict(grid), abs=1e-12)
+    path = cal.save(tmp_path / "cal.json")
+    again = K.load(path)
+    assert again.predict(grid) == pytest.approx(cal.predict(grid), abs=1e-12)
+    assert isinstance(again.predict(0.3), float)
+    data = json.loads(path.read_text())
+    assert data["models"] == MODELS and data["n"] == 200 and data["auroc"] == 0.8
+    assert data["data"] == "data/facts.jsonl" and data["measure"] == "semantic_entropy"
+    assert data["scoring"] == "mars" and data["accuracy"] == pytest.approx(c.mean())
+    # the low-uncertainty end is more often right than the high end
+    assert cal.predict(-3.0) > cal.predict(4.0)
+    assert "n = 200" in cal.describe()
+
+
+def test_a_calibration_for_other_models_is_refused():
+    cal = fitted([0.1, 0.5, 0.9, 1.3], [True, True, False, False])
+    cal.check_models(dict(MODELS))
+    other = {**MODELS, "llm": "meta-llama/Llama-2-7b-hf"}
+    with pytest.raises(K.CalibrationError, match="other models .*llm: calibrated with "
+                       "'Qwen/Qwen2.5-7B-Instruct', loaded 'meta-llama/Llama-2-7b-hf'"):
+        cal.check_models(other)
+
+
+def test_bad_files_are_refused_with_a_message(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text("{not json")
+    with pytest.raises(K.CalibrationError, match="cannot read"):
+        K.load(p)
+    p.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(K.CalibrationError, match="not a calibration file"):
+        K.load(p)
+    good = fitted([0.1, 0.5, 0.9, 1.3], [True, False, True, False]).to_dict()
+    good["x"] = [0.1, 1.3]
+    good["y"] = [0.2, 0.9]  # increasing chance with uncertainty: not what fit makes
+    p.write_text(json.dumps(good))
+    with pytest.raises(K.CalibrationError, match="breakpoints"):
+        K.load(p)

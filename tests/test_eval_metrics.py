@@ -1,0 +1,186 @@
+"""Evaluation metrics against independent computations written here (pair counts, loops)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mars_demo.evaluation import metrics as M
+
+
+def mann_whitney_auroc(u, correct) -> float:
+    """P(u_wrong > u_correct) + 1/2 P(tie), by counting every (wrong, correct) pair."""
+    wrong = [x for x, c in zip(u, correct) if not c]
+    right = [x for x, c in zip(u, correct) if c]
+    wins = sum(1.0 if w > r else 0.5 if w == r else 0.0 for w in wrong for r in right)
+    return wins / (len(wrong) * len(right))
+
+
+def loop_curve(order_correct: list[bool]) -> list[float]:
+    """Accuracy kept after rejecting the first k of ``order_correct`` (most uncertain first)."""
+    n = len(order_correct)
+    out = []
+    for k in range(n):
+        kept = order_correct[k:]
+        out.append(sum(kept) / len(kept))
+    return out
+
+
+def rejection_orders(u):
+    """Every rejection order consistent with u: most uncertain first, tied answers in every
+    order (the permutations within each group of equal values)."""
+    groups = [[i for i in range(len(u)) if u[i] == v] for v in sorted(set(u), reverse=True)]
+    for parts in itertools.product(*(itertools.permutations(g) for g in groups)):
+        yield [i for part in parts for i in part]
+
+
+def loop_aurac(u, correct) -> float:
+    """Average over every rejection order consistent with u (ties in every order) of the
+    step-area (1/n) sum_k acc(k)."""
+    n = len(u)
+    curves = [loop_curve([correct[i] for i in order]) for order in rejection_orders(u)]
+    mean_curve = [sum(c[k] for c in curves) / len(curves) for k in range(n)]
+    return sum(mean_curve) / n
+
+
+def loop_prr(u, correct) -> float:
+    oracle_order = sorted(correct)  # False (wrong) first: rejected first
+    oracle = sum(loop_curve(oracle_order)) / len(u)
+    random = sum(correct) / len(correct)
+    return (loop_aurac(u, correct) - random) / (oracle - random)
+
+
+U = [0.3, 2.0, 1.1, 0.3, 0.9, 2.5, 0.1]
+C = [True, False, True, False, True, False, True]
+
+
+def test_auroc_matches_the_pair_count():
+    assert M.auroc(U, C) == pytest.approx(mann_whitney_auroc(U, C), abs=1e-12)
+    assert M.auroc(U, C) == pytest.approx(9.5 / 12)  # by hand: 9 wins and 1 tie of 3 x 4 pairs
+
+
+def test_aurac_and_prr_match_loops_over_every_tie_order():
+    assert M.aurac(U, C) == pytest.approx(loop_aurac(U, C), abs=1e-12)
+    assert M.prr(U, C) == pytest.approx(loop_prr(U, C), abs=1e-12)
+
+
+def test_rejection_curve_matches_the_loop_without_ties():
+    u = [0.5, 0.1, 0.9, 0.3, 0.7]
+    c = [True, True, False, True, False]
+    frac, acc = M.rejection_curve(u, c)
+    order = [c[i] for i in np.argsort(u)[::-1]]
+    assert list(frac) == pytest.approx([0, 0.2, 0.4, 0.6, 0.8])
+    assert list(acc) == pytest.approx(loop_curve(order))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=2, max_size=6))
+def test_every_metric_matches_the_loops_on_random_small_sets(pairs):
+    u = [float(x) for x, _ in pairs]  # few distinct values: many ties
+    c = [b for _, b in pairs]
+    assert M.aurac(u, c) == pytest.approx(loop_aurac(u, c), abs=1e-12)
+    if 0 < sum(c) < len(c):
+        assert M.auroc(u, c) == pytest.approx(mann_whitney_auroc(u, c), abs=1e-12)
+        assert M.prr(u, c) == pytest.approx(loop_prr(u, c), abs=1e-12)
+    else:
+        with pytest.raises(M.UndefinedMetric):
+            M.auroc(u, c)
+        with pytest.raises(M.UndefinedMetric):
+            M.prr(u, c)
+
+
+def test_a_perfect_separator_gives_auroc_1_and_prr_1():
+    rng = np.random.default_rng(3)
+    correct = rng.random(50) < 0.6
+    u = np.where(correct, rng.uniform(0, 1, 50), rng.uniform(2, 3, 50))
+    assert M.auroc(u, correct) == 1.0
+    assert M.prr(u, correct) == pytest.approx(1.0, abs=1e-12)
+    assert M.aurac(u, correct) == pytest.approx(M.oracle_aurac(correct), abs=1e-12)
+    # and the reverse order is the worst: AUROC 0, PRR below 0
+    assert M.auroc(-u, correct) == 0.0
+    assert M.prr(-u, correct) < 0
+
+
+def test_a_constant_uncertainty_is_random():
+    c = [True, False, True, True, False]
+    assert M.auroc([1.0] * 5, c) == 0.5
+    assert M.prr([1.0] * 5, c) == pytest.approx(0.0, abs=1e-12)
+    assert M.aurac([1.0] * 5, c) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("correct", [[True] * 6, [False] * 6])
+def test_one_class_only_gives_none_and_a_reason_not_a_crash(correct):
+    u = [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]
+    for name in ("auroc", "prr"):
+        out = M.summarize(name, u, correct, resamples=50)
+        assert out.value is None and out.ci95 is None
+        assert ("every one of the 6 answers is " + ("correct" if correct[0] else "wrong")) in out.reason
+        d = M.paired_difference(name, u, u[::-1], correct, resamples=50)
+        assert d.value is None and "every one" in d.reason
+    aurac = M.summarize("aurac", u, correct, resamples=50)  # defined: flat at the accuracy
+    assert aurac.value == (1.0 if correct[0] else 0.0)
+
+
+def test_bootstrap_interval_matches_an_independent_resampling():
+    rng = np.random.default_rng(0)
+    n = 40
+    c = rng.random(n) < 0.5
+    u = rng.normal(size=n) + (~c) * 0.8
+    out = M.summarize("auroc", u, c, resamples=200, seed=7)
+    draws = np.random.default_rng(7).integers(0, n, size=(200, n))
+    values = []
+    for idx in draws:
+        uu, cc = u[idx].tolist(), c[idx].tolist()
+        if 0 < sum(cc) < n:
+            values.append(mann_whitney_auroc(uu, cc))
+    lo, hi = np.percentile(values, [2.5, 97.5])
+    assert out.value == pytest.approx(mann_whitney_auroc(u.tolist(), c.tolist()))
+    assert out.ci95 == pytest.approx((lo, hi), abs=1e-12)
+    assert out.resamples_used == len(values)
+    assert out.ci95[0] <= out.value <= out.ci95[1]
+    # seeded: the same seed gives the same interval, another seed another one
+    assert M.summarize("auroc", u, c, resamples=200, seed=7).ci95 == out.ci95
+    assert M.summarize("auroc", u, c, resamples=200, seed=8).ci95 != out.ci95
+
+
+def test_paired_difference_uses_the_same_indices_for_both():
+    rng = np.random.default_rng(1)
+    n = 30
+    c = rng.random(n) < 0.5
+    a = rng.normal(size=n) + (~c) * 1.0
+    b = a + rng.normal(scale=0.5, size=n)
+    out = M.paired_difference("prr", a, b, c, resamples=100, seed=3)
+    draws = np.random.default_rng(3).integers(0, n, size=(100, n))
+    diffs = []
+    for idx in draws:
+        cc = c[idx].tolist()
+        if 0 < sum(cc) < n:
+            diffs.append(loop_prr_fast(a[idx], cc) - loop_prr_fast(b[idx], cc))
+    assert out.value == pytest.approx(loop_prr_fast(a, c.tolist()) - loop_prr_fast(b, c.tolist()))
+    assert out.ci95 == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), abs=1e-12)
+    # a difference of an uncertainty with itself is exactly 0, interval included
+    same = M.paired_difference("auroc", a, a, c, resamples=50)
+    assert same.value == 0.0 and same.ci95 == (0.0, 0.0)
+
+
+def loop_prr_fast(u, correct) -> float:
+    """PRR by explicit loops for continuous u (no ties: one rejection order)."""
+    order = [correct[i] for i in sorted(range(len(u)), key=lambda i: -u[i])]
+    n = len(order)
+    aur = sum(loop_curve(order)) / n
+    oracle = sum(loop_curve(sorted(correct))) / n
+    random = sum(correct) / n
+    return (aur - random) / (oracle - random)
+
+
+def test_bad_input_is_refused_with_a_message():
+    with pytest.raises(ValueError, match="same length"):
+        M.auroc([0.1, 0.2], [True])
+    with pytest.raises(ValueError, match="finite"):
+        M.aurac([0.1, float("nan")], [True, False])
+    with pytest.raises(M.UndefinedMetric, match="no answers"):
+        M.aurac([], [])

@@ -1,0 +1,432 @@
+"""A public page (here: ``SPACE_ID`` set) that no visitor can break: no model switch, no BEM the
+host did not set up, capped work per question, one queued analysis per client, small uploads,
+download folders that do not outlive the server. Driven through the page's events (as the
+browser sends them), the API and a real browser.
+
+The public ``app.py`` runs with ``SPACE_ID`` set, so it trusts ``X-Forwarded-For`` (a Space's
+proxy names the client there): the tests play different clients with that header. Timeouts
+only keep a hung server from hanging the run; nothing asserts on time.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest_ui import FakeEngine, PageEventError, page_event, running_app
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+import app
+from mars_demo import texts
+from mars_demo.access import Access, check_bem_models, is_loopback, public_reasons
+from mars_demo.downloads import LOCK_NAME, PREFIX, DownloadFolder, cleanup_stale_downloads
+from mars_demo.ui import build_demo, launch_options
+from mars_demo.ui.controller import Controller
+from mars_demo.ui.host import EngineHost
+
+WAIT_S = 300
+QUESTION = "Which planet is known as the Red Planet?"
+SMALL = {"samples": 2, "max_new_tokens": 4}
+PAGE_OPTIONS = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "default"]
+SPACE = {"SPACE_ID": "someone/mars-demo"}
+
+
+@pytest.fixture(scope="module")
+def public_tmp(tmp_path_factory) -> Path:
+    """The public server's temp directory, with a download folder left by a killed server."""
+    folder = tmp_path_factory.mktemp("public-tmp")
+    stale = folder / f"{PREFIX}killed"
+    stale.mkdir()
+    (stale / LOCK_NAME).write_text("999999\n")  # nobody holds its lock: its server is gone
+    (stale / "x").mkdir()
+    (stale / "x" / texts.DOWNLOAD_FILENAME).write_text("{}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def public_url(tiny_models, public_tmp):
+    with running_app(tiny_models, env={**SPACE, "TMPDIR": str(public_tmp)}) as url:
+        yield url
+
+
+def client_as(url: str, ip: str) -> Client:
+    return Client(url, verbose=False, headers={"X-Forwarded-For": ip})
+
+
+def config_of(url: str) -> dict:
+    return httpx.get(f"{url}/config", timeout=30).json()
+
+
+def props_by_id(config: dict) -> dict:
+    return {c["props"].get("elem_id"): c["props"] for c in config["components"]}
+
+
+# --- who is public -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "public"),
+    [
+        ([], {}, False),
+        (["--host", "127.0.0.1"], {}, False),
+        (["--host", "localhost"], {}, False),
+        (["--host", "::1"], {}, False),
+        (["--host", "0.0.0.0"], {}, True),
+        (["--host", "192.168.1.20"], {}, True),
+        (["--share"], {}, True),
+        ([], {"MARS_DEMO_SHARE": "1"}, True),
+        ([], {"SPACE_ID": "a/b"}, True),
+        ([], {"MARS_DEMO_HOST": "0.0.0.0"}, True),
+    ],
+)
+def test_public_mode_is_detected_from_share_host_and_space(argv, env, public):
+    access = app.parse_args(argv, env=env).access
+    assert access.public is public
+    assert access.allow_model_switch is False
+    if public:
+        assert access.max_sample_tokens == 640 and access.per_client == 1
+    else:
+        assert access.max_sample_tokens is None and access.per_client is None
+
+
+def test_gradios_server_name_variable_counts_as_the_host():
+    space = {"GRADIO_SERVER_NAME": "0.0.0.0"}  # what a Space sets
+    assert public_reasons(None, False, space) == ["--host 0.0.0.0"]
+    assert public_reasons(None, False, {"GRADIO_SERVER_NAME": "127.0.0.1"}) == []
+    assert app.parse_args([], env=space).access.public
+    assert is_loopback(None) and not is_loopback("example.org")
+
+
+def test_the_model_switch_is_opt_in_locally_and_refused_on_a_public_page(capsys):
+    assert app.parse_args(["--allow-model-switch"], env={}).access.allow_model_switch
+    assert app.parse_args([], env={"MARS_DEMO_ALLOW_MODEL_SWITCH": "yes"}).access.allow_model_switch
+    for argv, env in ((["--allow-model-switch", "--share"], {}),
+                      (["--allow-model-switch"], SPACE),
+                      (["--allow-model-switch", "--host", "0.0.0.0"], {})):
+        with pytest.raises(SystemExit) as stopped:
+            app.parse_args(argv, env=env)
+        assert stopped.value.code == 2
+        assert "--allow-model-switch is for a page only you can open" in capsys.readouterr().err
+
+
+def test_limits_can_be_set_and_turned_off():
+    access = app.parse_args(["--max-sample-tokens", "100", "--per-client", "3"], env=SPACE).access
+    assert (access.max_sample_tokens, access.per_client) == (100, 3)
+    access = app.parse_args([], env={**SPACE, "MARS_DEMO_MAX_SAMPLE_TOKENS": "0",
+                                     "MARS_DEMO_PER_CLIENT": "0"}).access
+    assert (access.max_sample_tokens, access.per_client) == (None, None)
+    with pytest.raises(SystemExit):
+        app.parse_args(["--per-client", "-1"], env={})
+
+
+def test_bem_is_offered_only_with_both_models_and_local_ones_on_a_public_page(tmp_path, capsys):
+    bem, chunker = tmp_path / "bem", tmp_path / "chunker"
+    bem.mkdir(), chunker.mkdir()
+    assert check_bem_models(None, None, public=True) is False
+    assert check_bem_models(str(bem), str(chunker), public=True) is True
+    assert check_bem_models("org/bem", "flair/chunk-english", public=False) is True
+    with pytest.raises(ValueError, match="not a local path"):
+        check_bem_models("org/bem", str(chunker), public=True)
+    with pytest.raises(ValueError, match="give --bem and --chunker together"):
+        check_bem_models(str(bem), None, public=False)
+    args = app.parse_args(["--bem", str(bem), "--chunker", str(chunker)], env=SPACE)
+    assert args.access.bem and (args.settings.bem, args.settings.chunker) == (str(bem), str(chunker))
+    with pytest.raises(SystemExit):
+        app.parse_args(["--bem", "org/bem", "--chunker", "flair/chunk-english"], env=SPACE)
+    assert "not a local path" in capsys.readouterr().err
+
+
+def test_help_documents_the_new_flags_and_variables():
+    help_text = app.build_parser({}).format_help()
+    for name in ("--bem", "--chunker", "--allow-model-switch", "--max-sample-tokens",
+                 "--per-client", "MARS_DEMO_BEM", "MARS_DEMO_CHUNKER",
+                 "MARS_DEMO_ALLOW_MODEL_SWITCH", "MARS_DEMO_MAX_SAMPLE_TOKENS",
+                 "MARS_DEMO_PER_CLIENT"):
+        assert name in help_text, name
+
+
+# --- no model switch -------------------------------------------------------------------------------
+
+
+def test_the_public_page_has_no_model_switch_and_no_handler_for_it(public_url, tiny_models):
+    config = config_of(public_url)
+    ids = props_by_id(config)
+    assert "mars-model" not in ids and "mars-load-model" not in ids
+    assert "mars-public-note" in ids
+    names = [d["api_name"] for d in config["dependencies"]]
+    assert "ask" in names and "switch_model" not in names
+    # The old attack: join the switch's event with data [null]. There is no such event, and an
+    # event number past the last one is refused.
+    joined = httpx.post(
+        f"{public_url}/gradio_api/queue/join",
+        json={"data": [None], "fn_index": max(d["id"] for d in config["dependencies"]) + 1,
+              "session_hash": uuid.uuid4().hex[:11]},
+        headers={"X-Forwarded-For": "10.9.9.9"},
+        timeout=30,
+    )
+    assert joined.status_code != 200
+    # The banner names the models without the server's folders.
+    banner = html.unescape(page_event(public_url, "banner")["mars-banner"])
+    assert "Models: LLM <b>llm</b> · importance <b>importance</b> · NLI <b>nli</b>" in banner
+    assert str(Path(tiny_models["llm"]).parent) not in banner
+
+
+def test_a_local_page_has_the_switch_only_with_the_flag(app_url):
+    ids = props_by_id(config_of(app_url))
+    assert "mars-model" not in ids  # the shared app.py runs without --allow-model-switch
+
+
+def test_the_switch_handler_refuses_when_switching_is_off():
+    engine = FakeEngine()
+    controller = Controller(EngineHost(engine))  # the default: no switch
+    (update,) = list(controller.switch_model("cpu-small"))
+    assert "Switching models is off" in update["switch_status"] and engine.switched == []
+
+
+def test_an_allowed_switch_refuses_values_off_its_list_without_naming_server_folders():
+    engine = FakeEngine()
+    engine.settings = engine.settings.replace(llm="/srv/secret-models/tiny-llm")
+    demo = build_demo(engine, access=Access(allow_model_switch=True))
+    demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
+                **launch_options(demo))
+    try:
+        url = demo.local_url.rstrip("/")
+        for value in (None, "/etc", "falcon-7b-instruct-but-not-a-preset"):
+            try:
+                shown = json.dumps(page_event(url, "switch_model", [value]))
+            except PageEventError as err:  # Gradio's own refusal of a value off the list
+                shown = str(err)
+            assert "/srv/secret-models" not in shown, shown
+            assert engine.switched == [], value
+        back = page_event(url, "switch_model", ["command-line"])  # the model app.py started with
+        assert "Loaded" in back["mars-switch-status"]
+        assert [s.llm for s in engine.switched] == ["/srv/secret-models/tiny-llm"]
+    finally:
+        demo.close()
+
+
+# --- BEM, work per question --------------------------------------------------------------------
+
+
+def test_bem_is_not_offered_and_the_api_and_the_page_refuse_it(public_url):
+    props = props_by_id(config_of(public_url))
+    values = [choice[1] for choice in props["mars-importance-method"]["choices"]]
+    assert values == ["model", "token"]
+    with pytest.raises(AppError, match="importance_method bem is not available on this server"):
+        client_as(public_url, "10.1.0.1").predict(
+            QUESTION, **SMALL, importance_method="bem", api_name="/analyze")
+    options = list(PAGE_OPTIONS)
+    options[5] = "bem"
+    try:  # Gradio's dropdown refuses a value off its list; our handler would refuse it too
+        shown = page_event(public_url, "ask", [QUESTION, "mars", *options])["mars-error"]
+    except PageEventError as err:
+        shown = str(err)
+    assert "bem" in shown and "not in the list of choices" in shown or "not available" in shown
+
+
+def test_bem_is_offered_when_the_host_set_it_up():
+    props = props_by_id(build_demo(FakeEngine(), access=Access(bem=True)).get_config_file())
+    assert [c[1] for c in props["mars-importance-method"]["choices"]] == ["model", "token", "bem"]
+    controller = Controller(EngineHost(FakeEngine()))
+    with pytest.raises(ValueError, match="not available"):
+        controller.settings_from(*PAGE_OPTIONS[:5], "bem", *PAGE_OPTIONS[6:])
+
+
+def test_the_work_of_one_question_is_capped(public_url):
+    client = client_as(public_url, "10.1.0.2")
+    with pytest.raises(AppError) as refused:
+        client.predict(QUESTION, samples=20, max_new_tokens=512, api_name="/analyze")
+    assert "20 x 512 = 10240; this public page allows at most 640" in str(refused.value)
+    options = list(PAGE_OPTIONS)
+    options[0], options[2] = 20, 512
+    shown = html.unescape(page_event(public_url, "ask", [QUESTION, "mars", *options],
+                                     )["mars-error"])
+    assert "allows at most 640" in shown
+    assert client.predict(QUESTION, **SMALL, api_name="/analyze")["question"] == QUESTION
+
+
+def test_a_number_too_large_for_a_float_is_refused_without_echoing_it(public_url):
+    with pytest.raises(AppError) as refused:
+        client_as(public_url, "10.1.0.3").predict(QUESTION, temperature=10**400, **SMALL,
+                                                  api_name="/analyze")
+    message = str(refused.value)
+    assert "temperature must be a number from 0.05 to 2.0" in message
+    assert "integer of about 401 digits" in message and not re.search(r"\d{40}", message)
+
+
+def test_every_api_parameter_is_described(app_url):
+    info = httpx.get(f"{app_url}/gradio_api/info", timeout=30).json()["named_endpoints"]
+    for endpoint in ("/analyze", "/score"):
+        for parameter in info[endpoint]["parameters"]:
+            assert parameter["python_type"]["description"].strip(), (endpoint, parameter)
+    samples = next(p for p in info["/analyze"]["parameters"] if p["parameter_name"] == "samples")
+    assert "allowed: 1 to 20" in samples["python_type"]["description"]
+
+
+# --- uploads -----------------------------------------------------------------------------------
+
+
+def test_uploads_over_one_megabyte_are_refused(public_url):
+    def upload(size: int) -> httpx.Response:
+        return httpx.post(f"{public_url}/gradio_api/upload",
+                          files={"files": ("report.json", b"0" * size, "application/json")},
+                          timeout=60)
+
+    too_big = upload(2 * 1024 * 1024)
+    assert too_big.status_code == 413, too_big.text
+    assert upload(300 * 1024).status_code == 200  # e.g. the evaluation view's report.json
+
+
+# --- one client cannot fill the queue -------------------------------------------------------------
+
+
+def test_one_client_with_many_parallel_requests_cannot_fill_the_queue(public_url):
+    attempts = 8
+    greedy = [client_as(public_url, "10.2.0.1") for _ in range(attempts)]
+    other = client_as(public_url, "10.2.0.2")
+    start = threading.Barrier(attempts + 1, timeout=WAIT_S)
+
+    def send(client: Client, question: str):
+        start.wait()
+        try:  # long enough (5 x 64 tokens) that all joins arrive while the first one runs
+            job = client.submit(question, samples=5, max_new_tokens=64, api_name="/analyze")
+            return job.result(timeout=WAIT_S)
+        except Exception as exc:  # noqa: BLE001  (the refusal is what we look at)
+            return exc
+
+    with ThreadPoolExecutor(max_workers=attempts) as pool:
+        futures = [pool.submit(send, c, f"Question {i}: which planet is red?")
+                   for i, c in enumerate(greedy)]
+        start.wait()
+        time.sleep(1.0)  # the flood is in; now someone else asks
+        theirs = other.predict(QUESTION, **SMALL, api_name="/analyze")
+        outcomes = [f.result(timeout=WAIT_S) for f in futures]
+    served = [o for o in outcomes if isinstance(o, dict)]
+    refused = [o for o in outcomes if not isinstance(o, dict)]
+    assert len(served) == 1, outcomes
+    assert len(refused) == attempts - 1
+    for exc in refused:  # gradio_client raises httpx's error; the body says why
+        response = getattr(exc, "response", None)
+        assert response is not None and response.status_code == 429, repr(exc)
+        assert texts.ACCESS_ONE_AT_A_TIME == response.json()["detail"]
+    assert theirs["question"] == QUESTION
+    # Once its analysis is done, the same client may ask again.
+    assert greedy[0].predict(QUESTION, **SMALL, api_name="/analyze")["question"] == QUESTION
+
+
+# --- download folders ------------------------------------------------------------------------------
+
+
+def test_download_folders_of_dead_servers_go_and_live_ones_stay(tmp_path):
+    dead = tmp_path / f"{PREFIX}dead"
+    dead.mkdir()
+    (dead / LOCK_NAME).write_text("12345\n")
+    old = tmp_path / f"{PREFIX}older-version"
+    old.mkdir()
+    (old / "file").write_text("x")
+    for path in (old / "file", old):
+        os.utime(path, (time.time() - 7200, time.time() - 7200))
+    fresh = tmp_path / f"{PREFIX}older-version-in-use"
+    fresh.mkdir()
+    live = DownloadFolder(parent=tmp_path)  # held by this process, like a running server
+    unrelated = tmp_path / "something-else"
+    unrelated.mkdir()
+    removed = cleanup_stale_downloads(tmp_path)
+    assert sorted(removed) == sorted([dead, old])
+    assert live.path.is_dir() and fresh.is_dir() and unrelated.is_dir()
+    live.remove()
+    assert not live.path.exists()
+
+
+def test_the_server_removes_stale_folders_at_start_and_its_own_when_it_stops(tiny_models, tmp_path):
+    stale = tmp_path / f"{PREFIX}killed-before"
+    stale.mkdir()
+    (stale / LOCK_NAME).write_text("999999\n")
+    with running_app(tiny_models, env={"TMPDIR": str(tmp_path)}) as url:
+        assert not stale.exists()
+        (own,) = list(tmp_path.glob(PREFIX + "*"))
+        answer = page_event(url, "ask", [QUESTION, "mars", *PAGE_OPTIONS])
+        written = list(own.rglob(texts.DOWNLOAD_FILENAME))
+        assert written and answer["mars-error"] == ""
+    assert not own.exists()  # SIGTERM (running_app's terminate) is a clean stop
+    assert not list(tmp_path.glob(PREFIX + "*"))
+
+
+def test_the_public_server_cleaned_up_the_killed_servers_folder(public_url, public_tmp):
+    assert not (public_tmp / f"{PREFIX}killed").exists()
+    assert len(list(public_tmp.glob(PREFIX + "*"))) == 1  # its own
+
+
+# --- the queue, seen in a real browser ----------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
+    public_url, width, tmp_path_factory
+):
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from playwright import sync_api
+
+    shots = Path(os.environ.get("MARS_DEMO_ARTIFACTS") or tmp_path_factory.mktemp("public-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+
+    def open_as(browser, ip: str):
+        context = browser.new_context(viewport={"width": width, "height": 900},
+                                      extra_http_headers={"X-Forwarded-For": ip})
+        page = context.new_page()
+        page.goto(public_url)
+        page.wait_for_selector("#mars-banner")
+        page.wait_for_function(
+            "() => document.querySelector('#mars-banner').innerText.includes('Models:')"
+            " && !document.querySelector('#mars-banner').innerText.includes('Loading')",
+            timeout=WAIT_S * 1000)
+        return page
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            first = open_as(browser, f"10.3.{width % 256}.1")
+            waiting = open_as(browser, f"10.3.{width % 256}.2")
+            second_tab = open_as(browser, f"10.3.{width % 256}.1")  # the first visitor again
+            assert waiting.locator("#mars-model").count() == 0  # no switch on a public page
+            first.locator("#mars-settings").get_by_text("Settings", exact=True).click()
+            first.fill("#mars-max-new-tokens input[type=number]", "128")  # 5 x 128: a long one
+            first.press("#mars-max-new-tokens input[type=number]", "Enter")
+            first.fill("#mars-question textarea", "Which planet is known as the Red Planet?")
+            first.click("#mars-ask")
+            first.wait_for_selector("#mars-answer .mars-streaming", timeout=WAIT_S * 1000)
+
+            waiting.fill("#mars-question textarea", "What is the capital city of Japan?")
+            waiting.click("#mars-ask")
+            status = waiting.locator("#mars-answer").get_by_text(re.compile(r"queue: 1/1"))
+            status.wait_for(timeout=WAIT_S * 1000)
+            assert status.is_visible()
+            box = status.bounding_box()
+            assert box and 0 <= box["x"] and box["x"] + box["width"] <= width
+            status.scroll_into_view_if_needed()
+            waiting.screenshot(path=str(shots / f"public-queued-{width}.png"))
+
+            second_tab.fill("#mars-question textarea", "And another one?")
+            second_tab.click("#mars-ask")
+            toast = second_tab.get_by_text(texts.ACCESS_ONE_AT_A_TIME)
+            toast.wait_for(timeout=WAIT_S * 1000)  # Gradio's error toast with our message
+            assert toast.is_visible()
+            second_tab.wait_for_timeout(500)  # the toast slides in
+            second_tab.screenshot(path=str(shots / f"public-refused-{width}.png"))
+
+            waiting.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
+                                      timeout=WAIT_S * 1000)
+            assert "capital city of Japan" in waiting.inner_text("#mars-answer .mars-question")
+        finally:
+            browser.close()

@@ -1,0 +1,185 @@
+"""What the page shows must not mislead: each test here failed on the page as it was before (the
+numbers are the page's own, from hand-made results in conftest_ui)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from conftest_ui import make_answer, make_result
+
+from mars_demo import texts
+from mars_demo.core.alignment import align_tokens_to_phrases
+from mars_demo.models.llm import LLM, PAPER_STOP_STRINGS
+from mars_demo.result import Pair, Phrase
+from mars_demo.ui import plots, render
+
+# --- the uncertainty plot -------------------------------------------------------------------------
+
+
+def axis_ranges(fig) -> list[list[float]]:
+    layout = fig.to_plotly_json()["layout"]
+    return [v["range"] for k, v in layout.items() if k.startswith("yaxis") and "range" in v]
+
+
+def test_the_uncertainty_plot_shows_the_difference_between_close_values():
+    """Confidence 2.10 vs 2.05 on an axis from 0 to 2.5 looked the same; now each measure has
+    an axis fitted to its two values, where their difference takes a third of the height or more."""
+    result = make_result()
+    result.uncertainty = dataclasses.replace(
+        result.uncertainty,
+        confidence=Pair(2.10, 2.05),
+        entropy=Pair(3.0, 3.4),
+        semantic_entropy=Pair(-0.20, -0.18),
+    )
+    fig = plots.uncertainty_figure(result, "mars")
+    ranges = axis_ranges(fig)
+    for key in ("confidence", "entropy", "semantic_entropy"):
+        pair = getattr(result.uncertainty, key)
+        lo, hi = sorted((pair.length_normalized, pair.mars))
+        fitting = [r for r in ranges if r[0] <= lo and hi <= r[1]
+                   and (hi - lo) / (r[1] - r[0]) >= 1 / 3]
+        assert fitting, (key, ranges)
+    assert all(not (r[0] <= 0 <= r[1]) for r in ranges[:2])  # far from 0: 0 is not on the axis
+    shown = [t for trace in fig.data for t in (trace.text or ())]
+    assert "2.100" in shown and "2.050" in shown and "−0.180" in shown  # the numbers are printed
+
+
+def test_equal_values_still_get_an_axis():
+    assert plots.value_range([0.0, 0.0]) == [-0.01, 0.01]
+    lo, hi = plots.value_range([5.0, 5.0])
+    assert lo < 5.0 < hi
+
+
+# --- warnings and tables count alike -----------------------------------------------------------
+
+
+def test_a_warning_names_a_phrase_by_its_row_number_in_the_phrase_table():
+    core = align_tokens_to_phrases("It is Mars", [(0, 10)], [(0, 2), (3, 10)]).warnings
+    assert core and core[0].startswith("Phrase 1 'It'")  # the engine counts from 1, for people
+    shown = render.warnings_html([f"greedy: {core[0]}"])
+    assert "Phrase 1 &#x27;It&#x27; received no token" in shown
+    answer = make_answer(["It", " is", " Mars"], [-0.1, -0.2, -0.3], [([0], 0.5), ([1, 2], 0.5)])
+    table = render.phrase_table_html(answer, "mars")
+    row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
+    assert '<td data-col="index" data-label="#">1</td>' in row and ">It<" in row
+
+    nearest = align_tokens_to_phrases("It is Mars xx", [(0, 5), (6, 10), (11, 13)],
+                                      [(0, 5), (6, 10)]).warnings[0]
+    assert nearest == (
+        "Token 3 'xx' lies outside every phrase; it was attached to the nearest phrase, 2 'Mars'."
+    )
+
+
+# --- the NLI plot ----------------------------------------------------------------------------------
+
+
+def test_the_nli_diagonal_is_blank_and_says_nothing_was_compared():
+    result = make_result()
+    assert all(result.nli.labels[i][i] == "entailment" for i in range(4))  # what the engine says
+    heatmap = plots.nli_figure(result).data[0]
+    for i in range(4):
+        assert heatmap.z[i][i] is None  # no colored cell
+        assert heatmap.text[i][i] == ""
+        assert "not compared" in heatmap.customdata[i][i]
+        assert "entailment" not in heatmap.customdata[i][i]
+    assert heatmap.z[0][1] == 2 and heatmap.z[0][2] == 0  # the verdicts the model gave stay
+
+
+def test_identical_answers_say_the_model_did_not_read_them():
+    result = make_result()
+    result.nli.answers[3] = result.nli.answers[0]
+    hover = plots.nli_figure(result).data[0].customdata
+    assert "identical texts" in hover[0][3] and "identical texts" not in hover[0][1]
+
+
+# --- the clusters plot -------------------------------------------------------------------------
+
+
+def test_cluster_bars_are_labelled_in_percent_like_their_axis():
+    result = make_result()
+    fig = plots.clusters_figure(result, "mars")
+    assert fig.layout.yaxis.tickformat == ".0%"
+    (active,) = [trace for trace in fig.data if trace.text is not None]
+    for value, label in zip(active.y, active.text):
+        assert label.endswith("%"), label
+        assert abs(float(label.rstrip("%")) - value * 100) < 0.6, (label, value)
+    assert "%{y:.1%}" in active.hovertemplate
+
+
+# --- help texts ------------------------------------------------------------------------------------
+
+
+def test_the_max_tokens_help_says_only_the_papers_prompt_stops_at_a_period():
+    assert LLM.stop_strings(None, "paper") == PAPER_STOP_STRINGS == (".", "\n")
+    assert LLM.stop_strings(None, "chat") == ()  # the chat template has no stop strings
+    info = texts.MAX_NEW_TOKENS_INFO
+    assert "With the paper's prompt, answers also stop at the first '.'" in info
+    assert "chat template" in info
+
+
+def test_the_color_legend_holds_in_the_dark_theme_too():
+    """Tokens are one hue whose strength follows the weight: on a dark page the heaviest token
+    is the brightest, so the legend must not say "darker"."""
+    assert "darker" not in texts.LEGEND and "stronger the color" in texts.LEGEND
+    alphas = [float(c.rsplit(",", 1)[1].rstrip(")")) for c in
+              (render.token_color(x / 4) for x in range(5))]
+    assert alphas == sorted(alphas) and alphas[0] < alphas[-1]
+
+
+# --- phrase weights near 0 say why -------------------------------------------------------------
+
+
+def softmax_answer():
+    """"It is" (importance 0.2) and "Mars" (1.0), weights from softmax with T = 0.1."""
+    answer = make_answer(["It", " is", " Mars"], [-0.1, -0.2, -0.3], [([0, 1], 0.2), ([2], 1.0)])
+    import math
+
+    raw = [math.exp(0.2 / 0.1), math.exp(1.0 / 0.1)]
+    weights = [w / sum(raw) for w in raw]
+    answer.phrases = [dataclasses.replace(p, weight=w) for p, w in zip(answer.phrases, weights)]
+    return answer
+
+
+def test_a_softmax_weight_near_zero_is_shown_with_its_cause():
+    answer = softmax_answer()
+    assert answer.phrases[0].weight < 0.0005  # 3.4e-4: shown as 0.000 before
+    table = render.phrase_table_html(answer, "mars", {"normalization": "softmax",
+                                                      "softmax_temperature": 0.1})
+    row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
+    assert "0.000" not in row and "3.4e-04" in row
+    assert "softmax: e^((0.200 − 1.000) / 0.1) = 3.4e-04 of the top phrase" in row
+    assert "softmax(importance / T) with T = 0.1" in table
+    assert "divides the weight by e^(0.1/T) = 2.72" in table
+
+
+def test_a_phrase_without_tokens_says_its_weight_went_to_the_others():
+    answer = make_answer(["It", " is", " Mars"], [-0.1, -0.2, -0.3], [([0, 1, 2], 1.0)])
+    answer.phrases.insert(0, Phrase(text="It", start=0, end=2, score=0.377, weight=0.0, tokens=[]))
+    answer.phrase_of_token = [1, 1, 1]
+    table = render.phrase_table_html(answer, "mars", {"normalization": "sum"})
+    row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
+    assert "0.377" in row and "no token" in row and "went to the others" in row
+    assert "the sum of the importances of the phrases that hold tokens (1.000)" in table
+
+
+def test_the_controller_passes_the_results_settings_to_the_phrase_table():
+    from conftest_ui import FakeEngine
+
+    from mars_demo.ui.controller import Controller
+    from mars_demo.ui.host import EngineHost
+
+    result = make_result()
+    result.greedy = softmax_answer()
+    result.settings = {**result.settings, "normalization": "softmax", "softmax_temperature": 0.1}
+    shown = Controller(EngineHost(FakeEngine())).rescore(result, "mars")["phrases"]
+    assert "softmax(importance / T) with T = 0.1" in shown
+
+
+def test_a_sum_softmax_weight_says_its_formula():
+    answer = softmax_answer()
+    table = render.phrase_table_html(answer, "mars", {"normalization": "sum-softmax",
+                                                      "softmax_temperature": 0.01})
+    assert "softmax((importance / 1.200) / T) with T = 0.01" in table
+    row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
+    assert "sum-softmax: e^((0.200 − 1.000) / 1.200 / 0.01)" in row
