@@ -1,9 +1,9 @@
 """Speed benchmark: ``python -m mars_demo.bench [--llm-shape cpu|7b] [--repeats N] [--json PATH]``.
 
 Builds random-weight models offline with the real architectures' shapes (random weights cost the
-same compute as trained ones) and times the whole analysis
-(:meth:`mars_demo.pipeline.Engine.analyze`, the engine's real code path) several times after a
-warm-up:
+same compute as trained ones) and times the whole analysis through the engine's public calls
+(:meth:`mars_demo.pipeline.Engine.generate`, then :meth:`~mars_demo.pipeline.Engine.score`: what
+``Engine.analyze`` does) several times after a warm-up:
 
 * LLM: shaped like the CPU preset (Qwen2.5-0.5B-Instruct body, float32 on CPU) by default, or like
   the GPU default (Qwen2.5-7B-Instruct, built in bf16 on the GPU, then loaded in 4-bit NF4 through
@@ -17,16 +17,25 @@ warm-up:
 * fixed prompt and fixed answer length: every answer is forced to ``--answer-tokens`` tokens
   (``min_new_tokens = max_new_tokens``, chat prompt = no stop strings), so runs compare.
 
+Generation figures measured in the same run, on the same warm models: ``generate_calls`` per
+analysis (one: the greedy answer is row 0 of the samples' batch), ``one_call_speedup`` (the
+greedy answer then the samples in two calls, as before, kept in the LLM adapter as a private
+reference / the one batched call) and ``analysis_over_greedy_only`` (the whole analysis / one
+greedy answer of the same length and nothing else).
+
 It also runs a straightforward reference path on the same models and the same generated answers:
 log-probs from a separate teacher-forced LLM pass per answer, one importance call per answer, one
-NLI call per ordered pair, samples generated one at a time; it checks that both paths give the same
-scores (every answer's LN and MARS score, the six uncertainties, the NLI verdicts and the clusters)
-within ``--tolerance`` and reports the speed-up of each stage, measured in the same run.
+NLI call per ordered pair, samples generated one at a time; the answers with the teacher-forced
+log-probs are scored by the public :func:`mars_demo.score`. It checks that both paths give the
+same results (every token log-prob, every answer's LN and MARS score, the six uncertainties, the
+importance phrase scores, the NLI verdicts and the clusters) within a tolerance that follows the
+LLM's compute dtype (``--tolerance``; see :data:`TOLERANCE_BY_DTYPE`), reports the largest
+differences it saw, and reports the speed-up of each stage, measured in the same run.
 
 Everything here is benchmark-only instrumentation: the engine is used as is. Where the benchmark
 needs something the engine does not offer (forcing the answer length, restricting generation to
-the tiny tokenizer's ids, counting LLM forward passes), it wraps the loaded model object inside
-this process only; see :class:`_Instrument`.
+the tiny tokenizer's ids, counting LLM forward passes and ``generate`` calls), it wraps the loaded
+model object inside this process only; see :class:`_Instrument`.
 """
 
 from __future__ import annotations
@@ -437,6 +446,29 @@ def two_call_generation(llm, prompt_ids: list[int], settings) -> float:
     return timings["generate"]
 
 
+def other_cache_generation(llm, prompt_ids: list[int], settings, answers) -> dict[str, Any]:
+    """The same one-call generation with the other KV cache (static if the adapter uses the
+    dynamic one, else dynamic): seconds by the adapter's clock, and whether the answers came out
+    the same (token ids; log-probs within 1e-4)."""
+    timings: dict[str, float] = {}
+    was = llm.static_cache
+    llm.static_cache = not was
+    try:
+        greedy, samples = llm.generate(
+            prompt_ids, samples=settings.samples, temperature=settings.temperature,
+            top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, seed=settings.seed,
+            prompt_preset="chat", timings=timings,
+        )
+    finally:
+        llm.static_cache = was
+    same = all(
+        a.token_ids == b.token_ids
+        and max((abs(x - y) for x, y in zip(a.logprobs, b.logprobs)), default=0.0) <= 1e-4
+        for a, b in zip(answers.answers, [greedy, *samples])
+    )
+    return {"static": not was, "generation_s": timings["generate"], "same_answers": same}
+
+
 def reference_after_generation(handles, answers, settings, perturb: float = 0.0
                                ) -> tuple[dict, dict[str, float], list[list]]:
     """Everything after generation, the straightforward way, on the fast path's answers.
@@ -727,6 +759,7 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
             run["two_call_generation_s"] = two_call_generation(llm, run["prompt_ids"], settings)
             run["two_call_generate_calls"] = inst.since(snap)["generate_calls"]
             run["greedy_only_s"] = greedy_only_generation(llm, run["prompt_ids"], settings)
+            run["other_cache"] = other_cache_generation(llm, run["prompt_ids"], settings, answers)
             if not timed:  # the reference path uses the same, now warm, models and kernels
                 continue
             gens = answers.answers
@@ -898,6 +931,21 @@ def _report(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, settings,
     greedy_only = _median([r["greedy_only_s"] for r in runs])
     one_call_speedup = _ratio(two_call, generation)
     over_greedy = _ratio(total, greedy_only)
+    other_cache = _median([r["other_cache"]["generation_s"] for r in runs])
+    static_on = bool(getattr(llm, "static_cache", False))
+    static_s, dynamic_s = (generation, other_cache) if static_on else (other_cache, generation)
+    static_cache = {
+        "used_by_engine": static_on,
+        "static_generation_s": static_s,
+        "dynamic_generation_s": dynamic_s,
+        "static_over_dynamic": _ratio(static_s, dynamic_s),
+        "same_answers": all(r["other_cache"]["same_answers"] for r in runs),
+        "per_run_static_over_dynamic": [
+            _ratio(*((r["timings_s"].get("generate", 0.0), r["other_cache"]["generation_s"])
+                     if static_on else
+                     (r["other_cache"]["generation_s"], r["timings_s"].get("generate", 0.0))))
+            for r in runs],
+    }
 
     comparisons = [r["comparison"] for r in runs]
     results_match = all(c["match"] for c in comparisons)
@@ -1073,7 +1121,7 @@ def _report(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, settings,
         "two_call_generation_s": two_call,
         "analysis_over_greedy_only": over_greedy,
         "greedy_only_generation_s": greedy_only,
-        "static_kv_cache": bool(getattr(llm, "static_cache", False)),
+        "static_kv_cache": static_cache,
         "importance_forward_passes": imp_calls,
         "nli_forward_passes": max(r["forwards"]["nli"] for r in runs),
         "first_token": {
@@ -1106,6 +1154,7 @@ def _report(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, settings,
              "two_call_generation_s": r["two_call_generation_s"],
              "two_call_generate_calls": r["two_call_generate_calls"],
              "greedy_only_s": r["greedy_only_s"],
+             "other_cache": r["other_cache"],
              "reference_forwards": r["reference"]["forwards"]["llm"]
              + r["reference"].get("generation_forwards", 0),
              "comparison": r["comparison"]}
@@ -1171,6 +1220,7 @@ def format_report(d: dict[str, Any]) -> str:
         )
     ft = d["first_token"]
     lp = d["llm_forward_passes"]
+    sc = d["static_kv_cache"]
     c = d["comparison"]
     lines += [
         f"first greedy token streamed {ft['first_token_s']:.3f} s after the call; prefill "
@@ -1189,8 +1239,11 @@ def format_report(d: dict[str, Any]) -> str:
         f"{d['two_call_generation_s']:.3f} s: one_call_speedup {_x2(d['one_call_speedup'])}",
         f"whole analysis {d['total_s']:.3f} s vs a greedy-only answer of the same length "
         f"{d['greedy_only_generation_s']:.3f} s: analysis_over_greedy_only "
-        f"{_x2(d['analysis_over_greedy_only'])}"
-        f"{' (static KV cache)' if d['static_kv_cache'] else ''}",
+        f"{_x2(d['analysis_over_greedy_only'])}",
+        f"KV cache: the engine uses the {'static' if sc['used_by_engine'] else 'dynamic'} one; "
+        f"one-call generation with a static cache {sc['static_generation_s']:.3f} s vs dynamic "
+        f"{sc['dynamic_generation_s']:.3f} s: static/dynamic {_x2(sc['static_over_dynamic'])}"
+        f" (same answers: {'yes' if sc['same_answers'] else 'NO'})",
         f"LLM forward passes: fast {lp['fast']} = {lp['generation_steps']} generation steps "
         f"(extra {d['extra_llm_forward_passes']}); reference {lp['reference']}",
         f"importance passes {d['importance_forward_passes']}, NLI passes {d['nli_forward_passes']}",

@@ -91,6 +91,11 @@ def test_generation_figures_are_from_this_run(data):
         data["total_s"] / data["greedy_only_generation_s"])
     assert data["two_call_generation_s"] > 0 and data["greedy_only_generation_s"] > 0
     assert data["targets"]["analysis_over_greedy_only"]["met"] is None  # only 7B on a GPU
+    sc = data["static_kv_cache"]
+    assert sc["used_by_engine"] is False and sc["same_answers"] is True
+    assert sc["static_over_dynamic"] == pytest.approx(
+        sc["static_generation_s"] / sc["dynamic_generation_s"])
+    assert sc["dynamic_generation_s"] == data["generation_s"]
     assert data["settings"]["tolerance"] == bench.TOLERANCE_BY_DTYPE["float32"]
     assert data["shapes"]["llm_compute_dtype"] == "float32"
 

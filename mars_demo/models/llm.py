@@ -1,8 +1,14 @@
 """The LLM: loading (4-bit NF4 on CUDA), prompts, generation and token log-probs.
 
-Token log-probs come from the raw logits that ``generate`` returns (``output_logits=True``), taken
-at temperature 1: no extra forward pass of the LLM is ever made. Character offsets of every token
-come from an incremental decoder, so the answer's text and its tokens always line up.
+The greedy answer and the samples come from ONE batched ``generate`` call: row 0 takes the argmax
+at every step (:func:`greedy_first_row`), the other rows sample. Token log-probs come from the raw
+logits that ``generate`` returns (``output_logits=True``), taken at temperature 1: no extra forward
+pass of the LLM is ever made. Character offsets of every token come from an incremental decoder,
+so the answer's text and its tokens always line up.
+
+On CPU in float32 the greedy row gives the same tokens as a stand-alone greedy run (log-probs equal
+to float rounding; tested). On a GPU in bf16/fp16 a batch of 6 rounds differently from a batch of
+1, so at a near-tie between two tokens the greedy row may take the other one.
 """
 
 from __future__ import annotations
