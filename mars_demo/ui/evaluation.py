@@ -336,5 +336,6 @@ def build(view: EvaluationView) -> None:
         return tuple(update.get(name, gr.skip()) for name in OUTPUTS)
 
     button.click(handler, inputs=[run, report, results],
-                 outputs=[components[name] for name in OUTPUTS], api_visibility="private",
+                 outputs=[components[name] for name in OUTPUTS], api_name="evaluation_show",
+                 api_visibility="private",
                  concurrency_id="evaluation", concurrency_limit=2, show_progress="minimal")
