@@ -440,6 +440,10 @@ TRUST_SOURCE = (
     "{data} (n = {n} questions, {accuracy} right, judge {judge}; AUROC of that uncertainty there "
     "{auroc}). It holds for questions like those and for these models and settings."
 )
+TRUST_UNINFORMATIVE = (
+    " Careful: the calibration's answers were all right or all wrong (its AUROC is undefined), so "
+    "it gives every answer about the same chance."
+)
 TRUST_OTHER_MODELS = "it was made or scored by other models than the calibration's"
 TRUST_NO_CHANCE = "No chance of being right for this answer: {reason}."
 TRUST_WORDS = (
@@ -464,8 +468,10 @@ EVAL_EXPLAIN = (
     "Open an evaluation run made by `python -m mars_demo evaluate --data SOURCE --out RUN_DIR`: "
     "its report.json gives the AUROC table (how well each uncertainty predicts a wrong answer: "
     "0.5 = chance, 1 = perfect; 95% bootstrap intervals in brackets), like the paper's Table 1. "
-    "The curves need the run's results.jsonl too. Files stay in your session only and are "
-    "limited to {limit}."
+    "The curves need the run's results.jsonl too. Uploads are "
+    "limited to {limit}. An uploaded file is deleted from the server as soon as Show has read it (one "
+    "never shown is removed by Gradio's cache cleanup within two hours); other visitors never see "
+    "it."
 )
 EVAL_RUN_LABEL = "A run on this server"
 EVAL_REPORT_LABEL = "report.json"

@@ -104,6 +104,14 @@ def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
     assert "Table 1" in html and "MARS scoring predicted wrong answers better" in html
 
 
+def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
+    cal = K.load(given_run / "calibration.json")
+    result = first_result(given_run)
+    assert "Careful" not in controller(cal).show(result, "mars")["trust"]
+    cal.auroc = None  # as fit on answers that were all wrong (or all right)
+    assert "all right or all wrong" in controller(cal).show(result, "mars")["trust"]
+
+
 def test_answers_of_other_models_get_no_chance(given_run):
     cal = K.load(given_run / "calibration.json")
     other = make_result()  # made by other models (the page's defaults)
@@ -251,6 +259,10 @@ def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
         diff = report["metrics"]["auroc"][m]["mars_minus_length_normalized"]["value"]
         assert f"{diff * 100:+.2f}".replace("-", "−") in html
     assert f"n = {report['n']} questions" in html
+    assert str(ANSWERS) in html  # a local page names the data set's file
+    public = EvaluationView(runs, public=True).show("facts", None, None)["eval_table"]
+    assert str(ANSWERS) not in public and "facts_answers.jsonl" in public
+    assert "/tmp" not in public and "/work" not in public
     # the curves: one ROC and one rejection line per measure and scoring, from the run's data
     roc, rej = update["eval_roc"], update["eval_rejection"]
     names = [t.name for t in roc.data]

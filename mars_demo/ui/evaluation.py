@@ -169,8 +169,19 @@ def _cell(entry: dict[str, Any], signed: bool = False) -> str:
     return text.replace("-", "−")
 
 
-def table_html(report: dict[str, Any]) -> str:
-    """The AUROC table of a :func:`parse_report` result, x100 like the paper's Table 1."""
+def _local_name(text: str) -> str:
+    """A local path by its last part (a public page does not show the server's folders)."""
+    if text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text):
+        return os.path.basename(os.path.normpath(text)) or "a local file"
+    return text
+
+
+def table_html(report: dict[str, Any], public: bool = False) -> str:
+    """The AUROC table of a :func:`parse_report` result, x100 like the paper's Table 1.
+    ``public``: local paths (data set, models) are shown by their last part only."""
+    if public:
+        report = {**report, "data": _local_name(report["data"]),
+                  "models": {k: _local_name(v) for k, v in report["models"].items()}}
     acc = "?" if report["accuracy"] is None else f"{report['accuracy'] * 100:.1f}%"
     head = (f"<p><b>{esc(report['data'])}</b>: n = {report['n']} questions, accuracy {acc} "
             f"(judge {esc(report['judge'])}). LLM {esc(report['models']['llm'])}, importance "
@@ -229,9 +240,10 @@ class EvaluationView:
     runs are offered by name; no other path is ever opened)."""
 
     def __init__(self, runs_dir: str | os.PathLike | None = None,
-                 max_bytes: int = MAX_BYTES) -> None:
+                 max_bytes: int = MAX_BYTES, public: bool = False) -> None:
         self.runs_dir = pathlib.Path(runs_dir) if runs_dir else None
         self.max_bytes = max_bytes
+        self.public = public
 
     def runs(self) -> list[str]:
         return run_names(self.runs_dir)
@@ -274,7 +286,7 @@ class EvaluationView:
         except OSError as err:
             return {"eval_error": error_html(texts.EVAL_BAD_REPORT.format(
                 error=type(err).__name__)), **empty, **cleared}
-        update = {"eval_error": "", "eval_table": table_html(report), **cleared,
+        update = {"eval_error": "", "eval_table": table_html(report, self.public), **cleared,
                   "eval_roc": None, "eval_rejection": None}
         if results_text is None:
             update["eval_note"] = _note(texts.EVAL_NO_CURVES)
@@ -325,14 +337,18 @@ def build(view: EvaluationView) -> None:
         error = gr.HTML(elem_id="mars-eval-error")
         table = gr.HTML(elem_id="mars-eval-table")
         note = gr.HTML(elem_id="mars-eval-note")
-        roc = gr.Plot(show_label=False, elem_id="mars-eval-roc", elem_classes="mars-plot")
-        rejection = gr.Plot(show_label=False, elem_id="mars-eval-rejection",
+        roc = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-roc",
+                      elem_classes="mars-plot")
+        rejection = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-rejection",
                             elem_classes="mars-plot")
     components = {"eval_error": error, "eval_table": table, "eval_note": note, "eval_roc": roc,
                   "eval_rejection": rejection, "eval_report": report, "eval_results": results}
 
     def handler(run_name: Any, report_file: Any, results_file: Any) -> tuple:
         update = view.show(run_name, report_file, results_file)
+        for name in ("eval_roc", "eval_rejection"):  # a plot without curves takes no room
+            fig = update[name]
+            update[name] = gr.update(value=fig, visible=bool(fig is not None and fig.data))
         return tuple(update.get(name, gr.skip()) for name in OUTPUTS)
 
     button.click(handler, inputs=[run, report, results],

@@ -350,7 +350,7 @@ def build_demo(
             )
             describe_api_parameters(demo, api_name, endpoint)
         # The Evaluation view, at the end of the page (mars_demo/ui/evaluation.py).
-        evaluation.build(evaluation.EvaluationView(runs_dir))
+        evaluation.build(evaluation.EvaluationView(runs_dir, public=access.public))
 
     demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
     demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)

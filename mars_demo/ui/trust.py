@@ -63,6 +63,8 @@ def trust_html(result: Any, calibration: Any = None, *, public: bool = False) ->
         judge=_judge(estimate["judge"]),
         auroc=auroc,
     )
+    if estimate["auroc"] is None:
+        source += texts.TRUST_UNINFORMATIVE
     return (f'<div class="mars-trust" role="status"><span class="mars-trust-chance">'
             f"{texts.TRUST_CHANCE.format(percent=percent)}</span> "
             f'<span class="mars-small">{esc(source)}</span></div>')
