@@ -3,8 +3,13 @@
 Every option can also come from the environment (MARS_DEMO_LLM, MARS_DEMO_IMPORTANCE, MARS_DEMO_NLI,
 MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
 MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
-MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT); a flag wins over
-its variable. The models load once, in a background thread, so the page opens at once and says
+MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT,
+MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS); a flag wins over its variable.
+
+``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
+answer's chance of being right; a calibration of other models than the ones named here is
+refused before the page is served. ``--runs DIR`` offers the evaluation runs under DIR in the
+page's Evaluation view. The models load once, in a background thread, so the page opens at once and says
 when they are ready.
 
 The page is public with --share, a --host that is not a loopback address, or on a Hugging Face
@@ -108,7 +113,37 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=None,
         help=texts.APP_HELP_PER_CLIENT.replace("%(default)s", str(PUBLIC_PER_CLIENT)),
     )
+    parser.add_argument(
+        "--calibration",
+        default=env.get("MARS_DEMO_CALIBRATION") or None,
+        metavar="FILE",
+        help=texts.APP_HELP_CALIBRATION,
+    )
+    parser.add_argument(
+        "--runs",
+        default=env.get("MARS_DEMO_RUNS") or None,
+        metavar="DIR",
+        help="a folder of evaluation runs (python -m mars_demo evaluate --out DIR/NAME) that "
+        "the page's Evaluation view offers [env MARS_DEMO_RUNS]",
+    )
     return parser
+
+
+def check_calibration(calibration, info: Mapping[str, object], settings: Settings) -> str | None:
+    """Refuse (CalibrationError) a calibration made for other models than ``info`` (the
+    engine's ``describe()``, known before any model loads). An LLM behind a server without
+    --llm-model is named only once the server answers: then its check waits for each answer
+    (the page shows no chance for another model's answers) and the returned note says so."""
+    models = {"llm": info.get("llm"), "importance": info.get("importance"), "nli": info.get("nli")}
+    note = None
+    if settings.llm_endpoint:
+        if settings.llm_model:
+            models["llm"] = settings.llm_model
+        else:
+            models["llm"] = calibration.models.get("llm")
+            note = texts.APP_CALIBRATION_LLM_LATER
+    calibration.check_models(models)
+    return note
 
 
 def count(name: str, value: str) -> int:
@@ -167,6 +202,13 @@ def parse_args(
             **{name: value for name, value in models.items() if value},
         )
         args.access = access_of(args, env)
+        args.calibration_data = None
+        if args.calibration:
+            from mars_demo.evaluation.calibration import load
+
+            args.calibration_data = load(args.calibration)  # CalibrationError is a ValueError
+        if args.runs and not os.path.isdir(args.runs):
+            raise ValueError(f"--runs {args.runs}: no such folder")
     except (ValueError, argparse.ArgumentTypeError) as err:  # OptionError is a ValueError
         parser.error(str(err))
     return args
@@ -194,8 +236,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     cleanup_stale_downloads()  # folders of servers that were killed
     exit_on_sigterm()  # a stop removes this server's download folder too
+    engine = Engine(args.settings)
+    if args.calibration_data is not None:  # before anything loads or serves
+        from mars_demo.evaluation.calibration import CalibrationError
+
+        try:
+            note = check_calibration(args.calibration_data, engine.describe(), args.settings)
+        except CalibrationError as err:
+            print(f"python app.py: error: "
+                  f"{texts.APP_CALIBRATION_MODELS.format(path=args.calibration, error=err)}",
+                  file=sys.stderr)
+            return 2
+        if note:
+            logging.getLogger("mars_demo.app").warning(note)
+        logging.getLogger("mars_demo.app").info(
+            "calibration: %s", args.calibration_data.describe())
     # starts loading the models in the background
-    demo = build_demo(Engine(args.settings), access=access)
+    demo = build_demo(engine, access=access, calibration=args.calibration_data,
+                      runs_dir=args.runs)
     demo.launch(
         server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
     )

@@ -421,3 +421,75 @@ PHRASE_SUM_SOFTMAX_SMALL = (
     "sum-softmax: e^(({score:.3f} − {top:.3f}) / {total:.3f} / {t:g}) = {ratio:.1e} of the top "
     "phrase's weight"
 )
+
+# --- calibration: a chance of being right (mars_demo/ui/trust.py, app.py --calibration) ----------
+
+APP_HELP_CALIBRATION = (
+    "a calibration file made by `python -m mars_demo evaluate --calibrate RUN_DIR`: the page and "
+    "the API then show each answer's chance of being right; it must be made with the models "
+    "loaded here [env MARS_DEMO_CALIBRATION]"
+)
+APP_CALIBRATION_MODELS = "--calibration {path}: {error}"
+APP_CALIBRATION_LLM_LATER = (
+    "--calibration: the served LLM's name is known only once the server answers (give "
+    "--llm-model to check it at start); answers of another model get no chance estimate"
+)
+TRUST_CHANCE = "About <b>{percent}%</b> likely to be right."
+TRUST_SOURCE = (
+    "Estimated from this answer's {measure} ({scoring}) = {value}, by an isotonic calibration on "
+    "{data} (n = {n} questions, {accuracy} right, judge {judge}; AUROC of that uncertainty there "
+    "{auroc}). It holds for questions like those and for these models and settings."
+)
+TRUST_UNINFORMATIVE = (
+    " Careful: the calibration's answers were all right or all wrong (its AUROC is undefined), so "
+    "it gives every answer about the same chance."
+)
+TRUST_OTHER_MODELS = "it was made or scored by other models than the calibration's"
+TRUST_NO_CHANCE = "No chance of being right for this answer: {reason}."
+TRUST_WORDS = (
+    "How to read the numbers: <b>lower uncertainty = more trustworthy</b>. In the paper's tests "
+    "(Table 1), MARS scoring predicted wrong answers better than length-normalized scoring for "
+    "Confidence, Entropy and Semantic Entropy (AUROC up 1 to 6 points), and Semantic Entropy did "
+    "best. A value alone is not a probability of being right: it only ranks answers. A "
+    "calibration on labelled questions (<code>app.py --calibration</code>) turns it into one."
+)
+MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",
+                 "semantic_entropy": "Semantic Entropy"}
+API_CALIBRATION_DOC = (
+    "\n\nThis server has a calibration: the result also has a field calibration = "
+    "{chance_correct, uncertainty, measure, scoring, data, n, accuracy, auroc, judge, models, "
+    "source}; chance_correct is null, with a reason, for answers of other models."
+)
+
+# --- the Evaluation view (mars_demo/ui/evaluation.py) --------------------------------------------
+
+EVAL_TAB = "Evaluation: does MARS help on labelled questions?"
+EVAL_EXPLAIN = (
+    "Open an evaluation run made by `python -m mars_demo evaluate --data SOURCE --out RUN_DIR`: "
+    "its report.json gives the AUROC table (how well each uncertainty predicts a wrong answer: "
+    "0.5 = chance, 1 = perfect; 95% bootstrap intervals in brackets), like the paper's Table 1. "
+    "The curves need the run's results.jsonl too. Uploads are "
+    "limited to {limit}. An uploaded file is deleted from the server as soon as Show has read it (one "
+    "never shown is removed by Gradio's cache cleanup within two hours); other visitors never see "
+    "it."
+)
+EVAL_RUN_LABEL = "A run on this server"
+EVAL_REPORT_LABEL = "report.json"
+EVAL_RESULTS_LABEL = "results.jsonl (optional: for the curves)"
+EVAL_OPEN_BUTTON = "Show"
+EVAL_NOTHING = "Choose a run, or upload its report.json."
+EVAL_BAD_REPORT = "This is not a readable evaluation report: {error}"
+EVAL_BAD_RESULTS = "The results file cannot be used for the curves: {error}"
+EVAL_TOO_BIG = "{name} is {size} bytes; this page reads at most {limit} bytes"
+EVAL_UNKNOWN_RUN = "There is no run {name!r} on this server"
+EVAL_CURVES_FROM = (
+    "Curves drawn from {source}: {n} questions (the table above comes from report.json)."
+)
+EVAL_NO_CURVES = (
+    "No curves: they need the run's results.jsonl (one line per question with its correctness "
+    "and uncertainties), which was not given."
+)
+EVAL_MISMATCH = (
+    "The results file has {n_results} questions and the report {n_report}: they are not from "
+    "the same run, so the curves are not drawn."
+)

@@ -61,6 +61,20 @@ class Calibration:
         self.check_models({k: settings.get(k) for k in MODEL_KEYS})
         return float(self.predict(float(data["uncertainty"][self.measure][self.scoring])))
 
+    def estimate(self, result: Any) -> dict[str, Any]:
+        """:meth:`chance` with where it comes from, as JSON (the API's ``calibration`` field):
+        ``chance_correct``, the ``uncertainty`` it was read from, ``measure``, ``scoring``,
+        ``data``, ``n``, ``accuracy``, ``auroc``, ``judge``, ``models`` and ``source`` (words).
+        Raises :class:`CalibrationError` when ``result`` was made by other models."""
+        data = result.to_dict() if hasattr(result, "to_dict") else result
+        chance = self.chance(data)
+        return {"chance_correct": chance,
+                "uncertainty": float(data["uncertainty"][self.measure][self.scoring]),
+                "measure": self.measure, "scoring": self.scoring, "data": self.data,
+                "n": self.n, "accuracy": self.accuracy, "auroc": self.auroc,
+                "judge": dict(self.judge), "models": dict(self.models),
+                "source": self.describe()}
+
     def describe(self) -> str:
         """Where the estimate comes from, in words, e.g. for the page."""
         auroc = "undefined" if self.auroc is None else f"{self.auroc:.3f}"
@@ -151,3 +165,12 @@ def fit(
         accuracy=float(c.mean()), auroc=auroc, judge=dict(judge or {}),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def chance_of(result: Any, calibration: "Calibration | str | pathlib.Path") -> float:
+    """P(correct) of ``result`` (an :class:`~mars_demo.result.AnalysisResult` or its JSON)
+    under ``calibration`` (a :class:`Calibration` or the path of its JSON file). Raises
+    :class:`CalibrationError` for a result of other models or an unreadable file."""
+    if not isinstance(calibration, Calibration):
+        calibration = load(calibration)
+    return calibration.chance(result)

@@ -103,6 +103,26 @@ def plots(records: list[dict], out_dir: pathlib.Path) -> tuple[list[str], list[s
     """roc.html/png (ROC of LN vs MARS per measure) and rejection.html/png (accuracy of the
     kept answers vs. fraction rejected, with the oracle and random). Returns (file names,
     warnings); PNG export that fails is a warning, never a fake file."""
+    roc, rej, warnings = figures(records)
+    files = []
+    for stem, fig in (("roc", roc), ("rejection", rej)):
+        fig.write_html(out_dir / f"{stem}.html", include_plotlyjs="cdn")
+        files.append(f"{stem}.html")
+    try:
+        for stem, fig in (("roc", roc), ("rejection", rej)):
+            fig.write_image(out_dir / f"{stem}.png", scale=1)
+            files.append(f"{stem}.png")
+    except Exception as err:  # kaleido without a browser, or no kaleido
+        detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        warnings.append(f"PNG plots were not written (plotly/kaleido image export failed: "
+                        f"{detail}); the HTML plots are complete")
+    return files, warnings
+
+
+def figures(records: list[dict]) -> tuple[Any, Any, list[str]]:
+    """The plotly figures of :func:`plots` (ROC, rejection) from results.jsonl's records
+    (each needs ``correct`` and ``uncertainty``), and warnings. The page's Evaluation view
+    draws these too."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -151,20 +171,7 @@ def plots(records: list[dict], out_dir: pathlib.Path) -> tuple[list[str], list[s
     rej.update_xaxes(title_text="fraction rejected (most uncertain first)", range=[0, 1])
     rej.update_yaxes(title_text="accuracy of the kept answers", col=1)
     rej.update_layout(title="Rejection curves", width=1200, height=450, template="plotly_white")
-
-    files = []
-    for stem, fig in (("roc", roc), ("rejection", rej)):
-        fig.write_html(out_dir / f"{stem}.html", include_plotlyjs="cdn")
-        files.append(f"{stem}.html")
-    try:
-        for stem, fig in (("roc", roc), ("rejection", rej)):
-            fig.write_image(out_dir / f"{stem}.png", scale=1)
-            files.append(f"{stem}.png")
-    except Exception as err:  # kaleido without a browser, or no kaleido
-        detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        warnings.append(f"PNG plots were not written (plotly/kaleido image export failed: "
-                        f"{detail}); the HTML plots are complete")
-    return files, warnings
+    return roc, rej, warnings
 
 
 def compare(report_a: dict, report_b: dict, name_a: str, name_b: str) -> str:

@@ -50,7 +50,7 @@ from mars_demo.settings import (
     clean_question,
 )
 from mars_demo.answers import AnswerSet
-from mars_demo.ui import controls, plots, render
+from mars_demo.ui import controls, plots, render, trust
 from mars_demo.access import Access
 from mars_demo.downloads import DownloadFolder
 from mars_demo.ui.host import EngineHost, EngineNotReady, Progress
@@ -83,6 +83,7 @@ ASK_OUTPUTS = (
     "nli_plot",
     "warnings",
     "download",
+    "trust",  # the line under the answer: its chance of being right (mars_demo/ui/trust.py)
 )
 RESCORE_OUTPUTS = (
     "error",  # only set when rendering fails; a successful rescore leaves it as it is
@@ -229,9 +230,11 @@ class DownloadStore:
 class Controller:
     """Event handlers of one page, over one :class:`EngineHost`."""
 
-    def __init__(self, host: EngineHost, access: Access | None = None) -> None:
+    def __init__(self, host: EngineHost, access: Access | None = None,
+                 calibration: Any = None) -> None:
         self.host = host
         self.access = access or Access()
+        self.calibration = calibration  # evaluation.calibration.Calibration, or None
         self.downloads = DownloadStore()
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
 
@@ -303,6 +306,7 @@ class Controller:
             "progress": "",
             "answer": render.placeholder_html(),
             "warnings": "",
+            "trust": "",
         }
 
     @staticmethod
@@ -317,6 +321,7 @@ class Controller:
             "answer": render.streaming_html(question, ""),
             "results": gr.update(visible=False),
             "download": gr.update(value=None, visible=False),
+            "trust": "",
         }
         partial, progress = "", render.StageProgress()
         while True:
@@ -354,6 +359,7 @@ class Controller:
             "nli_plot": plots.nli_figure(result),
             "warnings": render.warnings_html(result.warnings),
             **self._rendered(result, scoring),
+            "trust": self.trust_html(result),
         }
         try:
             update["download"] = gr.update(value=self.downloads.write(result), visible=True)
@@ -364,6 +370,18 @@ class Controller:
                 texts.ERROR_DOWNLOAD.format(error=f"{type(exc).__name__}: {exc}")
             )
         return update
+
+    def trust_html(self, result: AnalysisResult) -> str:
+        """The line under the answer (:func:`mars_demo.ui.trust.trust_html`)."""
+        return trust.trust_html(result, self.calibration, public=self.access.public)
+
+    def with_calibration(self, data: dict[str, Any], result: AnalysisResult) -> dict[str, Any]:
+        """The API's analysis JSON, with a ``calibration`` field when the server has one."""
+        if self.calibration is not None:
+            data["calibration"] = trust.calibration_estimate(result, self.calibration)
+            if self.access.public and data["calibration"].get("reason"):
+                data["calibration"]["reason"] = texts.TRUST_OTHER_MODELS
+        return data
 
     # --- scoring toggle -------------------------------------------------------------------------
 
@@ -602,7 +620,7 @@ class Controller:
             result = self.host.analyze(question, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
             raise self._api_error(exc) from exc
-        return result.to_dict()
+        return self.with_calibration(result.to_dict(), result)
 
     def api_score(self, answers: Any, **options: Any) -> dict[str, Any]:
         """Score an answer set (see texts.API_SCORE_DOC). Errors become ``gr.Error``."""
@@ -615,7 +633,7 @@ class Controller:
             result = self.host.score(answers, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
             raise self._api_error(exc) from exc
-        return result.to_dict()
+        return self.with_calibration(result.to_dict(), result)
 
     def _api_settings(self, options: dict[str, Any]) -> Settings:
         unknown = sorted(set(options) - set(controls.API_OPTIONS))
@@ -665,4 +683,6 @@ class Controller:
 
         endpoint.__name__ = f"api_{name}"
         doc = texts.API_ANALYZE_DOC if name == "analyze" else texts.API_SCORE_DOC
+        if self.calibration is not None:
+            doc += texts.API_CALIBRATION_DOC
         return controls.with_api_signature(endpoint, [first], doc)

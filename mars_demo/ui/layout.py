@@ -27,7 +27,7 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.settings import MAX_QUESTION_CHARS
-from mars_demo.ui import controls, render
+from mars_demo.ui import controls, evaluation, render
 from mars_demo.access import Access, PerClientLimit, queue_counter
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
@@ -107,6 +107,8 @@ def build_demo(
     load: bool = True,
     queue_max_size: int = QUEUE_MAX_SIZE,
     access: Access | None = None,
+    calibration: Any = None,
+    runs_dir: str | Path | None = None,
 ) -> gr.Blocks:
     """Build the page around ``engine``.
 
@@ -115,13 +117,16 @@ def build_demo(
     with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
     ``queue_max_size``: requests that may wait in Gradio's queue (tests use a small one).
     ``access``: what visitors may do (:mod:`mars_demo.ui.access`); the default is a local page
-    without the model switch.
+    without the model switch. ``calibration``: an
+    :class:`~mars_demo.evaluation.calibration.Calibration` whose chance of being right is shown
+    under each answer (checked against the engine's models by the caller, see app.py).
+    ``runs_dir``: a folder of evaluation runs the Evaluation view offers by name.
     """
     access = access or Access()
     host = EngineHost(engine)
     if load and not engine.ready:
         host.start_loading()
-    controller = Controller(host, access)
+    controller = Controller(host, access, calibration=calibration)
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(f"# {texts.TITLE}\n\n{texts.INTRO}", elem_id="mars-intro")
@@ -202,6 +207,7 @@ def build_demo(
             elem_id="mars-scoring",
         )
         answer = gr.HTML(render.placeholder_html(), elem_id="mars-answer")
+        trust = gr.HTML(elem_id="mars-trust")  # chance of being right, or how to read the numbers
         warnings = gr.HTML(elem_id="mars-warnings")
 
         with gr.Column(visible=False, elem_id="mars-results") as results:
@@ -258,6 +264,7 @@ def build_demo(
             "nli_plot": nli_plot,
             "warnings": warnings,
             "download": download,
+            "trust": trust,
             "switch_status": switch["status"] if switch else None,
             "banner": banner,
             "timer": timer,
@@ -342,6 +349,8 @@ def build_demo(
                 concurrency_limit=1,
             )
             describe_api_parameters(demo, api_name, endpoint)
+        # The Evaluation view, at the end of the page (mars_demo/ui/evaluation.py).
+        evaluation.build(evaluation.EvaluationView(runs_dir, public=access.public))
 
     demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
     demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)

@@ -1,0 +1,70 @@
+"""The "trust" line under the answer: its chance of being right, or what the numbers mean.
+
+With a calibration (``app.py --calibration FILE``, see :mod:`mars_demo.evaluation.calibration`)
+the line says "About 72% likely to be right." and where that comes from (measure, scoring, data
+set, n, judge, AUROC). Without one it says in words how to read the uncertainty values: lower =
+more trustworthy, which scoring the paper found more reliable, and that a value alone is no
+probability. Pure functions: no gradio, no models.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mars_demo import texts
+from mars_demo.ui.render import esc
+
+
+def calibration_estimate(result: Any, calibration: Any) -> dict[str, Any]:
+    """The API's ``calibration`` field: :meth:`Calibration.estimate`, or, for a result that
+    the calibration does not cover (other models), ``chance_correct`` None with the reason."""
+    from mars_demo.evaluation.calibration import CalibrationError
+
+    try:
+        return calibration.estimate(result)
+    except (CalibrationError, KeyError, TypeError, ValueError) as err:
+        return {"chance_correct": None, "reason": str(err), "source": calibration.describe()}
+
+
+def _shown_data(data: str, public: bool) -> str:
+    """A data set's name; on a public page a local file by its name only (no server paths)."""
+    if public and (os.path.isabs(data) or data.startswith(("~", "."))):
+        return os.path.basename(os.path.normpath(data)) or "a local file"
+    return data
+
+
+def _judge(judge: dict[str, Any]) -> str:
+    text = str(judge.get("name", "?"))
+    if judge.get("threshold") is not None:
+        text += f" ≥ {judge['threshold']}"
+    return text
+
+
+def trust_html(result: Any, calibration: Any = None, *, public: bool = False) -> str:
+    """The line under the answer for ``result`` (an AnalysisResult)."""
+    if calibration is None:
+        return f'<div class="mars-trust mars-small" role="note">{texts.TRUST_WORDS}</div>'
+    estimate = calibration_estimate(result, calibration)
+    if estimate["chance_correct"] is None:
+        # a public page does not show the server's model paths the message names
+        reason = texts.TRUST_OTHER_MODELS if public else estimate["reason"].rstrip(".")
+        return ('<div class="mars-trust mars-small" role="note">'
+                f"{esc(texts.TRUST_NO_CHANCE.format(reason=reason))}</div>")
+    percent = round(100 * estimate["chance_correct"])
+    auroc = "undefined" if estimate["auroc"] is None else f"{estimate['auroc']:.2f}"
+    source = texts.TRUST_SOURCE.format(
+        measure=texts.MEASURE_NAMES.get(estimate["measure"], estimate["measure"]),
+        scoring=texts.SCORING_NAMES.get(estimate["scoring"], estimate["scoring"]),
+        value=f"{estimate['uncertainty']:.3f}".replace("-", "−"),
+        data=_shown_data(estimate["data"], public),
+        n=estimate["n"],
+        accuracy=f"{estimate['accuracy']:.0%}",
+        judge=_judge(estimate["judge"]),
+        auroc=auroc,
+    )
+    if estimate["auroc"] is None:
+        source += texts.TRUST_UNINFORMATIVE
+    return (f'<div class="mars-trust" role="status"><span class="mars-trust-chance">'
+            f"{texts.TRUST_CHANCE.format(percent=percent)}</span> "
+            f'<span class="mars-small">{esc(source)}</span></div>')

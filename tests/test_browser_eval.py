@@ -1,0 +1,70 @@
+"""The calibrated page and the Evaluation view in headless Chromium (``app.py --calibration
+--runs`` with tiny models). Screenshots go to $MARS_DEMO_ARTIFACTS if set."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest_ui import running_app
+from test_browser import ANALYSIS_TIMEOUT_MS, ask, browser, open_page, shots  # noqa: F401
+from test_eval_view import given_run, tiny_llm_run  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def calibrated_url(tiny_models, tiny_llm_run, given_run, tmp_path_factory):  # noqa: F811
+    runs = tmp_path_factory.mktemp("served-runs")
+    shutil.copytree(given_run, runs / "facts-given")  # 12 questions, right and wrong answers
+    shutil.copytree(tiny_llm_run, runs / "tiny-facts")
+    with running_app(tiny_models, "--calibration", str(tiny_llm_run / "calibration.json"),
+                     "--runs", str(runs)) as url:
+        yield url
+
+
+def test_the_chance_under_the_answer_and_the_evaluation_view(
+        browser, calibrated_url, tiny_llm_run, shots, tmp_path):  # noqa: F811
+    page = open_page(browser, calibrated_url)
+    ask(page)
+    page.wait_for_selector("#mars-trust .mars-trust-chance", timeout=ANALYSIS_TIMEOUT_MS)
+    text = page.inner_text("#mars-trust")
+    assert "likely to be right" in text and "n = 4 questions" in text
+    # the trust line sits directly under the answer
+    answer = page.locator("#mars-answer").bounding_box()
+    trust = page.locator("#mars-trust").bounding_box()
+    assert 0 <= trust["y"] - (answer["y"] + answer["height"]) < 40
+    page.evaluate("document.querySelector('#mars-trust').scrollIntoView({block: 'center'})")
+    page.screenshot(path=str(shots / "eval-trust-line.png"))
+
+    # the Evaluation view: the served run is offered; Show draws the table and the curves
+    page.locator("#mars-eval").get_by_text("Evaluation:", exact=False).first.click()
+    page.click("#mars-eval-show")
+    page.wait_for_selector("#mars-eval-table table", timeout=60_000)
+    page.wait_for_selector("#mars-eval-roc .main-svg", timeout=60_000)
+    page.wait_for_selector("#mars-eval-rejection .main-svg", timeout=60_000)
+    assert "MARS − LN" in page.inner_text("#mars-eval-table")
+    assert "(facts-given): 12 questions" in page.inner_text("#mars-eval-note")
+    assert page.locator("#mars-eval-roc .scatterlayer .trace").count() >= 6
+    page.evaluate("document.querySelector('#mars-eval').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view.png"))
+    page.evaluate("document.querySelector('#mars-eval-roc').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view-curves.png"))
+
+    # a hostile upload: a clear message, escaped, and the page keeps working
+    bad = tmp_path / "report.json"
+    bad.write_text(json.dumps({"metrics": {"auroc": {"confidence": "<img src=x onerror=alert(1)>"}},
+                               "n": 1}))
+    page.set_input_files("#mars-eval-report input[type=file]", str(bad))
+    page.wait_for_function(
+        "() => document.querySelector('#mars-eval-report').innerText.includes('report.json')")
+    page.click("#mars-eval-show")
+    page.wait_for_selector("#mars-eval-error .mars-error", timeout=60_000)
+    assert "not a readable evaluation report" in page.inner_text("#mars-eval-error")
+    assert page.locator("#mars-eval-table table").count() == 0
+    assert not page.locator("#mars-eval-roc").is_visible()  # no stale curves either
+    page.locator("#mars-eval-error").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "eval-bad-upload.png"))
+    page.close()

@@ -1,0 +1,378 @@
+"""The calibration on the page and the API, and the Evaluation view, without a browser.
+
+Runs are made as tests/test_evaluate.py makes them: the pre-generated answers of
+data/facts_answers.jsonl (no LLM), or the tiny random LLM on data/facts.jsonl. Every chance the
+page or the API shows is checked against scikit-learn's own isotonic fit on the run's results.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape as html_escape
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest_ui import FakeEngine, make_result, page_event, running_app
+from mars_demo import texts
+from mars_demo.access import Access, public_access
+from mars_demo.cli import main
+from mars_demo.evaluation import MEASURES, SCORINGS
+from mars_demo.evaluation import calibration as K
+from mars_demo.result import AnalysisResult
+from mars_demo.ui.controller import Controller
+from mars_demo.ui.evaluation import EvaluationView, parse_report
+from mars_demo.ui.host import EngineHost
+from mars_demo.ui.trust import trust_html
+from test_evaluate import ANSWERS, FACTS, lines, model_flags
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def isotonic_chance(run: pathlib.Path, uncertainty: float, measure="semantic_entropy",
+                    scoring="mars") -> float:
+    """P(correct) at ``uncertainty`` from scikit-learn's own fit on the run's results."""
+    from sklearn.isotonic import IsotonicRegression
+
+    records = lines(run / "results.jsonl")
+    u = [r["uncertainty"][measure][scoring] for r in records]
+    c = [r["correct"] for r in records]
+    iso = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip").fit(u, c)
+    return float(iso.predict([uncertainty])[0])
+
+
+@pytest.fixture(scope="module")
+def given_run(tiny_models, tmp_path_factory):
+    """12 pre-generated questions (no LLM), exact match, calibrated (SE, MARS)."""
+    out = tmp_path_factory.mktemp("runs") / "facts-given"
+    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "12",
+                 "--seed", "3", "--judge", "em", "--bootstrap", "200",
+                 *model_flags(tiny_models)]) == 0
+    assert main(["evaluate", "--calibrate", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_llm_run(tiny_models, tmp_path_factory):
+    """The tiny LLM's own answers to 4 questions, token-F1 judge, calibrated: a calibration
+    of the models app.py loads in the tests."""
+    out = tmp_path_factory.mktemp("runs") / "facts-tiny"
+    assert main(["evaluate", "--data", str(FACTS), "--out", str(out), "--limit", "4",
+                 "--judge", "f1", "--threshold", "0.01", "--llm", str(tiny_models["llm"]),
+                 "--max-new-tokens", "6", "--samples", "2", "--bootstrap", "50", "--no-plots",
+                 *model_flags(tiny_models)]) == 0
+    assert main(["evaluate", "--calibrate", str(out)]) == 0
+    return out
+
+
+def controller(calibration=None, access=None, result=None) -> Controller:
+    return Controller(EngineHost(FakeEngine(result=result)), access, calibration=calibration)
+
+
+def first_result(run: pathlib.Path) -> AnalysisResult:
+    return AnalysisResult.from_dict(lines(run / "results.jsonl")[0]["analysis"])
+
+
+# --- the trust line and the API field ------------------------------------------------------------
+
+
+def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
+    cal = K.load(given_run / "calibration.json")
+    result = first_result(given_run)
+    update = controller(cal).show(result, "mars")
+    expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
+    assert f"About <b>{round(100 * expected)}%</b> likely to be right." in update["trust"]
+    report = json.loads((given_run / "report.json").read_text())
+    for part in (f"n = {report['n']} questions", str(ANSWERS), "judge em",
+                 f"AUROC of that uncertainty there "
+                 f"{report['metrics']['auroc']['semantic_entropy']['mars']['value']:.2f}",
+                 "Semantic Entropy (MARS)"):
+        assert part in update["trust"], part
+    # a new question clears the line while it is answered, a failure too
+    assert controller(cal)._failed(RuntimeError("x"))["trust"] == ""
+
+
+def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
+    html = controller().show(first_result(given_run), "mars")["trust"]
+    assert "lower uncertainty = more trustworthy" in html
+    assert "not a probability" in html and "%" not in html.replace("1 to 6", "")
+    assert "Table 1" in html and "MARS scoring predicted wrong answers better" in html
+
+
+def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
+    cal = K.load(given_run / "calibration.json")
+    result = first_result(given_run)
+    assert "Careful" not in controller(cal).show(result, "mars")["trust"]
+    cal.auroc = None  # as fit on answers that were all wrong (or all right)
+    assert "all right or all wrong" in controller(cal).show(result, "mars")["trust"]
+
+
+def test_answers_of_other_models_get_no_chance(given_run):
+    cal = K.load(given_run / "calibration.json")
+    other = make_result()  # made by other models (the page's defaults)
+    html = controller(cal).show(other, "mars")["trust"]
+    assert "No chance of being right" in html and "likely to be right" not in html
+    assert "other models" in html and "hand-written" in html  # says which
+    public = controller(cal, public_access()).show(other, "mars")["trust"]
+    assert html_escape(texts.TRUST_OTHER_MODELS) in public and "hand-written" not in public
+
+
+def test_the_api_result_gets_a_calibration_field(given_run):
+    cal = K.load(given_run / "calibration.json")
+    result = first_result(given_run)
+    data = controller(cal, result=result).api_analyze("What is the capital of Australia?")
+    field = data["calibration"]
+    assert field["chance_correct"] == pytest.approx(
+        isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars), abs=1e-12)
+    assert field["n"] == 12 and field["data"] == str(ANSWERS)
+    assert field["measure"] == "semantic_entropy" and field["scoring"] == "mars"
+    assert field["uncertainty"] == data["uncertainty"]["semantic_entropy"]["mars"]
+    # additive: the analysis JSON is unchanged otherwise
+    assert {k: v for k, v in data.items() if k != "calibration"} == result.to_dict()
+    other = controller(cal, result=make_result()).api_analyze("Which planet?")
+    assert other["calibration"]["chance_correct"] is None and other["calibration"]["reason"]
+    assert "calibration" not in controller(result=result).api_analyze("Which planet?")
+
+
+def test_chance_of_is_the_library_function(given_run):
+    result = first_result(given_run)
+    path = given_run / "calibration.json"
+    expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
+    assert K.chance_of(result, path) == pytest.approx(expected, abs=1e-12)
+    assert K.chance_of(result.to_dict(), K.load(path)) == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(K.CalibrationError, match="other models"):
+        K.chance_of(make_result(), path)
+
+
+# --- app.py --calibration ---------------------------------------------------------------------
+
+
+def test_app_refuses_a_calibration_of_other_models_before_serving(given_run, tiny_models):
+    """The pre-generated answers' calibration names a hand-written 'LLM': app.py with the tiny
+    LLM stops with one line, before it loads a model or serves."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MARS_DEMO_SHARE": "0",
+           "MARS_DEMO_CALIBRATION": str(given_run / "calibration.json")}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "app.py"), "--llm", str(tiny_models["llm"]),
+         "--importance", str(tiny_models["importance"]), "--nli", str(tiny_models["nli"]),
+         "--port", "9"],  # never reached: port 9 would fail to serve
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("python app.py: error:")]
+    assert len(errors) == 1 and "other models" in errors[0] and "hand-written" in errors[0]
+    assert "models ready" not in proc.stderr + proc.stdout
+
+
+def test_app_reads_the_calibration_flag_and_variable(given_run, tmp_path):
+    import app
+
+    path = str(given_run / "calibration.json")
+    args = app.parse_args([], env={"MARS_DEMO_CALIBRATION": path})
+    assert args.calibration_data.n == 12
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    with pytest.raises(SystemExit):
+        app.parse_args(["--calibration", str(bad)], env={})
+    with pytest.raises(SystemExit):
+        app.parse_args(["--runs", str(tmp_path / "missing")], env={})
+
+
+def test_check_calibration_uses_the_ids_known_before_loading(given_run):
+    import app
+    from mars_demo.settings import Settings
+
+    cal = K.load(given_run / "calibration.json")
+    info = {"llm": cal.models["llm"], "importance": cal.models["importance"],
+            "nli": cal.models["nli"]}
+    assert app.check_calibration(cal, info, Settings()) is None
+    with pytest.raises(K.CalibrationError):
+        app.check_calibration(cal, {**info, "nli": "another/nli"}, Settings())
+    served = Settings(llm_endpoint="http://127.0.0.1:1/v1")
+    note = app.check_calibration(cal, {**info, "llm": "x (served over HTTP)"}, served)
+    assert note == texts.APP_CALIBRATION_LLM_LATER
+    with pytest.raises(K.CalibrationError):
+        app.check_calibration(cal, info, Settings(llm_endpoint="http://127.0.0.1:1/v1",
+                                                  llm_model="another-model"))
+
+
+def test_app_with_a_calibration_shows_the_chance_on_the_page_and_the_api(
+        tiny_llm_run, tiny_models, tmp_path):
+    from gradio_client import Client
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(tiny_llm_run, runs / "tiny")
+    with running_app(tiny_models, "--calibration", str(tiny_llm_run / "calibration.json"),
+                     "--runs", str(runs)) as url:
+        client = Client(url, verbose=False)
+        data = client.predict("What is the capital city of Australia?", samples=2,
+                              max_new_tokens=6, api_name="/analyze")
+        expected = isotonic_chance(tiny_llm_run, data["uncertainty"]["semantic_entropy"]["mars"])
+        assert data["calibration"]["chance_correct"] == pytest.approx(expected, abs=1e-12)
+        assert data["calibration"]["n"] == 4
+        # the page: the same question through the page's Ask event
+        config = __import__("httpx").get(f"{url}/config", timeout=30).json()
+        ask = next(d for d in config["dependencies"] if d["api_name"] == "ask")
+        n_inputs = len(ask["inputs"])
+        defaults = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+        values = [defaults[i] for i in ask["inputs"]]
+        values[0] = "What is the capital city of Australia?"
+        assert n_inputs == len(values)
+        out = page_event(url, "ask", values)
+        trust = out["mars-trust"]
+        assert "likely to be right" in trust and "n = 4 questions" in trust
+        # the Evaluation view offers the run by name
+        shown = page_event(url, "evaluation_show", ["tiny", None, None])
+        assert "Length-normalized" in shown["mars-eval-table"]
+
+
+# --- the Evaluation view ------------------------------------------------------------------------
+
+
+def upload(tmp_path: pathlib.Path, name: str, content: str | bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return str(path)
+
+
+def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(given_run, runs / "facts")
+    view = EvaluationView(runs)
+    assert view.runs() == ["facts"]
+    update = view.show("facts", None, None)
+    assert update["eval_error"] == ""
+    report = json.loads((given_run / "report.json").read_text())
+    html = update["eval_table"]
+    for m in MEASURES:
+        for s in SCORINGS:
+            entry = report["metrics"]["auroc"][m][s]
+            lo, hi = entry["ci95"]
+            assert f"{entry['value'] * 100:.2f}".replace("-", "−") in html
+            assert f"[{lo * 100:.2f}, {hi * 100:.2f}]".replace("-", "−") in html
+        diff = report["metrics"]["auroc"][m]["mars_minus_length_normalized"]["value"]
+        assert f"{diff * 100:+.2f}".replace("-", "−") in html
+    assert f"n = {report['n']} questions" in html
+    assert str(ANSWERS) in html  # a local page names the data set's file
+    public = EvaluationView(runs, public=True).show("facts", None, None)["eval_table"]
+    assert str(ANSWERS) not in public and "facts_answers.jsonl" in public
+    assert "/tmp" not in public and "/work" not in public
+    # the curves: one ROC and one rejection line per measure and scoring, from the run's data
+    roc, rej = update["eval_roc"], update["eval_rejection"]
+    names = [t.name for t in roc.data]
+    assert names.count("MARS") == 3 and names.count("length-normalized") == 3
+    records = lines(given_run / "results.jsonl")
+    correct = np.array([r["correct"] for r in records])
+    assert rej.data[0].y[0] == pytest.approx(correct.mean())  # nothing rejected: the accuracy
+    assert "results.jsonl (facts): 12 questions" in update["eval_note"]
+
+
+def test_uploaded_files_are_read_then_deleted(given_run, tmp_path):
+    report = upload(tmp_path, "report.json", (given_run / "report.json").read_text())
+    results = upload(tmp_path, "results.jsonl", (given_run / "results.jsonl").read_text())
+    update = EvaluationView().show(None, report, results)
+    assert update["eval_error"] == "" and update["eval_roc"] is not None
+    assert "uploaded results.jsonl" in update["eval_note"]
+    assert not os.path.exists(report) and not os.path.exists(results)
+    assert update["eval_report"] is None and update["eval_results"] is None  # widgets cleared
+    # the report alone: the table, and a note that the curves need results.jsonl
+    alone = EvaluationView().show(None, upload(tmp_path, "r.json", (given_run / "report.json")
+                                               .read_text()), None)
+    assert alone["eval_table"] and alone["eval_roc"] is None
+    assert "No curves: they need the run" in alone["eval_note"]
+
+
+def hostile_reports(good: dict) -> dict[str, str | bytes]:
+    deep = "[" * 100_000 + "]" * 100_000
+    huge = json.loads(json.dumps(good))
+    huge["metrics"]["auroc"]["entropy"]["mars"]["value"] = 1e308
+    nan = json.dumps(good).replace('"n": ', '"n": NaN, "x": ', 1)
+    inf = json.dumps(good).replace(
+        json.dumps(good["metrics"]["auroc"]["confidence"]["mars"]["value"]), "1e999", 1)
+    ci = json.loads(json.dumps(good))
+    ci["metrics"]["auroc"]["confidence"]["mars"]["ci95"] = ["<b>", 2]
+    big_n = {**good, "n": 10**30}
+    return {
+        "not json": "this is not JSON {",
+        "a list": "[1, 2, 3]",
+        "no metrics": json.dumps({"n": 3}),
+        "huge number": json.dumps(huge),
+        "infinity": inf,
+        "NaN": nan,
+        "deep": deep,
+        "strings for numbers": json.dumps(ci),
+        "huge n": json.dumps(big_n),
+        "binary": b"\xff\xfe\x00garbage",
+    }
+
+
+def test_hostile_reports_get_a_clear_message(given_run, tmp_path):
+    good = json.loads((given_run / "report.json").read_text())
+    view = EvaluationView()
+    for name, content in hostile_reports(good).items():
+        path = upload(tmp_path, "report.json", content)
+        update = view.show(None, path, None)
+        assert "This is not a readable evaluation report" in update["eval_error"], name
+        assert update["eval_table"] == "" and update["eval_roc"] is None, name
+        assert not os.path.exists(path), name
+    # the view still works after all that
+    ok = view.show(None, upload(tmp_path, "report.json", json.dumps(good)), None)
+    assert ok["eval_error"] == "" and "MARS" in ok["eval_table"]
+
+
+def test_html_in_a_report_is_shown_as_text(given_run, tmp_path):
+    good = json.loads((given_run / "report.json").read_text())
+    xss = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+    good["data"] = xss
+    good["models"]["llm"] = xss
+    good["judge"] = {"name": xss, "threshold": xss}
+    good["metrics"]["auroc"]["entropy"]["mars"] = {"value": None, "ci95": None, "reason": xss}
+    update = EvaluationView().show(None, upload(tmp_path, "report.json", json.dumps(good)), None)
+    html = update["eval_table"]
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "n/a (&lt;script&gt;" in html  # an undefined metric says why, escaped
+
+
+def test_uploads_over_the_limit_and_mismatched_results_are_refused(given_run, tmp_path):
+    view = EvaluationView(max_bytes=2_000)
+    text = (given_run / "report.json").read_text()
+    assert len(text.encode()) > 2_000
+    update = view.show(None, upload(tmp_path, "report.json", text), None)
+    assert "bytes; this page reads at most 2000 bytes" in update["eval_error"]
+    records = (given_run / "results.jsonl").read_text().splitlines()
+    # results of another run (fewer questions): table yes, curves no, and it says why
+    update = EvaluationView().show(None, upload(tmp_path, "report.json", text),
+                                   upload(tmp_path, "results.jsonl", "\n".join(records[:5])))
+    assert update["eval_table"] and update["eval_roc"] is None
+    assert "5 questions and the report 12" in update["eval_note"]
+    broken = records[0].replace('"correct": ', '"correct": "yes", "was": ', 1)
+    update = EvaluationView().show(None, upload(tmp_path, "report.json", text),
+                                   upload(tmp_path, "results.jsonl", broken))
+    assert "cannot be used for the curves" in update["eval_note"] and update["eval_roc"] is None
+
+
+def test_only_the_servers_runs_can_be_opened(given_run, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(given_run, runs / "facts")
+    view = EvaluationView(runs)
+    for name in ("../facts", str(given_run), "/etc", "nope", 42):
+        update = view.show(name, None, None)
+        assert "There is no run" in update["eval_error"] and update["eval_table"] == ""
+    assert "Choose a run" in view.show(None, None, None)["eval_error"]
+
+
+def test_parse_report_keeps_undefined_metrics(given_run):
+    good = json.loads((given_run / "report.json").read_text())
+    good["metrics"]["auroc"]["confidence"]["mars"] = {"value": None, "ci95": None,
+                                                     "reason": "one class"}
+    parsed = parse_report(json.dumps(good))
+    assert parsed["auroc"]["confidence"]["mars"] == {"value": None, "ci95": None,
+                                                     "reason": "one class"}
