@@ -3,7 +3,6 @@ gets alone (CPU float32, tiny models), in one batched call per model."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 
