@@ -1312,10 +1312,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models-dir", help="build the random models here and reuse them on later "
                    "runs (default: a temporary directory, deleted afterwards)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--evaluate", action="store_true",
+                   help="instead: seconds per question of the whole analysis at several question "
+                   "batch sizes (mars_demo.bench_evaluate; --evaluate --help for its options)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--evaluate" in argv:  # seconds per question at several question batch sizes
+        from .bench_evaluate import main as evaluate_main
+
+        return evaluate_main(argv)
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -1334,9 +1342,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    data["command"] = "python -m mars_demo.bench " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
+    data["command"] = "python -m mars_demo.bench " + " ".join(argv)
     print(format_report(data))
     if args.json:
         path = pathlib.Path(args.json)

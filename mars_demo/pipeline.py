@@ -272,6 +272,59 @@ class Engine:
         with _RUN_LOCK, _guarded():
             return self._score(answer_set, s, progress or _quiet, should_stop, reuse)
 
+    def generate_many(
+        self,
+        questions: list[str],
+        settings: Settings | None = None,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[AnswerSet]:
+        """:meth:`generate` for several questions at once, one :class:`AnswerSet` each.
+
+        In-process, all questions' greedy answers and samples come from ONE batched
+        ``generate`` call (:meth:`LLM.generate_many <mars_demo.models.llm.LLM.generate_many>`:
+        left-padded prompts, row 0 of each question's block greedy). Each greedy answer is the
+        one :meth:`generate` gives (up to float rounding); the samples are reproducible for the
+        same seed, settings and batch, but may differ from those of another batch size, since
+        the random draws are shared by the batch. With ``llm_endpoint`` the questions'
+        requests are sent concurrently (bounded), so the server (vLLM) batches them. Nothing
+        streams. The batch's generation seconds are shared equally in each ``timings_s``.
+        Errors as :meth:`analyze`; a bad question raises ``OptionError`` before any work.
+        """
+        s = settings or self.settings
+        cleaned = [clean_question(q) for q in questions]
+        if not cleaned:
+            return []
+        with _RUN_LOCK, _guarded():
+            return self._generate_many(cleaned, s, progress or _quiet, should_stop)
+
+    def score_many(
+        self,
+        answer_sets: "list[AnswerSet | AnalysisResult | dict[str, Any]]",
+        settings: Settings | None = None,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[AnalysisResult]:
+        """:meth:`score` for several answer sets at once, one :class:`AnalysisResult` each,
+        equal to one :meth:`score` per answer set (up to float rounding).
+
+        The importance model scores all questions' answers in one batched pass (each answer
+        paired with its own question; the ``bem`` method runs one question after another, with
+        the same results), the NLI model judges all questions' needed pairs in one batched
+        ``verdicts`` call (the recipe's input format as in :meth:`score`); alignment, clustering
+        and the uncertainties are per question. A batch's stage seconds are shared equally in
+        each result's ``timings_s``. A bad answer set raises
+        :class:`~mars_demo.answers.AnswerSetError` before any model runs.
+        """
+        s = settings or self.settings
+        sets = [as_answer_set(a) for a in answer_sets]
+        if not sets:
+            return []
+        with _RUN_LOCK, _guarded():
+            return self._score_many(sets, s, progress or _quiet, should_stop, [None] * len(sets))
+
     def rescore(self, result: AnalysisResult, settings: Settings | None = None,
                 **changes: Any) -> AnalysisResult:
         """``result``'s answers scored again with other scoring options (``changes``: e.g.
@@ -313,133 +366,194 @@ class Engine:
             banned_strings=tuple(rc["banned_strings"]),
         )
         progress("generate", 1.0)
-        return AnswerSet(
-            question=question,
-            greedy=greedy,
-            samples=samples,
-            prompt=prompt,
-            prompt_token_ids=list(prompt_ids),
-            prompt_preset=prompt_preset,
-            logprob_source=getattr(llm, "logprob_source", "generation"),
-            warnings=list(warnings),
-            generation={
-                **{name: getattr(s, name) for name in GENERATION_FIELDS},
-                "prompt": prompt_preset,
-                "llm": llm.model_id,
-                "load_in_4bit": llm.quantized,
-                "llm_endpoint": s.llm_endpoint,
-                "device": getattr(llm, "device_name", "cuda" if cuda_available() else "cpu"),
-                "recipe": s.recipe,
-            },
-            timings_s=timings,
+        return _answer_set(llm, s, question, greedy, samples, prompt, prompt_ids, prompt_preset,
+                           warnings, timings)
+
+    def _generate_many(self, questions: list[str], s: Settings, progress: Progress,
+                       should_stop) -> list[AnswerSet]:
+        """:meth:`_generate` for several questions in one ``generate_many`` call of the LLM."""
+        asked, s = s, apply_recipe(s)
+        rc = recipe_choices(s.recipe)
+        timings: dict[str, float] = {}
+        check = _checker(should_stop)
+        check()
+        t = time.perf_counter()
+        llm = self._llm_for(s, progress)
+        loaded = time.perf_counter() - t
+        check()
+        progress("generate", 0.0)
+        built = [llm.build_prompt(q, s.prompt, recipe=s.recipe) for q in questions]
+        notes = _recipe_overrides(asked, s) + recipe_notes(s.recipe, bos_token_id=_bos_id(llm))
+        presets = {preset for _, _, preset, _ in built}
+        if len(presets) > 1:  # cannot happen: one LLM, one preset option
+            raise OptionError(f"the questions got different prompt presets: {sorted(presets)}")
+        outs = llm.generate_many(
+            [ids for _, ids, _, _ in built],
+            prompts=[prompt for prompt, _, _, _ in built],
+            samples=s.samples,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_new_tokens=s.max_new_tokens,
+            seed=s.seed,
+            prompt_preset=built[0][2],
+            timings=timings,
+            should_stop=should_stop,
+            top_k=rc["top_k"] or 0,
+            keep_stop=rc["keep_stop"],
+            banned_strings=tuple(rc["banned_strings"]),
         )
+        progress("generate", 1.0)
+        shared = {k: v / len(questions) for k, v in timings.items()}
+        if loaded > 0.05:
+            shared["load"] = loaded / len(questions)
+        return [
+            _answer_set(llm, s, q, greedy, samples, prompt, ids, preset, list(w) + notes,
+                        dict(shared))
+            for q, (prompt, ids, preset, w), (greedy, samples) in zip(questions, built, outs)
+        ]
 
     def _score(self, answers: AnswerSet, s: Settings, progress: Progress, should_stop,
                reuse: AnalysisResult | None) -> AnalysisResult:
+        return self._score_many([answers], s, progress, should_stop, [reuse])[0]
+
+    def _score_many(self, answer_sets: list[AnswerSet], s: Settings, progress: Progress,
+                    should_stop, reuses: list[AnalysisResult | None]) -> list[AnalysisResult]:
+        """Score answer sets: importance of all questions' answers in one pass, NLI of all
+        questions' needed pairs in one ``verdicts`` call; alignment, clustering and the
+        uncertainties per question. One answer set is :meth:`score`. A batch's stage seconds
+        are shared equally among its questions' ``timings_s``."""
         asked, s = s, apply_recipe(s)
         rc = recipe_choices(s.recipe)
-        timings: dict[str, float] = dict(answers.timings_s)
-        warnings: list[str] = list(answers.warnings)
-        made_with = (answers.generation or {}).get("recipe")
-        if made_with is None:  # answers from elsewhere: the scoring options are what is asked
-            warnings += _recipe_overrides(asked, s, ("cluster_rule", "normalization"))
-        elif made_with != s.recipe:
-            warnings.append(
-                f"These answers were generated with the {made_with} recipe; only their scoring "
-                f"follows the {s.recipe} recipe."
-            )
         check = _checker(should_stop)
-        question = clean_question(answers.question)
-        if question != answers.question:
-            answers = dataclasses.replace(answers, question=question)
+        q = len(answer_sets)
+        jobs = []
+        for answers, reuse in zip(answer_sets, reuses):
+            timings: dict[str, float] = dict(answers.timings_s)
+            warnings: list[str] = list(answers.warnings)
+            made_with = (answers.generation or {}).get("recipe")
+            if made_with is None:  # answers from elsewhere: the scoring options are as asked
+                warnings += _recipe_overrides(asked, s, ("cluster_rule", "normalization"))
+            elif made_with != s.recipe:
+                warnings.append(
+                    f"These answers were generated with the {made_with} recipe; only their "
+                    f"scoring follows the {s.recipe} recipe."
+                )
+            question = clean_question(answers.question)
+            if question != answers.question:
+                answers = dataclasses.replace(answers, question=question)
 
-        check()
-        logprob_source = answers.logprob_source
-        if answers.missing_logprobs:
-            t = time.perf_counter()
-            answers, note, logprob_source = self._teacher_force(answers, s, progress)
-            warnings.append(note)
-            timings["teacher_forced"] = time.perf_counter() - t
-        gens = answers.answers
-        names = answers.names
+            check()
+            logprob_source = answers.logprob_source
+            if answers.missing_logprobs:
+                t = time.perf_counter()
+                answers, note, logprob_source = self._teacher_force(answers, s, progress)
+                warnings.append(note)
+                timings["teacher_forced"] = time.perf_counter() - t
+            jobs.append(dict(answers=answers, question=question, timings=timings,
+                             warnings=warnings, logprob_source=logprob_source, reuse=reuse))
 
         check()
         t = time.perf_counter()
         importance = self._importance_for(s, progress)
-        nli_model = None if _reusable(reuse, answers, s) else self._nli_for(s, progress)
-        if time.perf_counter() - t > 0.05:
-            timings["load"] = timings.get("load", 0.0) + time.perf_counter() - t
+        reusable = [_reusable(j["reuse"], j["answers"], s) for j in jobs]
+        nli_model = None if all(reusable) else self._nli_for(s, progress)
+        loaded = time.perf_counter() - t
         progress("importance", 0.0)
         t = time.perf_counter()
-        texts = [g.text for g in gens]
-        if s.importance_method == "bem":
-            phrasings = importance.score(question, texts)
+        questions = [j["question"] for j in jobs]
+        texts = [[g.text for g in j["answers"].answers] for j in jobs]
+        options = {} if s.importance_method == "bem" else {"method": s.importance_method}
+        if q == 1:
+            phrasings_of = [importance.score(questions[0], texts[0], **options)]
         else:
-            phrasings = importance.score(question, texts, method=s.importance_method)
-        timings["importance"] = time.perf_counter() - t
+            phrasings_of = importance.score_many(questions, texts, **options)
+        importance_s = (time.perf_counter() - t) / q
         progress("importance", 1.0)
 
         t = time.perf_counter()
-        scored = []
-        notes_of: dict[str, list[str]] = {}  # one line per distinct warning, naming its answers
-        for name, gen, ph in zip(names, gens, phrasings):
-            answer, notes = self._score_answer(gen, ph, s, rc["alignment_rule"])
-            scored.append(answer)
-            for note in gen.warnings + ph.warnings + notes:
-                notes_of.setdefault(note, []).append(name)
-        warnings += [f"{', '.join(who)}: {note}" for note, who in notes_of.items()]
-        timings["alignment"] = time.perf_counter() - t
+        for job, phrasings in zip(jobs, phrasings_of):
+            answers = job["answers"]
+            scored = []
+            notes_of: dict[str, list[str]] = {}  # one line per distinct warning, naming answers
+            for name, gen, ph in zip(answers.names, answers.answers, phrasings):
+                answer, notes = self._score_answer(gen, ph, s, rc["alignment_rule"])
+                scored.append(answer)
+                for note in gen.warnings + ph.warnings + notes:
+                    notes_of.setdefault(note, []).append(name)
+            job["warnings"] += [f"{', '.join(who)}: {note}" for note, who in notes_of.items()]
+            job["scored"] = scored
+        alignment_s = (time.perf_counter() - t) / q
 
         check()
         progress("nli", 0.0)
         t = time.perf_counter()
-        sample_texts = [a.text for a in scored[1:]]
-        if nli_model is None:  # the same NLI model already judged these answers
-            labels, nli_warnings = reuse.nli.labels, list(reuse.nli.warnings)
-            nli_id = reuse.settings["nli"]
-        else:
-            nli_id = nli_model.model_id
-            nli_warnings = []
-            labels = nli_model.matrix(question, sample_texts, nli_warnings,
-                                      input_format=rc["nli_input_format"])
-        warnings += nli_warnings
-        timings["nli"] = time.perf_counter() - t
+        fresh = [k for k, ok in enumerate(reusable) if not ok]
+        for k, job in enumerate(jobs):
+            job["sample_texts"] = [a.text for a in job["scored"][1:]]
+            job["nli_warnings"] = []
+            if reusable[k]:  # the same NLI model already judged these answers
+                reuse = job["reuse"]
+                job["labels"], job["nli_warnings"] = reuse.nli.labels, list(reuse.nli.warnings)
+                job["nli_id"] = reuse.settings["nli"]
+            else:
+                job["nli_id"] = nli_model.model_id
+        if len(fresh) == 1:
+            job = jobs[fresh[0]]
+            job["labels"] = nli_model.matrix(job["question"], job["sample_texts"],
+                                             job["nli_warnings"],
+                                             input_format=rc["nli_input_format"])
+        elif fresh:
+            labels = nli_model.matrices(
+                [jobs[k]["question"] for k in fresh], [jobs[k]["sample_texts"] for k in fresh],
+                [jobs[k]["nli_warnings"] for k in fresh], input_format=rc["nli_input_format"])
+            for k, lab in zip(fresh, labels):
+                jobs[k]["labels"] = lab
+        nli_s = (time.perf_counter() - t) / q
         progress("nli", 1.0)
 
         check()
         progress("uncertainty", 0.0)
-        t = time.perf_counter()
-        cluster_ids = clustering.semantic_clusters(
-            labels, rule=s.cluster_rule, algorithm=rc["clustering_algorithm"],
-            answers=sample_texts if rc["cluster_by_text"] else None,
-        )
-        unc = _uncertainty(scored[0], scored[1:], cluster_ids)
-        timings["uncertainty"] = time.perf_counter() - t
-        progress("uncertainty", 1.0)
+        results = []
+        for job in jobs:
+            answers, scored, timings = job["answers"], job["scored"], job["timings"]
+            if loaded > 0.05:
+                timings["load"] = timings.get("load", 0.0) + loaded / q
+            timings.update(importance=importance_s, alignment=alignment_s, nli=nli_s)
+            warnings = job["warnings"] + job["nli_warnings"]
+            t = time.perf_counter()
+            cluster_ids = clustering.semantic_clusters(
+                job["labels"], rule=s.cluster_rule, algorithm=rc["clustering_algorithm"],
+                answers=job["sample_texts"] if rc["cluster_by_text"] else None,
+            )
+            unc = _uncertainty(scored[0], scored[1:], cluster_ids)
+            timings["uncertainty"] = time.perf_counter() - t
 
-        used = s.to_dict()
-        generated = answers.generation or {}
-        for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
-            used[name] = generated.get(name)  # what made these answers (None: not known)
-        used["generated_with_recipe"] = generated.get("recipe")
-        used["samples"] = len(scored) - 1
-        used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
-        used.update(nli=nli_id, logprob_source=logprob_source)
-        if used["device"] is None:
-            used["device"] = "cuda" if cuda_available() else "cpu"
-        return AnalysisResult(
-            question=question,
-            prompt=answers.prompt or "",
-            prompt_token_ids=list(answers.prompt_token_ids or []),
-            greedy=scored[0],
-            samples=scored[1:],
-            nli=NLIResult(answers=sample_texts, labels=labels, warnings=nli_warnings),
-            cluster_ids=cluster_ids,
-            uncertainty=unc,
-            settings=used,
-            timings_s={k: round(v, 6) for k, v in timings.items()},
-            warnings=warnings,
-        )
+            used = s.to_dict()
+            generated = answers.generation or {}
+            for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
+                used[name] = generated.get(name)  # what made these answers (None: not known)
+            used["generated_with_recipe"] = generated.get("recipe")
+            used["samples"] = len(scored) - 1
+            used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
+            used.update(nli=job["nli_id"], logprob_source=job["logprob_source"])
+            if used["device"] is None:
+                used["device"] = "cuda" if cuda_available() else "cpu"
+            results.append(AnalysisResult(
+                question=job["question"],
+                prompt=answers.prompt or "",
+                prompt_token_ids=list(answers.prompt_token_ids or []),
+                greedy=scored[0],
+                samples=scored[1:],
+                nli=NLIResult(answers=job["sample_texts"], labels=job["labels"],
+                              warnings=job["nli_warnings"]),
+                cluster_ids=cluster_ids,
+                uncertainty=unc,
+                settings=used,
+                timings_s={k: round(v, 6) for k, v in timings.items()},
+                warnings=warnings,
+            ))
+        progress("uncertainty", 1.0)
+        return results
 
     def _teacher_force(self, answers: AnswerSet, s: Settings,
                        progress: Progress) -> tuple[AnswerSet, str, str]:
@@ -578,6 +692,30 @@ class Engine:
             finish_reason=gen.finish_reason,
         )
         return answer, notes
+
+
+def _answer_set(llm, s: Settings, question, greedy, samples, prompt, prompt_ids, prompt_preset,
+                warnings, timings) -> AnswerSet:
+    return AnswerSet(
+        question=question,
+        greedy=greedy,
+        samples=samples,
+        prompt=prompt,
+        prompt_token_ids=list(prompt_ids),
+        prompt_preset=prompt_preset,
+        logprob_source=getattr(llm, "logprob_source", "generation"),
+        warnings=list(warnings),
+        generation={
+            **{name: getattr(s, name) for name in GENERATION_FIELDS},
+            "prompt": prompt_preset,
+            "llm": llm.model_id,
+            "load_in_4bit": llm.quantized,
+            "llm_endpoint": s.llm_endpoint,
+            "device": getattr(llm, "device_name", "cuda" if cuda_available() else "cpu"),
+            "recipe": s.recipe,
+        },
+        timings_s=timings,
+    )
 
 
 def _reusable(reuse: AnalysisResult | None, answers: AnswerSet, s: Settings) -> bool:

@@ -157,7 +157,8 @@ def test_a_finished_run_started_again_recomputes_nothing(pregenerated_run, tiny_
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no_llm):
-    """In-process: the 4th question is interrupted; the restart scores only the ones left."""
+    """In-process, batches of 3: the 2nd batch is interrupted; the restart scores only the
+    questions left (the first batch's 3 lines are kept)."""
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, evaluate
     from mars_demo.pipeline import Engine
@@ -166,15 +167,15 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no
         calls: list[str] = []
         stop_after: int | None = None
 
-        def score(self, answers, settings=None, **kw):
-            if self.stop_after is not None and len(self.calls) == self.stop_after:
+        def score_many(self, answer_sets, settings=None, **kw):
+            if self.stop_after is not None and len(self.calls) >= self.stop_after:
                 raise KeyboardInterrupt
-            self.calls.append(answers["question"])
-            return super().score(answers, settings, **kw)
+            self.calls += [a.question for a in answer_sets]
+            return super().score_many(answer_sets, settings, **kw)
 
     config = EvalConfig(data=str(ANSWERS), out=tmp_path / "run", judge=make_judge("em"),
                         settings=tiny_settings, limit=7, resamples=20, plots=False,
-                        messages=lambda m: None)
+                        messages=lambda m: None, batch_questions=3)
     first = Counting(tiny_settings)
     first.stop_after = 3
     with pytest.raises(KeyboardInterrupt):
@@ -184,7 +185,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no
     second = Counting(tiny_settings)
     second.calls = []
     report = evaluate(config, engine=second)
-    assert len(second.calls) == 4  # only the questions left
+    assert len(second.calls) == 4  # only the questions left (batches of 3 and 1)
     assert not set(second.calls) & {r["question"] for r in done}
     after = lines(tmp_path / "run" / "results.jsonl")
     assert after[:3] == done and len(after) == 7 and report["n"] == 7

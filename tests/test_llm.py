@@ -373,3 +373,29 @@ def test_banned_strings_never_appear_and_are_no_stop_strings(llm):
     for g in [greedy, *samples]:
         assert "\n" not in g.text and ":" not in g.text
         assert g.finish_reason == "length" or g.text.endswith(".") or not g.text
+
+
+@pytest.mark.parametrize("preset", ["chat", "paper"])
+def test_generate_many_gives_each_question_its_standalone_greedy_answer(llm, preset):
+    # CPU float32: prompts of different lengths (left padding) in one generate call; each
+    # question's greedy answer is the one it gets alone, with the same log-probs
+    questions = QUESTIONS + ["Is it?", "In which year did the first person walk on the Moon?"]
+    prompts = [llm.build_prompt(q, preset)[1] for q in questions]
+    assert len({len(p) for p in prompts}) > 1  # padding really happens
+    kw = dict(samples=3, temperature=1.0, top_p=1.0, max_new_tokens=12, prompt_preset=preset)
+    with counting(llm) as counts:
+        many = llm.generate_many(prompts, seed=4, **kw)
+    assert counts["generate"] == 1 and len(many) == len(questions)
+    for ids, (greedy, samples) in zip(prompts, many):
+        alone, _ = llm.generate(ids, seed=4, **kw)
+        assert greedy.token_ids == alone.token_ids and greedy.text == alone.text
+        assert greedy.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+        assert len(samples) == 3
+        for s in samples:  # every sample's log-probs are its own, left padding or not
+            assert s.logprobs == pytest.approx(
+                teacher_forced_logprobs(llm, ids, s.token_ids), abs=1e-4)
+    # same seed, same batch: same answers; the samples are samples, not the greedy answer
+    again = llm.generate_many(prompts, seed=4, **kw)
+    assert [[g.token_ids for g in [a, *s]] for a, s in many] == \
+        [[g.token_ids for g in [a, *s]] for a, s in again]
+    assert any(s.token_ids != g.token_ids for g, ss in many for s in ss)

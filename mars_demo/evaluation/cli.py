@@ -54,6 +54,11 @@ def add_parser(sub, add_option, add_llm_help) -> None:
     ev.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                     help="bootstrap resamples for the 95%% intervals (default 1000)")
     ev.add_argument("--no-plots", action="store_true", help="write no plots")
+    ev.add_argument("--batch-questions", type=int, default=16, metavar="K",
+                    help="questions analyzed together (default 16): in-process one batched "
+                    "generate call and batched importance and NLI passes for K questions; with "
+                    "--llm-endpoint, K questions' requests at once. Greedy answers do not depend "
+                    "on K; generated samples do (the batch shares its random draws)")
     ev.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                     help="print two runs' reports side by side")
     ev.add_argument("--calibrate", nargs="?", const="", metavar="RUN_DIR",
@@ -126,6 +131,8 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
 
     if args.limit is not None and args.limit < 1:
         return _error(f"--limit must be a positive integer; got {args.limit}")
+    if args.batch_questions < 1:
+        return _error(f"--batch-questions must be a positive integer; got {args.batch_questions}")
     if args.bootstrap < 1:
         return _error(f"--bootstrap must be a positive integer; got {args.bootstrap}")
     try:
@@ -138,7 +145,7 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
         judge = make_judge(args.judge, args.threshold, **llm_options)
         config = EvalConfig(data=args.data, out=pathlib.Path(args.out), judge=judge,
                             settings=settings, limit=args.limit, resamples=args.bootstrap,
-                            plots=not args.no_plots)
+                            plots=not args.no_plots, batch_questions=args.batch_questions)
         report = evaluate(config)
     except (OptionError, DataError, RunError) as err:
         return _error(str(err))

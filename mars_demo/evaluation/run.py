@@ -1,9 +1,15 @@
 """The ``evaluate`` run: labelled questions in, results.jsonl and a report out, resumable.
 
-For each selected question, one at a time through the public seam: the answers are generated
-(:meth:`Engine.generate`) unless the source carries them, then scored (:meth:`Engine.score`);
-the judge decides whether the greedy answer is correct; one line is appended to
-``RUN_DIR/results.jsonl`` and flushed and fsynced before the next question starts. A run started
+The selected questions go through the public seam in batches of ``batch_questions``
+(``--batch-questions``): the answers of a batch's questions are generated together
+(:meth:`Engine.generate_many`: one batched ``generate`` call in-process, concurrent requests to
+an ``--llm-endpoint``) unless the source carries them, then scored together
+(:meth:`Engine.score_many`: importance and NLI batched across the questions); the judge decides
+whether each greedy answer is correct; as soon as the batch is done its questions are appended
+to ``RUN_DIR/results.jsonl``, one line each, each flushed and fsynced. Greedy answers and every
+result of pre-generated answers do not depend on the batch size; generated samples do (the
+random draws are shared by a batch), so a run's samples are reproducible for the same batch
+size and the same starting point. A run started
 again with the same RUN_DIR skips the questions already there (a last line cut short by a kill is
 dropped and redone) and never rewrites a finished one. ``RUN_DIR/run.json`` records what the run
 is (data, its fingerprint, limit, seed, judge, settings); a RUN_DIR made with other ones is
@@ -46,6 +52,7 @@ class EvalConfig:
     limit: int | None = None
     resamples: int = 1000
     plots: bool = True
+    batch_questions: int = 16  # questions per generate_many / score_many call
     messages: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
 
 
@@ -125,15 +132,31 @@ def _uncertainty(result) -> dict[str, dict[str, float]]:
             for m in MEASURES}
 
 
-def _analyze(engine, item: Item, settings):
-    """The analysis of one question through the public seam."""
-    if item.answer_set is not None:
-        data = dict(item.answer_set)
-        data.setdefault("question", item.question)
-        recorded = data.get("settings") if isinstance(data.get("settings"), dict) else {}
-        return engine.score(data, settings), recorded
-    answers = engine.generate(item.question, settings)
-    return engine.score(answers, settings), {}
+def _prepare(item: Item):
+    """The answer set a question brings (None: generate it); raises AnswerSetError or
+    OptionError for a bad line, before any model runs."""
+    from ..answers import AnswerSet
+    from ..settings import clean_question
+
+    if item.answer_set is None:
+        clean_question(item.question)
+        return None
+    data = dict(item.answer_set)
+    data.setdefault("question", item.question)
+    return AnswerSet.from_dict(data)
+
+
+def _analyze_batch(engine, items: list[Item], answer_sets: list, settings) -> list:
+    """The analyses of a batch of questions through the public seam: the answers of the
+    questions without any are generated together (:meth:`Engine.generate_many`), then all are
+    scored together (:meth:`Engine.score_many`)."""
+    todo = [k for k, a in enumerate(answer_sets) if a is None]
+    sets = list(answer_sets)
+    if todo:
+        made = engine.generate_many([items[k].question for k in todo], settings)
+        for k, answers in zip(todo, made):
+            sets[k] = answers
+    return engine.score_many(sets, settings)
 
 
 def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
@@ -176,32 +199,64 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                 total=len(items), initial=len(items) - len(todo), unit="q", desc="evaluating",
                 file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
             ) as bar:
-                for item in todo:
+                size = max(1, int(config.batch_questions))
+                for first in range(0, len(todo), size):
+                    batch, answer_sets = [], []
+                    for item in todo[first:first + size]:
+                        try:
+                            answer_sets.append(_prepare(item))
+                        except (AnswerSetError, OptionError) as err:
+                            failed.append({"index": item.index, "id": item.id,
+                                           "error": str(err)})
+                            bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
+                                      f"skipped: {err}", file=sys.stderr)
+                            bar.update(1)
+                            continue
+                        batch.append(item)
+                    if not batch:
+                        continue
                     started = time.perf_counter()
                     try:
-                        result, recorded = _analyze(engine, item, config.settings)
+                        results = _analyze_batch(engine, batch, answer_sets, config.settings)
                     except (AnswerSetError, OptionError) as err:
-                        failed.append({"index": item.index, "id": item.id, "error": str(err)})
-                        bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
-                                  f"skipped: {err}", file=sys.stderr)
+                        results = [err]
+                    if len(batch) > 1 and isinstance(results[0], Exception):
+                        # a bad line found only after _prepare: each question alone, so that
+                        # only the bad one is skipped (their generated samples are then those
+                        # of a batch of one; greedy answers and scores of given answers are
+                        # the same)
+                        results = []
+                        for item, answers in zip(batch, answer_sets):
+                            try:
+                                results += _analyze_batch(engine, [item], [answers],
+                                                          config.settings)
+                            except (AnswerSetError, OptionError) as err:
+                                results.append(err)
+                    seconds = round((time.perf_counter() - started) / len(batch), 4)
+                    for item, result in zip(batch, results):
+                        if isinstance(result, Exception):
+                            failed.append({"index": item.index, "id": item.id,
+                                           "error": str(result)})
+                            bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
+                                      f"skipped: {result}", file=sys.stderr)
+                            bar.update(1)
+                            continue
+                        verdict = config.judge(item.question, result.greedy.text, item.references)
+                        analysis = result.to_dict()
+                        line = {
+                            "index": item.index, "id": item.id, "question": item.question,
+                            "references": item.references, "greedy": result.greedy.text,
+                            "correct": bool(verdict.correct),
+                            "judge": {"score": verdict.score, "detail": verdict.detail},
+                            "uncertainty": _uncertainty(result), "analysis": analysis,
+                            "seconds": seconds,  # the batch's seconds per question
+                            "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                                timespec="milliseconds"),
+                        }
+                        f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
                         bar.update(1)
-                        continue
-                    verdict = config.judge(item.question, result.greedy.text, item.references)
-                    analysis = result.to_dict()
-                    line = {
-                        "index": item.index, "id": item.id, "question": item.question,
-                        "references": item.references, "greedy": result.greedy.text,
-                        "correct": bool(verdict.correct),
-                        "judge": {"score": verdict.score, "detail": verdict.detail},
-                        "uncertainty": _uncertainty(result), "analysis": analysis,
-                        "seconds": round(time.perf_counter() - started, 4),
-                        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
-                            timespec="milliseconds"),
-                    }
-                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                    bar.update(1)
         records = read_results(results_path)
         wanted = {it.index for it in items}
         records = [r for r in records if r["index"] in wanted]

@@ -403,6 +403,55 @@ class EndpointLLM:
         timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
         return greedy, sampled
 
+    def generate_many(
+        self,
+        prompts_ids: list[list[int]] | None = None,
+        *,
+        prompts: Sequence[str],
+        concurrency: int = 16,
+        timings: dict[str, float] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        **options: Any,
+    ) -> list[tuple[Generation, list[Generation]]]:
+        """:meth:`generate` for several questions, ``concurrency`` questions' requests at once
+        (each question's greedy and sample requests are concurrent too), so the server batches
+        them (vLLM's continuous batching). Returns one ``(greedy, samples)`` per prompt, in
+        order; each is exactly what :meth:`generate` returns for it (the same requests, the
+        same seeds). ``prompts`` (texts) are required; ``prompts_ids`` is not used; the other
+        options are :meth:`generate`'s. When the log-prob probe is needed it runs once, first.
+        The first failing question's error is raised and the others are abandoned. ``timings``
+        receives the batch's wall-clock seconds under "generate".
+        """
+        import httpx
+
+        prompts = list(prompts)
+        if not prompts:
+            return []
+        timings = timings if timings is not None else {}
+        check = _stop_checker(should_stop)
+        check()
+        temperature, top_p = options["temperature"], options["top_p"]
+        if (self.logprobs_mode == "auto" and not (temperature == 1.0 and top_p == 1.0)
+                and (temperature, top_p) not in self._probe_cache):
+            with httpx.Client(timeout=self._timeouts(), headers=self._headers()) as client:
+                self._probe_cache[(temperature, top_p)] = self._probe(
+                    client, prompts[0], temperature, top_p, options["seed"])
+        t0 = time.perf_counter()
+        pool = cf.ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(prompts))))
+        try:
+            jobs = {
+                str(i): pool.submit(self.generate, [], prompt=prompt,
+                                    should_stop=should_stop, **options)
+                for i, prompt in enumerate(prompts)
+            }
+            results = _wait_all(jobs, check, None)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - t0
+        return [results[str(i)] for i in range(len(prompts))]
+
     def _body(self, prompt: str, **kw) -> dict:
         body = {"model": self.model, "prompt": prompt, "n": 1, "stream": False,
                 # plain sampling: llama.cpp's server would otherwise apply top-k 40, min-p 0.05

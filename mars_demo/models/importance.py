@@ -86,6 +86,26 @@ class ImportanceModel:
 
     def score(self, question: str, answers: list[str], method: str = "model") -> list[PhraseScoring]:
         """Phrases and scores of every answer, all answers in one batched forward pass."""
+        return self._score([question] * len(answers), answers, method)
+
+    def score_many(self, questions: list[str], answers: list[list[str]],
+                   method: str = "model") -> list[list[PhraseScoring]]:
+        """:meth:`score` for several questions in ONE batched forward pass: ``answers[q]`` are
+        the answers of ``questions[q]``, each paired with its own question. Returns one list per
+        question. The same numbers as one :meth:`score` per question, up to float rounding
+        (another padding width)."""
+        if len(questions) != len(answers):
+            raise ValueError("score_many needs one list of answers per question")
+        flat = self._score([q for q, a in zip(questions, answers) for _ in a],
+                           [x for a in answers for x in a], method)
+        out, k = [], 0
+        for a in answers:
+            out.append(flat[k:k + len(a)])
+            k += len(a)
+        return out
+
+    def _score(self, questions: list[str], answers: list[str], method: str) -> list[PhraseScoring]:
+        """Phrases and scores of ``answers[i]`` after ``questions[i]``, one forward pass."""
         import torch
 
         words_of = [word_spans(a) for a in answers]
@@ -96,7 +116,7 @@ class ImportanceModel:
                 results[i] = PhraseScoring([], [], [])
         if not batch:
             return results  # type: ignore[return-value]
-        firsts = [[question] for _ in batch]
+        firsts = [[questions[i]] for i in batch]
         seconds = [[answers[i][a:b] for a, b in words_of[i]] for i in batch]
         max_length = min(MAX_LENGTH, self.tokenizer.model_max_length or MAX_LENGTH)
         enc = self.tokenizer(
@@ -254,6 +274,14 @@ class BEMImportance:
                     b = min(b, chunks[k + 1][0])
                 spans.append((a, b))
         return sorted(spans)
+
+    def score_many(self, questions: list[str], answers: list[list[str]]) -> list[list[PhraseScoring]]:
+        """:meth:`score` of each question's answers, one question after another: BEM is NOT
+        batched across questions (one classifier pass per question; the Flair chunker runs per
+        answer anyway). The results are those of :meth:`score`, exactly."""
+        if len(questions) != len(answers):
+            raise ValueError("score_many needs one list of answers per question")
+        return [self.score(q, a) for q, a in zip(questions, answers)]
 
     def score(self, question: str, answers: list[str]) -> list[PhraseScoring]:
         """score_k = 1 - P(equivalent | question, answer, answer without phrase k)."""

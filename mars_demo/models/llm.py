@@ -61,7 +61,7 @@ def stop_criterion(should_stop: Callable[[], bool]):
     return StopWhen()
 
 
-def greedy_first_row():
+def greedy_first_row(block: int | None = None):
     """A transformers ``LogitsProcessor`` that makes row 0 of a sampled batch greedy.
 
     It leaves every row but the first as it is and keeps only the argmax of row 0 (score 0,
@@ -72,6 +72,10 @@ def greedy_first_row():
     scales it, top-k and top-p always keep the best token), so row 0 is exactly what a greedy run
     (``do_sample=False``, argmax of the same processed scores) picks. It works on a copy: the
     tensor it receives is the one ``output_logits`` keeps, from which log-probs are read.
+
+    ``block``: the batch holds several questions, ``block`` consecutive rows each (``generate``
+    with ``num_return_sequences=block`` repeats each prompt row that often): the first row of
+    every block (rows 0, block, 2*block, ...) is made greedy.
     """
     import torch
     from transformers import LogitsProcessor
@@ -79,9 +83,11 @@ def greedy_first_row():
     class GreedyFirstRow(LogitsProcessor):
         def __call__(self, input_ids, scores) -> torch.FloatTensor:
             out = scores.clone()
-            best = int(scores[0].argmax())
-            out[0] = float("-inf")
-            out[0, best] = 0.0
+            rows = torch.arange(0, scores.shape[0], block or scores.shape[0],
+                                device=scores.device)
+            best = scores[rows].argmax(dim=-1)
+            out[rows] = float("-inf")
+            out[rows, best] = 0.0
             return out
 
     return GreedyFirstRow()
@@ -522,14 +528,31 @@ class LLM:
         (:func:`greedy_first_row`), so one batched call makes the greedy answer and ``n - 1``
         samples. The raw logits (``output_logits``) are never changed by either, so log-probs
         read from them are the model's own at temperature 1.
+
+        ``prompt_ids`` may also be a list of several prompts (several questions): they are
+        left-padded to one width (attention mask 0 on the padding; the model's position ids
+        follow the mask), each gets ``n`` consecutive rows, and with ``greedy_row`` the first
+        row of each question's block is greedy. New ids start at the same column for all rows.
         """
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        input_ids = torch.tensor([prompt_ids], device=self.device)
+        many = bool(prompt_ids) and isinstance(prompt_ids[0], (list, tuple))
+        prompts = [list(p) for p in prompt_ids] if many else [list(prompt_ids)]
+        width = max(len(p) for p in prompts)
+        if len(prompts) == 1:
+            input_ids = torch.tensor(prompts, device=self.device)
+            attention_mask = torch.ones_like(input_ids)
+        else:  # left padding: every prompt ends at the last column, where generation starts
+            input_ids = torch.full((len(prompts), width), self._pad_id(), dtype=torch.long)
+            attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+            for i, p in enumerate(prompts):
+                input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+                attention_mask[i, width - len(p):] = 1
+            input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
         kwargs = dict(
             input_ids=input_ids,
-            attention_mask=torch.ones_like(input_ids),
+            attention_mask=attention_mask,
             max_new_tokens=max_new_tokens,
             num_return_sequences=n,
             output_logits=True,
@@ -540,7 +563,7 @@ class LLM:
         if sample:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k)
             if greedy_row:
-                kwargs.update(logits_processor=LogitsProcessorList([greedy_first_row()]))
+                kwargs.update(logits_processor=LogitsProcessorList([greedy_first_row(n)]))
         else:
             kwargs.update(do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None)
         if banned_ids:
@@ -682,6 +705,15 @@ class LLM:
             s_lp = self.token_logprobs(s_ids, s_logits)
             rows = [(g_ids[0].tolist(), g_lp[0])]
             rows += [(s_ids[i].tolist(), s_lp[i]) for i in range(samples)]
+        gens = self._build_rows(rows, eos, stops, keep_stop)
+        t2 = time.perf_counter()
+        timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
+        timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
+        return gens[0], gens[1:]
+
+    def _build_rows(self, rows, eos, stops, keep_stop) -> list[Generation]:
+        """:class:`Generation` objects of generated rows ``(new ids, log-probs)``; invalid
+        log-probs (NaN or infinity) are refused."""
         gens = [build_generation(self.tokenizer, r, lp, eos, stops, keep_stop) for r, lp in rows]
         for gen in gens:
             if not all(math.isfinite(x) for x in gen.logprobs):
@@ -690,10 +722,75 @@ class LLM:
                     "uncertainty can be computed; load it in full precision (without 4-bit) or "
                     "pick another model."
                 )
+        return gens
+
+    def generate_many(
+        self,
+        prompts_ids: list[list[int]],
+        *,
+        samples: int,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        seed: int,
+        prompt_preset: str,
+        timings: dict[str, float] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        top_k: int = 0,
+        keep_stop: bool = False,
+        banned_strings: Sequence[str] = (),
+        prompts: Sequence[str] | None = None,
+    ) -> list[tuple[Generation, list[Generation]]]:
+        """:meth:`generate` for several questions in ONE batched ``generate`` call.
+
+        Returns one ``(greedy, samples)`` per prompt, in order. The prompts are left-padded to
+        one width (with their attention mask); each question gets ``samples + 1`` consecutive
+        rows, the first of which is its greedy answer (:func:`greedy_first_row` with a block of
+        ``samples + 1``). Stop strings, end-of-sequence tokens and ``max_new_tokens`` end each
+        row on its own, as in :meth:`generate`; log-probs are read from the raw logits at
+        temperature 1, as there. Options as :meth:`generate` (no ``on_text``: nothing streams).
+
+        A question's greedy answer is the same as :meth:`generate` gives it alone (up to float
+        rounding: another batch adds up in another order). Its samples are reproducible for
+        the same ``seed``, settings and the same batch (the same prompts in the same order),
+        but may differ from those it gets alone or in another batch: the random draws are
+        shared by all rows of the batch. ``timings`` receives the whole batch's "generate" and
+        "logprobs" seconds. ``prompts`` (texts) are not needed here; a server-backed LLM uses
+        them.
+        """
+        import time
+
+        import torch
+        from transformers import set_seed
+
+        if not prompts_ids:
+            return []
+        timings = timings if timings is not None else {}
+        banned = tuple(b for b in banned_strings if b)
+        stops = tuple(x for x in self.stop_strings(prompt_preset) if x not in banned)
+        eos = self.eos_ids
+        if should_stop is not None and should_stop():
+            raise GenerationCancelled("generation was cancelled")
+        t0 = time.perf_counter()
+        set_seed(seed)
+        torch.manual_seed(seed)
+        n = samples + 1
+        ids, logits = self._generate(
+            [list(p) for p in prompts_ids], n=n, sample=True, greedy_row=True,
+            temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
+            stop_strings=stops, banned_ids=self.banned_token_ids(banned),
+            should_stop=should_stop,
+        )
+        if should_stop is not None and should_stop():
+            raise GenerationCancelled("generation was cancelled")
+        t1 = time.perf_counter()
+        lps = self.token_logprobs(ids, logits)
+        rows = [(ids[i].tolist(), lps[i]) for i in range(ids.shape[0])]
+        gens = self._build_rows(rows, eos, stops, keep_stop)
         t2 = time.perf_counter()
         timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
         timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
-        return gens[0], gens[1:]
+        return [(gens[q * n], gens[q * n + 1:(q + 1) * n]) for q in range(len(prompts_ids))]
 
     # ---- teacher forcing -----------------------------------------------------------------
     def teacher_forced(

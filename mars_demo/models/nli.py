@@ -147,45 +147,72 @@ class NLIModel:
         degraded result (pairs cut to fit the model's window) is appended to ``warnings`` when
         it is given.
         """
+        return self.matrices([question], [answers], [warnings], input_format)[0]
+
+    def matrices(
+        self,
+        questions: list[str],
+        answers: list[list[str]],
+        warnings: list[list[str] | None] | None = None,
+        input_format: str = "pair",
+    ) -> list[list[list[str]]]:
+        """:meth:`matrix` for several questions: the needed pairs of ALL questions go through
+        ONE :meth:`verdicts` call (batched in chunks of ``BATCH`` pairs as always); each
+        question's pairs carry its own question. ``warnings[q]`` (when given) receives question
+        ``q``'s sentences. The same verdicts as one :meth:`matrix` per question (up to float
+        rounding of another padding width, which can only matter for a near-tie)."""
         _check_choice("input_format", input_format, INPUT_FORMATS)
-        if input_format == "pair":
-            norm = [normalize_answer(a) for a in answers]
-        else:
-            norm = list(answers)
-        n = len(answers)
-        needed: dict[tuple[str, str], tuple[int, int]] = {}
-        for i in range(n):
-            for j in range(n):
-                if norm[i] != norm[j]:
-                    needed.setdefault((norm[i], norm[j]), (i, j))
-        keys = list(needed)
-        pairs = [
-            (f"{question} {answers[i]}", f"{question} {answers[j]}")
-            for i, j in (needed[k] for k in keys)
-        ]
+        if len(questions) != len(answers):
+            raise ValueError("matrices needs one list of answers per question")
+        warnings = list(warnings) if warnings is not None else [None] * len(questions)
+        plans = []
+        pairs: list[tuple[str, str]] = []
+        for question, texts in zip(questions, answers):
+            if input_format == "pair":
+                norm = [normalize_answer(a) for a in texts]
+            else:
+                norm = list(texts)
+            n = len(texts)
+            needed: dict[tuple[str, str], tuple[int, int]] = {}
+            for i in range(n):
+                for j in range(n):
+                    if norm[i] != norm[j]:
+                        needed.setdefault((norm[i], norm[j]), (i, j))
+            keys = list(needed)
+            plans.append((norm, needed, keys, len(pairs)))
+            pairs += [
+                (f"{question} {texts[i]}", f"{question} {texts[j]}")
+                for i, j in (needed[k] for k in keys)
+            ]
         truncated: list[int] = []
         unknown: list[int] = []
-        found = (
-            dict(zip(keys, self.verdicts(pairs, truncated, unknown, input_format)))
-            if pairs
-            else {}
-        )
+        verdicts = self.verdicts(pairs, truncated, unknown, input_format) if pairs else []
+        out = []
+        for (norm, needed, keys, start), notes in zip(plans, warnings):
+            found = dict(zip(keys, verdicts[start:start + len(keys)]))
+            mine = range(start, start + len(keys))
+            cut = [k - start for k in truncated if k in mine]
+            unk = [k - start for k in unknown if k in mine]
 
-        def which(rows: list[int]) -> str:
-            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in rows)})
-            return f"{len(rows)} of {len(pairs)} comparisons (samples {'; '.join(shown[:5])})"
+            def which(rows: list[int], keys=keys, needed=needed) -> str:
+                shown = sorted({f"{i + 1} and {j + 1}"
+                                for i, j in (needed[keys[k]] for k in rows)})
+                return f"{len(rows)} of {len(keys)} comparisons (samples {'; '.join(shown[:5])})"
 
-        if truncated and warnings is not None:
-            warnings.append(
-                f"The NLI model reads at most {MAX_LENGTH} tokens; {which(truncated)} were cut "
-                "to fit, so those verdicts and the clusters are less reliable."
-            )
-        if unknown and warnings is not None:
-            warnings.append(
-                f"The NLI model does not know some characters ([UNK]) in {which(unknown)}; "
-                "those verdicts and the clusters are less reliable."
-            )
-        return [
-            ["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])] for j in range(n)]
-            for i in range(n)
-        ]
+            if cut and notes is not None:
+                notes.append(
+                    f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} were cut "
+                    "to fit, so those verdicts and the clusters are less reliable."
+                )
+            if unk and notes is not None:
+                notes.append(
+                    f"The NLI model does not know some characters ([UNK]) in {which(unk)}; "
+                    "those verdicts and the clusters are less reliable."
+                )
+            n = len(norm)
+            out.append([
+                ["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])]
+                 for j in range(n)]
+                for i in range(n)
+            ])
+        return out
