@@ -83,6 +83,8 @@ ASK_OUTPUTS = (
     "nli_plot",
     "warnings",
     "download",
+    "tokens",  # the token-by-token table (an accordion of the results column)
+    "context",  # the prompt and settings behind the result (an accordion)
 )
 RESCORE_OUTPUTS = (
     "error",  # only set when rendering fails; a successful rescore leaves it as it is
@@ -92,6 +94,7 @@ RESCORE_OUTPUTS = (
     "phrases",
     "samples",
     "clusters_plot",
+    "tokens",
 )
 SWITCH_OUTPUTS = ("switch_status", "banner")
 BANNER_OUTPUTS = ("banner", "timer")
@@ -353,6 +356,7 @@ class Controller:
             "results": gr.update(visible=True),
             "nli_plot": plots.nli_figure(result),
             "warnings": render.warnings_html(result.warnings),
+            "context": render.context_html(result),
             **self._rendered(result, scoring),
         }
         try:
@@ -389,6 +393,7 @@ class Controller:
             "phrases": render.phrase_table_html(result.greedy, scoring, result.settings),
             "samples": render.samples_table_html(result, scoring),
             "clusters_plot": plots.clusters_figure(result, scoring),
+            "tokens": render.token_table_html(result.greedy, scoring),
         }
 
     # --- scoring options: re-score the answers on screen ---------------------------------------

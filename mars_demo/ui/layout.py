@@ -205,6 +205,13 @@ def build_demo(
         warnings = gr.HTML(elem_id="mars-warnings")
 
         with gr.Column(visible=False, elem_id="mars-results") as results:
+            # why the two scores differ: closed by default; they keep their state on a rescore
+            with gr.Accordion(texts.TOKENS_LABEL, open=False, elem_id="mars-tokens-box"):
+                tokens_table = gr.HTML(elem_id="mars-tokens")
+            with gr.Accordion(texts.CONTEXT_LABEL, open=False, elem_id="mars-context-box"):
+                context = gr.HTML(elem_id="mars-context")
+            with gr.Accordion(texts.FORMULAS_LABEL, open=False, elem_id="mars-formulas-box"):
+                gr.HTML(render.formulas_html(), elem_id="mars-formulas")
             gr.Markdown(f"### {texts.UNCERTAINTY_HEADING}")
             with gr.Row():
                 with gr.Column(min_width=300):
@@ -258,6 +265,8 @@ def build_demo(
             "nli_plot": nli_plot,
             "warnings": warnings,
             "download": download,
+            "tokens": tokens_table,
+            "context": context,
             "switch_status": switch["status"] if switch else None,
             "banner": banner,
             "timer": timer,
