@@ -39,7 +39,7 @@ BANNER_READY = "Models ready."
 QUESTION_LABEL = "Question"
 QUESTION_PLACEHOLDER = "e.g. Which planet is known as the Red Planet?"
 ASK_BUTTON = "Ask"
-EXAMPLES_LABEL = "Examples (click one, then Ask)"
+EXAMPLES_LABEL = "Examples (click one, then Ask):"
 
 # --- settings ----------------------------------------------------------------------------------
 
@@ -128,8 +128,10 @@ LEGEND = (
     "Color = the token's weight in the active score: the stronger the color, the more the token "
     "counts (see the bar: left = low, right = high). "
     "Length-normalized gives every token the same weight 1/L; MARS gives important tokens more. "
-    "Boxes are the phrases the importance model found. Hover a token for its details."
+    "Boxes are the phrases the importance model found. Hover or tap a token for its details, "
+    "or Tab to the answer and move between its tokens with the arrow keys."
 )
+ANSWER_TOKENS_ARIA = "The answer, token by token: the left and right arrow keys move between its tokens"
 LEGEND_LOW = "low weight"
 LEGEND_HIGH = "high weight"
 

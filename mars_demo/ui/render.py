@@ -127,6 +127,8 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
 
     Each token's details are in ``data-tip`` (shown by the page's CSS as a tooltip on hover and
     on keyboard focus or a tap, which the native ``title`` never shows) and in ``aria-label``.
+    Only the first token is a tab stop (``tabindex="0"``, the others -1): the arrow keys move
+    between the tokens (``assets/page.js``), so one answer is one stop of the Tab key.
     An empty answer (the engine keeps one zero-width token for it) says so instead.
     """
     n = len(answer.tokens)
@@ -137,6 +139,7 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
     text = answer.text
     out: list[str] = []
     pos = 0
+    stop = "0"  # one tab stop per answer: its first token (assets/page.js moves it)
     for k, members in _groups(answer):
         opened = False
         for i in members:
@@ -162,8 +165,9 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
             out.append(
                 f'<span class="mars-tok" data-token="{i}" data-weight="{weights[i]:.4f}" '
                 f'style="background-color: {token_color(weights[i] / scale)}" '
-                f'data-tip="{tip}" aria-label="{tip}" tabindex="0">{esc(core)}</span>'
+                f'data-tip="{tip}" aria-label="{tip}" tabindex="{stop}">{esc(core)}</span>'
             )
+            stop = "-1"
         if opened:
             out.append("</span>")
     if pos < len(text):
@@ -201,7 +205,8 @@ def answer_html(result: AnalysisResult, scoring: str) -> str:
     parts = [
         f'<div class="mars-answer" data-scoring="{esc(scoring)}">',
         f'<p class="mars-question">{esc(result.question)}</p>',
-        f'<p class="mars-answer-text">{answer_tokens_html(answer, scoring)}</p>',
+        f'<p class="mars-answer-text" role="group" aria-label="{esc(texts.ANSWER_TOKENS_ARIA)}">'
+        f'{answer_tokens_html(answer, scoring)}</p>',
         scores_html(answer, scoring),
         explain_html(result, scoring),
     ]
