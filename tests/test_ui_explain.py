@@ -76,7 +76,7 @@ def test_token_table_and_phrase_table_agree_on_each_phrase_weight():
     phrases = cells(render.phrase_table_html(answer, "mars"), r' data-phrase="\d+"')
     assert len(phrases) == 3
     for row in phrases:
-        members = [t for t in tokens if t["phrase"] == row["index"]]
+        members = [t for t in tokens if t["phrase_number"] == row["index"]]
         assert members
         u_sum = sum(number(t["importance"]) for t in members)
         weight = number(row["weight"].split()[0])

@@ -662,8 +662,8 @@ def token_table_html(answer: Answer, scoring: str) -> str:
     n = len(answer.tokens)
     if n == 0:
         return f'<p class="mars-muted">{esc(texts.ANSWER_EMPTY)}</p>'
-    keys = ("index", "token", "logprob", "prob", "importance", "phrase", "uniform", "weight",
-            "length_normalized", "mars")
+    keys = ("index", "token", "logprob", "prob", "importance", "phrase_number", "uniform",
+            "weight", "length_normalized", "mars")
     columns = list(zip(keys, texts.TOKENS_COLUMNS))
     rows = []
     totals = {"length_normalized": 0.0, "mars": 0.0}
@@ -683,7 +683,7 @@ def token_table_html(answer: Answer, scoring: str) -> str:
                 "logprob": _cell(_fmt(token.logprob)),
                 "prob": _cell(_fmt(math.exp(token.logprob))),
                 "importance": _cell(_fmt(u)),
-                "phrase": _cell(str(k + 1) if k >= 0 else "–"),
+                "phrase_number": _cell(str(k + 1) if k >= 0 else "–"),
                 "uniform": _cell(_fmt(1.0 / n)),
                 "weight": _cell(_fmt(w)),
                 **{key: _cell(_fmt(value)) for key, value in parts.items()},
@@ -700,7 +700,8 @@ def token_table_html(answer: Answer, scoring: str) -> str:
         },
     ))
     explain = f'<p class="mars-explain">{esc(texts.TOKENS_EXPLAIN)}</p>'
-    return explain + _table(columns, rows, "mars-tokens mars-stack", scoring)
+    # not stacked into cards on a phone (a card per token is too long): it scrolls instead
+    return explain + _table(columns, rows, "mars-tokens", scoring)
 
 
 def _model_name(value: object) -> str:
