@@ -378,9 +378,14 @@ def test_after_ask_the_answer_is_brought_into_view_on_a_phone(browser, app_url, 
     top = page.evaluate("() => document.querySelector('#mars-answer').getBoundingClientRect().top")
     assert top > 844  # below the fold: the question, the examples and the settings come first
     page.click("#mars-ask")
+    try:
+        page.wait_for_selector("#mars-progress .mars-progress", timeout=10_000)
+    except Exception:  # a click before the page had wired its events: click again
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.click("#mars-ask")
     page.wait_for_function(
         "() => { const r = document.querySelector('#mars-answer').getBoundingClientRect();"
-        " return r.top >= 0 && r.top < window.innerHeight - 100; }", timeout=5000)
+        " return r.top >= 0 && r.top < window.innerHeight - 100; }", timeout=10_000)
     page.screenshot(path=str(shots / "light-390-after-ask.png"))
     page.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
                            timeout=ANALYSIS_TIMEOUT_MS)
