@@ -39,7 +39,7 @@ BANNER_READY = "Models ready."
 QUESTION_LABEL = "Question"
 QUESTION_PLACEHOLDER = "e.g. Which planet is known as the Red Planet?"
 ASK_BUTTON = "Ask"
-EXAMPLES_LABEL = "Examples (click one, then Ask)"
+EXAMPLES_LABEL = "Examples (click one, then Ask):"
 
 # --- settings ----------------------------------------------------------------------------------
 
@@ -128,8 +128,10 @@ LEGEND = (
     "Color = the token's weight in the active score: the stronger the color, the more the token "
     "counts (see the bar: left = low, right = high). "
     "Length-normalized gives every token the same weight 1/L; MARS gives important tokens more. "
-    "Boxes are the phrases the importance model found. Hover a token for its details."
+    "Boxes are the phrases the importance model found. Hover or tap a token for its details, "
+    "or Tab to the answer and move between its tokens with the arrow keys."
 )
+ANSWER_TOKENS_ARIA = "The answer, token by token: the left and right arrow keys move between its tokens"
 LEGEND_LOW = "low weight"
 LEGEND_HIGH = "high weight"
 
@@ -492,4 +494,97 @@ EVAL_NO_CURVES = (
 EVAL_MISMATCH = (
     "The results file has {n_results} questions and the report {n_report}: they are not from "
     "the same run, so the curves are not drawn."
+)
+
+# --- why MARS differs: the answer explained (mars_demo/ui/render.py) -----------------------------
+
+VERDICT_LESS = (
+    "MARS finds this answer less trustworthy than length-normalized scoring: confidence "
+    "uncertainty {mars:.3f} vs {ln:.3f} (+{diff:.3f} nats)."
+)
+VERDICT_MORE = (
+    "MARS finds this answer more trustworthy than length-normalized scoring: confidence "
+    "uncertainty {mars:.3f} vs {ln:.3f} (−{diff:.3f} nats)."
+)
+VERDICT_SAME = (
+    "MARS and length-normalized scoring agree on this answer: confidence uncertainty {mars:.3f} "
+    "vs {ln:.3f} (a difference below 0.0005 nats)."
+)
+VERDICT_BECAUSE = (
+    " The largest part of the difference comes from the token {token} (probability {prob:.2f}): "
+    "it carries {u:.0%} of the importance u, against the 1/L = {uniform:.0%} that every token "
+    "gets under length-normalized scoring, so MARS counts it {direction}."
+)
+VERDICT_MORE_WEIGHT = "more"
+VERDICT_LESS_WEIGHT = "less"
+GREEDY_CLUSTER = (
+    "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one; "
+    "sampled answer {samples} has the same text as the greedy answer and is in {clusters} "
+    "({share} of the {scoring} probability mass of the samples)."
+)
+GREEDY_CLUSTER_NONE = (
+    "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one, and "
+    "no sampled answer has the same text, so the greedy answer is in no cluster here."
+)
+
+TOKENS_LABEL = "Token by token: where the two scores differ"
+TOKENS_EXPLAIN = (
+    "Each token's log-probability log p and importance u, its weight under length-normalized "
+    "scoring (1/L) and under MARS (w = 1/(2L) + u/2), and what it adds to each score (weight × "
+    "log p). The last row adds them up: the two scores of the answer."
+)
+TOKENS_COLUMNS = ("#", "Token", "log p", "p", "Importance u", "Phrase", "LN weight 1/L",
+                  "MARS weight w", "LN: w × log p", "MARS: w × log p")
+TOKENS_TOTAL = "Sum (the score)"
+TOKENS_EMPTY = "(empty)"
+
+CONTEXT_LABEL = "Prompt and settings behind this result"
+CONTEXT_PROMPT = "Prompt the language model read"
+CONTEXT_NO_PROMPT = "(no prompt recorded: the answers were pasted or came from elsewhere)"
+CONTEXT_SETTINGS = "Settings"
+CONTEXT_NAMES = {
+    "llm": "Language model",
+    "importance": "Importance model",
+    "nli": "NLI model",
+    "recipe": "Recipe",
+    "prompt": "Prompt preset",
+    "samples": "Sampled answers",
+    "temperature": "Sampling temperature",
+    "max_new_tokens": "Max new tokens",
+    "seed": "Seed",
+    "importance_method": "Importance method",
+    "normalization": "Phrase-score normalization",
+    "softmax_temperature": "Softmax temperature",
+    "distribution": "Phrase weight to tokens",
+    "cluster_rule": "Same-meaning rule",
+    "logprob_source": "Token log-probs from",
+}
+CONTEXT_UNSET = "(default)"
+
+FORMULAS_LABEL = "Formulas"
+FORMULAS = (
+    "Natural logs; every uncertainty: higher = less trustworthy. An answer of L tokens with "
+    "probabilities p_l; B sampled answers; C the meaning clusters of the samples.",
+    ("Length-normalized score", "LN = (1/L) Σ_l log p_l"),
+    ("MARS token weight", "w_l = 1/(2L) + u_l/2, with u_l ≥ 0 and Σ_l u_l = 1"),
+    ("MARS score", "MARS = Σ_l w_l log p_l"),
+    ("Confidence", "−score(greedy answer)"),
+    ("Entropy", "−(1/B) Σ_b score(sample_b)"),
+    ("Semantic entropy (paper, eq. 8)", "−(1/|C|) Σ_c log Σ_{b∈c} exp(score(sample_b))"),
+    ("Semantic entropy, normalized (Farquhar et al. 2024)",
+     "p(c) = Σ_{b∈c} exp(score_b) / Σ_b exp(score_b);  SE = −Σ_c p(c) log p(c), in [0, log |C|]"),
+    "\"score\" is LN for the length-normalized column and MARS for the MARS column. The "
+    "importance u_l of a token is its phrase's weight U_k (normalized importances) split over "
+    "the phrase's tokens.",
+)
+
+SE_NORMALIZED_ROW = (
+    "Semantic entropy, normalized",
+    "the entropy of the cluster masses (Farquhar et al. 2024), between 0 and log |C|",
+)
+SE_NEGATIVE_NOTE = (
+    "Semantic entropy is negative here ({values}): the paper's estimator is not a true entropy. "
+    "It averages −log of each cluster's summed sample probabilities, which are not normalized, "
+    "so a cluster of several probable answers sums to more than 1 and its −log is below 0. The "
+    "normalized row is a true entropy of the same clusters."
 )

@@ -9,6 +9,7 @@ next ones take about a second.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -279,3 +280,210 @@ def test_readable_in_the_dark_theme(browser, app_url, shots):
     page.locator("#mars-answer .mars-tok").last.blur()
     page.screenshot(path=str(shots / "dark-390.png"), full_page=True)
     page.close()
+
+
+# --- keyboard, touch and phones (issue 12) -------------------------------------------------------
+
+FOCUSED = """() => { const a = document.activeElement;
+  return {tok: a && a.classList.contains('mars-tok') ? Number(a.dataset.token) : null,
+          inAnswer: !!(a && a.closest('#mars-answer .mars-answer-text')),
+          inSamples: !!(a && a.closest('#mars-samples'))}; }"""
+# Where a token's tooltip is, against the token: its top edge and its left and right edges.
+TIP_BOX = """el => { const s = getComputedStyle(el, '::after');
+  const box = el.closest('.mars-answer-text').getBoundingClientRect();
+  const r = el.getBoundingClientRect();
+  const left = box.left + parseFloat(s.left), top = box.top + parseFloat(s.top);
+  return {display: s.display, left: left, right: left + parseFloat(s.width), top: top,
+          tokLeft: r.left, tokRight: r.right, tokBottom: r.bottom}; }"""
+
+
+def tab_stops_in(page, selector: str) -> int:
+    return page.locator(f"{selector} .mars-tok[tabindex='0']").count()
+
+
+def keyboard_walk(page, shots, name: str) -> None:
+    """Tab reaches the answer once, the arrow keys move between its tokens, and the focused
+    token's details show right below it."""
+    tokens = page.locator("#mars-answer .mars-tok")
+    n = tokens.count()
+    assert n >= 3
+    assert tab_stops_in(page, "#mars-answer") == 1  # not one stop per token
+    samples = page.locator("#mars-samples tr[data-sample]").count()
+    assert tab_stops_in(page, "#mars-samples") == samples  # one per sampled answer
+    stop = page.locator("#mars-answer .mars-tok[tabindex='0']")
+    first = int(stop.get_attribute("data-token"))  # the first token, or the one last visited
+    page.click("#mars-answer .mars-question")  # the keyboard starts from the question text
+    page.keyboard.press("Tab")
+    assert page.evaluate(FOCUSED) == {"tok": first, "inAnswer": True, "inSamples": False}
+    assert stop.evaluate(TIP_BOX)["display"] == "block"
+    page.keyboard.press("Home")
+    assert page.evaluate(FOCUSED)["tok"] == int(tokens.nth(0).get_attribute("data-token"))
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    focused = page.evaluate(FOCUSED)
+    assert focused["inAnswer"] and focused["tok"] == int(tokens.nth(2).get_attribute("data-token"))
+    token = page.locator(f"#mars-answer .mars-tok[data-token='{focused['tok']}']")
+    tip = token.evaluate(TIP_BOX)
+    width = page.viewport_size["width"]
+    assert tip["display"] == "block", tip
+    assert abs(tip["top"] - tip["tokBottom"]) <= 4, tip  # right below the token
+    assert tip["left"] <= tip["tokRight"] and tip["right"] >= tip["tokLeft"], tip  # beside it
+    assert 0 <= tip["left"] and tip["right"] <= width, tip  # inside the window
+    page.screenshot(path=str(shots / f"{name}-keyboard-tooltip.png"))
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate(FOCUSED)["tok"] < focused["tok"]
+    page.keyboard.press("End")
+    last = page.evaluate(FOCUSED)["tok"]
+    assert last == int(tokens.nth(n - 1).get_attribute("data-token"))
+    tip = tokens.nth(n - 1).evaluate(TIP_BOX)
+    assert tip["display"] == "block" and 0 <= tip["left"] and tip["right"] <= width, tip
+    page.keyboard.press("Tab")  # one Tab leaves the answer, whichever token had the focus
+    assert not page.evaluate(FOCUSED)["inAnswer"]
+    assert tab_stops_in(page, "#mars-answer") == 1
+    page.keyboard.press("Shift+Tab")  # and comes back to the token last visited
+    assert page.evaluate(FOCUSED) == {"tok": last, "inAnswer": True, "inSamples": False}
+    page.keyboard.press("Tab")
+
+
+def test_one_tab_stop_for_the_answer_arrow_keys_and_details_beside_the_token(page, shots):
+    ask(page)
+    keyboard_walk(page, shots, "light-1280")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)
+    keyboard_walk(page, shots, "light-390")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_a_tapped_token_shows_its_details_next_to_it_on_a_phone(browser, app_url, shots):
+    page = open_page(browser, app_url, width=390, theme="dark")
+    page.set_viewport_size({"width": 390, "height": 844})
+    ask(page)
+    tokens = page.locator("#mars-answer .mars-tok")
+    target = tokens.nth(tokens.count() - 1)
+    target.scroll_into_view_if_needed()
+    target.click()  # a tap focuses the token
+    tip = target.evaluate(TIP_BOX)
+    assert tip["display"] == "block", tip
+    assert abs(tip["top"] - tip["tokBottom"]) <= 4, tip
+    assert tip["left"] <= tip["tokRight"] and 0 <= tip["left"] and tip["right"] <= 390, tip
+    page.screenshot(path=str(shots / "dark-390-tapped-token.png"))
+    keyboard_walk(page, shots, "dark-390")
+    page.close()
+
+
+def test_after_ask_the_answer_is_brought_into_view_on_a_phone(browser, app_url, shots):
+    page = open_page(browser, app_url, width=390)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.fill("#mars-question textarea", EXAMPLE)
+    top = page.evaluate("() => document.querySelector('#mars-answer').getBoundingClientRect().top")
+    assert top > 844  # below the fold: the question, the examples and the settings come first
+    page.click("#mars-ask")
+    try:
+        page.wait_for_selector("#mars-progress .mars-progress", timeout=10_000)
+    except Exception:  # a click before the page had wired its events: click again
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.click("#mars-ask")
+    page.wait_for_function(
+        "() => { const r = document.querySelector('#mars-answer').getBoundingClientRect();"
+        " return r.top >= 0 && r.top < window.innerHeight - 100; }", timeout=10_000)
+    page.screenshot(path=str(shots / "light-390-after-ask.png"))
+    page.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
+                           timeout=ANALYSIS_TIMEOUT_MS)
+    page.close()
+
+
+def test_the_explanations_open_in_accordions(page, shots):
+    if not page.locator("#mars-results").is_visible():
+        ask(page)
+    for box, inner in (("#mars-tokens-box", "#mars-tokens table"),
+                       ("#mars-context-box", "#mars-context .mars-prompt"),
+                       ("#mars-formulas-box", "#mars-formulas table")):
+        assert not page.locator(inner).is_visible()  # closed at first
+        page.locator(box).get_by_role("button").first.click()
+        page.wait_for_selector(inner, state="visible")
+    rows = page.locator("#mars-tokens tr[data-token]").count()
+    shown = page.locator("#mars-answer .mars-tok").last.get_attribute("data-token")
+    assert rows >= int(shown) + 1  # every token of the answer has its row (blank ones too)
+    assert page.inner_text("#mars-answer .mars-verdict").startswith(("MARS finds", "MARS and"))
+    question = page.inner_text("#mars-answer .mars-question")
+    assert question in page.inner_text("#mars-context .mars-prompt")  # the prompt, as text
+    page.screenshot(path=str(shots / "light-1280-explained.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(shots / "light-390-explained.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+# --- an example clicked while the models load ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loading_url():
+    """A page whose models stay "loading" (FakeEngine with a closed load gate), served in this
+    process."""
+    import threading
+
+    from conftest_ui import FakeEngine, free_port
+
+    from mars_demo.ui import build_demo, launch_options
+
+    gate = threading.Event()
+    demo = build_demo(FakeEngine(ready=False, load_gate=gate))
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options(demo))
+    yield f"http://127.0.0.1:{port}"
+    gate.set()
+    demo.close()
+
+
+def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(browser,
+                                                                              loading_url):
+    """The example fills the box in the browser: an Ask right after it sends the example, even
+    when the server answers slowly (here the direct requests, /gradio_api/run/..., get no answer
+    at all, as when loading models keeps the server's cores busy; Ask goes through the queue).
+    Before, the example's value came from the server (gr.Examples' load_example, a direct
+    request), and an Ask clicked meanwhile sent the empty box."""
+    for attempt in range(3):
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        joined: list[str] = []
+        page.on("request", lambda r: joined.append(r.post_data or "")
+                if "/queue/join" in r.url else None)
+        held: list = []  # requests the "busy server" has not answered yet
+        page.route(re.compile(r".*/gradio_api/run/.*"), lambda route: held.append(route))
+        page.goto(loading_url + "/")
+        page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
+        page.click("#mars-ask")
+        try:
+            page.wait_for_selector("#mars-error .mars-error", timeout=10_000)
+        except Exception:  # a click before the page had wired its events: click again
+            page.click("#mars-ask")
+            page.wait_for_selector("#mars-error .mars-error", timeout=10_000)
+        message = page.inner_text("#mars-error")
+        assert "still loading" in message and "empty" not in message, message
+        assert page.input_value("#mars-question textarea") == EXAMPLE
+        asked = [json.loads(data)["data"] for data in joined]
+        asked = [data[0] for data in asked if len(data) >= 10]  # the Ask event's inputs
+        assert asked and all(question == EXAMPLE for question in asked), asked
+        assert not errors, errors
+        page.close()
+
+
+def test_the_examples_render_without_errors_on_every_load(browser, loading_url):
+    """gr.Examples threw "Cannot read properties of undefined (reading '0')" once per example
+    on about half the loads (a race in Gradio's Dataset.svelte); the page's own example buttons
+    do not."""
+    for attempt in range(6):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})  # a cold cache
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(loading_url + "/")
+        page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).wait_for()
+        page.wait_for_timeout(1500)
+        assert page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).is_visible()
+        assert not errors, (attempt, errors)
+        context.close()

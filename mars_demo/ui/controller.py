@@ -84,6 +84,8 @@ ASK_OUTPUTS = (
     "warnings",
     "download",
     "trust",  # the line under the answer: its chance of being right (mars_demo/ui/trust.py)
+    "tokens",  # the token-by-token table (an accordion of the results column)
+    "context",  # the prompt and settings behind the result (an accordion)
 )
 RESCORE_OUTPUTS = (
     "error",  # only set when rendering fails; a successful rescore leaves it as it is
@@ -93,6 +95,7 @@ RESCORE_OUTPUTS = (
     "phrases",
     "samples",
     "clusters_plot",
+    "tokens",
 )
 SWITCH_OUTPUTS = ("switch_status", "banner")
 BANNER_OUTPUTS = ("banner", "timer")
@@ -358,6 +361,7 @@ class Controller:
             "results": gr.update(visible=True),
             "nli_plot": plots.nli_figure(result),
             "warnings": render.warnings_html(result.warnings),
+            "context": render.context_html(result),
             **self._rendered(result, scoring),
             "trust": self.trust_html(result),
         }
@@ -407,6 +411,7 @@ class Controller:
             "phrases": render.phrase_table_html(result.greedy, scoring, result.settings),
             "samples": render.samples_table_html(result, scoring),
             "clusters_plot": plots.clusters_figure(result, scoring),
+            "tokens": render.token_table_html(result.greedy, scoring),
         }
 
     # --- scoring options: re-score the answers on screen ---------------------------------------

@@ -41,6 +41,16 @@ from mars_demo.ui.host import EngineHost, EngineLike
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CSS_PATH = ASSETS / "style.css"
+JS_PATH = ASSETS / "page.js"  # keyboard and touch access to the tokens, in the page's <head>
+# After Ask (a click or Enter): bring the answer into view unless it is in view already (on a
+# phone the question box and the examples fill the screen above it). Runs in the browser.
+SCROLL_TO_ANSWER_JS = """() => {
+  const answer = document.querySelector('#mars-answer');
+  if (!answer) return;
+  const r = answer.getBoundingClientRect();
+  if (r.top >= 0 && r.top <= window.innerHeight - 120) return;  // its start is in view
+  answer.scrollIntoView({block: r.height < window.innerHeight * 0.6 ? 'center' : 'start'});
+}"""
 EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
 # (tests/test_load.py sends 16 users at once, all of whom must fit)
@@ -147,15 +157,7 @@ def build_demo(
             ask = gr.Button(
                 texts.ASK_BUTTON, variant="primary", scale=1, min_width=96, elem_id="mars-ask"
             )
-        questions = load_examples()
-        gr.Examples(
-            examples=[[q] for q in questions],
-            inputs=[question],
-            label=texts.EXAMPLES_LABEL,
-            examples_per_page=len(questions),
-            elem_id="mars-examples",
-            api_visibility="private",
-        )
+        _example_buttons(question, load_examples())
 
         with gr.Accordion(texts.SETTINGS_LABEL, open=False, elem_id="mars-settings"):
             option_controls: dict[str, gr.components.Component] = {}
@@ -211,6 +213,13 @@ def build_demo(
         warnings = gr.HTML(elem_id="mars-warnings")
 
         with gr.Column(visible=False, elem_id="mars-results") as results:
+            # why the two scores differ: closed by default; they keep their state on a rescore
+            with gr.Accordion(texts.TOKENS_LABEL, open=False, elem_id="mars-tokens-box"):
+                tokens_table = gr.HTML(elem_id="mars-tokens")
+            with gr.Accordion(texts.CONTEXT_LABEL, open=False, elem_id="mars-context-box"):
+                context = gr.HTML(elem_id="mars-context")
+            with gr.Accordion(texts.FORMULAS_LABEL, open=False, elem_id="mars-formulas-box"):
+                gr.HTML(render.formulas_html(), elem_id="mars-formulas")
             gr.Markdown(f"### {texts.UNCERTAINTY_HEADING}")
             with gr.Row():
                 with gr.Column(min_width=300):
@@ -265,6 +274,8 @@ def build_demo(
             "warnings": warnings,
             "download": download,
             "trust": trust,
+            "tokens": tokens_table,
+            "context": context,
             "switch_status": switch["status"] if switch else None,
             "banner": banner,
             "timer": timer,
@@ -293,6 +304,14 @@ def build_demo(
             show_progress=QUEUE_STATUS,
             show_progress_on=[answer],
         ).then(**rescore)  # the toggle may have been flipped while the answer streamed
+        gr.on(
+            [ask.click, question.submit],
+            None,
+            js=SCROLL_TO_ANSWER_JS,
+            api_visibility="private",
+            queue=False,
+            show_progress="hidden",
+        )
         scoring.change(**rescore)
         # A scoring option changed: score the answers on screen again (models, so the queue).
         gr.on(
@@ -355,6 +374,35 @@ def build_demo(
     demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
     demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)
     return demo
+
+
+def _example_buttons(question: gr.Textbox, questions: Sequence[str]) -> None:
+    """One button per example question; a click puts it into the question box in the browser.
+
+    Not ``gr.Examples``: its click asks the server for the example's value (``load_example``,
+    a round trip), so an Ask clicked before the answer came back, e.g. while the models load
+    and the server is slow, sent the empty box. And its ``gr.Dataset`` threw "Cannot read
+    properties of undefined (reading '0')" on some loads: ``Dataset.svelte`` (Gradio 6.17)
+    keeps the last ``get_component_meta`` result that resolves, not the latest one asked for,
+    and its inner ``{#await component_meta[i][0]...}`` is re-evaluated before the guard
+    ``component_meta[i]`` around it, once for every example.
+    """
+    with gr.Column(elem_id="mars-examples"):
+        gr.HTML(f'<span class="mars-small">{render.esc(texts.EXAMPLES_LABEL)}</span>',
+                elem_id="mars-examples-label", padding=False)
+        with gr.Row(elem_id="mars-example-buttons"):
+            for text in questions:
+                gr.Button(
+                    text, size="sm", variant="secondary", scale=0, min_width=0,
+                    elem_classes="mars-example",
+                ).click(
+                    None,
+                    outputs=[question],
+                    js=f"() => {json.dumps(text)}",  # no server round trip
+                    api_visibility="private",
+                    queue=False,
+                    show_progress="hidden",
+                )
 
 
 def _model_switch(controller: Controller) -> dict[str, gr.components.Component]:
@@ -422,6 +470,7 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     :func:`build_demo`) its per-client limit of queued analyses."""
     options: dict[str, Any] = {
         "css_paths": [CSS_PATH],
+        "head": f"<script>\n{JS_PATH.read_text(encoding='utf-8')}\n</script>",
         "theme": theme(),
         "max_file_size": MAX_UPLOAD,
     }

@@ -126,6 +126,8 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
 
     Each token's details are in ``data-tip`` (shown by the page's CSS as a tooltip on hover and
     on keyboard focus or a tap, which the native ``title`` never shows) and in ``aria-label``.
+    Only the first token is a tab stop (``tabindex="0"``, the others -1): the arrow keys move
+    between the tokens (``assets/page.js``), so one answer is one stop of the Tab key.
     An empty answer (the engine keeps one zero-width token for it) says so instead.
     """
     n = len(answer.tokens)
@@ -136,6 +138,7 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
     text = answer.text
     out: list[str] = []
     pos = 0
+    stop = "0"  # one tab stop per answer: its first token (assets/page.js moves it)
     for k, members in _groups(answer):
         opened = False
         for i in members:
@@ -161,8 +164,9 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
             out.append(
                 f'<span class="mars-tok" data-token="{i}" data-weight="{weights[i]:.4f}" '
                 f'style="background-color: {token_color(weights[i] / scale)}" '
-                f'data-tip="{tip}" aria-label="{tip}" tabindex="0">{esc(core)}</span>'
+                f'data-tip="{tip}" aria-label="{tip}" tabindex="{stop}">{esc(core)}</span>'
             )
+            stop = "-1"
         if opened:
             out.append("</span>")
     if pos < len(text):
@@ -200,8 +204,10 @@ def answer_html(result: AnalysisResult, scoring: str) -> str:
     parts = [
         f'<div class="mars-answer" data-scoring="{esc(scoring)}">',
         f'<p class="mars-question">{esc(result.question)}</p>',
-        f'<p class="mars-answer-text">{answer_tokens_html(answer, scoring)}</p>',
+        f'<p class="mars-answer-text" role="group" aria-label="{esc(texts.ANSWER_TOKENS_ARIA)}">'
+        f'{answer_tokens_html(answer, scoring)}</p>',
         scores_html(answer, scoring),
+        explain_html(result, scoring),
     ]
     if answer.finish_reason == "length":
         parts.append(f'<p class="mars-note">{esc(texts.ANSWER_TRUNCATED)}</p>')
@@ -446,8 +452,28 @@ def uncertainty_table_html(result: AnalysisResult, scoring: str) -> str:
                 },
             )
         )
+    normalized = normalized_semantic_entropy(result)
+    label, explanation = texts.SE_NORMALIZED_ROW
+    rows.append((
+        ' data-measure="semantic_entropy_normalized"',
+        {
+            "measure": Cell(f'<span class="mars-measure">{esc(label)}</span>'
+                            f'<span class="mars-small">{esc(explanation)}</span>'),
+            **{key: _cell(_fmt(normalized[key])) for key in SCORINGS},
+        },
+    ))
     explain = f'<p class="mars-explain">{esc(texts.UNCERTAINTY_EXPLAIN)}</p>'
-    return explain + _table(columns, rows, "mars-uncertainty", scoring)
+    negative = [
+        f"{texts.SCORING_NAMES[key]} {_fmt(getattr(result.uncertainty.semantic_entropy, key))}"
+        for key in SCORINGS
+        if getattr(result.uncertainty.semantic_entropy, key) < 0
+    ]
+    note = (
+        f'<p class="mars-small mars-se-note">'
+        f'{esc(texts.SE_NEGATIVE_NOTE.format(values=", ".join(negative)))}</p>'
+        if negative else ""
+    )
+    return explain + _table(columns, rows, "mars-uncertainty", scoring) + note
 
 
 # --- progress, warnings, errors, banner --------------------------------------------------------
@@ -536,3 +562,196 @@ def banner_html(lines: Sequence[tuple[str, str]]) -> str:
     return "".join(
         f'<div class="mars-banner mars-banner-{kind}">{content}</div>' for kind, content in lines
     )
+
+
+# --- why MARS differs: the answer explained ------------------------------------------------------
+
+
+def _token_text(answer: Answer, i: int) -> str:
+    token = answer.tokens[i]
+    return answer.text[token.start:token.end] or token.text
+
+
+def verdict_text(result: AnalysisResult) -> str:
+    """Which way MARS moves the confidence uncertainty of the answer on screen, by how much,
+    and the token that moves it most.
+
+    MARS − LN = Σ_l (w_l − 1/L) log p_l = Σ_l (u_l − 1/L)/2 · log p_l, so the token with the
+    largest |(u_l − 1/L) log p_l| (in the direction of the difference) is named.
+    """
+    answer = result.greedy
+    ln = result.uncertainty.confidence.length_normalized
+    mars = result.uncertainty.confidence.mars
+    diff = mars - ln
+    if abs(diff) < 0.0005:
+        return texts.VERDICT_SAME.format(mars=mars, ln=ln)
+    template = texts.VERDICT_LESS if diff > 0 else texts.VERDICT_MORE
+    sentence = template.format(mars=mars, ln=ln, diff=abs(diff))
+    n = len(answer.tokens)
+    if n == 0 or len(answer.token_importance) != n:
+        return sentence
+    # each token's part of the confidence difference: −(u_l − 1/L)/2 · log p_l
+    parts = [-(u - 1.0 / n) / 2 * t.logprob for u, t in zip(answer.token_importance, answer.tokens)]
+    i = max(range(n), key=lambda k: parts[k] if diff > 0 else -parts[k])
+    u = answer.token_importance[i]
+    sentence += texts.VERDICT_BECAUSE.format(
+        token=repr(_token_text(answer, i)),
+        prob=math.exp(answer.tokens[i].logprob),
+        u=u,
+        uniform=1.0 / n,
+        direction=texts.VERDICT_MORE_WEIGHT if u > 1.0 / n else texts.VERDICT_LESS_WEIGHT,
+    )
+    return sentence
+
+
+def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
+    """Which meaning cluster the greedy answer falls in, as far as the result can tell: the
+    clusters are over the sampled answers only, so the greedy answer is placed by the samples
+    whose text is the same (whitespace at the ends ignored); no NLI is run here."""
+    from mars_demo.ui.plots import cluster_masses  # plots imports this module
+
+    greedy = result.greedy.text.strip()
+    same = [b for b, s in enumerate(result.samples)
+            if s.text.strip() == greedy and b < len(result.cluster_ids)]
+    if not same:
+        return texts.GREEDY_CLUSTER_NONE
+    clusters = sorted({result.cluster_ids[b] for b in same})
+    masses = cluster_masses(result, scoring)
+    share = sum(masses.get(c, 0.0) for c in clusters)
+    return texts.GREEDY_CLUSTER.format(
+        samples=", ".join(f"#{b + 1}" for b in same),
+        clusters=", ".join(texts.PLOT_CLUSTER_NAME.format(number=c + 1) for c in clusters),
+        share=f"{share:.0%}",
+        scoring=texts.SCORING_NAMES[scoring],
+    )
+
+
+def explain_html(result: AnalysisResult, scoring: str) -> str:
+    """The answer's verdict in words and its meaning cluster, shown under its scores."""
+    return (
+        '<div class="mars-explain-answer">'
+        f'<p class="mars-verdict">{esc(verdict_text(result))}</p>'
+        f'<p class="mars-greedy-cluster mars-small">{esc(greedy_cluster_text(result, scoring))}</p>'
+        "</div>"
+    )
+
+
+def token_table_html(answer: Answer, scoring: str) -> str:
+    """One row per token: log p, p, importance u, phrase, 1/L, w, and its part of each score;
+    the last row sums the parts, which gives the answer's two scores."""
+    n = len(answer.tokens)
+    if n == 0:
+        return f'<p class="mars-muted">{esc(texts.ANSWER_EMPTY)}</p>'
+    keys = ("index", "token", "logprob", "prob", "importance", "phrase_number", "uniform",
+            "weight", "length_normalized", "mars")
+    columns = list(zip(keys, texts.TOKENS_COLUMNS))
+    rows = []
+    totals = {"length_normalized": 0.0, "mars": 0.0}
+    for i, token in enumerate(answer.tokens):
+        u = answer.token_importance[i] if i < len(answer.token_importance) else math.nan
+        w = answer.mars_weights[i] if i < len(answer.mars_weights) else math.nan
+        k = _phrase_index(answer, i)
+        parts = {"length_normalized": token.logprob / n, "mars": w * token.logprob}
+        for key in parts:
+            totals[key] += parts[key]
+        shown = _token_text(answer, i)
+        rows.append((
+            f' data-token="{i}"',
+            {
+                "index": _cell(str(i + 1)),
+                "token": Cell(f"<code>{esc(repr(shown)) if shown else esc(texts.TOKENS_EMPTY)}</code>"),
+                "logprob": _cell(_fmt(token.logprob)),
+                "prob": _cell(_fmt(math.exp(token.logprob))),
+                "importance": _cell(_fmt(u)),
+                "phrase_number": _cell(str(k + 1) if k >= 0 else "–"),
+                "uniform": _cell(_fmt(1.0 / n)),
+                "weight": _cell(_fmt(w)),
+                **{key: _cell(_fmt(value)) for key, value in parts.items()},
+            },
+        ))
+    rows.append((
+        ' class="mars-total-row"',
+        {
+            "token": _cell(texts.TOKENS_TOTAL),
+            "importance": _cell(_fmt(sum(answer.token_importance))),
+            "uniform": _cell(_fmt(1.0)),
+            "weight": _cell(_fmt(sum(answer.mars_weights))),
+            **{key: _cell(_fmt(value)) for key, value in totals.items()},
+        },
+    ))
+    explain = f'<p class="mars-explain">{esc(texts.TOKENS_EXPLAIN)}</p>'
+    # not stacked into cards on a phone (a card per token is too long): it scrolls instead
+    return explain + _table(columns, rows, "mars-tokens", scoring)
+
+
+def _model_name(value: object) -> str:
+    """A model as the page names it: a Hub id as it is, a local folder by its last part (a
+    public page must not show the server's paths)."""
+    text = str(value)
+    if text.startswith(("/", "~", ".", "\\")) or "\\" in text or text.count("/") > 1:
+        return text.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "local model"
+    return text
+
+
+def context_html(result: AnalysisResult) -> str:
+    """The prompt (as text) and the settings that made this result."""
+    settings = result.settings or {}
+    prompt = (
+        f'<pre class="mars-prompt">{esc(result.prompt)}</pre>'
+        if result.prompt
+        else f'<p class="mars-muted">{esc(texts.CONTEXT_NO_PROMPT)}</p>'
+    )
+    items = []
+    for key, label in texts.CONTEXT_NAMES.items():
+        if key == "softmax_temperature" and settings.get("normalization") not in (
+                "softmax", "sum-softmax"):
+            continue
+        value = settings.get(key)
+        if value is None:
+            shown = texts.CONTEXT_UNSET
+        elif key in ("llm", "importance", "nli"):
+            shown = _model_name(value)
+        else:
+            shown = str(value)
+        items.append(f'<dt>{esc(label)}</dt><dd data-setting="{esc(key)}">{esc(shown)}</dd>')
+    return (
+        f'<h4>{esc(texts.CONTEXT_PROMPT)}</h4>{prompt}'
+        f'<h4>{esc(texts.CONTEXT_SETTINGS)}</h4><dl class="mars-settings-list">{"".join(items)}</dl>'
+    )
+
+
+def formulas_html() -> str:
+    """The formulas of the scores and uncertainties (as in the README)."""
+    parts = []
+    rows = []
+    for item in texts.FORMULAS:
+        if isinstance(item, str):
+            if rows:
+                parts.append(_formula_table(rows))
+                rows = []
+            parts.append(f'<p class="mars-explain">{esc(item)}</p>')
+        else:
+            rows.append(item)
+    if rows:
+        parts.append(_formula_table(rows))
+    return "".join(parts)
+
+
+def _formula_table(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th scope=\"row\">{esc(name)}</th><td><code>{esc(formula)}</code></td></tr>"
+                   for name, formula in rows)
+    return f'<div class="mars-table-wrap"><table class="mars-table mars-formulas">{body}</table></div>'
+
+
+def normalized_semantic_entropy(result: AnalysisResult) -> dict[str, float]:
+    """The normalized semantic entropy (Farquhar et al. 2024) of the result's samples under
+    both scorings, from the scores and cluster ids already in the result (no model runs)."""
+    from mars_demo.core.uncertainty import semantic_entropy_normalized
+
+    if not result.samples or len(result.cluster_ids) != len(result.samples):
+        return {key: math.nan for key in SCORINGS}
+    return {
+        key: semantic_entropy_normalized(
+            [getattr(s.scores, key) for s in result.samples], result.cluster_ids)
+        for key in SCORINGS
+    }
