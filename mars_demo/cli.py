@@ -326,7 +326,7 @@ def _score_command(args: argparse.Namespace) -> int:
             return code
         _print_result(result, args.json)
         return 0
-    return _score_lines(engine, args, text.splitlines())
+    return _score_lines(engine, args, text.split("\n"))  # JSON keeps U+2028 raw
 
 
 def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:

@@ -190,3 +190,21 @@ def test_batch_questions_must_be_positive(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == "error: --batch-questions must be a positive integer; got 0"
     assert not (tmp_path / "r").exists()
+
+
+def test_many_questions_answers_go_to_the_importance_model_in_bounded_chunks(engine,
+                                                                              tiny_settings,
+                                                                              monkeypatch):
+    import math
+
+    import mars_demo.models.importance as importance
+
+    sets = given_answer_sets(6)
+    whole = engine.score_many(sets, tiny_settings)
+    monkeypatch.setattr(importance, "BATCH", 5)
+    passes = counting_calls(monkeypatch, engine.models.importance.model, "forward")
+    chunked = engine.score_many(sets, tiny_settings)
+    answers = sum(1 + len(a["samples"]) for a in sets)
+    assert len(passes) == math.ceil(answers / 5) > 1
+    for b, a in zip(chunked, whole):
+        assert_same_result(b, a)

@@ -79,3 +79,18 @@ def test_bad_files_are_refused_with_a_message(tmp_path):
     p.write_text(json.dumps(good))
     with pytest.raises(K.CalibrationError, match="breakpoints"):
         K.load(p)
+
+
+def test_answers_made_with_other_settings_get_no_chance():
+    made = {**MODELS, "samples": 5, "temperature": 0.5, "prompt": "paper", "recipe": "default",
+            "normalization": "sum"}
+    cal = K.fit([0.1, 0.5, 0.9, 1.3], [True, True, False, False], measure="entropy",
+                scoring="mars", models=MODELS, data="d", auroc=0.8, settings=made)
+    assert cal.settings["samples"] == 5 and set(cal.settings) == set(K.SETTING_KEYS)
+    result = {"settings": dict(made), "uncertainty": {"entropy": {"mars": 0.7}}}
+    assert cal.chance(result) == pytest.approx(cal.predict(0.7))
+    with pytest.raises(K.OtherSettings, match="samples 10 here, 5 in the calibration"):
+        cal.chance({**result, "settings": {**made, "samples": 10}})
+    again = K.Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    with pytest.raises(K.OtherSettings, match="normalization 'softmax' here"):
+        again.chance({**result, "settings": {**made, "normalization": "softmax"}})

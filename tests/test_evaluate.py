@@ -363,3 +363,120 @@ def test_png_export_that_fails_is_a_warning_not_a_fake_file(tiny_models, tmp_pat
     assert warning in report["warnings"]
     assert f"warning: {warning}" in capsys.readouterr().err
     assert f"Warning: {warning}" in (out / "report.md").read_text()
+
+
+def test_calibrate_refuses_a_run_whose_report_is_behind_its_results(pregenerated_run,
+                                                                     tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "behind"
+    shutil.copytree(pregenerated_run, run)
+    (run / "calibration.json").unlink(missing_ok=True)  # another test may have calibrated it
+    report = json.loads((run / "report.json").read_text())
+    report["n"] = 5  # as left by a run interrupted after resuming
+    (run / "report.json").write_text(json.dumps(report))
+    assert main(["evaluate", "--calibrate", str(run)]) == 2
+    assert "did not finish" in capsys.readouterr().err
+    assert not (run / "calibration.json").exists()
+
+
+def test_a_calibration_keeps_the_runs_settings(pregenerated_run):
+    from mars_demo.evaluation.run import calibrate
+
+    cal = K.load(calibrate(pregenerated_run, "entropy", "mars",
+                           pregenerated_run / "cal-entropy.json"))
+    first = lines(pregenerated_run / "results.jsonl")[0]["analysis"]["settings"]
+    assert cal.settings == {k: first.get(k) for k in K.SETTING_KEYS}
+
+
+def test_a_resume_with_other_models_is_refused(tiny_settings, tiny_models, tmp_path):
+    from mars_demo.evaluation.judges import make_judge
+    from mars_demo.evaluation.run import EvalConfig, RunError, evaluate
+    from mars_demo.pipeline import Engine
+
+    class Stop(Engine):
+        def score_many(self, answer_sets, settings=None, **kw):
+            if len(answer_sets) and answer_sets[0].question != first_question:
+                raise KeyboardInterrupt
+            return super().score_many(answer_sets, settings, **kw)
+
+    config = EvalConfig(data=str(ANSWERS), out=str(tmp_path / "run"), judge=make_judge("em"),
+                        settings=tiny_settings, limit=3, resamples=20, plots=False,
+                        messages=lambda m: None, batch_questions=1)
+    from mars_demo.evaluation.data import load_source, select
+
+    first_question = select(load_source(str(ANSWERS)).items, 3, tiny_settings.seed)[0].question
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(config, engine=Stop(tiny_settings))
+    assert len(lines(tmp_path / "run" / "results.jsonl")) == 1
+
+    class OtherNLI(Engine):  # the defaults resolved to another model on another machine
+        def score_many(self, answer_sets, settings=None, **kw):
+            results = super().score_many(answer_sets, settings, **kw)
+            for r in results:
+                r.settings["nli"] = "microsoft/deberta-large-mnli"
+            return results
+
+    with pytest.raises(RunError, match="other models .*nli: .* in the run, "
+                       "'microsoft/deberta-large-mnli' now"):
+        evaluate(config, engine=OtherNLI(tiny_settings))
+    assert len(lines(tmp_path / "run" / "results.jsonl")) == 1  # nothing of theirs was written
+
+
+def test_one_question_with_invalid_scores_is_skipped_and_the_run_goes_on(tiny_settings,
+                                                                        tmp_path, capsys):
+    from mars_demo.evaluation.judges import make_judge
+    from mars_demo.evaluation.run import EvalConfig, evaluate
+    from mars_demo.models.loading import InvalidModelOutput
+    from mars_demo.pipeline import Engine
+
+    class OneBad(Engine):
+        def score_many(self, answer_sets, settings=None, **kw):
+            if any("Australia" in a.question for a in answer_sets):
+                raise InvalidModelOutput("the NLI model produced NaN")
+            return super().score_many(answer_sets, settings, **kw)
+
+    data = tmp_path / "data.jsonl"
+    rows = [json.loads(x) for x in ANSWERS.read_text(encoding="utf-8").split("\n") if x.strip()]
+    rows = [r for r in rows if "Australia" in r["question"]] + [
+        r for r in rows if "Australia" not in r["question"]][:3]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = EvalConfig(data=str(data), out=tmp_path / "run", judge=make_judge("em"),
+                        settings=tiny_settings, resamples=20, plots=False,
+                        messages=lambda m: None, batch_questions=4)
+    report = evaluate(config, engine=OneBad(tiny_settings))
+    assert report["n"] == 3
+    assert [f["error"] for f in report["failed"]] == ["the NLI model produced NaN"]
+    assert "skipped: the NLI model produced NaN" in capsys.readouterr().err
+
+
+def test_a_line_separator_inside_a_question_is_part_of_its_line(tmp_path, tiny_settings):
+    from mars_demo.evaluation.data import load_source
+    from mars_demo.ui.evaluation import parse_results
+
+    data = tmp_path / "d.jsonl"
+    row = {"question": "Which planet\u2028is red?", "answers": ["Mars"]}
+    data.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert [i.question for i in load_source(str(data)).items] == ["Which planet\u2028is red?"]
+    record = {"question": "a\u2028b", "correct": True,
+              "uncertainty": {m: {s: 0.5 for s in SCORINGS} for m in MEASURES}}
+    parsed = parse_results(json.dumps(record, ensure_ascii=False) + "\n")
+    assert len(parsed) == 1
+
+
+def test_the_llm_judge_on_the_llms_own_server_gets_its_api_key(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_make_judge(name, threshold, **options):
+        seen.update(options)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("mars_demo.evaluation.judges.make_judge", fake_make_judge)
+    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
+                 "--judge", "llm", "--llm-endpoint", "http://127.0.0.1:9/v1",
+                 "--llm-api-key-env", "MY_KEY"])
+    assert code == 2 and seen["api_key_env"] == "MY_KEY"
+    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
+                 "--judge", "llm", "--llm-endpoint", "http://127.0.0.1:9/v1",
+                 "--llm-api-key-env", "MY_KEY", "--judge-endpoint", "http://127.0.0.1:8/v1"])
+    assert code == 2 and seen["api_key_env"] is None  # another server: not the LLM's key

@@ -7,8 +7,10 @@ the answers, the data set, n, the accuracy and the AUROC. :meth:`Calibration.pre
 numpy: it interpolates linearly between the breakpoints and clips outside them, exactly as
 ``IsotonicRegression.predict`` with ``out_of_bounds="clip"`` does.
 
-A calibration only holds for the models it was made with: :meth:`Calibration.check_models`
-refuses other ones with a message.
+A calibration only holds for the models and the settings it was made with (the sample count,
+temperature, prompt, scoring options...: they move the uncertainty's scale):
+:meth:`Calibration.check` refuses an analysis made with other ones, with a message that names
+them.
 """
 
 from __future__ import annotations
@@ -26,10 +28,19 @@ from . import MEASURES, SCORINGS
 FORMAT = "mars-demo-calibration"
 VERSION = 1
 MODEL_KEYS = ("llm", "importance", "nli")
+#: The settings an uncertainty's scale depends on (as an analysis records them in ``settings``):
+#: an analysis made or scored with other values gets no chance from the calibration.
+SETTING_KEYS = ("prompt", "samples", "temperature", "top_p", "max_new_tokens",
+                "importance_method", "normalization", "softmax_temperature", "distribution",
+                "cluster_rule", "recipe")
 
 
 class CalibrationError(ValueError):
     """A calibration file that cannot be used (unreadable, or made for other models)."""
+
+
+class OtherSettings(CalibrationError):
+    """An analysis made or scored with other settings than the calibration's (same models)."""
 
 
 @dataclass
@@ -45,6 +56,7 @@ class Calibration:
     auroc: float | None
     judge: dict[str, Any] = field(default_factory=dict)
     created: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)  # SETTING_KEYS of the run's answers
 
     def predict(self, uncertainty: float | Sequence[float]) -> np.ndarray | float:
         """P(correct) for each uncertainty (a float for a float)."""
@@ -55,17 +67,17 @@ class Calibration:
     def chance(self, result: Any) -> float:
         """P(correct) of an analysis (an :class:`~mars_demo.result.AnalysisResult` or its JSON)
         from its own ``uncertainty.<measure>.<scoring>``, after checking that it was made by
-        this calibration's models (its recorded ``settings``)."""
+        this calibration's models and settings (its recorded ``settings``)."""
         data = result.to_dict() if hasattr(result, "to_dict") else result
-        settings = data.get("settings") or {}
-        self.check_models({k: settings.get(k) for k in MODEL_KEYS})
+        self.check(data.get("settings") or {})
         return float(self.predict(float(data["uncertainty"][self.measure][self.scoring])))
 
     def estimate(self, result: Any) -> dict[str, Any]:
         """:meth:`chance` with where it comes from, as JSON (the API's ``calibration`` field):
         ``chance_correct``, the ``uncertainty`` it was read from, ``measure``, ``scoring``,
         ``data``, ``n``, ``accuracy``, ``auroc``, ``judge``, ``models`` and ``source`` (words).
-        Raises :class:`CalibrationError` when ``result`` was made by other models."""
+        Raises :class:`CalibrationError` when ``result`` was made by other models or with
+        other settings."""
         data = result.to_dict() if hasattr(result, "to_dict") else result
         chance = self.chance(data)
         return {"chance_correct": chance,
@@ -92,11 +104,25 @@ class Calibration:
                 "calibrate a run of the loaded models, or load the calibrated ones"
             )
 
+    def check(self, settings: dict[str, Any]) -> None:
+        """Raise :class:`CalibrationError` unless an analysis's recorded ``settings`` have this
+        calibration's models (:meth:`check_models`) and its :data:`SETTING_KEYS` values (those
+        the calibration recorded)."""
+        self.check_models({k: settings.get(k) for k in MODEL_KEYS})
+        wrong = [f"{k} {settings.get(k)!r} here, {self.settings[k]!r} in the calibration"
+                 for k in SETTING_KEYS if k in self.settings and settings.get(k) != self.settings[k]]
+        if wrong:
+            raise OtherSettings(
+                "this answer was made or scored with other settings than the calibration's ("
+                + "; ".join(wrong) + "), which change the uncertainty's scale"
+            )
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "measure": self.measure,
                 "scoring": self.scoring, "x": self.x, "y": self.y, "models": self.models,
-                "data": self.data, "n": self.n, "accuracy": self.accuracy, "auroc": self.auroc,
-                "judge": self.judge, "created": self.created}
+                "settings": self.settings, "data": self.data, "n": self.n,
+                "accuracy": self.accuracy, "auroc": self.auroc, "judge": self.judge,
+                "created": self.created}
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         path = pathlib.Path(path)
@@ -117,7 +143,9 @@ class Calibration:
                       models=dict(data["models"]), data=str(data["data"]), n=int(data["n"]),
                       accuracy=float(data["accuracy"]),
                       auroc=None if data["auroc"] is None else float(data["auroc"]),
-                      judge=dict(data.get("judge") or {}), created=str(data.get("created", "")))
+                      judge=dict(data.get("judge") or {}), created=str(data.get("created", "")),
+                      settings={k: v for k, v in dict(data.get("settings") or {}).items()
+                                if k in SETTING_KEYS})
         except (KeyError, TypeError, ValueError) as err:
             raise CalibrationError(f"the calibration file is incomplete or malformed ({err})") from err
         if (out.measure not in MEASURES or out.scoring not in SCORINGS or not x
@@ -146,8 +174,11 @@ def fit(
     data: str,
     auroc: float | None,
     judge: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Calibration:
-    """Fit the non-increasing isotonic map uncertainty -> P(correct)."""
+    """Fit the non-increasing isotonic map uncertainty -> P(correct). ``settings``: the
+    answers' recorded settings (an analysis's ``settings``); their :data:`SETTING_KEYS` are
+    kept and checked by :meth:`Calibration.check`."""
     from sklearn.isotonic import IsotonicRegression
 
     if measure not in MEASURES or scoring not in SCORINGS:
@@ -163,6 +194,7 @@ def fit(
         x=[float(v) for v in iso.X_thresholds_], y=[float(v) for v in iso.y_thresholds_],
         models={k: models.get(k) for k in MODEL_KEYS}, data=data, n=int(u.size),
         accuracy=float(c.mean()), auroc=auroc, judge=dict(judge or {}),
+        settings={k: (settings or {}).get(k) for k in SETTING_KEYS} if settings else {},
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
 

@@ -139,9 +139,12 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
         settings = settings_of(args)
         llm_options = {}
         if args.judge == "llm":
+            same_server = not args.judge_endpoint
             llm_options = {"endpoint": args.judge_endpoint or settings.llm_endpoint,
                            "model": args.judge_model, "api": args.judge_api,
-                           "api_key_env": args.judge_api_key_env}
+                           # the LLM's own server judging: its key too, unless one is given
+                           "api_key_env": args.judge_api_key_env or (
+                               settings.llm_api_key_env if same_server else None)}
         judge = make_judge(args.judge, args.threshold, **llm_options)
         config = EvalConfig(data=args.data, out=pathlib.Path(args.out), judge=judge,
                             settings=settings, limit=args.limit, resamples=args.bootstrap,
@@ -152,7 +155,12 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
     except JudgeError as err:
         return _error(f"the judge failed: {err} (finished questions are kept; run the same "
                       "command again to resume)", EXIT_FAILURE)
-    except (ModelLoadError, AnalysisOutOfMemory, InvalidModelOutput) as err:
+    except AnalysisOutOfMemory as err:
+        return _error(f"{err} With --batch-questions {args.batch_questions}, that many "
+                      "questions' answers are in memory at once: run the same command with a "
+                      "smaller --batch-questions to resume (finished questions are kept; the "
+                      "batch size may change between resumes).", EXIT_FAILURE)
+    except (ModelLoadError, InvalidModelOutput) as err:
         return _error(f"{err} (finished questions are kept; run the same command again to "
                       "resume)", EXIT_FAILURE)
     except ValueError as err:  # a judge's bad option (threshold, endpoint URL)

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import pathlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 HF_SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
@@ -49,7 +49,8 @@ class Item:
 class Source:
     name: str  # as given (a path or hf:...)
     items: list[Item]  # every item of the source, in order
-    fingerprint: str  # sha256 of a local file; the data set id for the Hub
+    fingerprint: str  # sha256 of a local file; the data set id and its content fingerprint
+    warnings: list[str] = field(default_factory=list)  # rows left out, and why
 
 
 def _references(value: Any, where: str) -> list[str]:
@@ -70,7 +71,7 @@ def read_jsonl(path: str) -> Source:
     except UnicodeDecodeError as err:
         raise DataError(f"the data file {path!r} is not UTF-8 text") from err
     items: list[Item] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 is in-line
         if not line.strip():
             continue
         where = f"{path}, line {n}"
@@ -131,6 +132,7 @@ def read_hub(source: str) -> Source:
         detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise DataError(f"cannot load the Hugging Face data set {what}: {detail}") from err
     items: list[Item] = []
+    skipped = 0
     for table in tables:
         for row in table:
             if name == "trivia_qa":
@@ -143,10 +145,16 @@ def read_hub(source: str) -> Source:
                 refs, rid = list(row["answers"]), row.get("url")
             refs = [r for r in dict.fromkeys(refs) if isinstance(r, str) and r.strip()]
             if not refs:
+                skipped += 1
                 continue
             items.append(Item(len(items), rid, row["question"], refs))
-    fingerprint = f"{repo}:{config or ''}:{'+'.join(splits)}"
-    return Source(source, items, fingerprint)
+    # the datasets library's fingerprint of each table (from its files): an updated data set
+    # changes it, so a run of the old one is not resumed on the new one
+    content = "+".join(str(getattr(t, "_fingerprint", "?")) for t in tables)
+    fingerprint = f"{repo}:{config or ''}:{'+'.join(splits)}:{content}"
+    warnings = [f"{skipped} rows of {source} have no reference answer and are left out"
+                ] if skipped else []
+    return Source(source, items, fingerprint, warnings)
 
 
 def load_source(source: str) -> Source:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 from . import MEASURES, SCORINGS
 from . import report as R
 from .data import Item, load_source, select
+from .calibration import MODEL_KEYS
 from .judges import Judge
 
 RUN_VERSION = 1
@@ -46,7 +47,7 @@ class RunError(ValueError):
 @dataclass
 class EvalConfig:
     data: str
-    out: pathlib.Path
+    out: pathlib.Path  # a str is taken too
     judge: Judge
     settings: Any  # mars_demo.settings.Settings
     limit: int | None = None
@@ -54,6 +55,9 @@ class EvalConfig:
     plots: bool = True
     batch_questions: int = 16  # questions per generate_many / score_many call
     messages: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+
+    def __post_init__(self) -> None:
+        self.out = pathlib.Path(self.out)
 
 
 def _manifest(config: EvalConfig, fingerprint: str, n: int) -> dict[str, Any]:
@@ -159,14 +163,37 @@ def _analyze_batch(engine, items: list[Item], answer_sets: list, settings) -> li
     return engine.score_many(sets, settings)
 
 
+def _check_models(expected: dict[str, Any] | None, result, out: pathlib.Path) -> dict[str, Any]:
+    """The models that made and scored ``result``; a run's results must all come from the same
+    ones (a run resumed on another machine may resolve the defaults to other models, or a
+    server may serve another model now): refused with what differs."""
+    used = {k: result.settings.get(k) for k in MODEL_KEYS}
+    if expected is not None and used != expected:
+        diffs = "; ".join(f"{k}: {expected[k]!r} in the run, {used[k]!r} now"
+                          for k in MODEL_KEYS if expected[k] != used[k])
+        raise RunError(
+            f"{out} holds answers of other models ({diffs}); resume with the run's models "
+            "(--llm, --importance, --nli, --load-in-4bit as it was), or use a new --out directory"
+        )
+    return used
+
+
 def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
     """Run (or resume) the evaluation and write its report; returns the report."""
     from tqdm import tqdm
 
     from ..answers import AnswerSetError
+    from ..models.endpoint import EndpointError
+    from ..models.loading import InvalidModelOutput
     from ..settings import OptionError
 
+    # errors of one question (a bad line, NaN scores, a request the server refuses): that
+    # question is skipped and the run goes on
+    one_question = (AnswerSetError, OptionError, InvalidModelOutput, EndpointError)
+
     source = load_source(config.data)
+    for warning in source.warnings:
+        config.messages(f"warning: {warning}")
     items = select(source.items, config.limit, config.settings.seed)
     out = config.out
     try:
@@ -184,7 +211,10 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                                "directory")
             mpath.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         results_path = out / RESULTS
-        done = {r["index"] for r in read_results(results_path, repair=True)}
+        finished = read_results(results_path, repair=True)
+        done = {r["index"] for r in finished}
+        models = ({k: finished[0]["analysis"]["settings"].get(k) for k in MODEL_KEYS}
+                  if finished else None)
         todo = [it for it in items if it.index not in done]
         if done:
             config.messages(f"resuming {out}: {len(items) - len(todo)} of {len(items)} "
@@ -218,20 +248,26 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                     started = time.perf_counter()
                     try:
                         results = _analyze_batch(engine, batch, answer_sets, config.settings)
-                    except (AnswerSetError, OptionError) as err:
-                        results = [err]
-                    if len(batch) > 1 and isinstance(results[0], Exception):
-                        # a bad line found only after _prepare: each question alone, so that
-                        # only the bad one is skipped (their generated samples are then those
-                        # of a batch of one; greedy answers and scores of given answers are
-                        # the same)
-                        results = []
-                        for item, answers in zip(batch, answer_sets):
-                            try:
-                                results += _analyze_batch(engine, [item], [answers],
-                                                          config.settings)
-                            except (AnswerSetError, OptionError) as err:
-                                results.append(err)
+                    except one_question as err:
+                        if len(batch) == 1:
+                            if isinstance(err, EndpointError):
+                                raise  # maybe the server, not the question: stop, resumable
+                            results = [err]
+                        else:
+                            # each question alone, so that only the bad one is skipped (their
+                            # generated samples are then those of a batch of one; greedy
+                            # answers and scores of given answers are the same)
+                            results = []
+                            for item, answers in zip(batch, answer_sets):
+                                try:
+                                    results += _analyze_batch(engine, [item], [answers],
+                                                              config.settings)
+                                except one_question as alone:
+                                    results.append(alone)
+                            errors = [r for r in results if isinstance(r, Exception)]
+                            if len(errors) == len(batch) and all(
+                                    isinstance(e, EndpointError) for e in errors):
+                                raise errors[0]  # every question: the server, not a question
                     seconds = round((time.perf_counter() - started) / len(batch), 4)
                     for item, result in zip(batch, results):
                         if isinstance(result, Exception):
@@ -241,6 +277,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                                       f"skipped: {result}", file=sys.stderr)
                             bar.update(1)
                             continue
+                        models = _check_models(models, result, out)
                         verdict = config.judge(item.question, result.greedy.text, item.references)
                         analysis = result.to_dict()
                         line = {
@@ -264,7 +301,8 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
 
 
 def _models(records: list[dict], settings) -> dict[str, Any]:
-    """The models that made and scored the answers, as the analyses recorded them."""
+    """The models that made and scored the answers, as the analyses recorded them (a run's
+    answers all come from the same ones: :func:`_check_models`)."""
     first = records[0]["analysis"]["settings"] if records else {}
     return {"llm": first.get("llm", settings.llm), "importance": first.get(
         "importance", settings.importance), "nli": first.get("nli", settings.nli)}
@@ -316,9 +354,15 @@ def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
     records = read_results(run / RESULTS)
     if not records:
         raise RunError(f"{run} has no results to calibrate on")
+    if report.get("n") != len(records):
+        raise RunError(
+            f"{run}/report.json covers {report.get('n')} questions but results.jsonl has "
+            f"{len(records)}: the run did not finish; run the same evaluate command again to "
+            "finish it (and rewrite its report), then calibrate"
+        )
     correct, u = R.arrays(records)
     auroc = report["metrics"]["auroc"][measure][scoring]["value"]
     cal = K.fit(u[measure, scoring], correct, measure=measure, scoring=scoring,
                 models=report["models"], data=report["data"], auroc=auroc,
-                judge=report["judge"])
+                judge=report["judge"], settings=records[0]["analysis"].get("settings"))
     return cal.save(out or run / "calibration.json")

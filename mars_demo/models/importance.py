@@ -26,6 +26,7 @@ from ._pairs import encode_pairs
 from .loading import ModelLoadError, check_finite, check_source, load_cached
 
 MAX_LENGTH = 512  # the importance model's window (BERT-base)
+BATCH = 64  # answers per forward pass of score_many; bounds memory for many questions
 
 
 @dataclass
@@ -90,14 +91,19 @@ class ImportanceModel:
 
     def score_many(self, questions: list[str], answers: list[list[str]],
                    method: str = "model") -> list[list[PhraseScoring]]:
-        """:meth:`score` for several questions in ONE batched forward pass: ``answers[q]`` are
-        the answers of ``questions[q]``, each paired with its own question. Returns one list per
-        question. The same numbers as one :meth:`score` per question, up to float rounding
-        (another padding width)."""
+        """:meth:`score` for several questions in batched forward passes of up to
+        :data:`BATCH` answers (one pass for up to ``BATCH`` answers; the bound keeps the memory
+        of many questions' answers in check): ``answers[q]`` are the answers of
+        ``questions[q]``, each paired with its own question. Returns one list per question. The
+        same numbers as one :meth:`score` per question, up to float rounding (another padding
+        width)."""
         if len(questions) != len(answers):
             raise ValueError("score_many needs one list of answers per question")
-        flat = self._score([q for q, a in zip(questions, answers) for _ in a],
-                           [x for a in answers for x in a], method)
+        pairs_q = [q for q, a in zip(questions, answers) for _ in a]
+        pairs_a = [x for a in answers for x in a]
+        flat: list[PhraseScoring] = []
+        for i in range(0, len(pairs_a), BATCH):
+            flat += self._score(pairs_q[i:i + BATCH], pairs_a[i:i + BATCH], method)
         out, k = [], 0
         for a in answers:
             out.append(flat[k:k + len(a)])
