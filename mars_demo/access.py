@@ -8,13 +8,15 @@ A page is **public** when anyone but the host can reach it: ``--share`` (a *.gra
   on the server (the host chooses every model with flags or variables);
 - each request may ask for at most :attr:`Access.max_sample_tokens` = samples x max new tokens;
 - each client (its IP address) has at most :attr:`Access.per_client` analyses running or waiting
-  in the queue; more are refused at once (HTTP 429), so one client cannot fill the queue.
+  in the queue; more are refused at once (HTTP 429), so one client cannot fill the queue;
+- uploads are bounded per request and per client and hour (:class:`UploadLimit`).
 
 Everywhere, BEM importance (``importance_method="bem"``) is offered only when the host named its
 two models (``--bem`` and ``--chunker``); in public mode they must be local paths, so that no
 visitor's request ever starts a download.
 
-Pure Python (no gradio import): :class:`PerClientLimit` is a plain ASGI middleware.
+No gradio import at module level: :func:`limit_per_client` wraps the queue of a built page,
+:class:`UploadLimit` is a plain ASGI middleware.
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ class Access:
         (samples x max new tokens) than this page allows."""
         if self.max_sample_tokens is None:
             return
+        from mars_demo.recipes import apply_recipe
+
+        settings = apply_recipe(settings)  # a recipe may fix max_new_tokens (paper-code: 128)
         work = settings.samples * settings.max_new_tokens
         if work > self.max_sample_tokens:
             raise OptionError(
@@ -98,14 +103,18 @@ class Access:
             )
 
     def client_of(self, scope: Mapping[str, Any]) -> str:
-        """The client a request (an ASGI scope) comes from: an IP address."""
+        """The client a request (an ASGI scope) comes from: an IP address.
+
+        Behind a proxy (``client_header``): the LAST address of the header, the one the proxy in
+        front of this server added. Earlier ones are what the client itself sent, which anyone
+        can make up (a new "client" per request would undo every per-client limit)."""
         if self.client_header:
             name = self.client_header.lower().encode("latin-1")
             for key, value in scope.get("headers") or ():
                 if key == name:
-                    first = value.decode("latin-1").split(",")[0].strip()
-                    if first:
-                        return first
+                    parts = [p.strip() for p in value.decode("latin-1").split(",")]
+                    if parts and parts[-1]:
+                        return parts[-1]
         client = scope.get("client")
         return client[0] if client else "unknown"
 
@@ -146,67 +155,104 @@ def check_bem_models(bem: str | None, chunker: str | None, public: bool) -> bool
     return True
 
 
-# --- one analysis at a time per client ------------------------------------------------------------
+# --- one analysis at a time per client; uploads within bounds ------------------------------------
 
 
-class PerClientLimit:
-    """ASGI middleware: refuses (HTTP 429) a request to join Gradio's queue for an event of the
-    limited concurrency groups when its client already has ``access.per_client`` such events
-    running or waiting.
+def limit_per_client(demo: Any, access: Access, groups: Iterable[str]) -> None:
+    """Refuse (HTTP 429, :data:`texts.ACCESS_ONE_AT_A_TIME`) an event of the concurrency groups
+    ``groups`` when its client already has ``access.per_client`` of them running or waiting.
 
-    ``pending(client, groups)`` counts them; :func:`queue_counter` reads them from Gradio's queue.
-    The check and the join run under one lock, so parallel joins cannot slip through together.
-    """
+    The check wraps the queue's ``push``, the one door of every queued call (``/queue/join``,
+    ``/call/<api_name>``, ``/call/v2/...``; Gradio 6.17, covered by tests/test_public.py), after
+    Gradio has parsed the request, so the function is the one Gradio runs whatever form its
+    index came in. The count (:func:`queue_counter`) and the push run under one lock, so parallel
+    requests cannot slip through together. ``demo.queue()`` must have been called."""
+    import asyncio
 
-    JOIN_SUFFIX = "/queue/join"
+    from fastapi import HTTPException
 
-    def __init__(
-        self,
-        app: Callable,
-        access: Access,
-        limited_fn: Callable[[int], bool],
-        pending: Callable[[str], int],
-    ) -> None:
-        import asyncio
+    limit = access.per_client
+    if limit is None:
+        return
+    groups = set(groups)
+    queue = demo._queue
+    push = queue.push
+    pending = queue_counter(demo, groups, access)
+    lock = asyncio.Lock()
 
+    async def limited_push(body: Any, request: Any, username: Any):
+        fn = demo.fns.get(getattr(body, "fn_index", None))
+        if fn is None or fn.concurrency_id not in groups:
+            return await push(body=body, request=request, username=username)
+        client = access.client_of(getattr(request, "scope", None) or {})
+        async with lock:
+            if pending(client) >= limit:
+                raise HTTPException(status_code=429, detail=texts.ACCESS_ONE_AT_A_TIME)
+            return await push(body=body, request=request, username=username)
+
+    queue.push = limited_push
+
+
+class UploadLimit:
+    """ASGI middleware of a public page: a POST to Gradio's upload route may carry at most
+    ``max_bytes`` (HTTP 413 beyond; Gradio's own ``max_file_size`` is per file, and one request
+    may carry many files), and one client may upload at most ``per_hour`` times an hour (HTTP
+    429), so that nobody fills the disk: uploads stay on disk until Gradio's cache cleaning
+    removes them (one to two hours)."""
+
+    SUFFIX = "/upload"
+    WINDOW_S = 3600.0
+
+    def __init__(self, app: Callable, access: Access, max_bytes: int, per_hour: int) -> None:
         self.app = app
         self.access = access
-        self.limited_fn = limited_fn  # fn_index -> whether it counts
-        self.pending = pending
-        self._lock = asyncio.Lock()
+        self.max_bytes = max_bytes
+        self.per_hour = per_hour
+        self._times: dict[str, list[float]] = {}
 
     async def __call__(self, scope, receive, send) -> None:
-        limit = self.access.per_client
-        if (
-            limit is None
-            or scope.get("type") != "http"
-            or scope.get("method") != "POST"
-            or not scope.get("path", "").endswith(self.JOIN_SUFFIX)
-        ):
+        if (scope.get("type") != "http" or scope.get("method") != "POST"
+                or not scope.get("path", "").rstrip("/").endswith(self.SUFFIX)):
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
-        replay = _replayer(body, receive)
-        try:
-            fn_index = json.loads(body or b"{}").get("fn_index")
-        except (ValueError, AttributeError):
-            fn_index = None
-        if not isinstance(fn_index, int) or not self.limited_fn(fn_index):
-            await self.app(scope, replay, send)
-            return
+        import time
+
         client = self.access.client_of(scope)
-        async with self._lock:
-            if self.pending(client) >= limit:
-                await _send_json(send, 429, {"detail": texts.ACCESS_ONE_AT_A_TIME})
+        now = time.monotonic()
+        times = [t for t in self._times.get(client, ()) if now - t < self.WINDOW_S]
+        if len(times) >= self.per_hour:
+            self._times[client] = times
+            await _send_json(send, 429, {"detail": texts.ACCESS_UPLOADS_PER_HOUR.format(
+                limit=self.per_hour)})
+            return
+        for key, value in scope.get("headers") or ():
+            if key == b"content-length" and value.strip().isdigit() and int(value) > self.max_bytes:
+                await _send_json(send, 413, {"detail": texts.ACCESS_UPLOAD_TOO_BIG.format(
+                    limit=self.max_bytes)})
                 return
-            await self.app(scope, replay, send)
+        body = await _read_body(receive, self.max_bytes)
+        if body is None:  # no (or a false) length, and more bytes than allowed
+            await _send_json(send, 413, {"detail": texts.ACCESS_UPLOAD_TOO_BIG.format(
+                limit=self.max_bytes)})
+            return
+        times.append(now)
+        self._times[client] = times
+        if len(self._times) > 10_000:  # forget clients whose uploads are all older than the window
+            self._times = {c: ts for c, ts in self._times.items()
+                           if ts and now - ts[-1] < self.WINDOW_S}
+        await self.app(scope, _replayer(body, receive), send)
 
 
-async def _read_body(receive) -> bytes:
-    chunks = []
+async def _read_body(receive, limit: int) -> bytes | None:
+    """The request's body, or None as soon as it is longer than ``limit`` bytes."""
+    chunks, size = [], 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
 

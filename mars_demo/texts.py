@@ -334,7 +334,7 @@ API_SCORE_DOC = (
     "(samples, temperature, ...) are ignored here."
 )
 
-# --- public mode and per-visitor limits (mars_demo/ui/access.py) ---------------------------------
+# --- public mode and per-visitor limits (mars_demo/access.py) ------------------------------------
 
 ACCESS_NO_BEM = (
     "importance_method bem is not available on this server: its two models were not set up by "
@@ -347,6 +347,10 @@ ACCESS_TOO_MUCH = (
 ACCESS_ONE_AT_A_TIME = (
     "You already have an analysis running or waiting on this public page. Wait for it to finish "
     "(or cancel it), then ask again."
+)
+ACCESS_UPLOAD_TOO_BIG = "An upload may be at most {limit:,} bytes on this public page."
+ACCESS_UPLOADS_PER_HOUR = (
+    "At most {limit} uploads an hour per visitor on this public page; try again later."
 )
 ACCESS_SWITCH_PUBLIC = (
     "--allow-model-switch is for a page only you can open: this page is public ({reasons}), and "
@@ -471,9 +475,8 @@ EVAL_EXPLAIN = (
     "its report.json gives the AUROC table (how well each uncertainty predicts a wrong answer: "
     "0.5 = chance, 1 = perfect; 95% bootstrap intervals in brackets), like the paper's Table 1. "
     "The curves need the run's results.jsonl too. Uploads are "
-    "limited to {limit}. An uploaded file is deleted from the server as soon as Show has read it (one "
-    "never shown is removed by Gradio's cache cleanup within two hours); other visitors never see "
-    "it."
+    "limited to {limit}. Uploaded files are removed from the server by its cache cleanup within "
+    "two hours; other visitors never see them."
 )
 EVAL_RUN_LABEL = "A run on this server"
 EVAL_REPORT_LABEL = "report.json"
@@ -512,7 +515,7 @@ VERDICT_SAME = (
 )
 VERDICT_BECAUSE = (
     " The largest part of the difference comes from the token {token} (probability {prob:.2f}): "
-    "it carries {u:.0%} of the importance u, against the 1/L = {uniform:.0%} that every token "
+    "it carries {u:.1%} of the importance u, against the 1/L = {uniform:.1%} that every token "
     "gets under length-normalized scoring, so MARS counts it {direction}."
 )
 VERDICT_MORE_WEIGHT = "more"

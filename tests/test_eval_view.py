@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from html import escape as html_escape
+from html import unescape as html_unescape
 import os
 import pathlib
 import shutil
@@ -25,6 +26,7 @@ from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.evaluation import calibration as K
 from mars_demo.result import AnalysisResult
+from mars_demo.ui import controls
 from mars_demo.ui.controller import Controller
 from mars_demo.ui.evaluation import EvaluationView, parse_report
 from mars_demo.ui.host import EngineHost
@@ -220,9 +222,17 @@ def test_app_with_a_calibration_shows_the_chance_on_the_page_and_the_api(
         ask = next(d for d in config["dependencies"] if d["api_name"] == "ask")
         n_inputs = len(ask["inputs"])
         defaults = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+        elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
         values = [defaults[i] for i in ask["inputs"]]
         values[0] = "What is the capital city of Australia?"
         assert n_inputs == len(values)
+        # the page's default settings (5 samples, 64 tokens) are not the calibrated run's
+        out = page_event(url, "ask", values)
+        assert "No chance of being right" in out["mars-trust"]
+        assert "samples 5 here, 2 in the calibration" in html_unescape(out["mars-trust"])
+        # the run's settings: its chance
+        run_settings = {controls.elem_id("samples"): 2, controls.elem_id("max_new_tokens"): 6}
+        values = [run_settings.get(elem[i], v) for i, v in zip(ask["inputs"], values)]
         out = page_event(url, "ask", values)
         trust = out["mars-trust"]
         assert "likely to be right" in trust and "n = 4 questions" in trust
@@ -259,6 +269,7 @@ def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
         diff = report["metrics"]["auroc"][m]["mars_minus_length_normalized"]["value"]
         assert f"{diff * 100:+.2f}".replace("-", "−") in html
     assert f"n = {report['n']} questions" in html
+    assert 'class="mars-muted"' in html and "mars−muted" not in html  # the intervals' style
     assert str(ANSWERS) in html  # a local page names the data set's file
     public = EvaluationView(runs, public=True).show("facts", None, None)["eval_table"]
     assert str(ANSWERS) not in public and "facts_answers.jsonl" in public
@@ -273,13 +284,15 @@ def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
     assert "results.jsonl (facts): 12 questions" in update["eval_note"]
 
 
-def test_uploaded_files_are_read_then_deleted(given_run, tmp_path):
+def test_uploaded_files_are_read_and_left_for_the_cache_cleanup(given_run, tmp_path):
     report = upload(tmp_path, "report.json", (given_run / "report.json").read_text())
     results = upload(tmp_path, "results.jsonl", (given_run / "results.jsonl").read_text())
     update = EvaluationView().show(None, report, results)
     assert update["eval_error"] == "" and update["eval_roc"] is not None
     assert "uploaded results.jsonl" in update["eval_note"]
-    assert not os.path.exists(report) and not os.path.exists(results)
+    # Gradio stores uploads by content: another visitor's upload of the same file is this one
+    assert os.path.exists(report) and os.path.exists(results)
+    assert EvaluationView().show(None, report, results)["eval_error"] == ""
     assert update["eval_report"] is None and update["eval_results"] is None  # widgets cleared
     # the report alone: the table, and a note that the curves need results.jsonl
     alone = EvaluationView().show(None, upload(tmp_path, "r.json", (given_run / "report.json")
@@ -320,7 +333,6 @@ def test_hostile_reports_get_a_clear_message(given_run, tmp_path):
         update = view.show(None, path, None)
         assert "This is not a readable evaluation report" in update["eval_error"], name
         assert update["eval_table"] == "" and update["eval_roc"] is None, name
-        assert not os.path.exists(path), name
     # the view still works after all that
     ok = view.show(None, upload(tmp_path, "report.json", json.dumps(good)), None)
     assert ok["eval_error"] == "" and "MARS" in ok["eval_table"]

@@ -430,3 +430,94 @@ def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
             assert "capital city of Japan" in waiting.inner_text("#mars-answer .mars-question")
         finally:
             browser.close()
+
+
+# --- the per-client limit holds whatever door a call comes through --------------------------------
+
+
+def test_the_client_is_the_last_forwarded_address_the_one_the_proxy_added():
+    access = Access(public=True, per_client=1, client_header="x-forwarded-for")
+    scope = {"headers": [(b"x-forwarded-for", b"1.2.3.4, 10.9.8.7")], "client": ("10.0.0.1", 1)}
+    assert access.client_of(scope) == "10.9.8.7"  # "1.2.3.4" is whatever the client sent
+    assert access.client_of({"headers": [], "client": ("10.0.0.1", 1)}) == "10.0.0.1"
+    assert Access().client_of(scope) == "10.0.0.1"  # not behind a proxy: the connection
+
+
+def _analyze_fn_index(url: str) -> int:
+    config = config_of(url)
+    return next(i for i, d in enumerate(config["dependencies"]) if d["api_name"] == "analyze")
+
+
+def _api_data(url: str, question: str) -> list:
+    """/analyze's data in parameter order: the question, 5 x 64 tokens, the defaults."""
+    info = httpx.get(f"{url}/gradio_api/info", timeout=30).json()["named_endpoints"]
+    parameters = info["/analyze"]["parameters"]
+    values = {"question": question, "samples": 5, "max_new_tokens": 64}
+    return [values.get(p["parameter_name"], p.get("parameter_default")) for p in parameters]
+
+
+@pytest.mark.parametrize("door", ["call", "fn_index as a string"])
+def test_a_second_analysis_of_one_client_is_refused_through_every_door(public_url, door):
+    ip = f"10.5.{len(door)}.1"
+    headers = {"X-Forwarded-For": ip}
+    first = client_as(public_url, ip).submit(QUESTION, samples=5, max_new_tokens=64,
+                                             api_name="/analyze")
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while first.status().code.name not in ("PROCESSING", "ITERATING") and not first.done():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        data = _api_data(public_url, "a second question?")
+        if door == "call":
+            second = httpx.post(f"{public_url}/gradio_api/call/analyze", json={"data": data},
+                                headers=headers, timeout=60)
+        else:
+            second = httpx.post(f"{public_url}/gradio_api/queue/join", headers=headers,
+                                timeout=60, json={"data": data, "session_hash": uuid.uuid4().hex,
+                                                  "fn_index": str(_analyze_fn_index(public_url))})
+        assert second.status_code == 429, second.text
+        assert second.json()["detail"] == texts.ACCESS_ONE_AT_A_TIME
+    finally:
+        first.result(timeout=WAIT_S)
+
+
+def test_the_direct_run_route_that_skips_the_queue_is_closed(public_url):
+    response = httpx.post(f"{public_url}/gradio_api/run/analyze",
+                          json={"data": _api_data(public_url, QUESTION)}, timeout=60)
+    assert response.status_code != 200, response.text[:300]
+
+
+def test_uploads_are_one_file_per_request_and_a_few_per_hour(public_url):
+    ip = "10.6.0.1"
+    files = [("files", (f"r{i}.json", b"0" * 600_000, "application/json")) for i in range(2)]
+    two = httpx.post(f"{public_url}/gradio_api/upload", files=files,
+                     headers={"X-Forwarded-For": ip}, timeout=60)
+    assert two.status_code == 413, two.text  # two files of 600 kB: each fits, both do not
+    codes = [httpx.post(f"{public_url}/gradio_api/upload",
+                        files={"files": ("r.json", b"{}", "application/json")},
+                        headers={"X-Forwarded-For": ip}, timeout=60).status_code
+             for _ in range(31)]
+    assert codes[:30] == [200] * 30 and codes[30] == 429, codes
+    other = httpx.post(f"{public_url}/gradio_api/upload",
+                       files={"files": ("r.json", b"{}", "application/json")},
+                       headers={"X-Forwarded-For": "10.6.0.2"}, timeout=60)
+    assert other.status_code == 200  # another visitor is not affected
+
+
+def test_the_public_api_and_download_name_no_server_paths(public_url, tiny_models):
+    result = client_as(public_url, "10.7.0.1").predict(QUESTION, **SMALL, api_name="/analyze")
+    text = json.dumps(result)
+    for path in tiny_models.values():
+        assert str(Path(path).parent) not in text
+    assert result["settings"]["llm"] == Path(result["settings"]["llm"]).name
+    for key in ("llm_endpoint", "bem", "chunker"):
+        assert key not in result["settings"]
+
+
+def test_the_work_cap_counts_the_recipes_answer_length():
+    access = Access(public=True, max_sample_tokens=640)
+    from mars_demo.settings import Settings, OptionError
+
+    access.check_work(Settings(samples=5, max_new_tokens=32))  # 160: allowed
+    with pytest.raises(OptionError, match="5 x 128 = 640|x 128"):
+        access.check_work(Settings(samples=6, max_new_tokens=32, recipe="paper-code"))

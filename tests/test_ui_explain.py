@@ -96,8 +96,11 @@ def test_the_verdict_says_mars_trusts_less_by_how_much_and_which_token():
     text = render.verdict_text(result)
     assert text.startswith("MARS finds this answer less trustworthy")
     assert f"{mars:.3f} vs {ln:.3f} (+{mars - ln:.3f} nats)" in text
-    assert "' Mars' (probability 0.41)" in text and "48% of the importance" in text
-    assert "1/L = 25%" in text and "counts it more" in text
+    mars_token = next(i for i, t in enumerate(result.greedy.tokens) if t.text == " Mars")
+    u = result.greedy.token_importance[mars_token]
+    assert "' Mars' (probability 0.41)" in text and f"{u:.1%} of the importance" in text
+    assert 0.47 < u < 0.49  # most of the importance
+    assert "1/L = 25.0%" in text and "counts it more" in text
     assert html.escape(text) in render.answer_html(result, "mars")  # under the answer's scores
 
 

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import queue
+import re
 import shutil
 import sys
 import tempfile
@@ -114,8 +115,27 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError)
 
 
-def error_message(exc: BaseException) -> str:
-    """The sentence the user sees for an exception of an analysis or a model switch."""
+_PATH = re.compile(r"(?<![\w.:/])(?:~|[A-Za-z]:)?[/\\](?:[^\s/\\'\"]+[/\\])+")
+
+
+def hide_paths(text: str) -> str:
+    """``text`` with the folders of absolute paths left out (a file or model keeps its last
+    part), for the messages of a public page.
+
+    >>> hide_paths("cannot load '/srv/models/tiny-llm' (OSError)")
+    "cannot load 'tiny-llm' (OSError)"
+    """
+    return _PATH.sub("", text)
+
+
+def error_message(exc: BaseException, public: bool = False) -> str:
+    """The sentence the user sees for an exception of an analysis or a model switch; on a
+    ``public`` page without the server's folders (:func:`hide_paths`)."""
+    text = _error_message(exc)
+    return hide_paths(text) if public else text
+
+
+def _error_message(exc: BaseException) -> str:
     if isinstance(exc, OptionError):
         return texts.ERROR_BAD_INPUT.format(error=str(exc).rstrip("."))
     if isinstance(exc, (EngineNotReady, ModelLoadError)):
@@ -159,6 +179,25 @@ def public_model_name(model: Any) -> str:
     if text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text) or os.path.exists(text):
         return os.path.basename(os.path.normpath(text)) or "local model"
     return text
+
+
+#: Settings of an analysis JSON that a public page does not hand out: where the server keeps
+#: its models and which server generates its answers are the host's business.
+PRIVATE_SETTINGS = ("llm_endpoint", "bem", "chunker")
+
+
+def for_visitors(data: dict[str, Any], public: bool) -> dict[str, Any]:
+    """An analysis JSON as a page hands it out (download, API): on a ``public`` page its
+    models by name only (:func:`public_model_name`) and without :data:`PRIVATE_SETTINGS`."""
+    if not public:
+        return data
+    settings = dict(data.get("settings") or {})
+    for key in ("llm", "importance", "nli"):
+        if settings.get(key) is not None:
+            settings[key] = public_model_name(settings[key])
+    for key in PRIVATE_SETTINGS:
+        settings.pop(key, None)
+    return {**data, "settings": settings}
 
 
 class Worker:
@@ -217,13 +256,12 @@ class DownloadStore:
         self._keep = keep
         self._lock = threading.Lock()
 
-    def write(self, result: AnalysisResult) -> str:
+    def write(self, result: AnalysisResult, public: bool = False) -> str:
         with self._lock:
             folder = Path(tempfile.mkdtemp(dir=self.root))
             path = folder / texts.DOWNLOAD_FILENAME
-            path.write_text(
-                json.dumps(result.to_dict(), ensure_ascii=False, indent=2), encoding="utf-8"
-            )
+            path.write_text(json.dumps(for_visitors(result.to_dict(), public),
+                                       ensure_ascii=False, indent=2), encoding="utf-8")
             self._dirs.append(folder)
             while len(self._dirs) > self._keep:
                 shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
@@ -240,6 +278,9 @@ class Controller:
         self.calibration = calibration  # evaluation.calibration.Calibration, or None
         self.downloads = DownloadStore()
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
+
+    def _message(self, exc: BaseException) -> str:
+        return error_message(exc, self.access.public)
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -271,13 +312,14 @@ class Controller:
         to stop, so the models do not stay busy for a page nobody reads.
         """
         try:
+            render.check_scoring(scoring)  # a raw API call's bad value: refused before any work
             question = clean_question(question)
             settings = self.settings_from(*options)
             self.access.check_work(settings)
             self.host.check_ready()
-        except (OptionError, EngineNotReady) as exc:
+        except (OptionError, EngineNotReady, ValueError) as exc:
             yield {
-                "error": render.error_html(error_message(exc))
+                "error": render.error_html(self._message(exc))
             }  # nothing started: keep the last result
             return
 
@@ -300,12 +342,11 @@ class Controller:
             update = self._failed(exc)
         yield update
 
-    @staticmethod
-    def _failed(exc: BaseException) -> dict[str, Any]:
+    def _failed(self, exc: BaseException) -> dict[str, Any]:
         """The update of an analysis that ended with ``exc``: the message, and no stale result
         (the first update of the Ask already hid the last one)."""
         return {
-            "error": render.error_html(error_message(exc)),
+            "error": render.error_html(self._message(exc)),
             "progress": "",
             "answer": render.placeholder_html(),
             "warnings": "",
@@ -366,7 +407,8 @@ class Controller:
             "trust": self.trust_html(result),
         }
         try:
-            update["download"] = gr.update(value=self.downloads.write(result), visible=True)
+            update["download"] = gr.update(value=self.downloads.write(result, self.access.public),
+                                       visible=True)
         except Exception as exc:  # e.g. a full disk: the analysis is still worth showing
             log.error("writing the JSON download failed", exc_info=exc)
             update["download"] = gr.update(value=None, visible=False)
@@ -380,11 +422,20 @@ class Controller:
         return trust.trust_html(result, self.calibration, public=self.access.public)
 
     def with_calibration(self, data: dict[str, Any], result: AnalysisResult) -> dict[str, Any]:
-        """The API's analysis JSON, with a ``calibration`` field when the server has one."""
+        """The API's analysis JSON (:func:`for_visitors`), with a ``calibration`` field when
+        the server has one."""
+        data = for_visitors(data, self.access.public)
         if self.calibration is not None:
             data["calibration"] = trust.calibration_estimate(result, self.calibration)
-            if self.access.public and data["calibration"].get("reason"):
-                data["calibration"]["reason"] = texts.TRUST_OTHER_MODELS
+            if self.access.public:
+                estimate = data["calibration"]
+                if estimate.get("reason"):
+                    estimate["reason"] = trust.public_reason(estimate)
+                if isinstance(estimate.get("models"), dict):
+                    estimate["models"] = {k: public_model_name(v) if v is not None else v
+                                          for k, v in estimate["models"].items()}
+                if isinstance(estimate.get("source"), str):
+                    estimate["source"] = hide_paths(estimate["source"])
         return data
 
     # --- scoring toggle -------------------------------------------------------------------------
@@ -400,7 +451,7 @@ class Controller:
         try:
             return self._rendered(result, scoring)
         except Exception as exc:
-            return {"error": render.error_html(error_message(exc))}
+            return {"error": render.error_html(self._message(exc))}
 
     @staticmethod
     def _rendered(result: AnalysisResult, scoring: str) -> dict[str, Any]:
@@ -416,6 +467,27 @@ class Controller:
 
     # --- scoring options: re-score the answers on screen ---------------------------------------
 
+    def rescore_wanted(self, result: AnalysisResult | None, *options: Any) -> None:
+        """Whether a scoring option's change has answers to re-score: returns when it does;
+        raises a hidden ``gr.Error`` (which stops the chained :meth:`rescore_options`) when
+        nothing is on screen or no option differs from the result's. Cheap; runs outside the
+        queue."""
+        try:
+            wanted = result is not None and bool(self._changed(result, self.settings_from(*options)))
+        except OptionError:
+            wanted = True  # rescore_options shows the message
+        if not wanted:
+            raise gr.Error("nothing to re-score", visible=False, print_exception=False)
+
+    @staticmethod
+    def _changed(result: AnalysisResult, settings: Settings) -> dict[str, Any]:
+        """The scoring options whose value in ``settings`` differs from the result's."""
+        return {
+            name: getattr(settings, name)
+            for name in controls.RESCORING_OPTIONS
+            if result.settings.get(name, getattr(DEFAULTS, name)) != getattr(settings, name)
+        }
+
     def rescore_options(self, result: AnalysisResult | None, scoring: str,
                         *options: Any) -> dict[str, Any]:
         """Score the answers on screen again with the page's scoring options (importance method,
@@ -426,17 +498,13 @@ class Controller:
             return {}
         try:
             settings = self.settings_from(*options)
-            changed = {
-                name: getattr(settings, name)
-                for name in controls.RESCORING_OPTIONS
-                if result.settings.get(name, getattr(DEFAULTS, name)) != getattr(settings, name)
-            }
+            changed = self._changed(result, settings)
             if not changed:
                 return {}
             self.host.check_ready()
             again = self.host.score(result, settings, reuse=result)
         except Exception as exc:
-            return {"error": render.error_html(error_message(exc))}
+            return {"error": render.error_html(self._message(exc))}
         try:
             update = self.show(again, scoring)
         except Exception as exc:
@@ -486,11 +554,12 @@ class Controller:
                   scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
         """Score pasted answers and show them like a generated analysis."""
         try:
+            render.check_scoring(scoring)
             answers = self.own_answer_set(question, greedy, samples, answer_json)
             settings = self.settings_from(*options)
             self.host.check_ready()
-        except (OptionError, EngineNotReady) as exc:
-            yield {"error": render.error_html(error_message(exc))}
+        except (OptionError, EngineNotReady, ValueError) as exc:
+            yield {"error": render.error_html(self._message(exc))}
             return
         worker = Worker(
             lambda progress, _text, should_stop: self.host.score(
@@ -536,7 +605,7 @@ class Controller:
         try:
             settings = self.host.engine.settings.replace(llm=model)
         except OptionError as exc:
-            yield {"switch_status": render.error_html(error_message(exc))}
+            yield {"switch_status": render.error_html(self._message(exc))}
             return
         name = LLM_PRESETS[model].label if model in LLM_PRESETS else model
         events = Worker(
@@ -559,7 +628,7 @@ class Controller:
                 }
             elif kind == "error":
                 yield {
-                    "switch_status": render.error_html(error_message(payload)),
+                    "switch_status": render.error_html(self._message(payload)),
                     "banner": self.banner_html(),
                 }
                 return
@@ -630,10 +699,9 @@ class Controller:
     def api_score(self, answers: Any, **options: Any) -> dict[str, Any]:
         """Score an answer set (see texts.API_SCORE_DOC). Errors become ``gr.Error``."""
         try:
-            if isinstance(answers, str):
-                answers = self.own_answer_set(None, None, None, answers)
-            else:
-                answers = AnswerSet.from_dict(answers)
+            # the page's limits (size, samples, question) for a JSON object too
+            text = answers if isinstance(answers, str) else json.dumps(answers)
+            answers = self.own_answer_set(None, None, None, text)
             settings = self._api_settings(options)
             result = self.host.score(answers, settings, should_stop=_API_SHOULD_STOP.get())
         except Exception as exc:
@@ -646,11 +714,10 @@ class Controller:
             raise OptionError(f"unknown parameter(s) {', '.join(unknown)}")
         return self.settings_from(*options.values(), names=tuple(options))
 
-    @staticmethod
-    def _api_error(exc: BaseException) -> gr.Error:
+    def _api_error(self, exc: BaseException) -> gr.Error:
         if isinstance(exc, AnalysisCancelled):
             log.info(CANCELLED_LOG)
-        return gr.Error(error_message(exc))
+        return gr.Error(self._message(exc))
 
     def api_endpoint(self, name: str = "analyze") -> Callable[..., Any]:
         """The API function ``gr.api`` serves: :meth:`api_analyze` (``name`` "analyze") or

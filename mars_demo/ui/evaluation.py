@@ -28,7 +28,7 @@ from mars_demo import texts
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.ui.render import error_html, esc
 
-MAX_BYTES = 1_000_000  # the page's upload limit (layout.MAX_UPLOAD, "1mb")
+MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
 DIFF = "mars_minus_length_normalized"
 SHOWN_CHARS = 200  # a string of the report (data set, model) is cut there
@@ -133,7 +133,8 @@ def parse_report(text: str, name: str = "report.json") -> dict[str, Any]:
 def parse_results(text: str, name: str = "results.jsonl") -> list[dict[str, Any]]:
     """Each line's ``correct`` and ``uncertainty`` (what the curves need), checked."""
     records = []
-    for i, line in enumerate(text.splitlines()[: MAX_LINES + 1], 1):
+    # split at "\n" only: JSON leaves U+2028/U+2029 unescaped inside strings
+    for i, line in enumerate(text.split("\n", MAX_LINES + 1)[: MAX_LINES + 1], 1):
         if not line.strip():
             continue
         if i > MAX_LINES:
@@ -161,12 +162,15 @@ def parse_results(text: str, name: str = "results.jsonl") -> list[dict[str, Any]
 def _cell(entry: dict[str, Any], signed: bool = False) -> str:
     if entry["value"] is None:
         return f'<span class="mars-muted">n/a ({esc(entry["reason"])})</span>'
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    text = fmt.format(entry["value"] * 100)
+
+    def num(value: float, fmt: str = "{:.2f}") -> str:
+        return fmt.format(value * 100).replace("-", "−")
+
+    text = num(entry["value"], "{:+.2f}" if signed else "{:.2f}")
     if entry["ci95"]:
         lo, hi = entry["ci95"]
-        text += f' <span class="mars-muted">[{lo * 100:.2f}, {hi * 100:.2f}]</span>'
-    return text.replace("-", "−")
+        text += f' <span class="mars-muted">[{num(lo)}, {num(hi)}]</span>'
+    return text  # "−" in the numbers only: the markup's own hyphens (class names) stay
 
 
 def _local_name(text: str) -> str:
@@ -226,15 +230,6 @@ def run_names(runs_dir: str | os.PathLike | None) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "report.json").is_file())
 
 
-def _discard(path: Any) -> None:
-    """Delete an uploaded file once it is read: nothing a visitor uploads stays on the server."""
-    if isinstance(path, (str, os.PathLike)):
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-
-
 class EvaluationView:
     """Handlers of the Evaluation view. ``runs_dir``: the folder of ``app.py --runs`` (its
     runs are offered by name; no other path is ever opened)."""
@@ -250,12 +245,10 @@ class EvaluationView:
 
     def show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
         """Render a run: the uploaded report.json (and results.jsonl) if given, else the run
-        named ``run`` of ``runs_dir``. Uploaded files are deleted once read."""
-        try:
-            return self._show(run, report_file, results_file)
-        finally:
-            _discard(report_file)
-            _discard(results_file)
+        named ``run`` of ``runs_dir``. Uploaded files are left to Gradio's cache cleanup: Gradio
+        stores uploads by content, so two visitors who upload the same file share it, and
+        deleting it for one would break the other's Show."""
+        return self._show(run, report_file, results_file)
 
     def _show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
         cleared = {"eval_report": None, "eval_results": None}

@@ -28,7 +28,7 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui import controls, evaluation, render
-from mars_demo.access import Access, PerClientLimit, queue_counter
+from mars_demo.access import Access, UploadLimit, limit_per_client
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
     BANNER_OUTPUTS,
@@ -59,7 +59,8 @@ BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
 # Uploads: no feature of the page uploads files today; the planned evaluation view reads a
 # report.json of a few hundred KB. Gradio refuses bigger files on /gradio_api/upload (HTTP 413).
-MAX_UPLOAD = "1mb"
+MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads report.json)
+UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
 # Events that wait in the engine's queue show the visitor Gradio's queue status over the answer
 # box while they wait ("queue: 2/3 | 4.1/9.0s": position and estimated wait). Once the handler
 # runs, its own progress bar (mars-progress) takes over.
@@ -314,8 +315,17 @@ def build_demo(
         )
         scoring.change(**rescore)
         # A scoring option changed: score the answers on screen again (models, so the queue).
+        # A quick check outside the queue first: with nothing on screen, or nothing changed,
+        # no event joins the queue (nor counts against the visitor's one place in it).
         gr.on(
             [option_controls[name].change for name in controls.RESCORING_OPTIONS],
+            controller.rescore_wanted,
+            inputs=[result, *options],
+            outputs=None,
+            api_visibility="private",
+            queue=False,
+            show_progress="hidden",
+        ).success(
             _packed_once(controller.rescore_options, ASK_OUTPUTS),
             inputs=[result, scoring, *options],
             outputs=outputs(ASK_OUTPUTS),
@@ -371,7 +381,10 @@ def build_demo(
         # The Evaluation view, at the end of the page (mars_demo/ui/evaluation.py).
         evaluation.build(evaluation.EvaluationView(runs_dir, public=access.public))
 
-    demo.queue(default_concurrency_limit=1, max_size=queue_max_size)
+    # A public page takes calls only through the queue (no direct /run/ routes that would skip
+    # its size and the per-client limit).
+    demo.queue(default_concurrency_limit=1, max_size=queue_max_size, api_open=not access.public)
+    limit_per_client(demo, access, [ENGINE_QUEUE])
     demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)
     return demo
 
@@ -467,7 +480,7 @@ def theme() -> gr.themes.Base:
 def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     """Keyword arguments of ``demo.launch`` that belong to the page: the CSS and the theme
     (Gradio 6 takes them there), the upload limit, and with ``demo`` (built by
-    :func:`build_demo`) its per-client limit of queued analyses."""
+    :func:`build_demo`) of a public page the limit of uploads per request and client."""
     options: dict[str, Any] = {
         "css_paths": [CSS_PATH],
         "head": f"<script>\n{JS_PATH.read_text(encoding='utf-8')}\n</script>",
@@ -475,20 +488,11 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
         "max_file_size": MAX_UPLOAD,
     }
     access = getattr(demo, "mars_access", None)
-    if demo is not None and access is not None and access.per_client is not None:
+    if access is not None and access.public:
         from starlette.middleware import Middleware
 
-        limited = {
-            index for index, fn in demo.fns.items() if fn.concurrency_id == ENGINE_QUEUE
-        }
-        options["app_kwargs"] = {
-            "middleware": [
-                Middleware(
-                    PerClientLimit,
-                    access=access,
-                    limited_fn=limited.__contains__,
-                    pending=queue_counter(demo, [ENGINE_QUEUE], access),
-                )
-            ]
-        }
+        # one file and its multipart framing per request
+        options["app_kwargs"] = {"middleware": [Middleware(
+            UploadLimit, access=access, max_bytes=MAX_UPLOAD + 64 * 1024,
+            per_hour=UPLOADS_PER_HOUR)]}
     return options

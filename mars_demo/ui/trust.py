@@ -18,13 +18,24 @@ from mars_demo.ui.render import esc
 
 def calibration_estimate(result: Any, calibration: Any) -> dict[str, Any]:
     """The API's ``calibration`` field: :meth:`Calibration.estimate`, or, for a result that
-    the calibration does not cover (other models), ``chance_correct`` None with the reason."""
-    from mars_demo.evaluation.calibration import CalibrationError
+    the calibration does not cover (other models or other settings), ``chance_correct`` None
+    with the ``reason`` and what differs (``other``: "models" or "settings")."""
+    from mars_demo.evaluation.calibration import CalibrationError, OtherSettings
 
     try:
         return calibration.estimate(result)
     except (CalibrationError, KeyError, TypeError, ValueError) as err:
-        return {"chance_correct": None, "reason": str(err), "source": calibration.describe()}
+        return {"chance_correct": None, "reason": str(err),
+                "other": "settings" if isinstance(err, OtherSettings) else "models",
+                "source": calibration.describe()}
+
+
+def public_reason(estimate: dict[str, Any]) -> str:
+    """Why an answer gets no chance, for a public page: other settings are named (they are the
+    visitor's own), other models are not (the message would name the server's paths)."""
+    if estimate.get("other") == "settings":
+        return str(estimate["reason"])
+    return texts.TRUST_OTHER_MODELS
 
 
 def _shown_data(data: str, public: bool) -> str:
@@ -48,7 +59,7 @@ def trust_html(result: Any, calibration: Any = None, *, public: bool = False) ->
     estimate = calibration_estimate(result, calibration)
     if estimate["chance_correct"] is None:
         # a public page does not show the server's model paths the message names
-        reason = texts.TRUST_OTHER_MODELS if public else estimate["reason"].rstrip(".")
+        reason = (public_reason(estimate) if public else estimate["reason"]).rstrip(".")
         return ('<div class="mars-trust mars-small" role="note">'
                 f"{esc(texts.TRUST_NO_CHANCE.format(reason=reason))}</div>")
     percent = round(100 * estimate["chance_correct"])
