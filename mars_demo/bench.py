@@ -1342,14 +1342,21 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    emit(data, argv, args.json, format_report)
+    return 0
+
+
+def emit(data: dict[str, Any], argv: list[str], json_path: str | None,
+         report: Callable[[dict[str, Any]], str]) -> None:
+    """Print a benchmark's report and write its figures as JSON to ``json_path`` (if given),
+    with the command that made them."""
     data["command"] = "python -m mars_demo.bench " + " ".join(argv)
-    print(format_report(data))
-    if args.json:
-        path = pathlib.Path(args.json)
+    print(report(data))
+    if json_path:
+        path = pathlib.Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

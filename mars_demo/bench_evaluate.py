@@ -43,7 +43,7 @@ def questions(n: int) -> list[str]:
     """``n`` questions: those of data/facts.jsonl in order, cycled (numbered) when n is
     larger, so every question of a run is distinct."""
     if FACTS.is_file():
-        base = [json.loads(x)["question"] for x in FACTS.read_text(encoding="utf-8").splitlines()
+        base = [json.loads(x)["question"] for x in FACTS.read_text(encoding="utf-8").split("\n")
                 if x.strip()]
     else:
         base = list(FALLBACK_QUESTIONS)
@@ -278,11 +278,5 @@ def main(argv: list[str]) -> int:
     except B.BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    data["command"] = "python -m mars_demo.bench " + " ".join(argv)
-    print(format_report(data))
-    if args.json:
-        path = pathlib.Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {path}")
+    B.emit(data, argv, args.json, format_report)
     return 0
