@@ -522,7 +522,7 @@ VERDICT_MORE_WEIGHT = "more"
 VERDICT_LESS_WEIGHT = "less"
 GREEDY_CLUSTER = (
     "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one; "
-    "sampled answer {samples} has the same text as the greedy answer and is in {clusters} "
+    "{samples} the same text as the greedy answer and {are} in {clusters} "
     "({share} of the {scoring} probability mass of the samples)."
 )
 GREEDY_CLUSTER_NONE = (

@@ -619,7 +619,9 @@ def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
     masses = cluster_masses(result, scoring)
     share = sum(masses.get(c, 0.0) for c in clusters)
     return texts.GREEDY_CLUSTER.format(
-        samples=", ".join(f"#{b + 1}" for b in same),
+        samples=(f"sampled answer #{same[0] + 1} has" if len(same) == 1 else
+                 "sampled answers " + ", ".join(f"#{b + 1}" for b in same) + " have"),
+        are="is" if len(same) == 1 else "are",
         clusters=", ".join(texts.PLOT_CLUSTER_NAME.format(number=c + 1) for c in clusters),
         share=f"{share:.0%}",
         scoring=texts.SCORING_NAMES[scoring],

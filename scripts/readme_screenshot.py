@@ -1,0 +1,120 @@
+"""Make the README's screenshot: the page on the trained tiny models, one example asked.
+
+    python scripts/readme_screenshot.py [--models DIR] [--out assets/screenshot.png]
+        [--width 1280] [--question "..."] [--theme light|dark]
+
+It builds the trained tiny models into ``--models`` when they are not there yet
+(``make-tiny-models --trained``, about 1.5 minutes on 2 cores), serves ``app.py`` on them on a
+free loopback port, asks the question in headless Chromium (Debian's ``/usr/bin/chromium``, as
+the browser tests use) and saves the top of the page: the question, the colored answer, the
+verdict and the uncertainty table and plot. Needs ``requirements-dev.txt`` (Playwright).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+QUESTION = "Which planet is known as the Red Planet?"
+ROLES = ("llm", "importance", "nli")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_models(folder: Path) -> None:
+    if all((folder / role / "config.json").is_file() for role in ROLES):
+        return
+    print(f"building the trained tiny models in {folder} ...", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "mars_demo", "make-tiny-models", str(folder),
+                    "--trained"], cwd=ROOT, check=True)
+
+
+def wait_for(url: str, server: subprocess.Popen, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"app.py exited with status {server.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"app.py did not answer at {url} within {timeout_s:.0f} s")
+
+
+def shoot(url: str, out: Path, width: int, question: str, theme: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": width, "height": 900},
+                                device_scale_factor=1)
+        page.goto(url + (f"/?__theme={theme}" if theme != "light" else "/"))
+        page.wait_for_function(
+            "() => { const t = document.querySelector('#mars-banner')?.innerText || '';"
+            " return t.includes('Models:') && !t.includes('Loading'); }",
+            timeout=180_000,
+        )
+        page.fill("#mars-question textarea", question)
+        page.click("#mars-ask")
+        page.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
+                               timeout=180_000)
+        page.wait_for_selector("#mars-uncertainty-plot .main-svg", timeout=60_000)
+        page.wait_for_timeout(1500)  # plots finish their transitions
+        page.evaluate("() => window.scrollTo(0, 0)")
+        # the top of the page down to the end of the uncertainty plot
+        bottom = page.evaluate(
+            "() => { const r = document.querySelector('#mars-uncertainty-plot')"
+            ".getBoundingClientRect(); return Math.ceil(r.bottom + window.scrollY + 16); }"
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(out), full_page=True,
+                        clip={"x": 0, "y": 0, "width": width, "height": bottom})
+        browser.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="/tmp/tiny-trained",
+                        help="folder of the trained tiny models (built when missing)")
+    parser.add_argument("--out", default=str(ROOT / "assets" / "screenshot.png"))
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--question", default=QUESTION)
+    parser.add_argument("--theme", choices=("light", "dark"), default="light")
+    args = parser.parse_args(argv)
+
+    models = Path(args.models)
+    ensure_models(models)
+    port = free_port()
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    server = subprocess.Popen(
+        [sys.executable, "app.py", "--port", str(port),
+         *[arg for role in ROLES for arg in (f"--{role}", str(models / role))]],
+        cwd=ROOT, env=env,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(url, server)
+        shoot(url, Path(args.out), args.width, args.question, args.theme)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
