@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from . import options as O
 from . import settings as S

@@ -76,3 +76,16 @@ def llama_api_key(monkeypatch):
 
     monkeypatch.setenv(API_KEY_ENV, API_KEY)
     return API_KEY
+
+
+@pytest.fixture()
+def no_llm(monkeypatch):
+    """Any attempt to load or run an in-process LLM fails the test."""
+    from mars_demo.models.llm import LLM
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the LLM was loaded or called")
+
+    monkeypatch.setattr(LLM, "load", classmethod(refuse))
+    monkeypatch.setattr(LLM, "generate", refuse)
+    monkeypatch.setattr(LLM, "teacher_forced", refuse)

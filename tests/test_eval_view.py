@@ -21,7 +21,7 @@ import pytest
 
 from conftest_ui import FakeEngine, make_result, page_event, running_app
 from mars_demo import texts
-from mars_demo.access import Access, public_access
+from mars_demo.access import public_access
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.evaluation import calibration as K
@@ -30,7 +30,6 @@ from mars_demo.ui import controls
 from mars_demo.ui.controller import Controller
 from mars_demo.ui.evaluation import EvaluationView, parse_report
 from mars_demo.ui.host import EngineHost
-from mars_demo.ui.trust import trust_html
 from test_evaluate import ANSWERS, FACTS, lines, model_flags
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -18,7 +18,6 @@ from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
 from mars_demo.evaluation import calibration as K
 from mars_demo.evaluation.judges import normalize_answer
-from mars_demo.models.llm import LLM
 from test_eval_metrics import loop_aurac, loop_prr, mann_whitney_auroc
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -32,16 +31,6 @@ def model_flags(tiny_models) -> list[str]:
 
 def lines(path: pathlib.Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
-
-
-@pytest.fixture()
-def no_llm(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the LLM was loaded or called")
-
-    monkeypatch.setattr(LLM, "load", classmethod(refuse))
-    monkeypatch.setattr(LLM, "generate", refuse)
-    monkeypatch.setattr(LLM, "teacher_forced", refuse)
 
 
 @pytest.fixture(scope="module")

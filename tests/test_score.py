@@ -32,18 +32,6 @@ def analysis(tiny_settings) -> AnalysisResult:
     return Engine(tiny_settings).analyze(QUESTION)
 
 
-@pytest.fixture()
-def no_llm(monkeypatch):
-    """Any attempt to load or run an LLM fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the LLM was loaded or called")
-
-    monkeypatch.setattr(LLM, "load", classmethod(refuse))
-    monkeypatch.setattr(LLM, "generate", refuse)
-    monkeypatch.setattr(LLM, "teacher_forced", refuse)
-
-
 def hand_made() -> dict:
     return {
         "question": QUESTION,

@@ -229,6 +229,12 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                 total=len(items), initial=len(items) - len(todo), unit="q", desc="evaluating",
                 file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
             ) as bar:
+                def skip(item: Item, err: BaseException) -> None:
+                    failed.append({"index": item.index, "id": item.id, "error": str(err)})
+                    bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
+                              f"skipped: {err}", file=sys.stderr)
+                    bar.update(1)
+
                 size = max(1, int(config.batch_questions))
                 for first in range(0, len(todo), size):
                     batch, answer_sets = [], []
@@ -236,11 +242,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                         try:
                             answer_sets.append(_prepare(item))
                         except (AnswerSetError, OptionError) as err:
-                            failed.append({"index": item.index, "id": item.id,
-                                           "error": str(err)})
-                            bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
-                                      f"skipped: {err}", file=sys.stderr)
-                            bar.update(1)
+                            skip(item, err)
                             continue
                         batch.append(item)
                     if not batch:
@@ -271,11 +273,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                     seconds = round((time.perf_counter() - started) / len(batch), 4)
                     for item, result in zip(batch, results):
                         if isinstance(result, Exception):
-                            failed.append({"index": item.index, "id": item.id,
-                                           "error": str(result)})
-                            bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
-                                      f"skipped: {result}", file=sys.stderr)
-                            bar.update(1)
+                            skip(item, result)
                             continue
                         models = _check_models(models, result, out)
                         verdict = config.judge(item.question, result.greedy.text, item.references)

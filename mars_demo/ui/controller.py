@@ -17,7 +17,6 @@ return type included, at runtime.
 
 import asyncio
 import contextvars
-import functools
 import inspect
 import json
 import logging
