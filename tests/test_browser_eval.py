@@ -28,6 +28,16 @@ def calibrated_url(tiny_models, tiny_llm_run, given_run, tmp_path_factory):  # n
 def test_the_chance_under_the_answer_and_the_evaluation_view(
         browser, calibrated_url, tiny_llm_run, shots, tmp_path):  # noqa: F811
     page = open_page(browser, calibrated_url)
+    # the page's default settings (5 samples of up to 64 tokens) are not the calibrated run's
+    ask(page)
+    page.wait_for_selector("#mars-trust .mars-trust", timeout=ANALYSIS_TIMEOUT_MS)
+    assert "samples 5 here, 2 in the calibration" in page.inner_text("#mars-trust")
+    assert page.locator("#mars-trust .mars-trust-chance").count() == 0
+    # with the run's settings (2 samples of up to 6 tokens) the answer gets its chance
+    page.locator("#mars-settings").get_by_text("Settings", exact=True).click()
+    for control, value in (("#mars-samples-n", "2"), ("#mars-max-new-tokens", "6")):
+        page.fill(f"{control} input[type=number]", value)
+        page.press(f"{control} input[type=number]", "Enter")
     ask(page)
     page.wait_for_selector("#mars-trust .mars-trust-chance", timeout=ANALYSIS_TIMEOUT_MS)
     text = page.inner_text("#mars-trust")

@@ -654,7 +654,7 @@ def test_a_failing_renderer_becomes_a_message_and_the_next_ask_works(monkeypatch
 def test_a_download_that_cannot_be_written_still_shows_the_analysis(monkeypatch):
     controller = make_controller()
 
-    def full_disk(result):
+    def full_disk(result, public=False):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(controller.downloads, "write", full_disk)
