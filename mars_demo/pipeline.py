@@ -771,7 +771,10 @@ def _load_nli(s: Settings, progress: Progress):
 
 
 def _nli_dtype(s: Settings) -> str:
-    return recipe_choices(s.recipe)["nli_dtype"]
+    """The NLI model's dtype for ``s``'s recipe. Without CUDA "auto" is float32 already, so a
+    recipe's "float32" is the same model: it shares the loaded one instead of a second copy."""
+    dtype = recipe_choices(s.recipe)["nli_dtype"]
+    return "auto" if dtype == "float32" and not cuda_available() else dtype
 
 
 def _recipe_overrides(asked: Settings, used: Settings,

@@ -88,3 +88,23 @@ def test_paper_code_merges_phrases_that_share_a_token(engine):
     assert all(p.tokens for p in paper.greedy.phrases)
     assert paper.settings["cluster_rule"] == "lenient"
     assert any("cluster rule lenient (not strict)" in w for w in paper.warnings)
+
+
+def test_without_cuda_paper_code_shares_the_loaded_nli_model(engine, monkeypatch):
+    """The published code's float32 NLI is what "auto" loads on CPU: no second copy (on a GPU
+    "auto" is float16, and paper-code loads a float32 copy)."""
+    import transformers
+
+    from mars_demo.models.loading import cuda_available
+
+    if cuda_available():
+        pytest.skip("on CUDA the float32 copy is another model")
+    first = engine.analyze(QUESTION)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a second NLI model was loaded")
+
+    monkeypatch.setattr(transformers.AutoModelForSequenceClassification, "from_pretrained",
+                        refuse)
+    again = engine.score(first, engine.settings.replace(recipe="paper-code"))
+    assert again.settings["recipe"] == "paper-code"
