@@ -77,10 +77,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     # The LLM behind an OpenAI-compatible server (vLLM, llama.cpp...): then --llm names only its
     # tokenizer (chat template); help texts come from the one option schema.
-    for name in ("llm_endpoint", "llm_model", "llm_api_key_env"):
+    for name in ("llm_endpoint", "llm_model", "llm_api_key_env", "llm_timeout"):
         parser.add_argument(
             OPTIONS[name].flag,
             default=env.get("MARS_DEMO_" + name.upper()) or None,
+            type=float if OPTIONS[name].kind is float else None,
             help=OPTIONS[name].describe() + f" (variable MARS_DEMO_{name.upper()})",
         )
     parser.add_argument(
@@ -199,6 +200,7 @@ def parse_args(
             llm_endpoint=args.llm_endpoint,
             llm_model=args.llm_model,
             llm_api_key_env=args.llm_api_key_env,
+            **({"llm_timeout": args.llm_timeout} if args.llm_timeout is not None else {}),
             **{name: value for name, value in models.items() if value},
         )
         args.access = access_of(args, env)

@@ -155,6 +155,9 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     Option("llm_api_key_env", str, None,
            "API key variable: the NAME of an environment variable holding the server's API key (never logged)",
            "model", optional=True, auto="no API key"),
+    Option("llm_timeout", float, 120.0,
+           "server timeout: seconds to wait for each request to the LLM server", "model",
+           bounds=(1, 3600), label="Server timeout"),
 )
 
 REQUEST_OPTIONS: tuple[Option, ...] = (

@@ -535,6 +535,7 @@ class Engine:
             used["generated_with_recipe"] = generated.get("recipe")
             used["samples"] = len(scored) - 1
             used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
+            used.pop("llm_timeout", None)  # how long to wait changes no answer
             used.update(nli=job["nli_id"], logprob_source=job["logprob_source"])
             if used["device"] is None:
                 used["device"] = "cuda" if cuda_available() else "cpu"
@@ -616,7 +617,8 @@ class Engine:
         """Whether ``s`` names the same ``which`` model as the loaded ones (self.settings)."""
         e = self.settings
         if which == "llm":
-            fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env")
+            fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env",
+                      "llm_timeout")
             return all(getattr(s, f) == getattr(e, f) for f in fields)
         if which == "nli":
             return s.nli == e.nli and _nli_dtype(s) == _nli_dtype(e)
@@ -740,7 +742,7 @@ def _load_llm(s: Settings, progress: Progress):
         return load_cached(
             _endpoint_key(s), "LLM server", s.llm_endpoint,
             lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
-                                     tokenizer=tokenizer, preset=preset),
+                                     tokenizer=tokenizer, preset=preset, timeout=s.llm_timeout),
             progress,
         )
     from .models.llm import LLM
@@ -753,7 +755,8 @@ def _endpoint_key(s: Settings) -> tuple:
     from .models.endpoint import EndpointLLM
 
     tokenizer = resolve_llm(s.llm, cuda_available())[0] if s.llm else None
-    return EndpointLLM.cache_key(s.llm_endpoint, s.llm_model, s.llm_api_key_env, tokenizer)
+    return (*EndpointLLM.cache_key(s.llm_endpoint, s.llm_model, s.llm_api_key_env, tokenizer),
+            s.llm_timeout)
 
 
 def _load_importance(s: Settings, progress: Progress):

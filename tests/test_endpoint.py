@@ -479,6 +479,22 @@ def test_slow_server_times_out(fake):
         EndpointLLM.load(url, timeout=0.5)
 
 
+def test_the_timeout_setting_reaches_the_server_requests(fake):
+    from mars_demo.pipeline import Engine
+    from mars_demo.settings import Settings
+
+    def slow(handler):
+        time.sleep(2.5)
+        return 200, _models("m")
+
+    url, _ = fake(slow)
+    engine = Engine(Settings(llm_endpoint=url, llm_timeout=1.0))
+    with pytest.raises(ModelLoadError, match=r"Timed out after 1 s .*--llm-timeout"):
+        engine.generate("Which planet is known as the Red Planet?")
+    with pytest.raises(Exception, match="llm_timeout must be a number from 1 to 3600"):
+        Settings(llm_endpoint=url, llm_timeout=0.5)
+
+
 def test_cancel_while_requests_run(fake):
     release = threading.Event()
 

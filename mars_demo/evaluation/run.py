@@ -62,6 +62,7 @@ class EvalConfig:
 
 def _manifest(config: EvalConfig, fingerprint: str, n: int) -> dict[str, Any]:
     settings = config.settings.to_dict()
+    settings.pop("llm_timeout", None)  # may change between resumes (a server that was slow)
     return {"version": RUN_VERSION, "data": config.data, "data_fingerprint": fingerprint,
             "limit": config.limit, "seed": config.settings.seed, "questions": n,
             "judge": config.judge.describe(), "settings": settings}

@@ -588,9 +588,9 @@ class EndpointLLM:
         except httpx.TimeoutException:
             raise EndpointError(
                 f"Timed out after {self.timeout:g} s waiting for {where} to {what}; check that it "
-                "is running and not overloaded (`evaluate` sends the requests of "
-                "--batch-questions questions at once, up to 16: a smaller batch sends fewer; "
-                "the library's EndpointLLM.load takes a longer timeout=)."
+                "is running and not overloaded, or allow a longer --llm-timeout (`evaluate` "
+                "sends the requests of --batch-questions questions at once, up to 16: a "
+                "smaller batch sends fewer)."
             ) from None
         except httpx.HTTPError as err:
             kind = type(err).__name__
