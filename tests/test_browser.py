@@ -201,6 +201,29 @@ def test_ask_an_example_then_flip_the_scoring(page, shots):
     assert page.evaluate(TOKEN_COLORS) == mars_colors
 
 
+def test_a_scoring_option_rescores_the_answer_on_screen_and_nothing_before_it(browser,
+                                                                            app_url):
+    page = open_page(browser, app_url)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.locator("#mars-settings").get_by_text("Settings", exact=True).click()
+    # nothing on screen: the quick check outside the queue stops it, no message, no request
+    page.locator("#mars-distribution").get_by_text("min", exact=True).click()
+    page.wait_for_timeout(1000)
+    assert page.locator("#mars-error .mars-error").count() == 0
+    assert "Re-scored" not in page.inner_text("#mars-progress")
+    ask(page)
+    assert "Re-scored" not in page.inner_text("#mars-progress")
+    page.locator("#mars-distribution").get_by_text("max", exact=True).click()
+    page.wait_for_function(
+        "() => document.querySelector('#mars-progress').innerText.includes("
+        f"{texts.RESCORED_NOTE.format(changes='distribution max')!r})",
+        timeout=ANALYSIS_TIMEOUT_MS,
+    )
+    assert not errors, errors
+    page.close()
+
+
 def test_html_in_a_question_is_shown_as_text_and_runs_nothing(page, shots):
     ask(page, XSS)
     shown = page.inner_text("#mars-answer .mars-question")

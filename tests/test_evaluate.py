@@ -469,3 +469,33 @@ def test_the_llm_judge_on_the_llms_own_server_gets_its_api_key(monkeypatch, tmp_
                  "--judge", "llm", "--llm-endpoint", "http://127.0.0.1:9/v1",
                  "--llm-api-key-env", "MY_KEY", "--judge-endpoint", "http://127.0.0.1:8/v1"])
     assert code == 2 and seen["api_key_env"] is None  # another server: not the LLM's key
+
+
+def test_hub_rows_without_references_are_left_out_with_a_warning_in_the_report(
+        monkeypatch, tiny_settings, tmp_path):
+    import datasets
+
+    from mars_demo.evaluation import run as R
+    from mars_demo.evaluation.data import load_source, read_jsonl
+    from mars_demo.evaluation.judges import make_judge
+
+    rows = [{"question": "Q1?", "answer": ["a"]}, {"question": "Q2?", "answer": [" "]},
+            {"question": "Q3?", "answer": ["c", "C"]}]
+    monkeypatch.setattr(datasets, "load_dataset",
+                        lambda *a, **k: datasets.Dataset.from_list(rows))
+    source = load_source("hf:nq_open")
+    assert [i.question for i in source.items] == ["Q1?", "Q3?"]
+    assert source.warnings == [
+        "1 of 3 rows of hf:nq_open have no reference answer and are left out"]
+    fingerprint = datasets.Dataset.from_list(rows)._fingerprint
+    assert source.fingerprint == f"google-research-datasets/nq_open::validation:{fingerprint}"
+    # the warning reaches report.json (and stderr) of a run
+    given = read_jsonl(str(ANSWERS))
+    given.warnings = list(source.warnings)
+    monkeypatch.setattr(R, "load_source", lambda data: given)
+    messages = []
+    report = R.evaluate(R.EvalConfig(data=str(ANSWERS), out=tmp_path / "run",
+                                     judge=make_judge("em"), settings=tiny_settings, limit=2,
+                                     resamples=20, plots=False, messages=messages.append))
+    assert source.warnings[0] in report["warnings"]
+    assert f"warning: {source.warnings[0]}" in messages

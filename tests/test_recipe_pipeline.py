@@ -90,21 +90,30 @@ def test_paper_code_merges_phrases_that_share_a_token(engine):
     assert any("cluster rule lenient (not strict)" in w for w in paper.warnings)
 
 
-def test_without_cuda_paper_code_shares_the_loaded_nli_model(engine, monkeypatch):
-    """The published code's float32 NLI is what "auto" loads on CPU: no second copy (on a GPU
-    "auto" is float16, and paper-code loads a float32 copy)."""
+@pytest.mark.parametrize("cuda", [False, True])
+def test_paper_code_shares_the_loaded_nli_model_only_without_cuda(engine, monkeypatch, cuda):
+    """The published code's float32 NLI is what "auto" loads on CPU: no second copy. With CUDA
+    "auto" is float16, so paper-code asks for a float32 copy (the engine is told CUDA is there
+    or not; the models stay where they are)."""
     import transformers
 
-    from mars_demo.models.loading import cuda_available
+    import mars_demo.pipeline as pipeline
 
-    if cuda_available():
-        pytest.skip("on CUDA the float32 copy is another model")
     first = engine.analyze(QUESTION)
+    monkeypatch.setattr(pipeline, "cuda_available", lambda: cuda)
+    loads = []
 
     def refuse(*args, **kwargs):
+        loads.append(args)
         raise AssertionError("a second NLI model was loaded")
 
     monkeypatch.setattr(transformers.AutoModelForSequenceClassification, "from_pretrained",
                         refuse)
-    again = engine.score(first, engine.settings.replace(recipe="paper-code"))
-    assert again.settings["recipe"] == "paper-code"
+    paper = engine.settings.replace(recipe="paper-code")
+    if cuda:
+        with pytest.raises(Exception, match="second NLI model"):
+            engine.score(first, paper)
+        assert len(loads) == 1
+    else:
+        assert engine.score(first, paper).settings["recipe"] == "paper-code"
+        assert loads == []

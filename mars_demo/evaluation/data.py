@@ -132,9 +132,10 @@ def read_hub(source: str) -> Source:
         detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise DataError(f"cannot load the Hugging Face data set {what}: {detail}") from err
     items: list[Item] = []
-    skipped = 0
+    skipped = rows = 0
     for table in tables:
         for row in table:
+            rows += 1
             if name == "trivia_qa":
                 ans = row["answer"]
                 refs = [ans["value"], *ans.get("aliases", [])]
@@ -152,7 +153,7 @@ def read_hub(source: str) -> Source:
     # changes it, so a run of the old one is not resumed on the new one
     content = "+".join(str(getattr(t, "_fingerprint", "?")) for t in tables)
     fingerprint = f"{repo}:{config or ''}:{'+'.join(splits)}:{content}"
-    warnings = [f"{skipped} rows of {source} have no reference answer and are left out"
+    warnings = [f"{skipped} of {rows} rows of {source} have no reference answer and are left out"
                 ] if skipped else []
     return Source(source, items, fingerprint, warnings)
 

@@ -193,8 +193,6 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
     one_question = (AnswerSetError, OptionError, InvalidModelOutput, EndpointError)
 
     source = load_source(config.data)
-    for warning in source.warnings:
-        config.messages(f"warning: {warning}")
     items = select(source.items, config.limit, config.settings.seed)
     out = config.out
     try:
@@ -296,7 +294,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
         records = read_results(results_path)
         wanted = {it.index for it in items}
         records = [r for r in records if r["index"] in wanted]
-        return write_report(config, records, failed, manifest)
+        return write_report(config, records, failed, manifest, source.warnings)
 
 
 def _models(records: list[dict], settings) -> dict[str, Any]:
@@ -308,11 +306,11 @@ def _models(records: list[dict], settings) -> dict[str, Any]:
 
 
 def write_report(config: EvalConfig, records: list[dict], failed: list[dict],
-                 manifest: dict[str, Any]) -> dict[str, Any]:
+                 manifest: dict[str, Any], data_warnings: list[str] = ()) -> dict[str, Any]:
     out = config.out
     n = len(records)
     accuracy = sum(bool(r["correct"]) for r in records) / n if n else 0.0
-    warnings = []
+    warnings = list(data_warnings)  # e.g. rows of the data set left out
     if n < manifest["questions"]:
         warnings.append(f"{manifest['questions'] - n} of {manifest['questions']} selected "
                         "questions have no result (failed, see above); the metrics use the "
