@@ -710,15 +710,10 @@ def run_benchmark(
             tmp.cleanup()
 
 
-def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, question,
-         tolerance, reference_generation_repeats, other_nli_repeats, seed, perturb,
-         load_avg_start, log):
-    import torch
-    import transformers
-
-    from .models.importance import ImportanceModel
-    from .models.llm import LLM
-    from .models.nli import NLIModel
+def load_engine(paths, spec, samples: int, answer_tokens: int, seed: int, log):
+    """The engine on the benchmark's models (``paths``) with the benchmark's fixed settings (the
+    chat prompt, ``samples`` answers of ``answer_tokens`` tokens), loaded. Returns the settings,
+    the engine and its load time in seconds."""
     from .pipeline import Engine
     from .settings import Settings
 
@@ -731,11 +726,19 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
     log("loading the models ...")
     t = time.perf_counter()
     engine.load()
-    load_s = time.perf_counter() - t
-    # The same cached objects the engine uses (load_cached returns them, nothing is reloaded).
-    llm = LLM.load(settings.llm, None, settings.load_in_4bit)
-    importance = ImportanceModel.load(settings.importance)
-    nli = NLIModel.load(settings.nli)
+    return settings, engine, time.perf_counter() - t
+
+
+def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, question,
+         tolerance, reference_generation_repeats, other_nli_repeats, seed, perturb,
+         load_avg_start, log):
+    import torch
+    import transformers
+
+    from .models.nli import NLIModel
+
+    settings, engine, load_s = load_engine(paths, spec, samples, answer_tokens, seed, log)
+    llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
     handles = {"llm": llm, "importance": importance, "nli": nli}
     compute_dtype = _compute_dtype(llm)
     if tolerance is None:

@@ -104,24 +104,9 @@ def _run(paths, llm_shape, spec, cuda, n_questions, batch_sizes, samples, answer
     import torch
     import transformers
 
-    from .models.importance import ImportanceModel
-    from .models.llm import LLM
-    from .models.nli import NLIModel
-    from .pipeline import Engine
-    from .settings import Settings
-
     load_avg_start = os.getloadavg() if hasattr(os, "getloadavg") else None
-    settings = Settings(
-        llm=str(paths["llm"]), importance=str(paths["importance"]), nli=str(paths["nli"]),
-        samples=samples, max_new_tokens=answer_tokens, seed=seed, prompt="chat",
-        load_in_4bit=spec["load_in_4bit"],
-    )
-    engine = Engine(settings)
-    log("loading the models ...")
-    engine.load()
-    llm = LLM.load(settings.llm, None, settings.load_in_4bit)
-    importance = ImportanceModel.load(settings.importance)
-    nli = NLIModel.load(settings.nli)
+    _, engine, _ = B.load_engine(paths, spec, samples, answer_tokens, seed, log)
+    llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
     inst = B._Instrument(llm, importance, nli, len(llm.tokenizer))
     qs = questions(n_questions)
     rows: list[dict[str, Any]] = []
