@@ -677,39 +677,66 @@ class LLM:
 
         check()
         if one_call:
-            set_seed(seed)
-            torch.manual_seed(seed)
-            ids, logits = self._generate(
-                prompt_ids, n=samples + 1, sample=True, greedy_row=True,
-                temperature=temperature, top_p=top_p, top_k=top_k, streamer=streamer, **common,
-            )
-            check()
-            t1 = time.perf_counter()
-            lps = self.token_logprobs(ids, logits)
-            rows = [(ids[i].tolist(), lps[i]) for i in range(samples + 1)]
-        else:
-            g_ids, g_logits = self._generate(
-                prompt_ids, n=1, sample=False, temperature=1.0, top_p=1.0,
-                streamer=streamer, **common,
-            )
-            check()
-            set_seed(seed)
-            torch.manual_seed(seed)
-            s_ids, s_logits = self._generate(
-                prompt_ids, n=samples, sample=True, temperature=temperature, top_p=top_p,
-                top_k=top_k, **common,
-            )
-            check()
-            t1 = time.perf_counter()
-            g_lp = self.token_logprobs(g_ids, g_logits)
-            s_lp = self.token_logprobs(s_ids, s_logits)
-            rows = [(g_ids[0].tolist(), g_lp[0])]
-            rows += [(s_ids[i].tolist(), s_lp[i]) for i in range(samples)]
+            return self._one_call(
+                [prompt_ids], samples=samples, temperature=temperature, top_p=top_p,
+                top_k=top_k, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
+                banned_ids=banned_ids, should_stop=should_stop, eos=eos, keep_stop=keep_stop,
+                timings=timings, streamer=streamer,
+            )[0]
+        g_ids, g_logits = self._generate(
+            prompt_ids, n=1, sample=False, temperature=1.0, top_p=1.0,
+            streamer=streamer, **common,
+        )
+        check()
+        set_seed(seed)
+        torch.manual_seed(seed)
+        s_ids, s_logits = self._generate(
+            prompt_ids, n=samples, sample=True, temperature=temperature, top_p=top_p,
+            top_k=top_k, **common,
+        )
+        check()
+        t1 = time.perf_counter()
+        g_lp = self.token_logprobs(g_ids, g_logits)
+        s_lp = self.token_logprobs(s_ids, s_logits)
+        rows = [(g_ids[0].tolist(), g_lp[0])]
+        rows += [(s_ids[i].tolist(), s_lp[i]) for i in range(samples)]
         gens = self._build_rows(rows, eos, stops, keep_stop)
         t2 = time.perf_counter()
         timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
         timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
         return gens[0], gens[1:]
+
+    def _one_call(self, prompts_ids, *, samples, temperature, top_p, top_k, seed, max_new_tokens,
+                  stops, banned_ids, should_stop, eos, keep_stop, timings, streamer=None) -> list[tuple[Generation, list[Generation]]]:
+        """ONE batched ``generate`` call for the prompts (one or several questions): for each,
+        its greedy row then ``samples`` sampled rows (:meth:`_generate` with ``greedy_row``);
+        log-probs from the raw logits; one ``(greedy, samples)`` per prompt. ``streamer`` (one
+        prompt only) streams the greedy row. Adds "generate" and "logprobs" to ``timings``."""
+        import time
+
+        import torch
+        from transformers import set_seed
+
+        t0 = time.perf_counter()
+        set_seed(seed)
+        torch.manual_seed(seed)
+        n = samples + 1
+        ids, logits = self._generate(
+            [list(p) for p in prompts_ids], n=n, sample=True, greedy_row=True,
+            temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
+            stop_strings=stops, banned_ids=banned_ids, should_stop=should_stop,
+            streamer=streamer,
+        )
+        if should_stop is not None and should_stop():
+            raise GenerationCancelled("generation was cancelled")
+        t1 = time.perf_counter()
+        lps = self.token_logprobs(ids, logits)
+        gens = self._build_rows([(ids[i].tolist(), lps[i]) for i in range(ids.shape[0])],
+                                eos, stops, keep_stop)
+        t2 = time.perf_counter()
+        timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
+        timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
+        return [(gens[q * n], gens[q * n + 1:(q + 1) * n]) for q in range(len(prompts_ids))]
 
     def _build_rows(self, rows, eos, stops, keep_stop) -> list[Generation]:
         """:class:`Generation` objects of generated rows ``(new ids, log-probs)``; invalid
@@ -758,39 +785,19 @@ class LLM:
         "logprobs" seconds. ``prompts`` (texts) are not needed here; a server-backed LLM uses
         them.
         """
-        import time
-
-        import torch
-        from transformers import set_seed
-
         if not prompts_ids:
             return []
-        timings = timings if timings is not None else {}
         banned = tuple(b for b in banned_strings if b)
         stops = tuple(x for x in self.stop_strings(prompt_preset) if x not in banned)
-        eos = self.eos_ids
         if should_stop is not None and should_stop():
             raise GenerationCancelled("generation was cancelled")
-        t0 = time.perf_counter()
-        set_seed(seed)
-        torch.manual_seed(seed)
-        n = samples + 1
-        ids, logits = self._generate(
-            [list(p) for p in prompts_ids], n=n, sample=True, greedy_row=True,
-            temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
-            stop_strings=stops, banned_ids=self.banned_token_ids(banned),
-            should_stop=should_stop,
+        return self._one_call(
+            prompts_ids, samples=samples, temperature=temperature, top_p=top_p, top_k=top_k,
+            seed=seed, max_new_tokens=max_new_tokens, stops=stops,
+            banned_ids=self.banned_token_ids(banned), should_stop=should_stop,
+            eos=self.eos_ids, keep_stop=keep_stop,
+            timings=timings if timings is not None else {},
         )
-        if should_stop is not None and should_stop():
-            raise GenerationCancelled("generation was cancelled")
-        t1 = time.perf_counter()
-        lps = self.token_logprobs(ids, logits)
-        rows = [(ids[i].tolist(), lps[i]) for i in range(ids.shape[0])]
-        gens = self._build_rows(rows, eos, stops, keep_stop)
-        t2 = time.perf_counter()
-        timings["generate"] = timings.get("generate", 0.0) + (t1 - t0)
-        timings["logprobs"] = timings.get("logprobs", 0.0) + (t2 - t1)
-        return [(gens[q * n], gens[q * n + 1:(q + 1) * n]) for q in range(len(prompts_ids))]
 
     # ---- teacher forcing -----------------------------------------------------------------
     def teacher_forced(
