@@ -25,6 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .answers import AnswerSet, AnswerSetError
+from .progress import STAGES, Progress
+from .progress import quiet as _quiet
 from .core import alignment, clustering, scoring, uncertainty
 from .recipes import SETTINGS_FIELDS as RECIPE_FIELDS
 from .recipes import apply_recipe, recipe_choices, recipe_notes
@@ -51,8 +53,6 @@ from .settings import (
     resolve_nli,
 )
 
-Progress = Callable[[str, float], None]
-STAGES = ("generate", "importance", "nli", "uncertainty")  # progress stages, in order
 
 # One analysis at a time per process: the models are shared, and two requests must never
 # interleave inside one model call. analyze() holds it across generate and score.
@@ -75,10 +75,6 @@ class Models:
     llm: Any  # models.llm.LLM or models.endpoint.EndpointLLM
     importance: Any  # ImportanceModel or BEMImportance
     nli: Any  # NLIModel
-
-
-def _quiet(stage: str, fraction: float) -> None:
-    return None
 
 
 def _checker(should_stop: Callable[[], bool] | None) -> Callable[[], None]:

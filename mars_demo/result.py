@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 2  # 2: nli.warnings, settings.recipe/logprob_source, token ids may be null
 
+# The one list of each, in display order: every uncertainty measure is computed under both
+# scorings (LN = length-normalized, the baseline; MARS = meaning-aware weights).
+MEASURES = ("confidence", "entropy", "semantic_entropy")
+SCORINGS = ("length_normalized", "mars")
+
 
 @dataclass
 class Token:

@@ -9,6 +9,6 @@
 Importing this package imports nothing heavy; each module imports what it needs.
 """
 
-MEASURES = ("confidence", "entropy", "semantic_entropy")
-SCORINGS = ("length_normalized", "mars")
+from ..result import MEASURES, SCORINGS  # noqa: F401  (re-exported: one list of each)
+
 METRICS = ("auroc", "prr", "aurac")

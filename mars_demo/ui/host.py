@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from mars_demo import texts
+from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str, float], None]
 LOG_STEP = 0.25  # log loading progress every quarter of a stage
 READY_LOG = "models ready"  # logged once the models are loaded (tests wait for it)
 

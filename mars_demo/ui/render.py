@@ -16,10 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mars_demo import texts
-from mars_demo.pipeline import STAGES  # the engine's progress stages, in order
-from mars_demo.result import AnalysisResult, Answer
+from mars_demo.progress import STAGES  # the engine's progress stages, in order
+from mars_demo.result import SCORINGS, AnalysisResult, Answer
 
-SCORINGS = ("length_normalized", "mars")
 
 #: Token color: one hue (indigo), its alpha follows the token's weight. Chosen so that both the
 #: light theme's dark text and the dark theme's light text keep a contrast above 4.5:1.
