@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .options import OptionError
+from .errors import AnswerSetError
 
 # A log-prob a hair above 0 is float rounding of log(1) (a server's log-softmax); more is an error.
 POSITIVE_LOGPROB_TOLERANCE = 1e-6
@@ -60,10 +60,6 @@ def recorded_generation(settings: dict[str, Any]) -> dict[str, Any]:
     if settings.get("generated_with_recipe"):
         made["recipe"] = settings["generated_with_recipe"]
     return made
-
-
-class AnswerSetError(OptionError):
-    """An answer set that cannot be scored; the message names the answer and the token."""
 
 
 @dataclass

@@ -239,9 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(work) -> tuple[Any, int | None]:
     """Run ``work()``; a failure becomes one line on stderr and an exit status."""
-    from .models.llm import InvalidModelOutput
-    from .models.loading import ModelLoadError
-    from .pipeline import AnalysisOutOfMemory
+    from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
 
     try:
         return work(), None
@@ -361,9 +359,7 @@ def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:
 
 def _score_line(engine, args: argparse.Namespace, line: str):
     """(result, None) or (None, the one-line reason)."""
-    from .models.llm import InvalidModelOutput
-    from .models.loading import ModelLoadError
-    from .pipeline import AnalysisOutOfMemory
+    from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
 
     try:
         data = json.loads(line)

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import OptionError
+
 # Model ids (Hub ids; a local directory works wherever an id does).
 DEFAULT_IMPORTANCE = "duygunuryldz/MARS"  # BERT-base token classifier trained for MARS
 DEFAULT_NLI = "microsoft/deberta-large-mnli"
@@ -32,10 +34,6 @@ NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
 RECIPES = ("default", "paper-code")
-
-
-class OptionError(ValueError):
-    """An option value outside its allowed range or set; the message names what is allowed."""
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .answers import AnswerSet, AnswerSetError
+from .answers import AnswerSet
+from .errors import (
+    AnalysisCancelled,
+    AnalysisOutOfMemory,
+    GenerationCancelled,
+    ModelLoadError,
+    OptionError,
+    is_out_of_memory,
+)
 from .progress import STAGES, Progress
 from .progress import quiet as _quiet
 from .core import alignment, clustering, scoring, uncertainty
 from .recipes import SETTINGS_FIELDS as RECIPE_FIELDS
 from .recipes import apply_recipe, recipe_choices, recipe_notes
-from .models.llm import GenerationCancelled
-from .models.loading import ModelLoadError, cuda_available, free_memory, load_cached, release
+from .models.loading import cuda_available, free_memory, load_cached, release
 from .result import (
     AnalysisResult,
     Answer,
@@ -46,7 +53,6 @@ from .settings import (
     CPU_DEFAULT_PRESET,
     GENERATION_FIELDS,
     LLM_PRESETS,
-    OptionError,
     Settings,
     clean_question,
     resolve_llm,
@@ -57,15 +63,6 @@ from .settings import (
 # One analysis at a time per process: the models are shared, and two requests must never
 # interleave inside one model call. analyze() holds it across generate and score.
 _RUN_LOCK = threading.Lock()
-
-
-class AnalysisOutOfMemory(RuntimeError):
-    """The analysis ran out of (GPU) memory; memory was released and the engine still works."""
-
-
-class AnalysisCancelled(Exception):
-    """``should_stop`` said the request was cancelled (e.g. its browser tab was closed): the
-    analysis stopped at the next generated token or stage and the models are free again."""
 
 
 @dataclass
@@ -98,7 +95,7 @@ def _guarded():
     except ModelLoadError:
         raise  # already says what to do (a load that ran out of memory included)
     except (MemoryError, RuntimeError) as err:
-        if not _is_out_of_memory(err):
+        if not is_out_of_memory(err):
             raise
         # The failing frames' locals (activations, logits) would keep the memory alive for as
         # long as the exception lives: drop them before emptying the caches.
@@ -811,19 +808,6 @@ def _cache_keys(s: Settings, cuda: bool) -> set[tuple]:
     return keys
 
 
-def _is_out_of_memory(err: BaseException) -> bool:
-    if isinstance(err, MemoryError):
-        return True
-    try:
-        import torch
-
-        if isinstance(err, torch.cuda.OutOfMemoryError):
-            return True
-    except (ImportError, AttributeError):  # pragma: no cover - torch is a hard dependency
-        pass
-    return "out of memory" in str(err).lower()
-
-
 def _uncertainty(greedy: Answer, samples: list[Answer], cluster_ids: list[int]) -> Uncertainty:
     def pair(fn) -> Pair:
         return Pair(length_normalized=fn("length_normalized"), mars=fn("mars"))
@@ -891,9 +875,5 @@ __all__ = [
     "analyze",
     "score",
     "AnswerSet",
-    "AnswerSetError",
-    "AnalysisCancelled",
-    "AnalysisOutOfMemory",
-    "ModelLoadError",
     "STAGES",
 ]

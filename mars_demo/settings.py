@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import OptionError
 from .options import (  # noqa: F401  (re-exported: the names callers have always used)
     CLUSTER_RULES,
     CPU_NLI,
@@ -27,7 +28,6 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     RECIPES,
     REQUEST_FIELDS,
     SCORING_FIELDS,
-    OptionError,
 )
 
 

@@ -22,7 +22,8 @@ from gradio_client.utils import Status
 
 from mars_demo import pipeline
 from mars_demo.models.llm import stop_criterion
-from mars_demo.pipeline import AnalysisCancelled, Engine
+from mars_demo.errors import AnalysisCancelled
+from mars_demo.pipeline import Engine
 from mars_demo.ui.controller import ASK_OUTPUTS, CANCELLED_LOG, HEARTBEAT_S, Controller
 from mars_demo.ui.host import EngineHost
 from mars_demo.ui.layout import _packed

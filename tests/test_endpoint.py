@@ -17,15 +17,9 @@ import time
 import pytest
 from conftest_endpoint import API_KEY, API_KEY_ENV, free_port
 
-from mars_demo.models.endpoint import (
-    SOURCE_SERVER,
-    EndpointError,
-    EndpointLLM,
-    _parse_choice,
-    _to_generation,
-)
-from mars_demo.models.llm import LLM, PAPER_PROMPT, GenerationCancelled
-from mars_demo.models.loading import ModelLoadError
+from mars_demo.errors import EndpointError, GenerationCancelled, ModelLoadError
+from mars_demo.models.endpoint import SOURCE_SERVER, EndpointLLM, _parse_choice, _to_generation
+from mars_demo.models.llm import LLM, PAPER_PROMPT
 
 QUESTION = "What is the capital of France?"
 

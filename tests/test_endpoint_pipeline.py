@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest_endpoint import API_KEY, API_KEY_ENV
 
-from mars_demo.models.loading import ModelLoadError
+from mars_demo.errors import ModelLoadError
 from mars_demo.pipeline import Engine
 
 ROOT = Path(__file__).resolve().parents[1]

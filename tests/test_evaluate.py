@@ -416,7 +416,7 @@ def test_one_question_with_invalid_scores_is_skipped_and_the_run_goes_on(tiny_se
                                                                         tmp_path, capsys):
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, evaluate
-    from mars_demo.models.loading import InvalidModelOutput
+    from mars_demo.errors import InvalidModelOutput
     from mars_demo.pipeline import Engine
 
     class OneBad(Engine):

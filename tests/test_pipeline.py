@@ -13,7 +13,7 @@ import torch
 from mars_demo.core import clustering, scoring, uncertainty
 from mars_demo.models.importance import ImportanceModel
 from mars_demo.models.nli import NLIModel, label_meaning
-from mars_demo.models.loading import ModelLoadError
+from mars_demo.errors import ModelLoadError
 from mars_demo.pipeline import Engine, analyze
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import OptionError

@@ -32,15 +32,14 @@ from mars_demo import cli
 from mars_demo.core.alignment import phrase_spans_from_starts, word_spans
 from mars_demo.models import loading
 from mars_demo.models.importance import BEMImportance, ImportanceModel, PhraseScoring
-from mars_demo.models.llm import (
-    LLM,
-    Generation,
-    IncrementalDecoder,
+from mars_demo.errors import (
+    AnalysisOutOfMemory,
     InvalidModelOutput,
-    build_generation,
+    ModelLoadError,
+    explain_load_error,
 )
-from mars_demo.models.loading import ModelLoadError, explain_load_error
-from mars_demo.pipeline import AnalysisOutOfMemory, Engine
+from mars_demo.models.llm import LLM, Generation, IncrementalDecoder, build_generation
+from mars_demo.pipeline import Engine
 from mars_demo.settings import (
     JOINERS,
     MAX_QUESTION_CHARS,

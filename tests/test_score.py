@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import mars_demo
-from mars_demo.answers import AnswerSet, AnswerSetError
+from mars_demo.answers import AnswerSet
+from mars_demo.errors import AnswerSetError
 from mars_demo.models import loading
 from mars_demo.models.llm import LLM
 from mars_demo.models.nli import NLIModel

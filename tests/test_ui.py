@@ -18,9 +18,7 @@ from conftest_ui import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.access import Access
-from mars_demo.models import ModelLoadError
-from mars_demo.models.llm import InvalidModelOutput
-from mars_demo.pipeline import AnalysisOutOfMemory
+from mars_demo.errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
 from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.ui import build_demo, launch_options, load_examples, plots, render
 from mars_demo.ui.controller import (

@@ -121,10 +121,7 @@ def _calibrate(args: argparse.Namespace, run_dir: str) -> int:
 
 
 def _evaluate(args: argparse.Namespace, settings_of) -> int:
-    from ..models.llm import InvalidModelOutput
-    from ..models.loading import ModelLoadError
-    from ..pipeline import AnalysisOutOfMemory
-    from ..settings import OptionError
+    from ..errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError, OptionError
     from .data import DataError
     from .judges import JudgeError, make_judge
     from .run import EvalConfig, RunError, evaluate

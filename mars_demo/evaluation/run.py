@@ -183,10 +183,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
     """Run (or resume) the evaluation and write its report; returns the report."""
     from tqdm import tqdm
 
-    from ..answers import AnswerSetError
-    from ..models.endpoint import EndpointError
-    from ..models.loading import InvalidModelOutput
-    from ..settings import OptionError
+    from ..errors import AnswerSetError, EndpointError, InvalidModelOutput, OptionError
 
     # errors of one question (a bad line, NaN scores, a request the server refuses): that
     # question is skipped and the run goes on

@@ -3,6 +3,6 @@
 Importing this package is cheap: torch and transformers are imported when a model is loaded.
 """
 
-from .loading import ModelLoadError, release
+from .loading import release
 
-__all__ = ["ModelLoadError", "release"]
+__all__ = ["release"]

@@ -59,17 +59,22 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
-from ..settings import OptionError
+from ..errors import (
+    EndpointError,
+    GenerationCancelled,
+    InvalidModelOutput,
+    ModelLoadError,
+    OptionError,
+    explain_load_error,
+)
 from .llm import (
     CHAT_SYSTEM,
     PAPER_PROMPT,
     PAPER_STOP_STRINGS,
     Generation,
-    GenerationCancelled,
     _cut_answer,
     trim_answer,
 )
-from .loading import InvalidModelOutput, ModelLoadError, explain_load_error
 
 LOGPROB_MODES = ("auto", "server", "teacher-forced")
 SOURCE_SERVER = "endpoint"
@@ -87,15 +92,6 @@ _POLL_S = 0.05
 # Generic control-token shapes ("<|im_end|>", "<s>", "</s>") refused in questions when no local
 # tokenizer tells the exact ones: the server would read them as control tokens.
 _CONTROL_RE = re.compile(r"<\|[^<>|\s]{1,40}\|>|</?s>")
-
-
-class EndpointError(ModelLoadError):
-    """The LLM server could not be used for this request (down, timeout, HTTP error, malformed
-    answer, no log-probs); the message says what to do.
-
-    A :class:`ModelLoadError` (so a ``RuntimeError``), because to the user it is the same
-    situation: the LLM is not usable; the CLI and the page show the message as it is.
-    """
 
 
 @dataclass

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from ..core.alignment import phrase_spans_from_starts, word_spans
 from ._pairs import encode_pairs
-from .loading import ModelLoadError, check_finite, check_source, load_cached
+from ..errors import ModelLoadError, check_finite
+from .loading import check_source, load_cached
 
 MAX_LENGTH = 512  # the importance model's window (BERT-base)
 BATCH = 64  # answers per forward pass of score_many; bounds memory for many questions

@@ -19,8 +19,9 @@ from typing import Callable, Sequence
 
 from ..answers import Generation  # noqa: F401  (the type generate() returns; it lived here)
 from ..options import RECIPES
-from ..settings import LLMPreset, OptionError
-from .loading import InvalidModelOutput, ModelLoadError, check_source, load_cached
+from ..errors import GenerationCancelled, InvalidModelOutput, ModelLoadError, OptionError
+from ..settings import LLMPreset
+from .loading import check_source, load_cached
 
 PAPER_PROMPT = (
     "Answer these questions:\n"
@@ -33,13 +34,6 @@ PAPER_PROMPT = (
 )
 PAPER_STOP_STRINGS = (".", "\n")  # the paper ends answers at "." and newline
 CHAT_SYSTEM = "Answer the question briefly, in one short sentence."
-
-
-class GenerationCancelled(Exception):
-    """``should_stop`` asked generation to stop (the request was cancelled); no answer is made.
-
-    :class:`mars_demo.pipeline.Engine` turns it into ``AnalysisCancelled``.
-    """
 
 
 def stop_criterion(should_stop: Callable[[], bool]):

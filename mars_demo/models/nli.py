@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from ..core.clustering import normalize_answer
 from ._pairs import encode_pairs
-from .loading import ModelLoadError, check_finite, check_source, load_cached
+from ..errors import ModelLoadError, check_finite
+from .loading import check_source, load_cached
 
 MAX_LENGTH = 512
 BATCH = 64  # pairs per forward pass chunk; bounds memory for many samples

@@ -36,9 +36,12 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.models import ModelLoadError
-from mars_demo.models.llm import InvalidModelOutput
-from mars_demo.pipeline import AnalysisCancelled, AnalysisOutOfMemory
+from mars_demo.errors import (
+    AnalysisCancelled,
+    AnalysisOutOfMemory,
+    InvalidModelOutput,
+    ModelLoadError,
+)
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
     CPU_DEFAULT_PRESET,

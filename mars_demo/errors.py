@@ -1,0 +1,144 @@
+"""The project's exceptions, in one place, and the tests that sort failures into them.
+
+Every exception here carries a message meant for the user: it says what went wrong and what to do.
+The hierarchy keeps ``except`` clauses simple:
+
+- :class:`OptionError` (a ``ValueError``): bad input, refused before any work; its subclass
+  :class:`AnswerSetError` names the answer and token at fault.
+- :class:`ModelLoadError` (a ``RuntimeError``): a model cannot be used; its subclass
+  :class:`EndpointError` is an LLM server that cannot be used for this request.
+- :class:`InvalidModelOutput` (a ``RuntimeError``): a model produced NaN or infinity.
+- :class:`AnalysisOutOfMemory` (a ``RuntimeError``): memory ran out during an analysis; it was
+  released and the engine still works.
+- :class:`GenerationCancelled` (raised by the LLM adapters) and :class:`AnalysisCancelled` (what
+  the engine turns it into): a request's ``should_stop`` said stop.
+
+Pure Python: torch is never imported here (a torch error can only exist once torch is imported).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+
+class OptionError(ValueError):
+    """An option value outside its allowed range or set; the message names what is allowed."""
+
+
+class AnswerSetError(OptionError):
+    """An answer set that cannot be scored; the message names the answer and the token."""
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says which one and what to do about it."""
+
+
+class EndpointError(ModelLoadError):
+    """The LLM server could not be used for this request (down, timeout, HTTP error, malformed
+    answer, no log-probs); the message says what to do.
+
+    A :class:`ModelLoadError` (so a ``RuntimeError``), because to the user it is the same
+    situation: the LLM is not usable; the CLI and the page show the message as it is.
+    """
+
+
+class InvalidModelOutput(RuntimeError):
+    """A model's outputs are not numbers (NaN / infinity), e.g. an fp16 overflow."""
+
+
+class AnalysisOutOfMemory(RuntimeError):
+    """The analysis ran out of (GPU) memory; memory was released and the engine still works."""
+
+
+class GenerationCancelled(Exception):
+    """``should_stop`` asked generation to stop (the request was cancelled); no answer is made.
+
+    The engine turns it into :class:`AnalysisCancelled`.
+    """
+
+
+class AnalysisCancelled(Exception):
+    """``should_stop`` said the request was cancelled (e.g. its browser tab was closed): the
+    analysis stopped at the next generated token or stage and the models are free again."""
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` means memory ran out: a ``MemoryError``, torch's CUDA out-of-memory
+    error (whatever its text), or any error whose type or message says "out of memory".
+
+    >>> is_out_of_memory(RuntimeError("CUDA error: out of memory"))
+    True
+    >>> is_out_of_memory(OSError("404 Not Found"))
+    False
+    """
+    if isinstance(err, MemoryError):
+        return True
+    torch = sys.modules.get("torch")  # only torch itself can raise its error type
+    if torch is not None and isinstance(err, torch.cuda.OutOfMemoryError):
+        return True
+    text = f"{type(err).__name__}: {err}".lower()
+    return "out of memory" in text or "outofmemory" in text
+
+
+def check_finite(values, who: str) -> None:
+    """Raise :class:`InvalidModelOutput` unless every value of the tensor ``values`` is finite.
+
+    ``who`` names the model for the message ("The NLI model org/name")."""
+    import torch
+
+    if not bool(torch.isfinite(values).all()):
+        raise InvalidModelOutput(
+            f"{who} produced invalid outputs (NaN or infinity), so this analysis cannot be "
+            "trusted; load it in full precision or pick another model."
+        )
+
+
+def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoadError:
+    """Turn a transformers / hub exception into an actionable message."""
+    text = f"{type(err).__name__}: {err}"
+    low = text.lower()
+    is_dir = os.path.isdir(os.path.expanduser(model_id))
+    # Memory first: an out-of-memory message quotes sizes ("4030.00 MiB") that must not be
+    # mistaken for an HTTP status; status codes only count as whole words.
+    if is_out_of_memory(err):
+        hint = (
+            f"not enough memory to load {model_id!r}. Close other programs, use 4-bit loading on a "
+            "GPU, or pick a smaller model preset."
+        )
+    elif is_dir:
+        hint = (
+            f"the directory {model_id!r} does not hold a usable model; it needs the files "
+            "written by save_pretrained (config.json, weights, tokenizer), intact and complete."
+        )
+    elif "gated" in low or "restricted" in low or re.search(r"\b40[13]\b", low):
+        hint = (
+            f"{model_id!r} is a gated repository: accept its license on huggingface.co and set "
+            "HF_TOKEN to a token with access."
+        )
+    elif "offline" in low or "connection" in low or "resolve" in low or "couldn't connect" in low:
+        hint = (
+            f"{model_id!r} is not in the local Hugging Face cache and the Hub cannot be reached "
+            "(no network or HF_HUB_OFFLINE=1). Check the spelling, download it once with network "
+            "access, or pass a local directory."
+        )
+    elif "not a valid model identifier" in low or "repository not found" in low or re.search(
+        r"\b404\b", low
+    ):
+        hint = (
+            f"{model_id!r} is neither a local directory nor a model on the Hugging Face Hub; "
+            "check the spelling."
+        )
+    elif "repo id must" in low or "validationerror" in low:
+        hint = (
+            f"{model_id!r} is not a valid Hub id ('org/name') and no such local directory "
+            "exists; check the spelling."
+        )
+    else:
+        hint = (
+            f"loading {model_id!r} failed; check the model id and that it is the right kind "
+            "of model."
+        )
+    first_line = (text.strip().splitlines() or [type(err).__name__])[0][:300]
+    return ModelLoadError(f"Could not load the {what}: {hint} ({first_line})")
