@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
 
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
     from mars_demo.ui import build_demo, launch_options
     from mars_demo.downloads import cleanup_stale_downloads, exit_on_sigterm
 

@@ -19,9 +19,9 @@ __all__ = ["analyze", "score", "Engine", "Settings", "AnalysisResult", "AnswerSe
 
 def __getattr__(name: str) -> Any:  # lazy public API, keeps `import mars_demo` light
     if name in ("analyze", "score", "Engine"):
-        from . import pipeline
+        from . import engine
 
-        return getattr(pipeline, name)
+        return getattr(engine, name)
     if name == "AnswerSet":
         from .answers import AnswerSet
 

@@ -63,8 +63,9 @@ def recorded_generation(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class Generation:
-    """One answer: its text, its LLM tokens and their log-probs.
+class Answer:
+    """One answer before scoring: its text, its LLM tokens and their log-probs (generated here,
+    by a server, or given); :class:`~mars_demo.result.ScoredAnswer` is the same answer scored.
 
     ``spans[i]`` is token i's ``(start, end)`` character range in ``text`` (end exclusive; a token
     that is only part of a multi-byte character, or only the whitespace before the answer, may be
@@ -88,7 +89,7 @@ class Generation:
         return self.logprobs is not None
 
     @classmethod
-    def text_only(cls, text: str, finish_reason: str = "stop") -> "Generation":
+    def text_only(cls, text: str, finish_reason: str = "stop") -> "Answer":
         return cls(text=text, token_ids=[], token_texts=[], spans=[], logprobs=None,
                    finish_reason=finish_reason)
 
@@ -116,8 +117,8 @@ class AnswerSet:
     """
 
     question: str
-    greedy: Generation
-    samples: list[Generation]
+    greedy: Answer
+    samples: list[Answer]
     prompt: str | None = None
     prompt_token_ids: list[int] | None = None
     prompt_preset: str | None = None
@@ -129,7 +130,7 @@ class AnswerSet:
     timings_s: dict[str, float] = field(default_factory=dict)
 
     @property
-    def answers(self) -> list[Generation]:
+    def answers(self) -> list[Answer]:
         return [self.greedy, *self.samples]
 
     @property
@@ -218,13 +219,13 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def parse_answer(data: Any, name: str) -> Generation:
+def parse_answer(data: Any, name: str) -> Answer:
     """One answer of an answer set: a string (text only) or an object with ``text`` and/or
     ``tokens``. ``name`` ("sample 2") is how errors refer to it."""
     if isinstance(data, str):
         _check_text(data, name)
         _check_nonempty(data, name)
-        return Generation.text_only(data)
+        return Answer.text_only(data)
     if not isinstance(data, dict):
         raise AnswerSetError(f"{name}: must be a string or an object with text and tokens")
     text = data.get("text")
@@ -239,7 +240,7 @@ def parse_answer(data: Any, name: str) -> Generation:
             raise AnswerSetError(f"{name}: has neither 'text' nor 'tokens'")
         _check_text(text, name)
         _check_nonempty(text, name)
-        gen = Generation.text_only(text, finish)
+        gen = Answer.text_only(text, finish)
         gen.warnings = known_notes(text, finish)
         return gen
     if not isinstance(tokens, list):
@@ -295,7 +296,7 @@ def parse_answer(data: Any, name: str) -> Generation:
         )
     else:
         spans = _joined_spans(text, texts, name)
-    return Generation(
+    return Answer(
         text=text,
         token_ids=ids,
         token_texts=texts,

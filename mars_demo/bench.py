@@ -2,12 +2,12 @@
 
 Builds random-weight models offline with the real architectures' shapes (random weights cost the
 same compute as trained ones) and times the whole analysis through the engine's public calls
-(:meth:`mars_demo.pipeline.Engine.generate`, then :meth:`~mars_demo.pipeline.Engine.score`: what
+(:meth:`mars_demo.engine.Engine.generate`, then :meth:`~mars_demo.engine.Engine.score`: what
 ``Engine.analyze`` does) several times after a warm-up:
 
 * LLM: shaped like the CPU preset (Qwen2.5-0.5B-Instruct body, float32 on CPU) by default, or like
   the GPU default (Qwen2.5-7B-Instruct, built in bf16 on the GPU, then loaded in 4-bit NF4 through
-  the engine's normal ``LLM.load``) with ``--llm-shape 7b``. Its vocabulary (embeddings, LM head,
+  the engine's normal ``load_llm``) with ``--llm-shape 7b``. Its vocabulary (embeddings, LM head,
   log-softmax) has the real model's size; only the tokenizer is the tiny offline one, and a
   benchmark-only logits processor keeps generation inside the tokenizer's ids (the raw logits,
   hence every log-prob, still span the whole vocabulary).
@@ -433,40 +433,48 @@ def greedy_only_generation(llm, prompt_ids: list[int], settings) -> float:
     return time.perf_counter() - t
 
 
+def _request(settings):
+    """The generation request of the benchmark's settings (the chat prompt: no stop strings)."""
+    from .models.contract import GenerationRequest
+
+    return GenerationRequest(samples=settings.samples, temperature=settings.temperature,
+                             top_p=settings.top_p, max_new_tokens=settings.max_new_tokens,
+                             seed=settings.seed)
+
+
 def two_call_generation(llm, prompt_ids: list[int], settings) -> float:
     """The greedy answer, then the samples in a second batched call: how generation was done
-    before one batched call (kept in the LLM adapter as the reference). Returns the seconds the
-    adapter's own clock gives its generation, as for the one call."""
-    timings: dict[str, float] = {}
-    llm._generate_two_calls(
-        prompt_ids, samples=settings.samples, temperature=settings.temperature,
-        top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, seed=settings.seed,
-        prompt_preset="chat", timings=timings,
-    )
-    return timings["generate"]
+    before one batched call, through the LLM contract (a request for the greedy answer alone,
+    then one for the samples alone). Returns the seconds the adapter's own clock gives its
+    generation, as for the one call."""
+    from .models.contract import Prompt
+
+    prompt, request = Prompt("", list(prompt_ids), "chat", []), _request(settings)
+    greedy = llm.generate(prompt, dataclasses.replace(request, samples=0))
+    sampled = llm.generate(prompt, dataclasses.replace(request, greedy=False))
+    return greedy.timings_s["generate"] + sampled.timings_s["generate"]
 
 
 def other_cache_generation(llm, prompt_ids: list[int], settings, answers) -> dict[str, Any]:
-    """The same one-call generation with the other KV cache (static if the adapter uses the
-    dynamic one, else dynamic): seconds by the adapter's clock, and whether the answers came out
-    the same (token ids; log-probs within 1e-4)."""
-    timings: dict[str, float] = {}
-    was = llm.static_cache
-    llm.static_cache = not was
+    """The same one-call generation with the other KV cache (static if the model's generation
+    config uses the dynamic one, else dynamic): seconds by the adapter's clock, and whether the
+    answers came out the same (token ids; log-probs within 1e-4)."""
+    from .models.contract import Prompt
+
+    config = llm.model.generation_config
+    was = getattr(config, "cache_implementation", None)
+    config.cache_implementation = None if was == "static" else "static"
     try:
-        greedy, samples = llm.generate(
-            prompt_ids, samples=settings.samples, temperature=settings.temperature,
-            top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, seed=settings.seed,
-            prompt_preset="chat", timings=timings,
-        )
+        out = llm.generate(Prompt("", list(prompt_ids), "chat", []), _request(settings))
     finally:
-        llm.static_cache = was
+        config.cache_implementation = was
     same = all(
         a.token_ids == b.token_ids
         and max((abs(x - y) for x, y in zip(a.logprobs, b.logprobs)), default=0.0) <= 1e-4
-        for a, b in zip(answers.answers, [greedy, *samples])
+        for a, b in zip(answers.answers, [out.greedy, *out.samples])
     )
-    return {"static": not was, "generation_s": timings["generate"], "same_answers": same}
+    return {"static": was != "static", "generation_s": out.timings_s["generate"],
+            "same_answers": same}
 
 
 def reference_after_generation(handles, answers, settings, perturb: float = 0.0
@@ -714,7 +722,7 @@ def load_engine(paths, spec, samples: int, answer_tokens: int, seed: int, log):
     """The engine on the benchmark's models (``paths``) with the benchmark's fixed settings (the
     chat prompt, ``samples`` answers of ``answer_tokens`` tokens), loaded. Returns the settings,
     the engine and its load time in seconds."""
-    from .pipeline import Engine
+    from .engine import Engine
     from .settings import Settings
 
     settings = Settings(
@@ -735,7 +743,7 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
     import torch
     import transformers
 
-    from .models.nli import NLIModel
+    from .models.registry import load_nli
 
     settings, engine, load_s = load_engine(paths, spec, samples, answer_tokens, seed, log)
     llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
@@ -792,7 +800,7 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
 
         # The other NLI shape, on the same sampled answers.
         log(f"timing the {spec['other_nli']}-shaped NLI model ...")
-        other = NLIModel.load(str(paths["other_nli"]))
+        other = load_nli(str(paths["other_nli"]))
         other_runs = []
         if warmup:
             other.matrix(question, runs[0]["sample_texts"])
@@ -935,7 +943,7 @@ def _report(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, settings,
     one_call_speedup = _ratio(two_call, generation)
     over_greedy = _ratio(total, greedy_only)
     other_cache = _median([r["other_cache"]["generation_s"] for r in runs])
-    static_on = bool(getattr(llm, "static_cache", False))
+    static_on = getattr(llm.model.generation_config, "cache_implementation", None) == "static"
     static_s, dynamic_s = (generation, other_cache) if static_on else (other_cache, generation)
     static_cache = {
         "used_by_engine": static_on,

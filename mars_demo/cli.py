@@ -23,8 +23,9 @@ import sys
 import time
 from typing import Any, Sequence
 
-from . import options as O
-from . import settings as S
+from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError, OptionError
+from .options import MODEL_OPTIONS, REQUEST_OPTIONS, Option
+from .settings import LLM_PRESETS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS, Settings
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -35,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see --help)\n")
 
 
-def _add_option(parser: argparse.ArgumentParser, opt: O.Option, *, keep_default: bool) -> None:
+def _add_option(parser: argparse.ArgumentParser, opt: Option, *, keep_default: bool) -> None:
     """One flag of the schema. Without ``keep_default`` an absent flag leaves no attribute, so
     the caller can tell "not given" from "given the default"."""
     default = opt.default if keep_default else argparse.SUPPRESS
@@ -56,7 +57,7 @@ def _add_llm_help(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
         if action.dest == "llm":
             action.help = (
-                "LLM: a Hub id, a local directory or a preset (" + ", ".join(S.LLM_PRESETS)
+                "LLM: a Hub id, a local directory or a preset (" + ", ".join(LLM_PRESETS)
                 + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise"
             )
 
@@ -67,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="generate answers to one question and score them")
     ask.add_argument("question")
-    for opt in O.MODEL_OPTIONS + O.REQUEST_OPTIONS:
+    for opt in MODEL_OPTIONS + REQUEST_OPTIONS:
         _add_option(ask, opt, keep_default=True)
     _add_llm_help(ask)
     ask.add_argument("--json", action="store_true", help="print the analysis as JSON")
@@ -80,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         "not given are taken from the file's recorded settings when it has them.",
     )
     score.add_argument("file", help="answer set JSON, JSONL of answer sets, or - for stdin")
-    for opt in O.MODEL_OPTIONS:
+    for opt in MODEL_OPTIONS:
         _add_option(score, opt, keep_default=True)
     _add_llm_help(score)
-    for opt in O.REQUEST_OPTIONS:
+    for opt in REQUEST_OPTIONS:
         if opt.stage == "scoring" or opt.name == "prompt":
             _add_option(score, opt, keep_default=False)
     score.add_argument("--json", action="store_true",
@@ -104,16 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> S.Settings:
+def _settings(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> Settings:
     """Settings from the flags given; for ``score``, scoring options not given come from the
     answer set's recorded settings (``recorded``), then from the defaults."""
-    values = {name: getattr(args, name) for name in S.MODEL_FIELDS if hasattr(args, name)}
-    for name in S.REQUEST_FIELDS:
+    values = {name: getattr(args, name) for name in MODEL_FIELDS if hasattr(args, name)}
+    for name in REQUEST_FIELDS:
         if hasattr(args, name):
             values[name] = getattr(args, name)
-        elif recorded and name in recorded and name in S.SCORING_FIELDS:
+        elif recorded and name in recorded and name in SCORING_FIELDS:
             values[name] = recorded[name]
-    return S.Settings(**values)
+    return Settings(**values)
 
 
 def _bar(weight: float, width: int = 20) -> str:
@@ -239,13 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(work) -> tuple[Any, int | None]:
     """Run ``work()``; a failure becomes one line on stderr and an exit status."""
-    from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
-
     try:
         return work(), None
-    except (S.OptionError, ModelLoadError) as err:
+    except (OptionError, ModelLoadError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return None, EXIT_USAGE if isinstance(err, S.OptionError) else EXIT_FAILURE
+        return None, EXIT_USAGE if isinstance(err, OptionError) else EXIT_FAILURE
     except (AnalysisOutOfMemory, InvalidModelOutput) as err:
         print(f"error: {err}", file=sys.stderr)
         return None, EXIT_FAILURE
@@ -276,7 +275,7 @@ def _print_result(result, as_json: bool) -> None:
 
 
 def _ask_command(args: argparse.Namespace) -> int:
-    from .pipeline import Engine
+    from .engine import Engine
 
     result, code = _run(lambda: Engine(_settings(args)).analyze(
         args.question, progress=None if args.json else _stderr_progress))
@@ -294,7 +293,7 @@ def _read_input(path: str) -> str:
 
 
 def _score_command(args: argparse.Namespace) -> int:
-    from .pipeline import Engine
+    from .engine import Engine
 
     try:
         text = _read_input(args.file)
@@ -359,8 +358,6 @@ def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:
 
 def _score_line(engine, args: argparse.Namespace, line: str):
     """(result, None) or (None, the one-line reason)."""
-    from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
-
     try:
         data = json.loads(line)
     except (json.JSONDecodeError, RecursionError) as err:
@@ -369,7 +366,7 @@ def _score_line(engine, args: argparse.Namespace, line: str):
         recorded = data.get("settings") if isinstance(data, dict) else None
         settings = _settings(args, recorded if isinstance(recorded, dict) else None)
         return engine.score(data, settings), None
-    except (S.OptionError, ModelLoadError, AnalysisOutOfMemory, InvalidModelOutput) as err:
+    except (OptionError, ModelLoadError, AnalysisOutOfMemory, InvalidModelOutput) as err:
         return None, str(err)
     except Exception as err:  # a defect: this line fails, the others go on
         return None, _unexpected(err)

@@ -66,8 +66,9 @@ class Scores:
 
 
 @dataclass
-class Answer:
-    """One generated answer with everything needed to explain its scores.
+class ScoredAnswer:
+    """One answer scored (an :class:`~mars_demo.answers.Answer` after the scoring stages), with
+    everything needed to explain its scores.
 
     ``token_importance`` is u (one per token, sums to 1); ``mars_weights`` is
     w_l = 1/(2L) + u_l/2 (sums to 1). ``phrase_of_token`` maps each token to its phrase index.
@@ -117,8 +118,8 @@ class AnalysisResult:
     question: str
     prompt: str
     prompt_token_ids: list[int]
-    greedy: Answer
-    samples: list[Answer]
+    greedy: ScoredAnswer
+    samples: list[ScoredAnswer]
     nli: NLIResult
     cluster_ids: list[int]
     uncertainty: Uncertainty
@@ -132,10 +133,10 @@ class AnalysisResult:
 
     def answer_set(self) -> "AnswerSet":
         """The answers of this analysis, ready to be scored again (see ``mars_demo.score``)."""
-        from .answers import AnswerSet, Generation, known_notes, recorded_generation
+        from .answers import Answer, AnswerSet, known_notes, recorded_generation
 
-        def generation(a: Answer) -> Generation:
-            return Generation(
+        def unscored(a: ScoredAnswer) -> Answer:
+            return Answer(
                 text=a.text,
                 token_ids=[t.id for t in a.tokens],
                 token_texts=[t.text for t in a.tokens],
@@ -148,8 +149,8 @@ class AnalysisResult:
         preset = self.settings.get("prompt")
         return AnswerSet(
             question=self.question,
-            greedy=generation(self.greedy),
-            samples=[generation(a) for a in self.samples],
+            greedy=unscored(self.greedy),
+            samples=[unscored(a) for a in self.samples],
             prompt=self.prompt or None,
             prompt_token_ids=list(self.prompt_token_ids) or None,
             prompt_preset=preset if preset in ("paper", "chat") else None,
@@ -161,8 +162,8 @@ class AnalysisResult:
     def from_dict(cls, data: dict[str, Any]) -> "AnalysisResult":
         """Rebuild a result from :meth:`to_dict` output (for the page and for tests)."""
 
-        def answer(d: dict[str, Any]) -> Answer:
-            return Answer(
+        def answer(d: dict[str, Any]) -> ScoredAnswer:
+            return ScoredAnswer(
                 text=d["text"],
                 tokens=[Token(**t) for t in d["tokens"]],
                 phrases=[Phrase(**p) for p in d["phrases"]],

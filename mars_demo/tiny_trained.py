@@ -195,7 +195,7 @@ def _batches(items: list, size: int):
 
 def chat_prompt(tokenizer, question: str) -> str:
     """The chat prompt exactly as :class:`mars_demo.models.llm.LLM` builds it."""
-    from .models.llm import CHAT_SYSTEM
+    from .models.prompts import CHAT_SYSTEM
 
     return tokenizer.apply_chat_template(
         [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": question}],

@@ -81,11 +81,12 @@ def llama_api_key(monkeypatch):
 @pytest.fixture()
 def no_llm(monkeypatch):
     """Any attempt to load or run an in-process LLM fails the test."""
+    from mars_demo.models import registry
     from mars_demo.models.llm import LLM
 
     def refuse(*args, **kwargs):
         raise AssertionError("the LLM was loaded or called")
 
-    monkeypatch.setattr(LLM, "load", classmethod(refuse))
+    monkeypatch.setattr(registry, "load_llm", refuse)
     monkeypatch.setattr(LLM, "generate", refuse)
     monkeypatch.setattr(LLM, "teacher_forced", refuse)

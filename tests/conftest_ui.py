@@ -30,7 +30,6 @@ import pytest
 
 from mars_demo.result import (
     AnalysisResult,
-    Answer,
     NLIResult,
     Pair,
     Phrase,
@@ -38,6 +37,7 @@ from mars_demo.result import (
     Token,
     Uncertainty,
 )
+from mars_demo.result import ScoredAnswer as Answer
 from mars_demo.settings import Settings
 from mars_demo.ui.host import READY_LOG
 

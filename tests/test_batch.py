@@ -8,9 +8,9 @@ import pathlib
 
 import pytest
 
-from mars_demo.models.importance import ImportanceModel
 from mars_demo.models.nli import NLIModel
-from mars_demo.pipeline import Engine
+from mars_demo.models.registry import load_importance, load_nli
+from mars_demo.engine import Engine
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "data" / "facts_answers.jsonl"
@@ -113,7 +113,7 @@ def test_generate_many_gives_each_question_its_greedy_answer(engine, tiny_settin
 
 
 def test_importance_score_many_pairs_each_answer_with_its_own_question(tiny_models):
-    model = ImportanceModel.load(str(tiny_models["importance"]))
+    model = load_importance(str(tiny_models["importance"]))
     answers = [["Mars.", "It is Mars"], [], ["Shakespeare wrote it", ""]]
     many = model.score_many(["Red planet?", "Nothing?", "Who wrote Hamlet?"], answers)
     assert [len(x) for x in many] == [2, 0, 2]
@@ -127,7 +127,7 @@ def test_importance_score_many_pairs_each_answer_with_its_own_question(tiny_mode
 
 
 def test_nli_matrices_equal_one_matrix_per_question(tiny_models):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     questions = ["Red planet?", "Who wrote Hamlet?"]
     answers = [["Mars.", "mars", "Venus"], ["Shakespeare", "Marlowe", "Bacon", "marlowe"]]
     warnings = [[], []]

@@ -20,10 +20,9 @@ from conftest_ui import APP_LOGS, FakeEngine
 from gradio_client import Client
 from gradio_client.utils import Status
 
-from mars_demo import pipeline
-from mars_demo.models.llm import stop_criterion
+from mars_demo.engine import Engine
 from mars_demo.errors import AnalysisCancelled
-from mars_demo.pipeline import Engine
+from mars_demo.models.llm import stop_criterion
 from mars_demo.ui.controller import ASK_OUTPUTS, CANCELLED_LOG, HEARTBEAT_S, Controller
 from mars_demo.ui.host import EngineHost
 from mars_demo.ui.layout import _packed
@@ -93,7 +92,7 @@ def test_engine_stops_at_the_next_token_and_frees_the_models(engine, prompt):
             )
     assert calls[0] == 1  # the first step of the batch (greedy row + samples); no more tokens
     assert stages == ["generate"]  # importance, NLI and uncertainty never started
-    assert not pipeline._RUN_LOCK.locked()
+    assert not engine.busy
 
     with forward_calls(llm.model) as calls:
         result = engine.analyze(QUESTION, s)  # the models are free: the next request works
@@ -115,7 +114,7 @@ def test_engine_stops_between_stages(engine):
         with pytest.raises(AnalysisCancelled):
             engine.analyze(QUESTION, progress=progress, should_stop=lambda: flag[0])
     assert calls[0] == 0
-    assert not pipeline._RUN_LOCK.locked()
+    assert not engine.busy
 
 
 def test_engine_cancelled_before_it_starts_runs_no_model(engine):
@@ -160,7 +159,7 @@ def test_closing_the_page_handler_stops_the_analysis(engine):
         worker.join(WAIT_S)
         assert not worker.is_alive()
     assert calls[0] == 2  # stopped right after the step that was running
-    assert not pipeline._RUN_LOCK.locked()
+    assert not engine.busy
 
     updates = list(controller.ask(*ask_args(QUESTION, 2, 4)))
     assert updates[-1]["result"].question == QUESTION  # the next request completes

@@ -18,8 +18,12 @@ import pytest
 from conftest_endpoint import API_KEY, API_KEY_ENV, free_port
 
 from mars_demo.errors import EndpointError, GenerationCancelled, ModelLoadError
-from mars_demo.models.endpoint import SOURCE_SERVER, EndpointLLM, _parse_choice, _to_generation
-from mars_demo.models.llm import LLM, PAPER_PROMPT
+from mars_demo.models.completions import parse_choice, to_answer
+from mars_demo.models.contract import GenerationRequest, Prompt
+from mars_demo.models.endpoint import SOURCE_SERVER, EndpointLLM
+from mars_demo.models.prompts import PAPER_PROMPT, PAPER_STOP_STRINGS, stop_strings
+from mars_demo.models.registry import load_llm
+from mars_demo.recipes import recipe_of
 
 QUESTION = "What is the capital of France?"
 
@@ -52,7 +56,7 @@ def endpoint(llama_server, tiny_models, api_key):
 @pytest.fixture(scope="module")
 def hf(tiny_models):
     """The same weights in transformers (float32, CPU), through the in-process LLM class."""
-    return LLM.load(str(tiny_models["llm"]), load_in_4bit=False)
+    return load_llm(str(tiny_models["llm"]), load_in_4bit=False)
 
 
 def _post(url: str, body: dict) -> dict:
@@ -168,13 +172,20 @@ def test_llama_cpp_python_echo_logprobs_are_shifted(llama_server, hf):
 # --------------------------------------------------------------------------------------------
 
 
-def _generate(llm, question=QUESTION, preset="paper", **kw):
-    prompt, ids, used, warnings = llm.build_prompt(question, preset)
+def _generated(llm, question=QUESTION, preset="paper", on_text=None, should_stop=None, **kw):
+    """The prompt and the :class:`GenerationResult` of ``llm.generate`` as the engine asks
+    (``kw``: the request's fields)."""
+    prompt = llm.build_prompt(question, preset)
     opts = dict(samples=5, temperature=0.5, top_p=1.0, max_new_tokens=12, seed=7,
-                prompt_preset=used)
+                stop_strings=stop_strings(prompt.preset, recipe_of("default")))
     opts.update(kw)
-    greedy, samples = llm.generate(ids, prompt=prompt, **opts)
-    return prompt, greedy, samples, warnings
+    return prompt, llm.generate(prompt, GenerationRequest(**opts), on_text=on_text,
+                                should_stop=should_stop)
+
+
+def _generate(llm, question=QUESTION, preset="paper", **kw):
+    prompt, result = _generated(llm, question, preset, **kw)
+    return prompt.text, result.greedy, result.samples, prompt.warnings
 
 
 def test_load_picks_the_served_model(endpoint, tiny_gguf):
@@ -191,12 +202,14 @@ def test_greedy_matches_in_process_generation(endpoint, hf):
     The random tiny model's next-token distribution is nearly uniform, so two tokens can tie to
     float precision and the two engines may break the tie differently: the answers are compared
     up to the first such tie, where both chosen tokens must have the same log-prob."""
-    prompt, greedy, samples, _ = _generate(endpoint, max_new_tokens=16)
-    assert endpoint.logprob_source == SOURCE_SERVER
+    built, result = _generated(endpoint, max_new_tokens=16)
+    prompt, greedy, samples = built.text, result.greedy, result.samples
+    assert result.logprob_source == SOURCE_SERVER
     ids = hf.build_prompt(QUESTION, "paper")[1]
     assert prompt == hf.build_prompt(QUESTION, "paper")[0]
-    ref, _ = hf.generate(ids, samples=1, temperature=0.5, top_p=1.0, max_new_tokens=16, seed=7,
-                         prompt_preset="paper")
+    ref = hf.generate(Prompt(prompt, ids, "paper", []), GenerationRequest(
+        samples=1, temperature=0.5, top_p=1.0, max_new_tokens=16, seed=7,
+        stop_strings=PAPER_STOP_STRINGS)).greedy
     _check_spans(greedy)
     same = 0
     for mine, theirs in zip(greedy.token_texts, ref.token_texts):
@@ -219,7 +232,7 @@ def test_samples_carry_the_servers_raw_logprobs(endpoint, hf, llama_server):
     compared = 0
     for i, gen in enumerate(samples):
         _check_spans(gen)
-        data = _post(llama_server, endpoint._body(prompt, max_tokens=12, temperature=0.5,
+        data = _post(llama_server, endpoint.completion_body(prompt, max_tokens=12, temperature=0.5,
                                                   top_p=1.0, seed=11 + i, stop=[".", "\n"],
                                                   logprobs=1))
         raw = data["choices"][0]["logprobs"]
@@ -474,7 +487,7 @@ def test_slow_server_times_out(fake):
 
 
 def test_the_timeout_setting_reaches_the_server_requests(fake):
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
     from mars_demo.settings import Settings
 
     def slow(handler):
@@ -534,23 +547,23 @@ def test_request_body_is_plain_sampling(fake):
 def test_stop_token_past_the_text_is_cut_and_not_scored():
     # llama.cpp: text cut before the stop string, the token holding it still listed
     data = _completion(" Paris is", [" Paris", " is", "."], [-1.0, -2.0, -3.0])
-    gen, raw = _to_generation(_parse_choice(data, "u"), (".", "\n"))
+    gen, raw = to_answer(parse_choice(data, "u"), (".", "\n"))
     assert (gen.text, gen.token_texts, gen.logprobs, gen.finish_reason) == (
         "Paris is", ["Paris", " is"], [-1.0, -2.0], "stop")
     assert gen.spans == [(0, 5), (5, 8)] and raw == " Paris is"
     # the token holding answer characters and the stop: kept, clipped
     data = _completion(" Paris", [" Par", "is."], [-1.0, -2.0])
-    gen, _ = _to_generation(_parse_choice(data, "u"), (".", "\n"))
+    gen, _ = to_answer(parse_choice(data, "u"), (".", "\n"))
     assert gen.token_texts == ["Par", "is"] and gen.logprobs == [-1.0, -2.0]
 
 
 def test_empty_answer_is_scored_by_its_stop_token():
     data = _completion("", ["\n"], [-0.5])
-    gen, _ = _to_generation(_parse_choice(data, "u"), (".", "\n"))
+    gen, _ = to_answer(parse_choice(data, "u"), (".", "\n"))
     assert gen.text == "" and gen.logprobs == [-0.5] and gen.spans == [(0, 0)]
     assert "empty answer" in gen.warnings[0]
     with pytest.raises(EndpointError, match="empty answer"):
-        _to_generation(_parse_choice(_completion("", [], []), "u"), ())
+        to_answer(parse_choice(_completion("", [], []), "u"), ())
 
 
 def test_partial_utf8_tokens_get_empty_spans():
@@ -558,25 +571,25 @@ def test_partial_utf8_tokens_get_empty_spans():
     text = " café ok"
     data = _completion(text, [" caf", "", "", " ok"], [-1.0, -2.0, -3.0, -4.0],
                        offsets=[10, 14, 14, 15])
-    gen, _ = _to_generation(_parse_choice(data, "u"), ())
+    gen, _ = to_answer(parse_choice(data, "u"), ())
     assert gen.token_texts == ["caf", "", "é", " ok"]
     assert gen.spans == [(0, 3), (3, 3), (3, 4), (4, 7)]
     # vLLM-style: replacement characters in the token strings, offsets counting them
     data = _completion(text, [" caf", "\ufffd", "\ufffd", " ok"], [-1.0, -2.0, -3.0, -4.0])
-    gen, _ = _to_generation(_parse_choice(data, "u"), ())
+    gen, _ = to_answer(parse_choice(data, "u"), ())
     assert gen.token_texts == ["caf", "", "é", " ok"]
     assert gen.logprobs == [-1.0, -2.0, -3.0, -4.0]
 
 
 def test_end_of_sequence_token_past_the_text_is_not_scored():
     data = _completion(" Paris", [" Paris", "<|im_end|>"], [-1.0, -0.1])
-    gen, _ = _to_generation(_parse_choice(data, "u"), ())
+    gen, _ = to_answer(parse_choice(data, "u"), ())
     assert gen.token_texts == ["Paris"] and gen.logprobs == [-1.0]
 
 
 def test_length_finish_warns():
     data = _completion(" a b", [" a", " b"], [-1.0, -2.0], finish="length")
-    gen, _ = _to_generation(_parse_choice(data, "u"), ())
+    gen, _ = to_answer(parse_choice(data, "u"), ())
     assert gen.finish_reason == "length" and "max-new-tokens" in gen.warnings[0]
     assert all(math.isfinite(x) for x in gen.logprobs)
 
@@ -600,7 +613,7 @@ def test_api_key_env_never_in_settings_like_output(monkeypatch):
 def _reference_reply(hf):
     import torch
 
-    from mars_demo.models.llm import IncrementalDecoder
+    from mars_demo.models.decoding import IncrementalDecoder
 
     tok, model = hf.tokenizer, hf.model
 
@@ -667,8 +680,9 @@ def test_processed_logprobs_are_detected_and_rescored(fake, hf):
     _, _, processed, _ = _generate(trusting, samples=2, temperature=0.5, max_new_tokens=6, seed=4)
 
     llm = EndpointLLM.load(url)  # auto: the probe finds processed log-probs
-    _, greedy, samples, _ = _generate(llm, samples=2, temperature=0.5, max_new_tokens=6, seed=4)
-    assert llm.logprob_source == "endpoint-teacher-forced"
+    _, result = _generated(llm, samples=2, temperature=0.5, max_new_tokens=6, seed=4)
+    greedy, samples = result.greedy, result.samples
+    assert result.logprob_source == "endpoint-teacher-forced"
     assert [s.text for s in samples] == [s.text for s in processed]
     for i, gen in enumerate(samples):
         _check_spans(gen)

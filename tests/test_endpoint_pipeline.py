@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest_endpoint import API_KEY, API_KEY_ENV
 
+from mars_demo.engine import Engine
 from mars_demo.errors import ModelLoadError
-from mars_demo.pipeline import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Which planet is known as the Red Planet?"

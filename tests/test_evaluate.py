@@ -129,7 +129,7 @@ def test_report_md_is_laid_out_like_table_1_and_plots_exist(pregenerated_run):
 
 def test_a_finished_run_started_again_recomputes_nothing(pregenerated_run, tiny_models,
                                                          monkeypatch, capsys):
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
 
     before = (pregenerated_run / "results.jsonl").read_bytes()
 
@@ -150,7 +150,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no
     questions left (the first batch's 3 lines are kept)."""
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, evaluate
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
 
     class Counting(Engine):
         calls: list[str] = []
@@ -381,7 +381,7 @@ def test_a_calibration_keeps_the_runs_settings(pregenerated_run):
 def test_a_resume_with_other_models_is_refused(tiny_settings, tiny_models, tmp_path):
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, RunError, evaluate
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
 
     class Stop(Engine):
         def score_many(self, answer_sets, settings=None, **kw):
@@ -417,7 +417,7 @@ def test_one_question_with_invalid_scores_is_skipped_and_the_run_goes_on(tiny_se
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, evaluate
     from mars_demo.errors import InvalidModelOutput
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
 
     class OneBad(Engine):
         def score_many(self, answer_sets, settings=None, **kw):

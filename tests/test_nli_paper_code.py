@@ -3,11 +3,8 @@
 import pytest
 import torch
 
-from mars_demo.models.nli import (
-    INPUT_FORMATS,
-    NLIModel,
-    paper_code_input,
-)
+from mars_demo.models.nli import INPUT_FORMATS, paper_code_input
+from mars_demo.models.registry import load_nli, nli_key
 
 QUESTION = "Which planet is known as the Red Planet?"
 
@@ -31,7 +28,7 @@ def received_inputs(nli, monkeypatch):
 
 
 def test_paper_code_input_is_the_published_string(tiny_models, monkeypatch):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     seen = received_inputs(nli, monkeypatch)
     nli.matrix(QUESTION, ["Mars.", "It is Venus"], input_format="paper-code")
     published = [
@@ -49,7 +46,7 @@ def test_paper_code_input_is_the_published_string(tiny_models, monkeypatch):
 
 
 def test_paper_code_input_differs_from_the_pair_encoding(tiny_models, monkeypatch):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     seen = received_inputs(nli, monkeypatch)
     nli.matrix(QUESTION, ["Mars.", "It is Venus"])
     pair_ids = sorted(ids for ids, _ in seen)
@@ -62,7 +59,7 @@ def test_paper_code_input_differs_from_the_pair_encoding(tiny_models, monkeypatc
 
 
 def test_paper_code_compares_every_pair_of_distinct_texts(tiny_models, monkeypatch):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     seen = received_inputs(nli, monkeypatch)
     answers = ["Mars.", "mars", "Mars."]
     labels = nli.matrix(QUESTION, answers, input_format="paper-code")
@@ -74,7 +71,7 @@ def test_paper_code_compares_every_pair_of_distinct_texts(tiny_models, monkeypat
 
 
 def test_paper_code_verdicts_match_the_model_on_the_published_string(tiny_models):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     pairs = [(f"{QUESTION} Mars", f"{QUESTION} Venus")]
     enc = nli.tokenizer([paper_code_input(*pairs[0])], return_tensors="pt")
     with torch.inference_mode():
@@ -83,19 +80,19 @@ def test_paper_code_verdicts_match_the_model_on_the_published_string(tiny_models
 
 
 def test_input_format_and_dtype_are_checked(tiny_models):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     assert INPUT_FORMATS == ("pair", "paper-code")
     with pytest.raises(ValueError, match="input_format"):
         nli.matrix(QUESTION, ["a", "b"], input_format="string")
     with pytest.raises(ValueError, match="dtype"):
-        NLIModel.cache_key(str(tiny_models["nli"]), dtype="half")
+        nli_key(str(tiny_models["nli"]), dtype="half")
 
 
 def test_float32_load_is_cached_apart(tiny_models):
     path = str(tiny_models["nli"])
-    assert NLIModel.cache_key(path) == ("nli", NLIModel.cache_key(path)[1])
-    assert NLIModel.cache_key(path, "float32") == (*NLIModel.cache_key(path), "float32")
-    fp32 = NLIModel.load(path, dtype="float32")
-    assert fp32 is not NLIModel.load(path)
-    assert fp32 is NLIModel.load(path, dtype="float32")
+    assert nli_key(path) == ("nli", nli_key(path)[1])
+    assert nli_key(path, "float32") == (*nli_key(path), "float32")
+    fp32 = load_nli(path, dtype="float32")
+    assert fp32 is not load_nli(path)
+    assert fp32 is load_nli(path, dtype="float32")
     assert {p.dtype for p in fp32.model.parameters()} == {torch.float32}

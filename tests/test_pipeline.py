@@ -11,12 +11,11 @@ import pytest
 import torch
 
 from mars_demo.core import clustering, scoring, uncertainty
-from mars_demo.models.importance import ImportanceModel
-from mars_demo.models.nli import NLIModel, label_meaning
-from mars_demo.errors import ModelLoadError
-from mars_demo.pipeline import Engine, analyze
+from mars_demo.engine import Engine, analyze
+from mars_demo.errors import ModelLoadError, OptionError
+from mars_demo.models.nli import label_meaning
+from mars_demo.models.registry import load_importance, load_nli
 from mars_demo.result import AnalysisResult
-from mars_demo.settings import OptionError
 
 QUESTION = "Which planet is known as the Red Planet?"
 ANSWER_KEYS = {"text", "tokens", "phrases", "token_importance", "mars_weights", "scores"}
@@ -99,7 +98,7 @@ def test_no_llm_forward_pass_beyond_generation(tiny_settings, monkeypatch):
     model = engine.models.llm.model
     calls = {"forward": 0, "steps": 0}
     original_forward = model.forward
-    original_generate = type(engine.models.llm)._generate
+    original_generate = type(engine.models.llm).generate_rows
 
     def counting_forward(*args, **kwargs):
         calls["forward"] += 1
@@ -111,14 +110,14 @@ def test_no_llm_forward_pass_beyond_generation(tiny_settings, monkeypatch):
         return new_ids, logits
 
     monkeypatch.setattr(model, "forward", counting_forward)
-    monkeypatch.setattr(type(engine.models.llm), "_generate", counting_generate)
+    monkeypatch.setattr(type(engine.models.llm), "generate_rows", counting_generate)
     engine.analyze(QUESTION)
     assert calls["steps"] > 0
     assert calls["forward"] == calls["steps"]  # one forward per generated step, nothing more
 
 
 def test_importance_input_and_segmentation_follow_the_reference(tiny_models):
-    model = ImportanceModel.load(str(tiny_models["importance"]))
+    model = load_importance(str(tiny_models["importance"]))
     answer = "Mars is known as the Red Planet."
     words = re.findall(r"\w+|[^\w\s]", answer)
     enc = model.tokenizer([QUESTION], words, is_split_into_words=True,
@@ -146,7 +145,7 @@ def test_importance_input_and_segmentation_follow_the_reference(tiny_models):
 
 
 def test_importance_batches_all_answers_in_one_pass(tiny_models, monkeypatch):
-    model = ImportanceModel.load(str(tiny_models["importance"]))
+    model = load_importance(str(tiny_models["importance"]))
     calls = []
     original = model.model.forward
     monkeypatch.setattr(model.model, "forward", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -156,7 +155,7 @@ def test_importance_batches_all_answers_in_one_pass(tiny_models, monkeypatch):
 
 
 def test_nli_reads_label_meaning_from_config(tiny_models):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     id2label = nli.model.config.id2label
     assert nli.labels == {int(k): v.lower() for k, v in id2label.items()}
     assert label_meaning({0: "contradiction", 1: "neutral", 2: "entailment"})[2] == "entailment"
@@ -170,7 +169,7 @@ def test_nli_reads_label_meaning_from_config(tiny_models):
 
 
 def test_nli_skips_identical_answers_and_batches_the_rest(tiny_models, monkeypatch):
-    nli = NLIModel.load(str(tiny_models["nli"]))
+    nli = load_nli(str(tiny_models["nli"]))
     asked = []
     original = nli.verdicts
     monkeypatch.setattr(
@@ -234,40 +233,38 @@ def test_switch_frees_the_old_llm_before_loading_the_new_and_keeps_the_rest(
 ):
     import shutil
 
-    from mars_demo import pipeline
-    from mars_demo.models import loading
-    from mars_demo.models.llm import LLM
+    from mars_demo.models import registry
 
     engine = Engine(tiny_settings)
     engine.load()
     old = engine.models
     other_llm = shutil.copytree(tiny_settings.llm, tmp_path / "other-llm")
     events: list[tuple] = []
-    real_release, real_load = pipeline.release, LLM.load.__func__
+    real_release, real_load = registry.release, registry.load_llm
 
     def release(keep=None):
         events.append(("release", frozenset(keep or ())))
         real_release(keep)
-        events.append(("cached after release", frozenset(loading._CACHE)))
+        events.append(("cached after release", registry.loaded_keys()))
 
-    def load(cls, model_id, *args, **kwargs):
+    def load(model_id, *args, **kwargs):
         events.append(("load llm", model_id))
-        return real_load(cls, model_id, *args, **kwargs)
+        return real_load(model_id, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "release", release)
-    monkeypatch.setattr(LLM, "load", classmethod(load))
+    monkeypatch.setattr(registry, "release", release)
+    monkeypatch.setattr(registry, "load_llm", load)
     stages: list[str] = []
     engine.switch(
         tiny_settings.replace(llm=str(other_llm)),
         progress=lambda stage, fraction: stages.append(stage),
     )
 
-    old_key = LLM.cache_key(tiny_settings.llm, None)
-    new_key = LLM.cache_key(str(other_llm), None)
+    old_key = registry.llm_key(tiny_settings.llm, None)
+    new_key = registry.llm_key(str(other_llm), None)
     kinds = [e[0] for e in events]
     assert kinds == ["release", "cached after release", "load llm"]  # freed first, then loaded
-    assert old_key not in events[1][1] and old_key not in loading._CACHE
-    assert new_key in loading._CACHE and engine.models.llm is loading._CACHE[new_key]
+    assert old_key not in events[1][1] and old_key not in registry.loaded_keys()
+    assert new_key in registry.loaded_keys() and engine.models.llm is registry.loaded(new_key)
     assert engine.models.importance is old.importance  # not reloaded
     assert engine.models.nli is old.nli
     assert "loading LLM" in stages and "loading NLI model" not in stages
@@ -287,10 +284,10 @@ def test_load_with_settings_makes_them_the_engines(tiny_settings):
                       ("qwen2.5-7b-instruct", False), ("/some/dir", False)]
 )
 def test_the_cpu_notice_follows_the_model_in_use(llm, expected, monkeypatch):
-    from mars_demo import pipeline
+    from mars_demo.models import registry
     from mars_demo.settings import Settings
 
-    monkeypatch.setattr(pipeline, "cuda_available", lambda: False)
+    monkeypatch.setattr(registry, "cuda_available", lambda: False)
     assert Engine(Settings(llm=llm)).describe()["cpu_fallback"] is expected
-    monkeypatch.setattr(pipeline, "cuda_available", lambda: True)
+    monkeypatch.setattr(registry, "cuda_available", lambda: True)
     assert Engine(Settings(llm=llm)).describe()["cpu_fallback"] is False

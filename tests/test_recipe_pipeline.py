@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mars_demo.core import clustering
-from mars_demo.pipeline import Engine
-from mars_demo.recipes import recipe_choices
+from mars_demo.engine import Engine
+from mars_demo.recipes import recipe_of
 
 QUESTION = "Which planet is known as the Red Planet?"
 
@@ -60,7 +60,7 @@ def test_paper_code_reads_the_nli_input_as_published(engine, paper, monkeypatch)
 
     monkeypatch.setattr(NLIModel, "matrix", spy)
     engine.score(paper, engine.settings.replace(recipe="paper-code"))
-    assert seen["format"] == recipe_choices("paper-code")["nli_input_format"] == "paper-code"
+    assert seen["format"] == recipe_of("paper-code").nli_input_format == "paper-code"
     engine.score(paper, engine.settings)
     assert seen["format"] == "pair"
 
@@ -97,10 +97,12 @@ def test_paper_code_shares_the_loaded_nli_model_only_without_cuda(engine, monkey
     or not; the models stay where they are)."""
     import transformers
 
-    import mars_demo.pipeline as pipeline
+    from mars_demo.models import registry
 
     first = engine.analyze(QUESTION)
-    monkeypatch.setattr(pipeline, "cuda_available", lambda: cuda)
+    # a float32 copy another test loaded would hide the load: drop it (the rest stays loaded)
+    registry.release(registry.loaded_keys() - {registry.nli_key(engine.settings.nli, "float32")})
+    monkeypatch.setattr(registry, "cuda_available", lambda: cuda)
     loads = []
 
     def refuse(*args, **kwargs):

@@ -1,13 +1,21 @@
 """Recipes: one place for every choice that differs between this project and the paper's code."""
 
+import dataclasses
+
 import pytest
 
 from mars_demo.core.alignment import ALIGNMENT_RULES
 from mars_demo.core.clustering import ALGORITHMS
 from mars_demo.core.scoring import NORMALIZATIONS
 from mars_demo.models.nli import DTYPES, INPUT_FORMATS
-from mars_demo.recipes import SETTINGS_FIELDS, apply_recipe, recipe_choices
-from mars_demo.settings import CLUSTER_RULES, PROMPTS, RECIPES, OptionError, Settings
+from mars_demo.errors import OptionError
+from mars_demo.recipes import SETTINGS_FIELDS, apply_recipe, recipe_of
+from mars_demo.settings import CLUSTER_RULES, PROMPTS, RECIPES, Settings
+
+
+def choices(name: str) -> dict:
+    """Every choice of the recipe called ``name``, by field name."""
+    return dataclasses.asdict(recipe_of(name))
 
 
 def test_recipes_are_default_and_paper_code():
@@ -17,18 +25,18 @@ def test_recipes_are_default_and_paper_code():
     with pytest.raises(OptionError, match="recipe must be one of default, paper-code"):
         Settings(recipe="paper")
     with pytest.raises(OptionError, match="recipe"):
-        recipe_choices("Paper-Code")
+        recipe_of("Paper-Code")
 
 
 def test_both_recipes_name_the_same_choices():
-    default, paper = recipe_choices("default"), recipe_choices("paper-code")
+    default, paper = choices("default"), choices("paper-code")
     assert set(default) == set(paper)
     assert set(SETTINGS_FIELDS) <= set(default)
-    assert default["recipe"] == "default" and paper["recipe"] == "paper-code"
+    assert default["name"] == "default" and paper["name"] == "paper-code"
 
 
 def test_default_recipe_is_what_every_module_does_by_default():
-    c = recipe_choices("default")
+    c = choices("default")
     assert c["clustering_algorithm"] == ALGORITHMS[0] == "first-member"
     assert c["alignment_rule"] == ALIGNMENT_RULES[0] == "default"
     assert c["nli_input_format"] == INPUT_FORMATS[0] == "pair"
@@ -44,9 +52,9 @@ def test_default_recipe_is_what_every_module_does_by_default():
 
 
 def test_paper_code_recipe_lists_the_published_choices():
-    c = recipe_choices("paper-code")
+    c = choices("paper-code")
     assert c == {
-        "recipe": "paper-code",
+        "name": "paper-code",
         "prompt": "paper",
         "prompt_trailing_space": True,
         "stop_strings": (".",),
@@ -77,24 +85,24 @@ def test_apply_recipe_sets_the_settings_fields_paper_code_fixes():
     assert s.samples == 3 and s.recipe == "paper-code"  # everything else is left alone
 
 
-def test_recipe_choices_returns_a_copy():
-    c = recipe_choices("paper-code")
-    c["top_k"] = 1
-    c["banned_strings"] += ("x",)
-    assert recipe_choices("paper-code")["top_k"] == 50
-    assert recipe_choices("paper-code")["banned_strings"] == (":", "\n")
+def test_a_recipe_cannot_be_changed_by_its_reader():
+    recipe = recipe_of("paper-code")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.top_k = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.banned_strings += ("x",)
+    assert recipe_of("paper-code").top_k == 50
+    assert recipe_of("paper-code").banned_strings == (":", "\n")
 
 
 def test_paper_code_warns_about_the_bos_token_it_keeps():
-    from mars_demo.recipes import recipe_notes
-
-    (note,) = recipe_notes("paper-code", bos_token_id=1)
+    (note,) = recipe_of("paper-code").notes(bos_token_id=1)
     assert "id 1" in note and "beginning-of-sequence" in note
-    assert recipe_notes("paper-code", bos_token_id=2) == []
-    assert recipe_notes("paper-code") == []
-    assert recipe_notes("default", bos_token_id=1) == []
+    assert recipe_of("paper-code").notes(bos_token_id=2) == []
+    assert recipe_of("paper-code").notes() == []
+    assert recipe_of("default").notes(bos_token_id=1) == []
     with pytest.raises(OptionError):
-        recipe_notes("other", bos_token_id=1)
+        recipe_of("other").notes(bos_token_id=1)
 
 
 def test_readme_has_the_point_by_point_table_with_both_recipes():

@@ -1,6 +1,6 @@
 """Bad input, hard answers, failing parts: a clear message or finite numbers, never a traceback.
 
-Hard answers are forced without a trained model: the LLM's ``_generate`` is replaced by one that
+Hard answers are forced without a trained model: the LLM's ``generate_rows`` is replaced by one that
 returns chosen token ids (text encoded with the tiny LLM tokenizer, then the EOS id), with random
 logits, so everything after generation (offsets, importance model, alignment, NLI, scores) runs
 for real on the tiny models.
@@ -29,22 +29,24 @@ from hypothesis import strategies as st
 
 import mars_demo
 from mars_demo import cli
+from mars_demo.answers import Answer
 from mars_demo.core.alignment import phrase_spans_from_starts, word_spans
-from mars_demo.models import loading
-from mars_demo.models.importance import BEMImportance, ImportanceModel, PhraseScoring
+from mars_demo.engine import Engine
+from mars_demo.engine.stages.alignment import score_answer
 from mars_demo.errors import (
     AnalysisOutOfMemory,
     InvalidModelOutput,
     ModelLoadError,
+    OptionError,
     explain_load_error,
 )
-from mars_demo.models.llm import LLM, Generation, IncrementalDecoder, build_generation
-from mars_demo.pipeline import Engine
+from mars_demo.models import registry
+from mars_demo.models.decoding import IncrementalDecoder, build_answer
+from mars_demo.models.importance import BEMImportance, PhraseScoring
 from mars_demo.settings import (
     JOINERS,
     MAX_QUESTION_CHARS,
     MAX_RAW_QUESTION_CHARS,
-    OptionError,
     Settings,
     clean_question,
 )
@@ -65,9 +67,9 @@ def engine(tiny_settings) -> Engine:
     return e
 
 
-def forced(llm: LLM, greedy: str | None, samples: list[str | None] | str | None):
-    """A stand-in for ``LLM._generate`` returning the given answers' ids (then EOS), in rows as
-    the real one returns them: greedy answer first, then the samples.
+def forced(llm, greedy: str | None, samples: list[str | None] | str | None):
+    """A stand-in for ``LLM.generate_rows`` returning the given answers' ids (then EOS), in rows
+    as the real one returns them: greedy answer first, then the samples.
 
     ``None`` as an answer means "no EOS within max_new_tokens": the text fills the whole budget.
     """
@@ -86,7 +88,7 @@ def forced(llm: LLM, greedy: str | None, samples: list[str | None] | str | None)
         steps = max(len(r) for r in rows)
         return torch.tensor([r + [eos] * (steps - len(r)) for r in rows])
 
-    def _generate(prompt_ids, *, n, sample, max_new_tokens, greedy_row=False, **_):
+    def generate_rows(prompt_ids, *, n, sample, max_new_tokens, greedy_row=False, **_):
         # one batched call: row 0 is the greedy answer, the rest are samples (greedy_row);
         # the two-call reference asks for the greedy answer, then the samples
         rows = n - 1 if greedy_row else n
@@ -97,7 +99,7 @@ def forced(llm: LLM, greedy: str | None, samples: list[str | None] | str | None)
         logits = tuple(torch.randn(n, vocab, generator=gen) * 3 for _ in range(new_ids.shape[1]))
         return new_ids, logits
 
-    return _generate
+    return generate_rows
 
 
 def all_numbers(obj):
@@ -137,7 +139,7 @@ def check_result(result, question: str | None = None) -> dict:
 
 def run_forced(engine, monkeypatch, greedy, samples, **changes):
     llm = engine.models.llm
-    monkeypatch.setattr(llm, "_generate", forced(llm, greedy, samples))
+    monkeypatch.setattr(llm, "generate_rows", forced(llm, greedy, samples))
     return engine.analyze(QUESTION, engine.settings.replace(**changes) if changes else None)
 
 
@@ -202,7 +204,7 @@ def test_answer_longer_than_the_importance_window(engine, monkeypatch):
 def test_longest_question_with_a_long_answer(engine, monkeypatch):
     question = ("Why " * 300)[: MAX_QUESTION_CHARS - 1] + "?"
     long = " ".join(["planet"] * 300)  # one LLM token per word
-    monkeypatch.setattr(engine.models.llm, "_generate", forced(engine.models.llm, long, long))
+    monkeypatch.setattr(engine.models.llm, "generate_rows", forced(engine.models.llm, long, long))
     r = engine.analyze(question, engine.settings.replace(max_new_tokens=300))
     check_result(r, clean_question(question))
     assert has_warning(r, "512-token window")
@@ -507,7 +509,7 @@ def test_cli_unexpected_failure_is_one_line(monkeypatch, capsys, tiny_settings):
 
 def test_unknown_local_directory(tmp_path):
     with pytest.raises(ModelLoadError, match="no directory .*save_pretrained"):
-        LLM.load(str(tmp_path / "missing" / "model"))
+        registry.load_llm(str(tmp_path / "missing" / "model"))
 
 
 def test_directory_without_a_usable_model(tmp_path, tiny_models):
@@ -515,9 +517,9 @@ def test_directory_without_a_usable_model(tmp_path, tiny_models):
     shutil.copytree(tiny_models["llm"], bad)
     (bad / "model.safetensors").write_bytes(b"\x00" * 64)  # corrupt weights
     with pytest.raises(ModelLoadError, match="does not hold a usable model.*save_pretrained"):
-        LLM.load(str(bad))
+        registry.load_llm(str(bad))
     with pytest.raises(ModelLoadError, match="does not hold a usable model"):
-        ImportanceModel.load(str(tmp_path))  # a directory that is no model at all
+        registry.load_importance(str(tmp_path))  # a directory that is no model at all
 
 
 def test_unknown_hub_id_offline_says_what_to_do():
@@ -527,7 +529,7 @@ def test_unknown_hub_id_offline_says_what_to_do():
     assert "not in the local Hugging Face cache" in msg and "HF_HUB_OFFLINE" in msg
     assert "local directory" in msg
     with pytest.raises(ModelLoadError, match="not a valid Hub id"):
-        LLM.load("not a model id")
+        registry.load_llm("not a model id")
 
 
 def test_gated_model_without_token_says_what_to_do(monkeypatch, tmp_path, tiny_models):
@@ -541,7 +543,7 @@ def test_gated_model_without_token_says_what_to_do(monkeypatch, tmp_path, tiny_m
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", gated)
     with pytest.raises(ModelLoadError, match="gated repository.*HF_TOKEN") as info:
-        LLM.load("meta-llama/Llama-2-7b-hf")
+        registry.load_llm("meta-llama/Llama-2-7b-hf")
     assert "\n" not in str(info.value)
 
 
@@ -556,7 +558,7 @@ def test_memory_error_during_load(monkeypatch, tmp_path, tiny_models, make_error
     import transformers
 
     freed = []
-    monkeypatch.setattr(loading, "free_memory", lambda: freed.append(1))
+    monkeypatch.setattr(registry, "free_memory", lambda: freed.append(1))
 
     def no_memory(*args, **kwargs):
         raise make_error()
@@ -565,7 +567,7 @@ def test_memory_error_during_load(monkeypatch, tmp_path, tiny_models, make_error
     copy = tmp_path / "llm"  # a path never loaded, so the model cache cannot answer
     shutil.copytree(tiny_models["llm"], copy)
     with pytest.raises(ModelLoadError, match="not enough memory.*smaller model") as info:
-        LLM.load(str(copy))
+        registry.load_llm(str(copy))
     assert "gated" not in str(info.value)
     assert freed
     # Through an analysis too: still the load's advice, not "fewer samples".
@@ -606,13 +608,11 @@ def test_engine_works_after_a_load_failure(engine, tiny_settings):
 def test_out_of_memory_during_analysis_is_reported_released_and_recovered(
     engine, monkeypatch, make_error, where
 ):
-    import mars_demo.pipeline as pipeline
-
     held: list[weakref.ref] = []
     freed = []  # per call of free_memory: were the failing frame's tensors already dropped?
-    monkeypatch.setattr(pipeline, "free_memory", lambda: freed.append(held[0]() is None))
+    monkeypatch.setattr(registry, "free_memory", lambda: freed.append(held[0]() is None))
     target = engine.models.importance.model if where == "importance" else engine.models.llm
-    name = "forward" if where == "importance" else "_generate"
+    name = "forward" if where == "importance" else "generate_rows"
     original = getattr(target, name)
     calls = {"n": 0}
 
@@ -626,7 +626,7 @@ def test_out_of_memory_during_analysis_is_reported_released_and_recovered(
 
     if where == "importance":  # make sure there are words to score
         llm = engine.models.llm
-        monkeypatch.setattr(llm, "_generate", forced(llm, "Mars", "Mars is red"))
+        monkeypatch.setattr(llm, "generate_rows", forced(llm, "Mars", "Mars is red"))
         target = engine.models.importance.model
         original = getattr(target, name)
     monkeypatch.setattr(target, name, fail_once)
@@ -644,7 +644,7 @@ def test_other_runtime_errors_are_not_reported_as_memory(engine, monkeypatch):
         raise RuntimeError("shape mismatch")
 
     monkeypatch.setattr(engine.models.importance.model, "forward", broken)
-    monkeypatch.setattr(engine.models.llm, "_generate", forced(engine.models.llm, "Mars", "Mars"))
+    monkeypatch.setattr(engine.models.llm, "generate_rows", forced(engine.models.llm, "Mars", "Mars"))
     with pytest.raises(RuntimeError, match="shape mismatch"):
         engine.analyze(QUESTION)
 
@@ -657,10 +657,10 @@ def test_nan_logits_give_a_clear_error_not_nan_numbers(engine, monkeypatch):
         new_ids, logits = inner(*args, **kwargs)
         return new_ids, (logits[0],) + tuple(torch.full_like(x, float("nan")) for x in logits[1:])
 
-    monkeypatch.setattr(llm, "_generate", nan_logits)
+    monkeypatch.setattr(llm, "generate_rows", nan_logits)
     with pytest.raises(InvalidModelOutput, match="NaN or infinity.*full precision"):
         engine.analyze(QUESTION)
-    monkeypatch.setattr(llm, "_generate", inner)
+    monkeypatch.setattr(llm, "generate_rows", inner)
     check_result(engine.analyze(QUESTION), QUESTION)
 
 
@@ -691,7 +691,7 @@ def test_non_finite_outputs_of_the_other_models_give_a_clear_error(engine, monke
         out.logits[..., 0] = float("inf") if part == "nli" else float("nan")
         return out
 
-    monkeypatch.setattr(engine.models.llm, "_generate", forced(engine.models.llm, "Mars", ["Mars", "Venus", "red"]))
+    monkeypatch.setattr(engine.models.llm, "generate_rows", forced(engine.models.llm, "Mars", ["Mars", "Venus", "red"]))
     monkeypatch.setattr(model, "forward", broken)
     who = {"importance": "importance model", "nli": "NLI model"}[part]
     with pytest.raises(InvalidModelOutput, match=f"The {who} .* produced invalid outputs"):
@@ -773,7 +773,7 @@ def test_bem_analysis_with_hard_answers(engine, monkeypatch, tiny_settings):
     s = engine.settings.replace(importance_method="bem")
     answers = ["I don't know", "", "火星 ☃", "?!"]
     llm = engine.models.llm
-    monkeypatch.setattr(llm, "_generate", forced(llm, "Mars", answers[:3]))
+    monkeypatch.setattr(llm, "generate_rows", forced(llm, "Mars", answers[:3]))
     r = engine.analyze(QUESTION, s)
     check_result(r)
     assert [a.text for a in r.samples] == answers[:3]
@@ -784,7 +784,7 @@ def test_bem_analysis_with_hard_answers(engine, monkeypatch, tiny_settings):
 
 @st.composite
 def scored_answers(draw):
-    """A Generation over arbitrary unicode with an arbitrary token partition and log-probs,
+    """An Answer over arbitrary unicode with an arbitrary token partition and log-probs,
     and phrases that are word runs, arbitrary spans, or none."""
     text = draw(st.text(max_size=40)).strip()
     cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=12)))
@@ -802,7 +802,7 @@ def scored_answers(draw):
     else:
         phrases = []
     scores = draw(st.lists(st.floats(0.0, 1.0), min_size=len(phrases), max_size=len(phrases)))
-    gen = Generation(
+    gen = Answer(
         text=text, token_ids=list(range(len(spans))), token_texts=[text[a:b] for a, b in spans],
         spans=spans, logprobs=logprobs, finish_reason="stop",
     )
@@ -820,7 +820,7 @@ def scored_answers(draw):
 @given(scored_answers())
 def test_score_answer_on_arbitrary_unicode_partitions_and_logprobs(case):
     gen, ph, s = case
-    answer, notes = Engine._score_answer(gen, ph, s)
+    answer, notes = score_answer(gen, ph, s)
     json.dumps(dataclasses.asdict(answer), allow_nan=False)
     assert sum(answer.token_importance) == pytest.approx(1.0)
     assert sum(answer.mars_weights) == pytest.approx(1.0)
@@ -857,7 +857,7 @@ def test_decoder_and_build_generation_on_arbitrary_unicode(llm_tokenizer, text, 
     assert "".join(pieces) + decoder.flush() == text
     stop_strings = (".", "\n") if stops else ()
     lps = [-0.1 * (i + 1) for i in range(len(ids) + 1)]
-    g = build_generation(tok, ids + [eos], lps, {eos}, stop_strings)
+    g = build_answer(tok, ids + [eos], lps, {eos}, stop_strings)
     check_generation(g)
     cut = min([text.find(s_) for s_ in stop_strings if s_ in text], default=len(text))
     assert g.text == text[:cut].strip()
@@ -879,7 +879,7 @@ def test_decoder_and_build_generation_on_arbitrary_ids(llm_tokenizer, ids, stops
     full = tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     assert "".join(pieces) + decoder.flush() == full  # invalid UTF-8 included
     gen_ids = ids[:eos_at] + [eos] + ids[eos_at:]
-    g = build_generation(tok, gen_ids, [-1.0] * len(gen_ids), {eos}, (".", "\n") if stops else ())
+    g = build_answer(tok, gen_ids, [-1.0] * len(gen_ids), {eos}, (".", "\n") if stops else ())
     check_generation(g)
 
 
@@ -918,7 +918,7 @@ def test_decoder_with_a_sentencepiece_style_tokenizer(sentencepiece_style_tokeni
     pieces = [decoder.push(t) for t in ids]
     assert "".join(pieces) + decoder.flush() == full  # leading spaces of later tokens kept
     eos = tok.eos_token_id
-    g = build_generation(tok, ids + [eos], [-1.0] * (len(ids) + 1), {eos}, (".", "\n"))
+    g = build_answer(tok, ids + [eos], [-1.0] * (len(ids) + 1), {eos}, (".", "\n"))
     check_generation(g)
     assert g.text == full.split(".")[0].split("\n")[0].strip()
 
@@ -951,7 +951,7 @@ def test_whole_analysis_on_arbitrary_unicode_answers(engine, question, answers, 
         return
     llm = engine.models.llm
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(llm, "_generate", forced(llm, answers[0], answers[1:] + [answers[0]]))
+        mp.setattr(llm, "generate_rows", forced(llm, answers[0], answers[1:] + [answers[0]]))
         r = engine.analyze(question, engine.settings.replace(importance_method=method))
     check_result(r, q)
     if any(t in a for a in answers for t in llm.tokenizer.all_special_tokens):
@@ -967,7 +967,7 @@ def test_bem_reports_unknown_characters_and_truncation(engine, monkeypatch):
     s = engine.settings.replace(importance_method="bem", max_new_tokens=400)
     long = " ".join(["planet"] * 400)
     llm = engine.models.llm
-    monkeypatch.setattr(llm, "_generate", forced(llm, "Mars", ["火星 ☃", long, "Mars"]))
+    monkeypatch.setattr(llm, "generate_rows", forced(llm, "Mars", ["火星 ☃", long, "Mars"]))
     r = engine.analyze(QUESTION, s)
     check_result(r)
     unknown = [w for w in r.warnings if "answer-equivalence model does not know" in w]

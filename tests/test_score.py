@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import mars_demo
-from mars_demo.answers import AnswerSet
+from mars_demo.answers import Answer, AnswerSet
+from mars_demo.engine import Engine
 from mars_demo.errors import AnswerSetError
-from mars_demo.models import loading
-from mars_demo.models.llm import LLM
+from mars_demo.models import registry
+from mars_demo.models.contract import Prompt
 from mars_demo.models.nli import NLIModel
-from mars_demo.pipeline import Engine
 from mars_demo.result import AnalysisResult
 
 QUESTION = "Which planet is known as the Red Planet?"
@@ -174,7 +174,7 @@ def test_answers_given_as_text_are_scored_by_a_teacher_forced_pass(tiny_settings
     assert any("no log-probs were given" in w and "teacher-forced" in w
                for w in result.warnings)
     # The log-probs are the LLM's own: check them against an independent forward pass.
-    llm = LLM.load(tiny_settings.llm)
+    llm = registry.load_llm(tiny_settings.llm)
     prompt, prompt_ids, preset, _ = llm.build_prompt(QUESTION, None)
     assert result.prompt == prompt and result.prompt_token_ids == prompt_ids
     for answer in [result.greedy, *result.samples]:
@@ -192,24 +192,18 @@ def test_answers_given_as_text_are_scored_by_a_teacher_forced_pass(tiny_settings
 def test_teacher_forcing_gives_generation_its_own_logprobs(tiny_settings, analysis):
     """Answers generated here, given back as text, get the log-probs generation gave them
     (where the tokenizer reads the text back as the same tokens)."""
-    llm = LLM.load(tiny_settings.llm)
+    llm = registry.load_llm(tiny_settings.llm)
+    prompt = Prompt(analysis.prompt, analysis.prompt_token_ids, "chat", [])
     compared = 0
     for answer in [analysis.greedy, *analysis.samples]:
         ids = [t.id for t in answer.tokens]
         if llm.tokenizer(answer.text, add_special_tokens=False)["input_ids"] != ids:
             continue  # random weights make odd token sequences that re-tokenize differently
-        forced = llm.teacher_forced(
-            analysis.prompt_token_ids, [mars_demo.answers.Generation.text_only(answer.text)],
-            prompt_preset="chat",
-        )[0]
+        forced = llm.teacher_forced(prompt, [Answer.text_only(answer.text)])[0]
         assert forced.logprobs == pytest.approx([t.logprob for t in answer.tokens], abs=1e-4)
         compared += 1
     single = analysis.greedy.tokens[0]
-    forced = llm.teacher_forced(
-        analysis.prompt_token_ids,
-        [mars_demo.answers.Generation.text_only(llm.tokenizer.decode([single.id]))],
-        prompt_preset="chat",
-    )[0]
+    forced = llm.teacher_forced(prompt, [Answer.text_only(llm.tokenizer.decode([single.id]))])[0]
     if forced.token_ids == [single.id]:
         compared += 1
         assert forced.logprobs[0] == pytest.approx(single.logprob, abs=1e-4)
@@ -287,6 +281,6 @@ def test_the_answer_set_round_trips(analysis):
 
 
 def test_scoring_loads_no_llm_into_the_cache(tiny_settings, analysis):
-    loading.release()
+    registry.release()
     Engine(tiny_settings).score(analysis.to_dict())
-    assert not [k for k in loading._CACHE if k[0] == "llm"]
+    assert not [k for k in registry.loaded_keys() if k[0] == "llm"]

@@ -47,7 +47,7 @@ def trained(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def engine(trained):
-    from mars_demo.pipeline import Engine
+    from mars_demo.engine import Engine
     from mars_demo.settings import Settings
 
     return Engine(Settings(llm=trained["llm"], importance=trained["importance"],
@@ -153,9 +153,9 @@ def test_nli_on_given_answers(trained):
     contradict (almost every verdict), and the strict clusters put the right answers together
     and the wrong ones apart on most facts."""
     from mars_demo.core.clustering import semantic_clusters
-    from mars_demo.models.nli import NLIModel
+    from mars_demo.models.registry import load_nli
 
-    nli = NLIModel.load(trained["nli"])
+    nli = load_nli(trained["nli"])
     right = total = clean = 0
     for q, fact in FACTS.items():
         answers = [a.text for a in fact.correct] + [w.text for w in fact.wrong]
@@ -175,9 +175,9 @@ def test_nli_on_given_answers(trained):
 
 def test_importance_model_on_paper_example(trained):
     """The paper's Table 5 example: in "It is Mars", Mars carries the weight."""
-    from mars_demo.models.importance import ImportanceModel
+    from mars_demo.models.registry import load_importance
 
-    imp = ImportanceModel.load(trained["importance"])
+    imp = load_importance(trained["importance"])
     (scoring,) = imp.score("Which planet is known as the Red Planet?", ["It is Mars."])
     text = "It is Mars."
     phrases = {text[a:b]: s for (a, b), s in zip(scoring.spans, scoring.scores)}

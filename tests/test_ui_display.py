@@ -10,7 +10,8 @@ from conftest_ui import make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.core.alignment import align_tokens_to_phrases
-from mars_demo.models.llm import LLM, PAPER_STOP_STRINGS
+from mars_demo.models.prompts import PAPER_STOP_STRINGS, stop_strings
+from mars_demo.recipes import recipe_of
 from mars_demo.result import Pair, Phrase
 from mars_demo.ui import plots, render
 
@@ -111,8 +112,8 @@ def test_cluster_bars_are_labelled_in_percent_like_their_axis():
 
 
 def test_the_max_tokens_help_says_only_the_papers_prompt_stops_at_a_period():
-    assert LLM.stop_strings(None, "paper") == PAPER_STOP_STRINGS == (".", "\n")
-    assert LLM.stop_strings(None, "chat") == ()  # the chat template has no stop strings
+    assert stop_strings("paper", recipe_of("default")) == PAPER_STOP_STRINGS == (".", "\n")
+    assert stop_strings("chat", recipe_of("default")) == ()  # the chat template has none
     info = texts.MAX_NEW_TOKENS_INFO
     assert "With the paper's prompt, answers also stop at the first '.'" in info
     assert "chat template" in info

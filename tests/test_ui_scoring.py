@@ -8,7 +8,7 @@ import pytest
 
 from mars_demo import texts
 from mars_demo.models.nli import NLIModel
-from mars_demo.pipeline import Engine
+from mars_demo.engine import Engine
 from mars_demo.result import AnalysisResult
 from mars_demo.ui import controls
 from mars_demo.ui.controller import OWN_MAX_SAMPLES, Controller

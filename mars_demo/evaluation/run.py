@@ -218,7 +218,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
         failed: list[dict] = []
         if todo:
             if engine is None:
-                from ..pipeline import Engine
+                from ..engine import Engine
 
                 engine = Engine(config.settings)
             with open(results_path, "a", encoding="utf-8") as f, tqdm(

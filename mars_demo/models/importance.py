@@ -20,11 +20,11 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..core.alignment import phrase_spans_from_starts, word_spans
-from ._pairs import encode_pairs
 from ..errors import ModelLoadError, check_finite
-from .loading import check_source, load_cached
+from ._pairs import encode_pairs
 
 MAX_LENGTH = 512  # the importance model's window (BERT-base)
 BATCH = 64  # answers per forward pass of score_many; bounds memory for many questions
@@ -52,39 +52,31 @@ class ImportanceModel:
         self.model_id = model_id
         self.device = next(model.parameters()).device
 
-    @staticmethod
-    def cache_key(model_id: str) -> tuple:
-        """The key under which :meth:`load` caches this model."""
-        return ("importance", check_source(model_id, "importance model"))
-
     @classmethod
-    def load(cls, model_id: str, progress=None) -> "ImportanceModel":
-        key = cls.cache_key(model_id)
-        source = key[1]
+    def from_pretrained(cls, source: str, model_id: str) -> "ImportanceModel":
+        """Load the model saved in ``source``, uncached (load it through
+        :func:`mars_demo.models.registry.load_importance`, which caches it); refuses a model
+        that is no MARS importance model."""
+        import torch
+        from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-        def loader() -> ImportanceModel:
-            import torch
-            from transformers import AutoModelForTokenClassification, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            if not getattr(tokenizer, "is_fast", False):
-                raise ModelLoadError(
-                    f"The importance model {model_id!r} needs a fast tokenizer (word ids and "
-                    "offsets); its tokenizer.json is missing."
-                )
-            model = AutoModelForTokenClassification.from_pretrained(source)
-            if model.config.num_labels != 3:
-                raise ModelLoadError(
-                    f"{model_id!r} is not a MARS importance model: it has "
-                    f"{model.config.num_labels} output logits per token, MARS needs 3 "
-                    "(begin phrase, inside phrase, importance)."
-                )
-            if torch.cuda.is_available():
-                model = model.to("cuda")
-            model.eval()
-            return cls(model, tokenizer, model_id)
-
-        return load_cached(key, "importance model", model_id, loader, progress)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelLoadError(
+                f"The importance model {model_id!r} needs a fast tokenizer (word ids and "
+                "offsets); its tokenizer.json is missing."
+            )
+        model = AutoModelForTokenClassification.from_pretrained(source)
+        if model.config.num_labels != 3:
+            raise ModelLoadError(
+                f"{model_id!r} is not a MARS importance model: it has "
+                f"{model.config.num_labels} output logits per token, MARS needs 3 "
+                "(begin phrase, inside phrase, importance)."
+            )
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+        model.eval()
+        return cls(model, tokenizer, model_id)
 
     def score(self, question: str, answers: list[str], method: str = "model") -> list[PhraseScoring]:
         """Phrases and scores of every answer, all answers in one batched forward pass."""
@@ -213,52 +205,42 @@ class BEMImportance:
         self.device = next(model.parameters()).device
 
     @staticmethod
-    def cache_keys(model_id: str, chunker_id: str) -> set[tuple]:
-        """The keys under which :meth:`load` caches the classifier and the chunker."""
-        source = check_source(model_id, "answer-equivalence model")
-        return {("bem", source, chunker_id), ("chunker", chunker_id)}
+    def load_chunker(chunker_id: str):
+        """The Flair phrase chunker saved in ``chunker_id`` (a ``*.pt`` file, or a directory
+        holding one), uncached."""
+        import os
+
+        from flair.models import SequenceTagger
+
+        path = chunker_id
+        if os.path.isdir(path):
+            pts = sorted(f for f in os.listdir(path) if f.endswith((".pt", ".bin")))
+            if not pts:
+                raise ModelLoadError(f"No Flair model file (*.pt) in {path!r}.")
+            path = os.path.join(path, pts[0])
+        return SequenceTagger.load(path)
 
     @classmethod
-    def load(cls, model_id: str, chunker_id: str, progress=None) -> "BEMImportance":
-        source = check_source(model_id, "answer-equivalence model")
-        chunk_source = chunker_id
+    def from_pretrained(cls, source: str, model_id: str,
+                        chunker: Callable[[], Any]) -> "BEMImportance":
+        """Load the answer-equivalence classifier saved in ``source``, uncached, then take the
+        chunker from ``chunker()`` (load both through
+        :func:`mars_demo.models.registry.load_bem`, which caches them)."""
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        def load_chunker():
-            import os
-
-            from flair.models import SequenceTagger
-
-            path = chunk_source
-            if os.path.isdir(path):
-                pts = sorted(f for f in os.listdir(path) if f.endswith((".pt", ".bin")))
-                if not pts:
-                    raise ModelLoadError(f"No Flair model file (*.pt) in {path!r}.")
-                path = os.path.join(path, pts[0])
-            return SequenceTagger.load(path)
-
-        def loader() -> BEMImportance:
-            import torch
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForSequenceClassification.from_pretrained(source)
-            labels = {int(k): str(v).lower() for k, v in model.config.id2label.items()}
-            equivalent = [k for k, v in labels.items() if v in ("equivalent", "1", "label_1")]
-            if len(equivalent) != 1:
-                raise ModelLoadError(
-                    f"Cannot tell which label of {model_id!r} means 'equivalent': {labels}."
-                )
-            if torch.cuda.is_available():
-                model = model.to("cuda")
-            model.eval()
-            chunker = load_cached(
-                ("chunker", chunk_source), "phrase chunker", chunk_source, load_chunker
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForSequenceClassification.from_pretrained(source)
+        labels = {int(k): str(v).lower() for k, v in model.config.id2label.items()}
+        equivalent = [k for k, v in labels.items() if v in ("equivalent", "1", "label_1")]
+        if len(equivalent) != 1:
+            raise ModelLoadError(
+                f"Cannot tell which label of {model_id!r} means 'equivalent': {labels}."
             )
-            return cls(chunker, model, tokenizer, equivalent[0], model_id)
-
-        return load_cached(
-            ("bem", source, chunk_source), "answer-equivalence model", model_id, loader, progress
-        )
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+        model.eval()
+        return cls(chunker(), model, tokenizer, equivalent[0], model_id)
 
     def chunk(self, answer: str) -> list[tuple[int, int]]:
         """Character spans of Flair's chunks; words outside every chunk are their own phrase."""

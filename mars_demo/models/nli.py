@@ -19,9 +19,8 @@ Two input formats (``input_format``):
 from __future__ import annotations
 
 from ..core.clustering import normalize_answer
-from ._pairs import encode_pairs
 from ..errors import ModelLoadError, check_finite
-from .loading import check_source, load_cached
+from ._pairs import encode_pairs
 
 MAX_LENGTH = 512
 BATCH = 64  # pairs per forward pass chunk; bounds memory for many samples
@@ -39,7 +38,8 @@ def paper_code_input(premise: str, hypothesis: str) -> str:
     return premise + PAPER_CODE_SEPARATOR + hypothesis
 
 
-def _check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
+def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the allowed values unless ``value`` is one of them."""
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
@@ -71,33 +71,23 @@ class NLIModel:
         self.labels = label_meaning(model.config.id2label)
         self.device = next(model.parameters()).device
 
-    @staticmethod
-    def cache_key(model_id: str, dtype: str = "auto") -> tuple:
-        """The key under which :meth:`load` caches this model (``dtype`` as in :meth:`load`)."""
-        _check_choice("dtype", dtype, DTYPES)
-        key = ("nli", check_source(model_id, "NLI model"))
-        return key if dtype == "auto" else (*key, dtype)
-
     @classmethod
-    def load(cls, model_id: str, progress=None, dtype: str = "auto") -> "NLIModel":
-        """Load (once; cached) the NLI model. ``dtype``: ``"auto"`` = float16 on CUDA and
-        float32 on CPU; ``"float32"`` = float32 everywhere (the published code's precision)."""
-        key = cls.cache_key(model_id, dtype)
-        source = key[1]
+    def from_pretrained(cls, source: str, model_id: str, dtype: str = "auto") -> "NLIModel":
+        """Load the model saved in ``source``, uncached (load it through
+        :func:`mars_demo.models.registry.load_nli`, which caches it). ``dtype``: ``"auto"`` =
+        float16 on CUDA and float32 on CPU; ``"float32"`` = float32 everywhere (the published
+        code's precision)."""
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        def loader() -> NLIModel:
-            import torch
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForSequenceClassification.from_pretrained(source)
-            if torch.cuda.is_available():
-                half = torch.float16 if dtype == "auto" else torch.float32
-                model = model.to("cuda", dtype=half)
-            model.eval()
-            return cls(model, tokenizer, model_id)
-
-        return load_cached(key, "NLI model", model_id, loader, progress)
+        check_choice("dtype", dtype, DTYPES)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForSequenceClassification.from_pretrained(source)
+        if torch.cuda.is_available():
+            half = torch.float16 if dtype == "auto" else torch.float32
+            model = model.to("cuda", dtype=half)
+        model.eval()
+        return cls(model, tokenizer, model_id)
 
     def verdicts(
         self,
@@ -115,7 +105,7 @@ class NLIModel:
         """
         import torch
 
-        _check_choice("input_format", input_format, INPUT_FORMATS)
+        check_choice("input_format", input_format, INPUT_FORMATS)
         out: list[str] = []
         for i in range(0, len(pairs), BATCH):
             chunk = pairs[i : i + BATCH]
@@ -162,7 +152,7 @@ class NLIModel:
         question's pairs carry its own question. ``warnings[q]`` (when given) receives question
         ``q``'s sentences. The same verdicts as one :meth:`matrix` per question (up to float
         rounding of another padding width, which can only matter for a near-tie)."""
-        _check_choice("input_format", input_format, INPUT_FORMATS)
+        check_choice("input_format", input_format, INPUT_FORMATS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
         warnings = list(warnings) if warnings is not None else [None] * len(questions)

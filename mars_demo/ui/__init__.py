@@ -1,6 +1,6 @@
 """The MARS Demo web page (Gradio).
 
->>> from mars_demo.pipeline import Engine                       # doctest: +SKIP
+>>> from mars_demo.engine import Engine                         # doctest: +SKIP
 >>> from mars_demo.ui import build_demo, launch_options         # doctest: +SKIP
 >>> build_demo(Engine()).launch(**launch_options())             # doctest: +SKIP
 

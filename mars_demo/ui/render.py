@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from mars_demo import texts
 from mars_demo.progress import STAGES  # the engine's progress stages, in order
-from mars_demo.result import SCORINGS, AnalysisResult, Answer
+from mars_demo.result import SCORINGS, AnalysisResult
+from mars_demo.result import ScoredAnswer as Answer
 
 
 #: Token color: one hue (indigo), its alpha follows the token's weight. Chosen so that both the

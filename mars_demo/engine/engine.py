@@ -1,0 +1,321 @@
+"""The analysis of one question in two halves: generate the answers, then score them.
+
+>>> from mars_demo import analyze, score                           # doctest: +SKIP
+>>> result = analyze("Which planet is known as the Red Planet?")   # doctest: +SKIP
+>>> result.uncertainty.confidence.mars                             # doctest: +SKIP
+>>> score(result.to_dict(), normalization="softmax")               # doctest: +SKIP
+
+:meth:`Engine.generate` is the LLM's part (:mod:`.generation`): one greedy answer and N samples
+with their token log-probs, read from the logits of generation (no extra LLM pass).
+:meth:`Engine.score` is everything after it (:mod:`.stages`), for answers from anywhere (this
+engine, an OpenAI-compatible server, a file): the importance model scores all answers in one
+batched pass, the NLI model judges all needed ordered pairs in one batched pass, then clusters
+and the six uncertainties. Models come from :mod:`mars_demo.models.registry`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from ..answers import AnswerSet
+from ..errors import (
+    AnalysisCancelled,
+    AnalysisOutOfMemory,
+    GenerationCancelled,
+    ModelLoadError,
+    OptionError,
+    is_out_of_memory,
+)
+from ..models import registry
+from ..models.registry import Models
+from ..progress import Progress
+from ..progress import quiet as _quiet
+from ..recipes import Resolved, resolve
+from ..result import AnalysisResult
+from ..settings import (
+    CPU_DEFAULT_PRESET,
+    LLM_PRESETS,
+    Settings,
+    clean_question,
+    resolve_llm,
+    resolve_nli,
+)
+from . import generation, job, stages
+
+# One analysis at a time per process: the models are shared, and two requests must never
+# interleave inside one model call. analyze() holds it across generate and score.
+_RUN_LOCK = threading.Lock()
+
+
+class Engine:
+    """Loaded models plus :meth:`generate`, :meth:`score` and :meth:`analyze` (both).
+
+    Models are loaded once and shared (cached by id). Every method takes a
+    :class:`~mars_demo.settings.Settings` (default: the engine's) and loads only what it needs:
+    :meth:`score` of answers that carry their log-probs never loads the LLM. Errors: ``OptionError``
+    for bad input, ``ModelLoadError`` when a model cannot be loaded, ``AnalysisOutOfMemory``
+    when memory runs out, ``AnalysisCancelled`` once ``should_stop()`` is True (asked before each
+    stage and after every generated token), all in :mod:`mars_demo.errors`.
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self._models: Models | None = None
+        self._load_lock = threading.Lock()
+
+    # ---- models --------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self._models is not None
+
+    @property
+    def models(self) -> Models | None:
+        """The models of :meth:`load` (None before it): ``models.llm``, ``.importance``,
+        ``.nli``."""
+        return self._models
+
+    @property
+    def busy(self) -> bool:
+        """Whether an analysis runs in this process now (one at a time, on any engine)."""
+        return _RUN_LOCK.locked()
+
+    def describe(self) -> dict[str, Any]:
+        cuda = registry.cuda_available()
+        s = self.settings
+        if s.llm_endpoint:  # the LLM runs in a server; this process holds the other models
+            served = self._models.llm.model_id if self._models is not None else s.llm_model
+            llm, preset = f"{served or 'the model'} (served over HTTP)", None
+            fallback = four_bit = False
+        else:
+            llm, llm_preset = resolve_llm(s.llm, cuda)
+            preset = llm_preset.label if llm_preset else None
+            # "No GPU: running the small CPU preset", chosen automatically or picked by hand
+            fallback = not cuda and llm_preset is LLM_PRESETS[CPU_DEFAULT_PRESET]
+            four_bit = cuda if s.load_in_4bit is None else s.load_in_4bit
+        return {"device": "cuda" if cuda else "cpu", "llm": llm, "llm_preset": preset,
+                "importance": s.importance, "nli": resolve_nli(s.nli, cuda),
+                "cpu_fallback": fallback, "load_in_4bit": four_bit, "ready": self.ready}
+
+    def load(self, progress: Progress | None = None, settings: Settings | None = None) -> None:
+        """Load (or fetch from the cache) every model the settings name; they become the
+        engine's settings."""
+        with self._load_lock:
+            settings = settings or self.settings
+            self._models = registry.load_all(settings, progress or _quiet)
+            self.settings = settings
+
+    def switch(self, settings: Settings, progress: Progress | None = None) -> None:
+        """Use other models: free the ones no longer needed *before* loading the new ones.
+
+        Models that the new settings name too (say the importance and NLI models when only the
+        LLM changes) stay loaded. If the new models fail to load, the engine has none (the
+        error says why) until a later :meth:`load` or :meth:`switch` succeeds.
+        """
+        with _RUN_LOCK, self._load_lock:
+            self._models = None
+            try:
+                keep = registry.cache_keys(settings)
+            except ModelLoadError:
+                keep = set()  # the new models cannot load anyway: free everything
+            registry.release(keep)
+            self.settings = settings
+            self._models = registry.load_all(settings, progress or _quiet)
+
+    def _model(self, which: str, s: Settings, progress: Progress) -> Any:
+        return registry.model_for(which, s, progress, self._models, self.settings)
+
+    # ---- analysis ------------------------------------------------------------------------
+    def analyze(self, question: str, settings: Settings | None = None, *,
+                progress: Progress | None = None,
+                on_text: Callable[[str], None] | None = None,
+                should_stop: Callable[[], bool] | None = None) -> AnalysisResult:
+        """Generate the answers, then score them: :meth:`generate`, then :meth:`score`
+        (``on_text`` as there)."""
+        run, question = resolve(settings or self.settings), clean_question(question)
+        progress = progress or _quiet
+        with _RUN_LOCK, _guarded():
+            answers = generation.generate_one(
+                lambda: self._model("llm", run.settings, progress), question, run, progress,
+                _checker(should_stop), on_text, should_stop)
+            return self._score([answers], run, progress, should_stop, [None])[0]
+
+    def generate(self, question: str, settings: Settings | None = None, *,
+                 progress: Progress | None = None,
+                 on_text: Callable[[str], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> AnswerSet:
+        """The greedy answer and the samples, with their token log-probs: the LLM's part only.
+
+        ``on_text`` receives the greedy answer's text as it grows."""
+        run, question = resolve(settings or self.settings), clean_question(question)
+        progress = progress or _quiet
+        with _RUN_LOCK, _guarded():
+            return generation.generate_one(
+                lambda: self._model("llm", run.settings, progress), question, run, progress,
+                _checker(should_stop), on_text, should_stop)
+
+    def score(self, answers: "AnswerSet | AnalysisResult | dict[str, Any]",
+              settings: Settings | None = None, *, progress: Progress | None = None,
+              should_stop: Callable[[], bool] | None = None,
+              reuse: AnalysisResult | None = None) -> AnalysisResult:
+        """Everything after generation: importance, alignment, NLI, clustering, the six
+        uncertainties, warnings and timings.
+
+        ``answers`` is an :class:`~mars_demo.answers.AnswerSet`, its JSON form, or an earlier
+        :class:`AnalysisResult` (re-scored with other options). No LLM is loaded unless an
+        answer comes without log-probs: those are computed by a teacher-forced pass of the
+        settings' LLM, and the result says so. ``reuse``: an earlier result of the same
+        answers whose NLI verdicts are taken as they are (same NLI model, same answers), so a
+        re-score with another normalization, distribution or cluster rule costs no NLI pass.
+        A bad answer set raises :class:`~mars_demo.errors.AnswerSetError` (a ``ValueError``)
+        naming the answer and token at fault.
+        """
+        answer_set, run = as_answer_set(answers), resolve(settings or self.settings)
+        with _RUN_LOCK, _guarded():
+            return self._score([answer_set], run, progress or _quiet, should_stop, [reuse])[0]
+
+    def generate_many(self, questions: list[str], settings: Settings | None = None, *,
+                      progress: Progress | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> list[AnswerSet]:
+        """:meth:`generate` for several questions at once, one :class:`AnswerSet` each.
+
+        In-process, all questions' greedy answers and samples come from ONE batched
+        ``generate`` call (:meth:`LLM.generate_many <mars_demo.models.llm.LLM.generate_many>`:
+        left-padded prompts, row 0 of each question's block greedy). Each greedy answer is the
+        one :meth:`generate` gives (up to float rounding); the samples are reproducible for the
+        same seed, settings and batch, but may differ from those of another batch size, since
+        the random draws are shared by the batch. With ``llm_endpoint`` the questions'
+        requests are sent concurrently (bounded), so the server (vLLM) batches them. Nothing
+        streams. The batch's generation seconds are shared equally in each ``timings_s``.
+        A bad question raises ``OptionError`` before any work.
+        """
+        run, cleaned = resolve(settings or self.settings), [clean_question(q) for q in questions]
+        if not cleaned:
+            return []
+        progress = progress or _quiet
+        with _RUN_LOCK, _guarded():
+            return generation.generate_many(
+                lambda: self._model("llm", run.settings, progress), cleaned, run, progress,
+                _checker(should_stop), should_stop)
+
+    def score_many(self, answer_sets: "list[AnswerSet | AnalysisResult | dict[str, Any]]",
+                   settings: Settings | None = None, *, progress: Progress | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> list[AnalysisResult]:
+        """:meth:`score` for several answer sets at once, one :class:`AnalysisResult` each,
+        equal to one :meth:`score` per answer set (up to float rounding).
+
+        The importance model scores all questions' answers in one batched pass (each answer
+        paired with its own question; the ``bem`` method runs one question after another, with
+        the same results), the NLI model judges all questions' needed pairs in one batched
+        ``verdicts`` call (the recipe's input format as in :meth:`score`); alignment, clustering
+        and the uncertainties are per question. A batch's stage seconds are shared equally in
+        each result's ``timings_s``. A bad answer set raises
+        :class:`~mars_demo.errors.AnswerSetError` before any model runs.
+        """
+        sets, run = [as_answer_set(a) for a in answer_sets], resolve(settings or self.settings)
+        if not sets:
+            return []
+        with _RUN_LOCK, _guarded():
+            return self._score(sets, run, progress or _quiet, should_stop, [None] * len(sets))
+
+    def rescore(self, result: AnalysisResult, settings: Settings | None = None,
+                **changes: Any) -> AnalysisResult:
+        """``result``'s answers scored again with other scoring options (``changes``: e.g.
+        ``normalization="softmax"``); the LLM is not called and NLI verdicts are reused."""
+        return self.score(result, (settings or self.settings).replace(**changes), reuse=result)
+
+    def _score(self, answer_sets: list[AnswerSet], run: Resolved, progress: Progress,
+               should_stop, reuses: list[AnalysisResult | None]) -> list[AnalysisResult]:
+        """The scoring stages over the answer sets (one job each); see :mod:`.stages`."""
+        check, s = _checker(should_stop), run.settings
+        jobs = job.prepare(answer_sets, reuses, run, lambda: self._model("llm", s, progress),
+                           progress, check)
+        check()
+        planned = stages.plan(job.RESULT_NEEDS)
+        t = time.perf_counter()
+        loaded = {name: self._model(name, s, progress)
+                  for name in stages.models_needed(planned, jobs, run)}
+        load_s = (time.perf_counter() - t) / len(jobs)
+        if load_s * len(jobs) > generation.LOAD_SHOWN_S:
+            for j in jobs:
+                j.timings["load"] = j.timings.get("load", 0.0) + load_s
+        stages.run(planned, jobs, stages.ScoringContext(run, **loaded), progress, check)
+        return [job.to_result(j, run) for j in jobs]
+
+
+def _checker(should_stop: Callable[[], bool] | None) -> Callable[[], None]:
+    """A function that raises :class:`AnalysisCancelled` once ``should_stop()`` is True."""
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise AnalysisCancelled("the analysis was cancelled")
+
+    return check
+
+
+@contextlib.contextmanager
+def _guarded():
+    """Turn a cancelled generation into :class:`AnalysisCancelled` and running out of memory
+    into :class:`AnalysisOutOfMemory` (after releasing the memory)."""
+    try:
+        yield
+    except GenerationCancelled as err:
+        raise AnalysisCancelled("the analysis was cancelled") from err
+    except ModelLoadError:
+        raise  # already says what to do (a load that ran out of memory included)
+    except (MemoryError, RuntimeError) as err:
+        if not is_out_of_memory(err):
+            raise
+        # The failing frames' locals (activations, logits) would keep the memory alive for as
+        # long as the exception lives: drop them before emptying the caches.
+        traceback.clear_frames(err.__traceback__)
+        registry.free_memory()
+        raise AnalysisOutOfMemory(
+            "Ran out of memory during the analysis; memory was released. Try fewer samples or "
+            f"fewer max new tokens. ({type(err).__name__})"
+        ) from err
+
+
+def as_answer_set(answers: Any) -> AnswerSet:
+    """An :class:`AnswerSet` from an answer set, its JSON form or an :class:`AnalysisResult`."""
+    if isinstance(answers, AnswerSet):
+        return answers
+    if isinstance(answers, AnalysisResult):
+        return answers.answer_set()
+    return AnswerSet.from_dict(answers)
+
+
+def analyze(question: str, *, progress: Progress | None = None,
+            on_text: Callable[[str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None, **options: Any) -> AnalysisResult:
+    """Analyze one question with the options of :class:`~mars_demo.settings.Settings`.
+
+    Models are loaded on the first call and cached for later ones.
+    """
+    return Engine(_settings_of(options)).analyze(
+        question, progress=progress, on_text=on_text, should_stop=should_stop
+    )
+
+
+def score(answers: Any, *, progress: Progress | None = None, **options: Any) -> AnalysisResult:
+    """Score answers from anywhere: everything after generation (see :meth:`Engine.score`).
+
+    ``answers``: an :class:`~mars_demo.answers.AnswerSet`, its JSON form (the names of the
+    analysis JSON: question, greedy, samples, each with text and tokens of text and logprob),
+    or an :class:`AnalysisResult` to re-score with other ``options`` (those of
+    :class:`~mars_demo.settings.Settings`). No LLM is loaded unless log-probs are missing.
+    """
+    return Engine(_settings_of(options)).score(answers, progress=progress)
+
+
+def _settings_of(options: dict[str, Any]) -> Settings:
+    unknown = sorted(set(options) - set(Settings.__dataclass_fields__))
+    if unknown:
+        raise OptionError(
+            f"unknown option(s) {', '.join(unknown)}; known: "
+            f"{', '.join(Settings.__dataclass_fields__)}"
+        )
+    return Settings(**options)

@@ -1,0 +1,159 @@
+"""The LLM's part of an analysis: prompts, one :class:`~mars_demo.models.contract.GenerationRequest`
+built from the settings and the recipe, the answer sets made from what the LLM returns, and the
+teacher-forced pass that fills in the log-probs of answers given as text alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+from ..answers import AnswerSet
+from ..errors import OptionError
+from ..models import prompts, registry
+from ..models.contract import GenerationRequest, GenerationResult, LanguageModel, Prompt
+from ..progress import Progress
+from ..recipes import Resolved
+from ..settings import GENERATION_FIELDS
+
+#: The steps of a generation below this many seconds are no load worth recording.
+LOAD_SHOWN_S = 0.05
+
+
+def request_for(run: Resolved, preset: str) -> GenerationRequest:
+    """What to generate for a prompt of ``preset`` under ``run``'s settings and recipe."""
+    s, recipe = run.settings, run.recipe
+    return GenerationRequest(
+        samples=s.samples,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        max_new_tokens=s.max_new_tokens,
+        seed=s.seed,
+        top_k=recipe.top_k or 0,  # 0: no top-k
+        stop_strings=prompts.stop_strings(preset, recipe),
+        keep_stop=recipe.keep_stop,
+        banned_strings=tuple(recipe.banned_strings),
+    )
+
+
+def generate_one(llm: Callable[[], LanguageModel], question: str, run: Resolved,
+                 progress: Progress, check: Callable[[], None],
+                 on_text: Callable[[str], None] | None,
+                 should_stop: Callable[[], bool] | None) -> AnswerSet:
+    """The greedy answer and the samples of one (cleaned) question; ``llm()`` gives the LLM
+    (loading it when needed; the seconds that takes are recorded as "load")."""
+    timings: dict[str, float] = {}
+    check()  # cancelled while it waited for the models
+    t = time.perf_counter()
+    model = llm()
+    if time.perf_counter() - t > LOAD_SHOWN_S:
+        timings["load"] = time.perf_counter() - t
+    check()
+    progress("generate", 0.0)
+    prompt = model.build_prompt(question, run.settings.prompt, run.recipe)
+    warnings = list(prompt.warnings) + _notes(model, run)
+    result = model.generate(prompt, request_for(run, prompt.preset), on_text=on_text,
+                            should_stop=should_stop)
+    progress("generate", 1.0)
+    timings.update(result.timings_s)
+    return answer_set(model, run, question, prompt, result, warnings, timings)
+
+
+def generate_many(llm: Callable[[], LanguageModel], questions: list[str], run: Resolved,
+                  progress: Progress, check: Callable[[], None],
+                  should_stop: Callable[[], bool] | None) -> list[AnswerSet]:
+    """:func:`generate_one` for several questions in one ``generate_many`` call of the LLM; the
+    load seconds are shared equally among the questions."""
+    check()
+    t = time.perf_counter()
+    model = llm()
+    loaded = time.perf_counter() - t
+    check()
+    progress("generate", 0.0)
+    built = [model.build_prompt(q, run.settings.prompt, run.recipe) for q in questions]
+    notes = _notes(model, run)
+    presets = {p.preset for p in built}
+    if len(presets) > 1:  # cannot happen: one LLM, one preset option
+        raise OptionError(f"the questions got different prompt presets: {sorted(presets)}")
+    results = model.generate_many(built, request_for(run, built[0].preset),
+                                  should_stop=should_stop)
+    progress("generate", 1.0)
+    sets = []
+    for question, prompt, result in zip(questions, built, results):
+        timings = dict(result.timings_s)
+        if loaded > LOAD_SHOWN_S:
+            timings["load"] = loaded / len(questions)
+        sets.append(answer_set(model, run, question, prompt, result,
+                               list(prompt.warnings) + notes, timings))
+    return sets
+
+
+def _notes(model: LanguageModel, run: Resolved) -> list[str]:
+    """The recipe's warnings for this LLM: options it changed, departures it knows of."""
+    return run.overrides() + run.recipe.notes(bos_token_id=model.bos_token_id)
+
+
+def answer_set(model: LanguageModel, run: Resolved, question: str, prompt: Prompt,
+               result: GenerationResult, warnings: list[str],
+               timings: dict[str, float]) -> AnswerSet:
+    """The answer set of one generation, with what made it (the generation options, the LLM,
+    the recipe) recorded."""
+    s = run.settings
+    return AnswerSet(
+        question=question,
+        greedy=result.greedy,
+        samples=result.samples,
+        prompt=prompt.text,
+        prompt_token_ids=list(prompt.token_ids),
+        prompt_preset=prompt.preset,
+        logprob_source=result.logprob_source,
+        warnings=list(warnings),
+        generation={
+            **{name: getattr(s, name) for name in GENERATION_FIELDS},
+            "prompt": prompt.preset,
+            "llm": model.model_id,
+            "load_in_4bit": model.quantized,
+            "llm_endpoint": s.llm_endpoint,
+            "device": "cuda" if registry.cuda_available() else "cpu",
+            "recipe": s.recipe,
+        },
+        timings_s=timings,
+    )
+
+
+def teacher_force(answers: AnswerSet, model: LanguageModel,
+                  run: Resolved) -> tuple[AnswerSet, str, str]:
+    """Fill in the log-probs of answers given as text alone with a teacher-forced pass of
+    ``model``. Returns the completed set, the warning saying so, and the log-prob source."""
+    preset = run.settings.prompt or answers.prompt_preset
+    built = model.build_prompt(answers.question, preset, run.recipe)
+    prompt, note_extra = built, ""
+    if answers.prompt_token_ids:
+        prompt = Prompt(answers.prompt or built.text, list(answers.prompt_token_ids),
+                        built.preset, built.warnings)
+    elif answers.prompt is not None and answers.prompt != built.text:
+        note_extra = (
+            " The given prompt text was not used (give prompt_token_ids to use it): the "
+            f"log-probs follow the {built.preset} prompt built from the question."
+        )
+    missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
+    forced = model.teacher_forced(prompt, [answers.answers[i] for i in missing])
+    done = list(answers.answers)
+    for i, answer in zip(missing, forced):
+        done[i] = answer
+    who = ", ".join(answers.names[i] for i in missing)
+    note = (
+        f"{who}: no log-probs were given, so they were computed by a teacher-forced pass of "
+        f"{model.model_id} over the answer's text after the {built.preset} prompt." + note_extra
+    )
+    source = "teacher-forced" if len(missing) == len(done) else (
+        f"{answers.logprob_source}+teacher-forced")
+    completed = dataclasses.replace(
+        answers, greedy=done[0], samples=done[1:], prompt=prompt.text,
+        prompt_token_ids=list(prompt.token_ids), prompt_preset=built.preset,
+        warnings=list(answers.warnings) + list(built.warnings),
+        generation={**(answers.generation or {}), "llm": answers.generation.get("llm")
+                    if answers.generation else None, "prompt": built.preset},
+    )
+    return completed, note, source

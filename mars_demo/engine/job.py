@@ -1,0 +1,119 @@
+"""The one object the scoring stages work on: a :class:`ScoringJob` per answer set.
+
+A job starts with the answer set and what is known about it (:func:`prepare`: the question
+cleaned, log-probs filled in where missing, the warnings so far); each stage of
+:mod:`mars_demo.engine.stages` reads some of its fields and fills others, as the stage declares;
+:func:`to_result` turns a finished job into the :class:`~mars_demo.result.AnalysisResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..answers import AnswerSet
+from ..models import registry
+from ..models.importance import PhraseScoring
+from ..progress import Progress
+from ..recipes import Resolved
+from ..result import AnalysisResult, NLIResult, ScoredAnswer, Uncertainty
+from ..settings import GENERATION_FIELDS, clean_question
+from .generation import teacher_force
+
+#: The fields a job has when it is made; the stages fill the others.
+INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings")
+#: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
+RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty")
+
+
+@dataclass
+class ScoringJob:
+    """One answer set on its way through the scoring stages.
+
+    The fields of :data:`INPUTS` are set when the job is made; every other field is None until
+    the stage that declares it in its ``adds`` fills it. ``warnings`` and ``timings`` are logs
+    any stage may add to: a warning the user sees, the seconds a stage took.
+    """
+
+    answers: AnswerSet  # every answer with its tokens and log-probs
+    question: str  # cleaned (clean_question)
+    reuse: AnalysisResult | None  # an earlier result of these answers whose NLI may be reused
+    logprob_source: str  # "generation", "given", "teacher-forced", "endpoint", ...
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    # filled by the stages
+    phrasings: list[PhraseScoring] | None = None  # importance: phrases and scores per answer
+    scored: list[ScoredAnswer] | None = None  # alignment: greedy answer first, then samples
+    nli: NLIResult | None = None  # nli: verdicts among the samples
+    nli_model_id: str | None = None  # nli: the model that made (or once made) them
+    cluster_ids: list[int] | None = None  # clustering: one meaning cluster per sample
+    uncertainty: Uncertainty | None = None  # uncertainty: the measures under both scorings
+
+
+def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], run: Resolved,
+            llm: Callable[[], object], progress: Progress,
+            check: Callable[[], None]) -> list[ScoringJob]:
+    """One job per answer set: the question cleaned, the recipe's warnings, and the log-probs of
+    answers given as text alone computed by a teacher-forced pass of ``llm()`` (loaded only
+    then)."""
+    s = run.settings
+    jobs = []
+    for answers, reuse in zip(answer_sets, reuses):
+        timings: dict[str, float] = dict(answers.timings_s)
+        warnings: list[str] = list(answers.warnings)
+        made_with = (answers.generation or {}).get("recipe")
+        if made_with is None:  # answers from elsewhere: the scoring options are as asked
+            warnings += run.overrides(("cluster_rule", "normalization"))
+        elif made_with != s.recipe:
+            warnings.append(
+                f"These answers were generated with the {made_with} recipe; only their "
+                f"scoring follows the {s.recipe} recipe."
+            )
+        question = clean_question(answers.question)
+        if question != answers.question:
+            answers = dataclasses.replace(answers, question=question)
+
+        check()
+        logprob_source = answers.logprob_source
+        if answers.missing_logprobs:
+            t = time.perf_counter()
+            answers, note, logprob_source = teacher_force(answers, llm(), run)
+            warnings.append(note)
+            timings["teacher_forced"] = time.perf_counter() - t
+        jobs.append(ScoringJob(answers=answers, question=question, reuse=reuse,
+                               logprob_source=logprob_source, warnings=warnings,
+                               timings=timings))
+    return jobs
+
+
+def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
+    """The analysis of a job that went through every stage: the scored answers, NLI verdicts,
+    clusters and uncertainties, with the settings that made them (the recipe's applied, and
+    how the answers were generated as far as known)."""
+    answers, scored = job.answers, job.scored
+    used = run.settings.to_dict()
+    generated = answers.generation or {}
+    for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
+        used[name] = generated.get(name)  # what made these answers (None: not known)
+    used["generated_with_recipe"] = generated.get("recipe")
+    used["samples"] = len(scored) - 1
+    used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
+    used.pop("llm_timeout", None)  # how long to wait changes no answer
+    used.update(nli=job.nli_model_id, logprob_source=job.logprob_source)
+    if used["device"] is None:
+        used["device"] = "cuda" if registry.cuda_available() else "cpu"
+    return AnalysisResult(
+        question=job.question,
+        prompt=answers.prompt or "",
+        prompt_token_ids=list(answers.prompt_token_ids or []),
+        greedy=scored[0],
+        samples=scored[1:],
+        nli=job.nli,
+        cluster_ids=job.cluster_ids,
+        uncertainty=job.uncertainty,
+        settings=used,
+        timings_s={k: round(v, 6) for k, v in job.timings.items()},
+        warnings=job.warnings + job.nli.warnings,
+    )

@@ -1,0 +1,221 @@
+"""Parsing the answers of an OpenAI-compatible ``/v1/completions`` server: the choice's text,
+its tokens and their log-probs, the characters each token covers, and the answer cut at its stop
+string exactly as an in-process answer is (:mod:`mars_demo.models.decoding`).
+
+Token texts and character spans come from the server's ``tokens`` / ``text_offset``, checked
+against the returned text; a token that is only part of a UTF-8 character has an empty span, and
+the token that completes the character carries it (as in-process). Pure Python: no HTTP here
+(:mod:`mars_demo.models.endpoint` sends the requests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..answers import Answer
+from ..errors import EndpointError
+from .decoding import cut_answer, trim_answer
+
+
+@dataclass
+class ServerChoice:
+    """One parsed ``/completions`` choice (its answer as the server returned it), before the
+    stop strings are applied."""
+
+    text: str  # the text the server returned
+    pieces: list[str]  # per token: its characters of ``text`` (tokens past its end: own string)
+    in_text: int  # tokens [0, in_text) lie inside ``text``
+    logprobs: list[float]
+    finish_reason: str  # the server's
+
+
+
+def _bad(base_url: str, what: str) -> EndpointError:
+    return EndpointError(
+        f"The LLM server at {base_url} returned {what}; MARS needs the token log-probs of "
+        "/v1/completions (`logprobs`), which vLLM and llama.cpp's server return: check the server "
+        "and its version."
+    )
+
+
+def parse_choice(data: Any, base_url: str) -> ServerChoice:
+    try:
+        choice = data["choices"][0]
+        text = choice["text"]
+        finish = choice.get("finish_reason") or "stop"
+    except (KeyError, IndexError, TypeError):
+        raise _bad(base_url, "a completion without choices or text") from None
+    if not isinstance(text, str):
+        raise _bad(base_url, "a completion whose text is not a string")
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict):
+        raise _bad(base_url, "no token log-probs")
+    tokens, offsets, values = lp.get("tokens"), lp.get("text_offset"), lp.get("token_logprobs")
+    if not (isinstance(tokens, list) and isinstance(values, list) and len(tokens) == len(values)):
+        raise _bad(base_url, "malformed token log-probs (tokens and token_logprobs differ)")
+    if not all(isinstance(t, str) for t in tokens):
+        raise _bad(base_url, "malformed token log-probs (a token is not a string)")
+    try:
+        logprobs = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise _bad(base_url, "a token without a log-prob") from None
+    if finish not in ("stop", "length"):
+        raise EndpointError(
+            f"The LLM server at {base_url} ended an answer with finish_reason {finish!r}; "
+            "retry, or check the server's log."
+        )
+    starts = _token_starts(text, tokens, offsets)
+    if starts is None:
+        raise _bad(base_url, "token texts and offsets that do not match the answer text")
+    # Tokens inside the text: those starting before its end, and empty ones at its very end (a
+    # lone byte of a character the server could not render). A non-empty token at or past the
+    # end holds the stop string or is an end-of-sequence token the text does not show.
+    n_in = 0
+    for tok, a in zip(tokens, starts):
+        if a > len(text) or (a == len(text) and clean_token(tok)):
+            break
+        n_in += 1
+    pieces = []
+    for i, (tok, a) in enumerate(zip(tokens, starts)):
+        if i < n_in:
+            b = starts[i + 1] if i + 1 < n_in else len(text)
+            piece = text[a:b]
+            if i == n_in - 1 and len(tok) > len(piece) and tok.startswith(piece):
+                piece = tok  # the token runs past the returned text: the stop string is in it
+            pieces.append(piece)
+        else:
+            pieces.append(tok)
+    return ServerChoice(text=text, pieces=pieces, in_text=n_in, logprobs=logprobs, finish_reason=finish)
+
+
+def clean_token(tok: str) -> bool:
+    """A token string that is its own text (not part of a character, not a byte escape)."""
+    return bool(tok) and "\ufffd" not in tok and not tok.startswith("bytes:")
+
+
+def _token_starts(text: str, tokens: list[str], offsets) -> list[int] | None:
+    """Start of every token in ``text`` (non-decreasing; tokens past its end: ``len(text)`` or
+    more).
+
+    First the server's ``text_offset`` (relative to the first token), accepted when it agrees
+    with the text; else the token strings matched in order, characters skipped by partial
+    tokens (empty or replacement-character strings) going to the last of them."""
+    n = len(text)
+    if isinstance(offsets, list) and len(offsets) == len(tokens) and tokens:
+        try:
+            rel = [int(o) - int(offsets[0]) for o in offsets]
+        except (TypeError, ValueError):
+            rel = None
+        if rel is not None and all(b >= a for a, b in zip(rel, rel[1:])) and all(
+            a >= n or not clean_token(t) or text.startswith(t, a) or t.startswith(text[a:])
+            for t, a in zip(tokens, rel)
+        ):
+            return rel
+    starts: list[int] = []
+    pos = 0
+    pending: list[int] = []
+    for i, tok in enumerate(tokens):
+        if pos >= n:
+            starts.append(n)
+            continue
+        if not clean_token(tok):
+            pending.append(i)
+            starts.append(pos)
+            continue
+        if text.startswith(tok, pos) or tok.startswith(text[pos:]):
+            starts.append(pos)
+            pos += len(tok)
+            pending = []
+            continue
+        j = text.find(tok, pos)
+        if j == -1 or not pending or j - pos > 4 * len(pending):
+            return None
+        # The skipped characters [pos, j) were completed by the last partial token: every
+        # partial token starts at pos, so the last one's piece runs up to this token's start j.
+        starts.append(j)
+        pos = j + len(tok)
+        pending = []
+    return starts
+
+
+def parse_echo(data: Any, base_url: str, echoed: str):
+    try:
+        choice = data["choices"][0]
+        text = choice["text"]
+        lp = choice["logprobs"]
+        tokens, offsets, values = lp["tokens"], lp["text_offset"], lp["token_logprobs"]
+        tops = lp.get("top_logprobs") or [None] * len(tokens)
+    except (KeyError, IndexError, TypeError):
+        raise _bad(base_url, "no prompt log-probs for an echo request") from None
+    if not isinstance(text, str) or not text.startswith(echoed):
+        raise _bad(base_url, "an echo that does not start with the prompt and answer")
+    if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(offsets, list)
+            and len(tokens) == len(values) == len(offsets)):
+        raise _bad(base_url, "malformed echo log-probs")
+    starts = [int(o) for o in offsets]
+    lps = [None if v is None else float(v) for v in values]
+    top1 = []
+    for t in tops:
+        top1.append(max(float(v) for v in t.values()) if isinstance(t, dict) and t else None)
+    return tokens, starts, lps, top1
+
+
+def token_end(i: int, starts: list[int], tokens: list[str], limit: int) -> int:
+    return starts[i + 1] if i + 1 < len(starts) else min(limit, starts[i] + len(tokens[i]))
+
+
+def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
+              extra_warnings: list[str] | None = None,
+              limit: int | None = None, keep_stop: bool = False) -> tuple[Answer, str]:
+    """Apply the stop strings to a server answer; mirrors ``decoding.build_answer``.
+
+    ``limit`` (max new tokens): llama-cpp-python may return a few tokens more while it completes
+    a multi-byte character; the answer keeps at most ``limit`` tokens, as in-process.
+    Returns the Answer and the answer's text before stripping (cut at the stop string)."""
+    pieces = answer.pieces
+    in_text = answer.in_text
+    if limit is not None and len(pieces) > limit:
+        pieces, in_text = pieces[:limit], min(in_text, limit)
+        if cut_answer(pieces, stops, keep_stop)[1] is None:
+            finish = "length"
+    keep, cut = cut_answer(pieces, stops, keep_stop)
+    if cut is None:
+        keep = in_text  # tokens past the text (an end-of-sequence token) are not scored
+        finish = finish or answer.finish_reason
+    else:
+        finish = "stop"
+    warnings = list(extra_warnings or [])
+    if keep == 0:
+        # Stopped at once: the answer is empty and its score is that of stopping here, the stop
+        # token itself (as in-process).
+        if not pieces:
+            raise EndpointError(
+                "The LLM server gave an empty answer without returning its stop token, so the "
+                "answer has nothing to score; retry with another seed or question."
+            )
+        gen = Answer(
+            text="",
+            token_ids=[None],  # type: ignore[list-item]
+            token_texts=[pieces[0]],
+            spans=[(0, 0)],
+            logprobs=[float(answer.logprobs[0])],
+            finish_reason=finish,
+            warnings=warnings + [
+                "The model gave an empty answer (it stopped at once); its score is the "
+                f"probability of stopping with {pieces[0]!r}."
+            ],
+        )
+        return gen, ""
+    stripped, spans, notes, text = trim_answer(pieces[:keep], cut, finish)
+    warnings += notes
+    gen = Answer(
+        text=stripped,
+        token_ids=[None] * keep,  # type: ignore[list-item]
+        token_texts=[stripped[a:b] for a, b in spans],
+        spans=spans,
+        logprobs=[float(x) for x in answer.logprobs[:keep]],
+        finish_reason=finish,
+        warnings=warnings,
+    )
+    return gen, text  # text: the answer before stripping, what teacher forcing re-scores

@@ -1,0 +1,117 @@
+"""Prompts, shared by both LLM adapters: the paper's few-shot prompt and the chat prompt, which
+preset a model gets by default, the stop strings of each preset, and the control tokens a
+question must not smuggle into a prompt.
+
+The tokenizer is passed in (a Hugging Face tokenizer); nothing here imports transformers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..recipes import Recipe
+    from ..settings import LLMPreset
+
+PAPER_PROMPT = (
+    "Answer these questions:\n"
+    "Question: What is the capital city of Australia?\n"
+    "Answer: The capital city of Australia is Canberra.\n"
+    'Question: Who painted the famous artwork "Starry Night"?\n'
+    'Answer: "Starry Night" was painted by Vincent van Gogh.\n'
+    "Question: {question}?\n"
+    "Answer:"
+)
+PAPER_STOP_STRINGS = (".", "\n")  # the paper ends answers at "." and newline
+CHAT_SYSTEM = "Answer the question briefly, in one short sentence."
+# Generic control-token shapes ("<|im_end|>", "<s>", "</s>") refused in questions when no local
+# tokenizer tells the exact ones: a server would read them as control tokens.
+CONTROL_RE = re.compile(r"<\|[^<>|\s]{1,40}\|>|</?s>")
+
+
+def paper_question(question: str) -> str:
+    """The question as the paper prompt holds it: trailing spaces and "?" dropped (the prompt
+    adds its own "?")."""
+    return question.rstrip().rstrip("?")
+
+
+def paper_prompt(question: str, recipe: "Recipe") -> str:
+    """The paper's few-shot prompt for ``question``; it ends with "Answer:", or "Answer: " when
+    the recipe says so (``prompt_trailing_space``, as the published code did).
+
+    >>> from mars_demo.recipes import recipe_of
+    >>> paper_prompt("Red planet?", recipe_of("paper-code")).splitlines()[-2:]
+    ['Question: Red planet?', 'Answer: ']
+    """
+    prompt = PAPER_PROMPT.format(question=paper_question(question))
+    return prompt + " " if recipe.prompt_trailing_space else prompt
+
+
+def paper_question_span(question: str) -> tuple[int, int]:
+    """Where :func:`paper_question` of ``question`` lies in the paper prompt's text."""
+    start = PAPER_PROMPT.index("{question}")
+    return start, start + len(paper_question(question))
+
+
+def chat_messages(question: str) -> list[dict[str, str]]:
+    """The chat prompt's messages: a short system instruction, then the question."""
+    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": question}]
+
+
+def render_chat(tokenizer: Any, question: str) -> str:
+    """The chat prompt's text, rendered by the tokenizer's chat template."""
+    return tokenizer.apply_chat_template(
+        chat_messages(question), tokenize=False, add_generation_prompt=True
+    )
+
+
+def has_chat_template(tokenizer: Any) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def default_preset(llm_preset: "LLMPreset | None", chat_template: bool) -> str:
+    """The prompt preset a model gets when none is asked for: "chat" for a model with a chat
+    template unless its preset says it is no instruction model, else "paper"."""
+    if llm_preset is not None and not llm_preset.instruct:
+        return "paper"
+    return "chat" if chat_template else "paper"
+
+
+def stop_strings(preset: str, recipe: "Recipe") -> tuple[str, ...]:
+    """The strings that end an answer: the recipe's own when it names them, else the preset's
+    (paper: "." and newline; chat: none); never one of the recipe's banned strings.
+
+    >>> from mars_demo.recipes import recipe_of
+    >>> stop_strings("paper", recipe_of("default")), stop_strings("paper", recipe_of("paper-code"))
+    (('.', '\\n'), ('.',))
+    """
+    own = recipe.stop_strings
+    if own is None:
+        own = PAPER_STOP_STRINGS if preset == "paper" else ()
+    banned = {b for b in recipe.banned_strings if b}
+    return tuple(s for s in own if s not in banned)
+
+
+def control_texts(tokenizer: Any) -> list[str]:
+    """Texts of the tokenizer's special (control) tokens, e.g. "<|im_end|>"."""
+    texts = {str(t) for t in tokenizer.all_special_tokens if t}
+    for added in getattr(tokenizer, "added_tokens_decoder", {}).values():
+        if getattr(added, "special", False):
+            texts.add(str(added))
+    return sorted(t for t in texts if t)
+
+
+def controls_in(question: str, tokenizer: Any | None) -> list[str]:
+    """The control-token texts inside ``question``: the tokenizer's own when it is known,
+    else the generic shapes of :data:`CONTROL_RE`."""
+    if tokenizer is None:
+        return CONTROL_RE.findall(question)
+    return [t for t in control_texts(tokenizer) if t in question]
+
+
+def adds_bos(tokenizer: Any) -> bool:
+    """Whether the tokenizer puts its beginning-of-sequence token in front of a text."""
+    if getattr(tokenizer, "bos_token_id", None) is None:
+        return False
+    return tokenizer("a", add_special_tokens=True)["input_ids"][:1] == [tokenizer.bos_token_id]

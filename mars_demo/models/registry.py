@@ -1,0 +1,302 @@
+"""The one place models are loaded: which models a :class:`~mars_demo.settings.Settings` names,
+loaded once and cached, released when no longer needed.
+
+Every model (the LLM or the client of its server, the importance model or BEM's classifier and
+chunker, the NLI model) is loaded by :func:`load_cached` under a key that says what it is, so a
+tiny model saved with ``save_pretrained`` in a temp dir takes exactly the same path as
+``Qwen/Qwen2.5-7B-Instruct``, and asking for a loaded model again costs nothing:
+
+>>> from mars_demo.settings import Settings
+>>> llm = llm_for(Settings(llm="/tmp/tiny/llm"))       # doctest: +SKIP
+>>> llm is load_llm("/tmp/tiny/llm")                    # doctest: +SKIP
+True
+
+Errors become one :class:`~mars_demo.errors.ModelLoadError` that says what to do. The adapters
+(:mod:`.llm`, :mod:`.importance`, :mod:`.nli`, :mod:`.endpoint`) know how to build a model from
+its files; this module knows when to.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import ModelLoadError, explain_load_error
+from ..progress import Progress
+from ..recipes import recipe_of
+from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
+from .endpoint import EndpointLLM
+from .importance import BEMImportance, ImportanceModel
+from .llm import LLM
+from .nli import DTYPES, NLIModel, check_choice
+from .server import normalize_url
+
+log = logging.getLogger(__name__)
+
+_CACHE: dict[tuple, Any] = {}
+_LOCK = threading.RLock()
+
+
+@dataclass
+class Models:
+    """The three models of an engine (see :attr:`mars_demo.engine.Engine.models`)."""
+
+    llm: Any  # models.llm.LLM or models.endpoint.EndpointLLM (a models.contract.LanguageModel)
+    importance: Any  # ImportanceModel or BEMImportance
+    nli: NLIModel
+
+
+# ---- the cache --------------------------------------------------------------------------------
+
+
+def load_cached(
+    key: tuple, what: str, model_id: str, loader: Callable[[], Any],
+    progress: Progress | None = None,
+) -> Any:
+    """Load once per ``key``; later calls return the same object. Errors -> ModelLoadError."""
+    with _LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+        log.info("loading %s from %s", what, model_id)
+        if progress is not None:
+            progress(f"loading {what}", 0.0)
+        try:
+            obj = loader()
+        except ModelLoadError as err:
+            _drop_partial_load(err)
+            raise
+        except Exception as err:  # corrupt weights, odd config, no memory...: say what to do
+            _drop_partial_load(err)
+            raise explain_load_error(model_id, what, err) from err
+        _CACHE[key] = obj
+        if progress is not None:
+            progress(f"loading {what}", 1.0)
+        log.info("loaded %s", what)
+        return obj
+
+
+def _drop_partial_load(err: BaseException) -> None:
+    """Free what a failed load allocated: the failing frames' locals hold the partial model."""
+    traceback.clear_frames(err.__traceback__)
+    free_memory()
+
+
+def release(keep: set[tuple] | None = None) -> None:
+    """Drop every cached model whose key is not in ``keep`` and free its memory."""
+    with _LOCK:
+        for key in [k for k in _CACHE if not keep or k not in keep]:
+            del _CACHE[key]
+    free_memory()
+
+
+def loaded_keys() -> frozenset[tuple]:
+    """The keys of the models loaded now (see the ``*_key`` functions)."""
+    with _LOCK:
+        return frozenset(_CACHE)
+
+
+def loaded(key: tuple) -> Any | None:
+    """The model cached under ``key``, or None."""
+    with _LOCK:
+        return _CACHE.get(key)
+
+
+def free_memory() -> None:
+    """Collect garbage and, on CUDA, return the freed memory to the device."""
+    gc.collect()
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency of the models
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# ---- keys -------------------------------------------------------------------------------------
+
+
+def check_source(model_id: str, what: str) -> str:
+    """Validate a model id or directory before any heavy import; returns it (a directory with
+    ``~`` expanded)."""
+    if os.path.isdir(os.path.expanduser(model_id)):
+        return os.path.expanduser(model_id)
+    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
+        raise ModelLoadError(
+            f"{what}: no directory {model_id!r}. Give a Hub id such as 'org/name' or an existing "
+            "local directory made with save_pretrained (e.g. by `python -m mars_demo "
+            "make-tiny-models DIR`)."
+        )
+    return model_id
+
+
+def llm_key(model_id: str, load_in_4bit: bool | None) -> tuple:
+    """The key of an in-process LLM (raises ``ModelLoadError`` for a path that does not exist)."""
+    return ("llm", check_source(model_id, "LLM"), load_in_4bit)
+
+
+def nli_key(model_id: str, dtype: str = "auto") -> tuple:
+    """The key of an NLI model (``dtype`` as in :func:`load_nli`)."""
+    check_choice("dtype", dtype, DTYPES)
+    key = ("nli", check_source(model_id, "NLI model"))
+    return key if dtype == "auto" else (*key, dtype)
+
+
+def importance_key(model_id: str) -> tuple:
+    return ("importance", check_source(model_id, "importance model"))
+
+
+def bem_keys(model_id: str, chunker_id: str) -> set[tuple]:
+    """The keys of BEM's classifier and of its chunker."""
+    source = check_source(model_id, "answer-equivalence model")
+    return {("bem", source, chunker_id), ("chunker", chunker_id)}
+
+
+def endpoint_key(s: Settings) -> tuple:
+    """The key of the client of ``s``'s LLM server."""
+    tokenizer = resolve_llm(s.llm, cuda_available())[0] if s.llm else None
+    return ("endpoint", normalize_url(s.llm_endpoint), s.llm_model, s.llm_api_key_env, tokenizer,
+            s.llm_timeout)
+
+
+# ---- loading by model id ----------------------------------------------------------------------
+
+
+def load_llm(model_id: str, preset: LLMPreset | None = None, load_in_4bit: bool | None = None,
+             progress: Progress | None = None) -> LLM:
+    """The in-process LLM ``model_id`` (a Hub id or a directory), loaded once (see
+    :meth:`LLM.from_pretrained <mars_demo.models.llm.LLM.from_pretrained>`)."""
+    key = llm_key(model_id, load_in_4bit)
+    source = key[1]
+    try:
+        return load_cached(key, "LLM", model_id,
+                           lambda: LLM.from_pretrained(source, model_id, preset, load_in_4bit),
+                           progress)
+    except ModelLoadError as err:
+        if preset is None and "/" not in model_id and not os.path.isdir(source):
+            # A bare name that is no preset: most likely a mistyped preset.
+            raise ModelLoadError(
+                f"{err} {model_id!r} is not an LLM preset either; presets: "
+                f"{', '.join(LLM_PRESETS)}."
+            ) from err
+        raise
+
+
+def load_importance(model_id: str, progress: Progress | None = None) -> ImportanceModel:
+    """The MARS importance model ``model_id``, loaded once."""
+    key = importance_key(model_id)
+    return load_cached(key, "importance model", model_id,
+                       lambda: ImportanceModel.from_pretrained(key[1], model_id), progress)
+
+
+def load_bem(model_id: str, chunker_id: str, progress: Progress | None = None) -> BEMImportance:
+    """BEM importance: the answer-equivalence classifier ``model_id`` with the Flair chunker
+    ``chunker_id``, each loaded once."""
+    source = check_source(model_id, "answer-equivalence model")
+
+    def chunker():
+        return load_cached(("chunker", chunker_id), "phrase chunker", chunker_id,
+                           lambda: BEMImportance.load_chunker(chunker_id))
+
+    return load_cached(("bem", source, chunker_id), "answer-equivalence model", model_id,
+                       lambda: BEMImportance.from_pretrained(source, model_id, chunker),
+                       progress)
+
+
+def load_nli(model_id: str, progress: Progress | None = None, dtype: str = "auto") -> NLIModel:
+    """The NLI model ``model_id``, loaded once per ``dtype``: ``"auto"`` = float16 on CUDA and
+    float32 on CPU; ``"float32"`` = float32 everywhere (the published code's precision)."""
+    key = nli_key(model_id, dtype)
+    return load_cached(key, "NLI model", model_id,
+                       lambda: NLIModel.from_pretrained(key[1], model_id, dtype), progress)
+
+
+# ---- the models a Settings names --------------------------------------------------------------
+
+
+def llm_for(s: Settings, progress: Progress | None = None):
+    """The in-process LLM, or with ``llm_endpoint`` the client of an OpenAI-compatible server
+    (then ``llm``, when given, names the served model's tokenizer: its chat template)."""
+    if s.llm_endpoint:
+        tokenizer, preset = resolve_llm(s.llm, cuda_available()) if s.llm else (None, None)
+        return load_cached(
+            endpoint_key(s), "LLM server", s.llm_endpoint,
+            lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
+                                     tokenizer=tokenizer, preset=preset, timeout=s.llm_timeout),
+            progress,
+        )
+    llm_id, preset = resolve_llm(s.llm, cuda_available())
+    return load_llm(llm_id, preset, s.load_in_4bit, progress)
+
+
+def importance_for(s: Settings, progress: Progress | None = None):
+    """The importance function of ``s.importance_method``: BEM's, or the importance model."""
+    if s.importance_method == "bem":
+        return load_bem(s.bem, s.chunker, progress)
+    return load_importance(s.importance, progress)
+
+
+def nli_for(s: Settings, progress: Progress | None = None) -> NLIModel:
+    return load_nli(resolve_nli(s.nli, cuda_available()), progress, dtype=nli_dtype(s))
+
+
+def nli_dtype(s: Settings) -> str:
+    """The NLI model's dtype for ``s``'s recipe. Without CUDA "auto" is float32 already, so a
+    recipe's "float32" is the same model: it shares the loaded one instead of a second copy."""
+    dtype = recipe_of(s.recipe).nli_dtype
+    return "auto" if dtype == "float32" and not cuda_available() else dtype
+
+
+def load_all(s: Settings, progress: Progress | None = None) -> Models:
+    """Every model ``s`` names (the LLM, then the importance model, then the NLI model)."""
+    return Models(llm_for(s, progress), importance_for(s, progress), nli_for(s, progress))
+
+
+_FOR = {"llm": llm_for, "importance": importance_for, "nli": nli_for}
+
+
+def model_for(which: str, s: Settings, progress: Progress | None,
+              models: Models | None, models_settings: Settings) -> Any:
+    """The ``which`` model ("llm", "importance" or "nli") that ``s`` names: one of ``models``
+    (loaded for ``models_settings``) when it is the same, else :func:`llm_for` and its kin."""
+    if models is not None and same_models(s, models_settings, which):
+        return getattr(models, which)
+    return _FOR[which](s, progress)
+
+
+def same_models(s: Settings, other: Settings, which: str) -> bool:
+    """Whether ``s`` names the same ``which`` model ("llm", "importance", "nli") as ``other``."""
+    if which == "llm":
+        fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env",
+                  "llm_timeout")
+        return all(getattr(s, f) == getattr(other, f) for f in fields)
+    if which == "nli":
+        return s.nli == other.nli and nli_dtype(s) == nli_dtype(other)
+    bem = s.importance_method == "bem"
+    if bem != (other.importance_method == "bem"):
+        return False
+    return (s.bem, s.chunker) == (other.bem, other.chunker) if bem else (
+        s.importance == other.importance)
+
+
+def cache_keys(s: Settings) -> set[tuple]:
+    """The cache keys of every model that ``s`` needs."""
+    cuda = cuda_available()
+    llm_id, _ = resolve_llm(s.llm, cuda)
+    keys = {endpoint_key(s) if s.llm_endpoint else llm_key(llm_id, s.load_in_4bit),
+            nli_key(resolve_nli(s.nli, cuda), nli_dtype(s))}
+    if s.importance_method == "bem":
+        keys |= bem_keys(s.bem, s.chunker)
+    else:
+        keys.add(importance_key(s.importance))
+    return keys
