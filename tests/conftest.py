@@ -11,6 +11,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 
+# The shared checks of a helper module report their failures as test assertions do.
+pytest.register_assert_rewrite("forced_answers")
+
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):

@@ -203,7 +203,7 @@ def test_greedy_matches_in_process_generation(endpoint, hf):
     float precision and the two engines may break the tie differently: the answers are compared
     up to the first such tie, where both chosen tokens must have the same log-prob."""
     built, result = _generated(endpoint, max_new_tokens=16)
-    prompt, greedy, samples = built.text, result.greedy, result.samples
+    prompt, greedy = built.text, result.greedy
     assert result.logprob_source == SOURCE_SERVER
     ids = hf.build_prompt(QUESTION, "paper")[1]
     assert prompt == hf.build_prompt(QUESTION, "paper")[0]
@@ -681,7 +681,7 @@ def test_processed_logprobs_are_detected_and_rescored(fake, hf):
 
     llm = EndpointLLM.load(url)  # auto: the probe finds processed log-probs
     _, result = _generated(llm, samples=2, temperature=0.5, max_new_tokens=6, seed=4)
-    greedy, samples = result.greedy, result.samples
+    samples = result.samples
     assert result.logprob_source == "endpoint-teacher-forced"
     assert [s.text for s in samples] == [s.text for s in processed]
     for i, gen in enumerate(samples):

@@ -1,0 +1,106 @@
+"""Models that cannot load (a missing directory, corrupt weights, an unknown or gated Hub id, no
+memory): one ModelLoadError that says what to do, and the engine still works afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from forced_answers import QUESTION, check_result, loaded_engine
+
+from mars_demo.engine import Engine
+from mars_demo.errors import ModelLoadError, explain_load_error
+from mars_demo.models import registry
+from mars_demo.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_settings):
+    return loaded_engine(tiny_settings)
+
+
+def test_unknown_local_directory(tmp_path):
+    with pytest.raises(ModelLoadError, match="no directory .*save_pretrained"):
+        registry.load_llm(str(tmp_path / "missing" / "model"))
+
+
+def test_directory_without_a_usable_model(tmp_path, tiny_models):
+    bad = tmp_path / "llm"
+    shutil.copytree(tiny_models["llm"], bad)
+    (bad / "model.safetensors").write_bytes(b"\x00" * 64)  # corrupt weights
+    with pytest.raises(ModelLoadError, match="does not hold a usable model.*save_pretrained"):
+        registry.load_llm(str(bad))
+    with pytest.raises(ModelLoadError, match="does not hold a usable model"):
+        registry.load_importance(str(tmp_path))  # a directory that is no model at all
+
+
+def test_unknown_hub_id_offline_says_what_to_do():
+    with pytest.raises(ModelLoadError) as info:
+        Engine(Settings(llm="nobody-here/no-such-model-xyz")).load()
+    msg = str(info.value)
+    assert "not in the local Hugging Face cache" in msg and "HF_HUB_OFFLINE" in msg
+    assert "local directory" in msg
+    with pytest.raises(ModelLoadError, match="not a valid Hub id"):
+        registry.load_llm("not a model id")
+
+
+def test_gated_model_without_token_says_what_to_do(monkeypatch, tmp_path, tiny_models):
+    import transformers
+
+    def gated(*args, **kwargs):
+        raise OSError(
+            "You are trying to access a gated repo.\nMake sure to have access to it at "
+            "https://huggingface.co/meta-llama/Llama-2-7b-hf.\n401 Client Error."
+        )
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", gated)
+    with pytest.raises(ModelLoadError, match="gated repository.*HF_TOKEN") as info:
+        registry.load_llm("meta-llama/Llama-2-7b-hf")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "make_error",
+    [
+        MemoryError,
+        lambda: torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4030.00 MiB"),
+    ],
+)
+def test_memory_error_during_load(monkeypatch, tmp_path, tiny_models, make_error):
+    import transformers
+
+    freed = []
+    monkeypatch.setattr(registry, "free_memory", lambda: freed.append(1))
+
+    def no_memory(*args, **kwargs):
+        raise make_error()
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_memory)
+    copy = tmp_path / "llm"  # a path never loaded, so the model cache cannot answer
+    shutil.copytree(tiny_models["llm"], copy)
+    with pytest.raises(ModelLoadError, match="not enough memory.*smaller model") as info:
+        registry.load_llm(str(copy))
+    assert "gated" not in str(info.value)
+    assert freed
+    # Through an analysis too: still the load's advice, not "fewer samples".
+    s = Settings(
+        llm=str(copy), importance=str(tiny_models["importance"]), nli=str(tiny_models["nli"])
+    )
+    with pytest.raises(ModelLoadError, match="not enough memory.*smaller model"):
+        Engine(s).analyze(QUESTION)
+
+
+def test_explain_load_error_does_not_take_sizes_for_http_codes():
+    oom = RuntimeError("CUDA out of memory. Tried to allocate 4030.00 MiB (403 MiB free)")
+    assert "not enough memory" in str(explain_load_error("m/x", "LLM", oom))
+    other = OSError("weights file is 14030 bytes short")
+    assert "gated" not in str(explain_load_error("m/x", "LLM", other))
+    assert "gated" in str(explain_load_error("m/x", "LLM", OSError("HTTP 403 Forbidden")))
+
+
+def test_engine_works_after_a_load_failure(engine, tiny_settings):
+    with pytest.raises(ModelLoadError):
+        engine.analyze(QUESTION, tiny_settings.replace(nli="/no/such/nli"))
+    check_result(engine.analyze(QUESTION, engine.settings.replace(samples=1, max_new_tokens=3)))
