@@ -8,8 +8,10 @@ progress stage it reports under (one of :data:`mars_demo.progress.STAGES`, or No
 runs (:func:`run`): a stage that reads a field nobody filled, or does not fill what it declares,
 is a defect that fails loudly.
 
-A new measure is one new stage: a class with those five attributes and ``__call__(jobs, ctx)``,
-added to :data:`SCORING` after the stages it reads from.
+A new measure is one new stage (see :class:`~.base.Stage`): a small class with ``name``,
+``reads``, ``adds``, ``progress``, ``timing``, ``models(jobs, run)`` and ``__call__(jobs, ctx)``,
+put in :data:`SCORING` after the stages it reads from, its output in a new field of
+:class:`~mars_demo.engine.job.ScoringJob`.
 
 >>> [stage.name for stage in plan(["cluster_ids"])]
 ['importance', 'alignment', 'nli', 'clustering']
@@ -19,46 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ...progress import Progress
 from ...recipes import Resolved
 from ..job import INPUTS, ScoringJob
 from .alignment import AlignmentStage
+from .base import MODELS, ScoringContext, Stage
 from .clustering import ClusteringStage
 from .importance import ImportanceStage
 from .nli import NLIStage
 from .uncertainty import UncertaintyStage
 
-MODELS = ("importance", "nli")  # the models a stage may ask for, in the order they are loaded
-
-
-@dataclass(frozen=True)
-class ScoringContext:
-    """What every stage of one call may use: the options (settings after the recipe, and the
-    recipe) and the loaded models (None: no planned stage needs it)."""
-
-    run: Resolved
-    importance: Any = None  # ImportanceModel or BEMImportance
-    nli: Any = None  # NLIModel
-
-
-class Stage(Protocol):
-    """One scoring stage (see the module docstring)."""
-
-    name: str  # how errors name it
-    reads: tuple[str, ...]  # ScoringJob fields it needs, filled before it runs
-    adds: tuple[str, ...]  # ScoringJob fields it fills
-    progress: str | None  # the progress stage it reports under; None: none
-    timing: str  # the timings_s key its seconds are added to
-
-    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
-        """The models (of :data:`MODELS`) it needs for these jobs."""
-
-    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
-        """Fill :attr:`adds` of every job (batched across the jobs where that pays)."""
-
+__all__ = ["SCORING", "MODELS", "ScoringContext", "Stage", "plan", "models_needed", "run"]
 
 #: Every scoring stage, in the order they run.
 SCORING: tuple[Stage, ...] = (

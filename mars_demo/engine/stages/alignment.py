@@ -4,7 +4,7 @@ u, the MARS weights and both scores of the answer (:func:`score_answer`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -14,10 +14,8 @@ from ...models.importance import PhraseScoring
 from ...recipes import Resolved
 from ...result import Phrase, ScoredAnswer, Scores, Token
 from ...settings import Settings
-
-if TYPE_CHECKING:
-    from ..job import ScoringJob
-    from . import ScoringContext
+from ..job import ScoringJob
+from .base import ScoringContext
 
 
 def score_answer(answer: Answer, ph: PhraseScoring, s: Settings,
@@ -102,10 +100,10 @@ class AlignmentStage:
     progress = None  # quick: no progress stage of its own
     timing = "alignment"
 
-    def models(self, jobs: Sequence["ScoringJob"], run: Resolved) -> tuple[str, ...]:
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         return ()
 
-    def __call__(self, jobs: list["ScoringJob"], ctx: "ScoringContext") -> None:
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         rule = ctx.run.recipe.alignment_rule
         for job in jobs:
             answers = job.answers

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from ...core import clustering
 from ...recipes import Resolved
-
-if TYPE_CHECKING:
-    from ..job import ScoringJob
-    from . import ScoringContext
+from ..job import ScoringJob
+from .base import ScoringContext
 
 
 class ClusteringStage:
@@ -22,10 +20,10 @@ class ClusteringStage:
     progress = "uncertainty"
     timing = "uncertainty"
 
-    def models(self, jobs: Sequence["ScoringJob"], run: Resolved) -> tuple[str, ...]:
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         return ()
 
-    def __call__(self, jobs: list["ScoringJob"], ctx: "ScoringContext") -> None:
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         recipe = ctx.run.recipe
         for job in jobs:
             job.cluster_ids = clustering.semantic_clusters(

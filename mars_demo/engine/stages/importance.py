@@ -3,13 +3,11 @@ pass of the importance function over all questions' answers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from ...recipes import Resolved
-
-if TYPE_CHECKING:
-    from ..job import ScoringJob
-    from . import ScoringContext
+from ..job import ScoringJob
+from .base import ScoringContext
 
 
 class ImportanceStage:
@@ -23,10 +21,10 @@ class ImportanceStage:
     progress = "importance"
     timing = "importance"
 
-    def models(self, jobs: Sequence["ScoringJob"], run: Resolved) -> tuple[str, ...]:
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         return ("importance",)
 
-    def __call__(self, jobs: list["ScoringJob"], ctx: "ScoringContext") -> None:
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         method = ctx.run.settings.importance_method
         options = {} if method == "bem" else {"method": method}
         texts = [[a.text for a in job.answers.answers] for job in jobs]

@@ -3,19 +3,17 @@ pairs in one batched pass; verdicts of an earlier result of the same answers are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from ...models import registry
 from ...recipes import Resolved
 from ...result import NLIResult
 from ...settings import resolve_nli
-
-if TYPE_CHECKING:
-    from ..job import ScoringJob
-    from . import ScoringContext
+from ..job import ScoringJob
+from .base import ScoringContext
 
 
-def reusable(job: "ScoringJob", run: Resolved) -> bool:
+def reusable(job: ScoringJob, run: Resolved) -> bool:
     """Whether the job's earlier result (``reuse``) holds NLI verdicts valid for it now: the
     same question, the same sample texts, the same NLI model and recipe."""
     reuse, s = job.reuse, run.settings
@@ -39,10 +37,10 @@ class NLIStage:
     progress = "nli"
     timing = "nli"
 
-    def models(self, jobs: Sequence["ScoringJob"], run: Resolved) -> tuple[str, ...]:
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         return () if all(reusable(job, run) for job in jobs) else ("nli",)
 
-    def __call__(self, jobs: list["ScoringJob"], ctx: "ScoringContext") -> None:
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         fmt = ctx.run.recipe.nli_input_format
         fresh = []
         for job in jobs:

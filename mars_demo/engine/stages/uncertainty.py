@@ -3,15 +3,13 @@ and MARS scoring (higher = less trustworthy)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from ...core import uncertainty
 from ...recipes import Resolved
 from ...result import SCORINGS, Pair, ScoredAnswer, Uncertainty
-
-if TYPE_CHECKING:
-    from ..job import ScoringJob
-    from . import ScoringContext
+from ..job import ScoringJob
+from .base import ScoringContext
 
 
 def measures(greedy: ScoredAnswer, samples: list[ScoredAnswer],
@@ -42,9 +40,9 @@ class UncertaintyStage:
     progress = "uncertainty"
     timing = "uncertainty"
 
-    def models(self, jobs: Sequence["ScoringJob"], run: Resolved) -> tuple[str, ...]:
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         return ()
 
-    def __call__(self, jobs: list["ScoringJob"], ctx: "ScoringContext") -> None:
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         for job in jobs:
             job.uncertainty = measures(job.scored[0], job.scored[1:], job.cluster_ids)

@@ -1,0 +1,37 @@
+"""What every scoring stage is (:class:`Stage`) and may use (:class:`ScoringContext`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from ...recipes import Resolved
+from ..job import ScoringJob
+
+MODELS = ("importance", "nli")  # the models a stage may ask for, in the order they are loaded
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What every stage of one call may use: the options (settings after the recipe, and the
+    recipe) and the loaded models (None: no planned stage needs it)."""
+
+    run: Resolved
+    importance: Any = None  # ImportanceModel or BEMImportance
+    nli: Any = None  # NLIModel
+
+
+class Stage(Protocol):
+    """One scoring stage (see :mod:`mars_demo.engine.stages`)."""
+
+    name: str  # how errors name it
+    reads: tuple[str, ...]  # ScoringJob fields it needs, filled before it runs
+    adds: tuple[str, ...]  # ScoringJob fields it fills
+    progress: str | None  # the progress stage it reports under; None: none
+    timing: str  # the timings_s key its seconds are added to
+
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
+        """The models (of :data:`MODELS`) it needs for these jobs."""
+
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+        """Fill :attr:`adds` of every job (batched across the jobs where that pays)."""
