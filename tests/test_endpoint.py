@@ -707,3 +707,36 @@ class _Req:
 
     def __init__(self, body):
         self.body = body
+
+
+# --------------------------------------------------------------------------------------------
+# the LLM contract
+# --------------------------------------------------------------------------------------------
+
+
+def test_both_adapters_satisfy_the_llm_contract(hf):
+    """The in-process LLM and the server's client are both a ``LanguageModel``, with the
+    contract's parameters, so the engine calls either the same way."""
+    import inspect
+
+    from mars_demo.models.contract import LanguageModel
+
+    server = EndpointLLM("http://127.0.0.1:9/v1", "m")
+    for adapter in (hf, server):
+        assert isinstance(adapter, LanguageModel)
+        for name in ("build_prompt", "generate", "generate_many", "teacher_forced"):
+            wanted = list(inspect.signature(getattr(LanguageModel, name)).parameters)[1:]
+            got = list(inspect.signature(getattr(adapter, name)).parameters)
+            assert got[: len(wanted)] == wanted, (type(adapter).__name__, name, got)
+    assert hf.bos_token_id == hf.tokenizer.bos_token_id and server.bos_token_id is None
+
+
+def test_answers_without_logprobs_through_a_server_are_refused_with_a_message(fake):
+    from mars_demo.engine import Engine
+    from mars_demo.settings import Settings
+
+    url, srv = fake(_router(lambda h: (500, b"{}")))
+    engine = Engine(Settings(llm_endpoint=url))
+    with pytest.raises(EndpointError, match="without log-probs cannot be scored through"):
+        engine.score({"question": QUESTION, "greedy": "Paris", "samples": ["Paris"]})
+    assert not [b for b in srv.bodies if b]  # no completion was asked for
