@@ -17,7 +17,7 @@ from ..progress import Progress
 from ..recipes import Resolved
 from ..settings import GENERATION_FIELDS
 
-#: The steps of a generation below this many seconds are no load worth recording.
+#: Getting the models faster than this (they were loaded already) is not recorded as "load".
 LOAD_SHOWN_S = 0.05
 
 
