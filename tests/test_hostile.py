@@ -434,6 +434,13 @@ def test_one_file_per_upload_and_nothing_left_of_a_refused_one(space):
     assert one.status_code == 200, one.text
 
 
+def test_the_screen_recording_route_is_closed(space):
+    url, _ = space
+    recording = httpx.post(f"{url}/gradio_api/process_recording", timeout=60,
+                           files={"video": ("v.mp4", b"\0" * 1000, "video/mp4")})
+    assert recording.status_code == 404
+
+
 def test_pasted_answers_within_the_work_cap_and_absurd_numbers_refused_by_name(space):
     url, _ = space
     client = Client(url, verbose=False, headers=via_proxy("81.2.72.1"))

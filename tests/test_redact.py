@@ -85,3 +85,12 @@ def test_quotes_in_answers_read_as_quotes_in_the_figures_and_tags_stay_text():
     assert "&lt;b&gt;Jupiter" in hovers and "<b>Jupiter" not in hovers
     heat = plots.nli_figure(result).data[0]
     assert any('"Mars".' in cell for row in heat.customdata for cell in row)
+
+
+def test_how_to_read_the_numbers_tells_no_visitor_to_run_a_host_command():
+    from mars_demo.ui import trust
+
+    public = trust.trust_html(make_result(), None, public=True)
+    assert "lower uncertainty = more trustworthy" in public
+    assert "--calibration" not in public and "app.py" not in public
+    assert "--calibration FILE" in trust.trust_html(make_result(), None, public=False)
