@@ -4,6 +4,7 @@ Every option can also come from the environment (MARS_DEMO_LLM, MARS_DEMO_IMPORT
 MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
 MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
 MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT,
+MARS_DEMO_TRUSTED_PROXIES, MARS_DEMO_LLM_NAME, MARS_DEMO_IMPORTANCE_NAME, MARS_DEMO_NLI_NAME,
 MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS); a flag wins over its variable.
 
 ``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
@@ -14,7 +15,9 @@ when they are ready.
 
 The page is public with --share, a --host that is not a loopback address, or on a Hugging Face
 Space (SPACE_ID set): then nobody can switch models, and each question and each client is limited
-(see mars_demo/ui/access.py). On a page only you can open, --allow-model-switch shows the switch.
+(see mars_demo/access.py; who a client is depends on the deployment: the connection, the Space's
+proxy, the share tunnel or the host's own reverse proxy, --trusted-proxy). On a page only you can
+open, --allow-model-switch shows the switch.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from mars_demo.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
     Access,
+    ClientIdentity,
     check_bem_models,
     public_access,
     public_reasons,
@@ -115,6 +119,22 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help=texts.APP_HELP_PER_CLIENT.replace("%(default)s", str(PUBLIC_PER_CLIENT)),
     )
     parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=None,
+        metavar="ADDRESS",
+        help=texts.APP_HELP_TRUSTED_PROXY,
+    )
+    for model in ("llm", "importance", "nli"):
+        parser.add_argument(
+            f"--{model}-name",
+            default=env.get(f"MARS_DEMO_{model.upper()}_NAME") or None,
+            metavar="NAME",
+            help=texts.APP_HELP_MODEL_NAME.format(
+                model={"llm": "LLM", "importance": "importance", "nli": "NLI"}[model],
+                variable=model.upper()),
+        )
+    parser.add_argument(
         "--calibration",
         default=env.get("MARS_DEMO_CALIBRATION") or None,
         metavar="FILE",
@@ -162,15 +182,23 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     """What visitors may do, from the flags (raises ValueError for a forbidden combination)."""
     reasons = public_reasons(args.host, args.share, env)
     bem = check_bem_models(args.bem, args.chunker, public=bool(reasons))
+    names = {model: getattr(args, f"{model}_name") for model in ("llm", "importance", "nli")}
+    names = {model: name.strip() for model, name in names.items() if name and name.strip()}
+    proxies = args.trusted_proxy
+    if proxies is None:
+        proxies = [p for p in env.get("MARS_DEMO_TRUSTED_PROXIES", "").split(",") if p.strip()]
+    identity = ClientIdentity.for_deployment(
+        space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies)
     if not reasons:
-        return Access(allow_model_switch=args.allow_model_switch, bem=bem)
+        return Access(allow_model_switch=args.allow_model_switch, bem=bem, model_names=names)
     if args.allow_model_switch:
         raise ValueError(texts.ACCESS_SWITCH_PUBLIC.format(reasons=", ".join(reasons)))
     return public_access(
         bem=bem,
         max_sample_tokens=args.max_sample_tokens,
         per_client=args.per_client,
-        behind_proxy=bool(env.get("SPACE_ID")),  # a Space's proxy names the client
+        identity=identity,
+        model_names=names,
     )
 
 
@@ -234,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 reasons=", ".join(public_reasons(args.host, args.share, os.environ)),
                 limit=access.max_sample_tokens or "unlimited",
                 per_client=access.per_client or "unlimited",
+                identity=access.identity.name,
             )
         )
     cleanup_stale_downloads()  # folders of servers that were killed

@@ -7,6 +7,10 @@
 //   the focused token keeps the tab stop. A focused (or tapped, or hovered) token shows its
 //   details, the CSS tooltip of its data-tip.
 // - The tooltip hangs below the token itself, moved left where it would leave the answer's box.
+// - The queue line: Gradio writes "queue: 2/3 | 4.1/9.0s" over a waiting visitor's answer box;
+//   it is put into words (window.marsTexts, from mars_demo/texts.py) above the answer box
+//   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line.
+// - The work note under a public page's sliders says samples x max new tokens as they move.
 (() => {
   if (window.__marsPage) return;
   window.__marsPage = true;
@@ -61,4 +65,71 @@
     const token = tokenOf(event.target);
     if (token) place(token);
   });
+
+  // --- the queue line ----------------------------------------------------------------------
+  const T = window.marsTexts || {};
+  const fill = (template, values) =>
+    template.replace(/\{(\w+)\}/g, (_, key) => (key in values ? values[key] : ""));
+  const QUEUE = /queue:\s*(\d+)\/(\d+)\s*\|\s*([\d.]+)(?:\/([\d.]+))?s/;
+
+  function queueLine(text) {
+    const m = QUEUE.exec(text);
+    if (!m || !T.QUEUE_PLACE) return null;
+    const [, place, size, elapsed, eta] = m;
+    let line = fill(T.QUEUE_PLACE, { place, size });
+    if (eta !== undefined && parseFloat(eta) > parseFloat(elapsed)) {
+      line += fill(T.QUEUE_ESTIMATE, { elapsed, eta });
+    } else {
+      line += fill(T.QUEUE_ELAPSED, { elapsed });
+    }
+    return line;
+  }
+
+  function relabel() {
+    let shown = null;
+    for (const el of document.querySelectorAll("#mars-answer .progress-text")) {
+      const line = queueLine(el.textContent || "");
+      if (line === null) el.removeAttribute("data-mars-queue");
+      else if (el.getAttribute("data-mars-queue") !== line) el.setAttribute("data-mars-queue", line);
+      if (line !== null) shown = line;
+    }
+    const box = document.querySelector("#mars-queue-line .mars-queue-line");
+    if (!box) return;
+    if (shown === null) {
+      if (!box.hidden) box.hidden = true;
+    } else {
+      if (box.textContent !== shown) box.textContent = shown;
+      if (box.hidden) box.hidden = false;
+    }
+  }
+
+  new MutationObserver(relabel).observe(document.documentElement, {
+    subtree: true, childList: true, characterData: true,
+  });
+
+  // --- the work note under the sliders (a public page) --------------------------------------
+  const sliderValue = (id) => {
+    const input = document.querySelector(`#${id} input[type=number]`);
+    return input ? parseInt(input.value, 10) : NaN;
+  };
+
+  function updateWorkNote() {
+    const note = document.querySelector("#mars-work-note .mars-work-note");
+    if (!note || !T.ACCESS_WORK_NOTE) return;
+    const samples = sliderValue("mars-samples-n");
+    const tokens = sliderValue("mars-max-new-tokens");
+    if (!(samples > 0 && tokens > 0)) return;
+    const limit = parseInt(note.dataset.limit, 10);
+    const work = `${samples} × ${tokens} = ${samples * tokens}`;
+    const over = samples * tokens > limit;
+    note.textContent = fill(over ? T.ACCESS_WORK_OVER : T.ACCESS_WORK_NOTE, { limit, work });
+    note.classList.toggle("mars-work-over", over);
+  }
+
+  for (const type of ["input", "change"]) {
+    document.addEventListener(type, (event) => {
+      if (event.target && event.target.closest &&
+          event.target.closest("#mars-samples-n, #mars-max-new-tokens")) updateWorkNote();
+    });
+  }
 })();

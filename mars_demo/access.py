@@ -1,4 +1,6 @@
-"""What a visitor of a served page may do: public mode, the model switch, BEM, per-visitor limits.
+"""What a visitor of a served page may do: public mode, the model switch, BEM, per-visitor limits,
+and who a visitor is. Pure policy: no gradio, no web server (those are in
+:mod:`mars_demo.ui.limits`).
 
 A page is **public** when anyone but the host can reach it: ``--share`` (a *.gradio.live link), a
 ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hugging Face Space
@@ -6,26 +8,24 @@ A page is **public** when anyone but the host can reach it: ``--share`` (a *.gra
 
 - nobody can switch or load models: the switch is not on the page and its handler does not exist
   on the server (the host chooses every model with flags or variables);
-- each request may ask for at most :attr:`Access.max_sample_tokens` = samples x max new tokens;
-- each client (its IP address) has at most :attr:`Access.per_client` analyses running or waiting
-  in the queue; more are refused at once (HTTP 429), so one client cannot fill the queue;
-- uploads are bounded per request and per client and hour (:class:`UploadLimit`).
+- each request may ask for at most :attr:`Access.max_sample_tokens` = samples x max new tokens,
+  and pasted answers may hold at most as many characters per sample-token allowance
+  (:meth:`Access.check_score_work`);
+- each client (:class:`ClientIdentity`) holds at most a few places in Gradio's queue: at most
+  :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of any other event, and
+  :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused at once (HTTP 429).
 
 Everywhere, BEM importance (``importance_method="bem"``) is offered only when the host named its
 two models (``--bem`` and ``--chunker``); in public mode they must be local paths, so that no
 visitor's request ever starts a download.
-
-No gradio import at module level: :func:`limit_per_client` wraps the queue of a built page,
-:class:`UploadLimit` is a plain ASGI middleware.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from mars_demo import texts
@@ -33,6 +33,14 @@ from mars_demo.options import OptionError
 
 PUBLIC_MAX_SAMPLE_TOKENS = 640  # samples x max new tokens per request, public default (5 x 128)
 PUBLIC_PER_CLIENT = 1  # analyses one client may have running or waiting, public default
+ENGINE_GROUP = "engine"  # the queue's concurrency group of every event that runs the models
+VIEW_PLACES = 2  # places one client may hold of any one other queued event (the Evaluation view...)
+QUEUE_PLACES = 4  # places one client may hold in the queue, all events together
+# Pasted answers (/score, "Score your own answers"): characters per sample-token of the work cap.
+# Every tokenizer the engine runs (byte-level BPE, WordPiece, SentencePiece) makes at most one
+# token of a character and averages about four characters a token on English text: a pasted
+# sample of 4 x N characters costs about what a generated one of N tokens costs.
+CHARS_PER_TOKEN = 4
 
 
 def is_loopback(host: str | None) -> bool:
@@ -63,20 +71,115 @@ def public_reasons(host: str | None, share: bool, env: Mapping[str, str]) -> lis
     return reasons
 
 
+# --- who a client is -----------------------------------------------------------------------------
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address of X-Forwarded-For or of the connection: "1.2.3.4", "1.2.3.4:80", "[::1]:80",
+    "::1"; None when it is none."""
+    text = text.strip()
+    if text.startswith("["):
+        text = text[1:].split("]", 1)[0]
+    elif text.count(":") == 1:  # IPv4 with a port
+        text = text.split(":", 1)[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class ClientIdentity:
+    """How a request's client is decided: from what the deployment's proxy adds, never from what
+    the client itself sends.
+
+    ``X-Forwarded-For`` is read only when the connection comes from a trusted proxy
+    (``proxies``; ``any_peer``: every connection does, as on a Space, where only the Space's
+    proxy reaches the app). Its lines are joined in order (two header lines count as one list,
+    as RFC 9110 says), and the client is the **rightmost** address that is not itself a trusted
+    proxy (with ``public_only``: not a trusted proxy and a public address, so the internal hops of
+    a hosting service are passed over). Everything left of it is whatever the client sent, which
+    anyone can make up; a proxy appends the address it saw, so the rightmost entries are the
+    proxies' own. Otherwise, or when no entry qualifies, the client is the connection's address.
+
+    The four deployments (:meth:`for_deployment`): a bare ``--host`` trusts no proxy; ``--share``
+    trusts the tunnel on this machine (loopback) and takes the rightmost public address, the one
+    the share server appended; a Space trusts its proxy and takes the rightmost public address;
+    behind a reverse proxy the host names it (``--trusted-proxy``, e.g. 127.0.0.1 for nginx on
+    the same machine), which must append the client (nginx: ``$proxy_add_x_forwarded_for``)."""
+
+    proxies: tuple[Network, ...] = ()
+    any_peer: bool = False
+    public_only: bool = False
+    name: str = "connection"  # the deployment, for the log line and the README
+
+    @classmethod
+    def for_deployment(cls, *, space: bool = False, share: bool = False,
+                       trusted_proxies: Iterable[str] = ()) -> ClientIdentity:
+        """The identity of a deployment; ``trusted_proxies``: addresses or networks
+        ("127.0.0.1", "10.0.0.0/8") of the host's own reverse proxies. Raises ValueError for
+        one that is neither."""
+        proxies = []
+        for text in trusted_proxies:
+            try:
+                proxies.append(ipaddress.ip_network(text.strip(), strict=False))
+            except ValueError as err:
+                raise ValueError(texts.ACCESS_BAD_PROXY.format(value=text)) from err
+        if space:
+            return cls(tuple(proxies), any_peer=True, public_only=True, name="Space proxy")
+        if share:
+            return cls(tuple(proxies) + LOOPBACK, public_only=True, name="share tunnel")
+        if proxies:
+            return cls(tuple(proxies), name="reverse proxy")
+        return cls()
+
+    def _trusted(self, address: Any) -> bool:
+        return address is not None and any(address in net for net in self.proxies
+                                           if net.version == address.version)
+
+    def of(self, scope: Mapping[str, Any]) -> str:
+        """The client of a request (an ASGI scope): an IP address, as text."""
+        client = scope.get("client")
+        peer = str(client[0]) if client else "unknown"
+        if not (self.any_peer or self._trusted(_address(peer))):
+            return peer
+        forwarded = [value.decode("latin-1") for key, value in scope.get("headers") or ()
+                     if key == b"x-forwarded-for"]
+        for entry in reversed(",".join(forwarded).split(",")):
+            address = _address(entry)
+            if address is None:
+                if entry.strip():
+                    return entry.strip()[:64]  # a proxy appended something odd: that is the client
+                continue
+            if self._trusted(address) or (self.public_only and not address.is_global):
+                continue
+            return str(address)
+        return peer
+
+
+# --- what visitors may do ------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Access:
     """What visitors may do. The defaults are a local page without the model switch.
 
     ``max_sample_tokens`` / ``per_client``: None = no limit. ``bem``: the host named BEM's models,
-    so BEM importance is offered. ``client_header``: the request header that names the client
-    behind a trusted proxy (a Space's ``X-Forwarded-For``); None = the connection's address."""
+    so BEM importance is offered. ``identity``: how a request's client is decided.
+    ``model_names``: names the host gave its models for visitors (``--llm-name``...; "llm",
+    "importance", "nli" -> name)."""
 
     public: bool = False
     allow_model_switch: bool = False
     bem: bool = False
     max_sample_tokens: int | None = None
     per_client: int | None = None
-    client_header: str | None = None
+    identity: ClientIdentity = ClientIdentity()
+    model_names: Mapping[str, str] = field(default_factory=dict)
 
     def check_models(self, settings: Any) -> None:
         """Raise :class:`OptionError` when ``settings`` need models the host did not set up."""
@@ -102,21 +205,35 @@ class Access:
                 )
             )
 
-    def client_of(self, scope: Mapping[str, Any]) -> str:
-        """The client a request (an ASGI scope) comes from: an IP address.
+    def check_score_work(self, samples: list[str]) -> None:
+        """Raise :class:`OptionError` when pasted answers would cost more than the heaviest
+        question this page allows: the samples x their longest length in characters may be at
+        most :data:`CHARS_PER_TOKEN` x ``max_sample_tokens`` (the NLI model compares every pair of
+        samples, so the cost grows with both)."""
+        if self.max_sample_tokens is None or not samples:
+            return
+        longest = max(len(text) for text in samples)
+        work = len(samples) * longest
+        limit = CHARS_PER_TOKEN * self.max_sample_tokens
+        if work > limit:
+            raise OptionError(texts.ACCESS_TOO_MUCH_PASTED.format(
+                samples=len(samples), chars=longest, work=work, limit=limit))
 
-        Behind a proxy (``client_header``): the LAST address of the header, the one the proxy in
-        front of this server added. Earlier ones are what the client itself sent, which anyone
-        can make up (a new "client" per request would undo every per-client limit)."""
-        if self.client_header:
-            name = self.client_header.lower().encode("latin-1")
-            for key, value in scope.get("headers") or ():
-                if key == name:
-                    parts = [p.strip() for p in value.decode("latin-1").split(",")]
-                    if parts and parts[-1]:
-                        return parts[-1]
-        client = scope.get("client")
-        return client[0] if client else "unknown"
+    def client_of(self, scope: Mapping[str, Any]) -> str:
+        """The client a request (an ASGI scope) comes from (:class:`ClientIdentity`)."""
+        return self.identity.of(scope)
+
+    def places_for(self, group: str) -> int | None:
+        """The queue places one client may hold of events of concurrency group ``group``
+        (None: no limit, a page that is not public or has ``per_client`` off)."""
+        if self.per_client is None:
+            return None
+        return self.per_client if group == ENGINE_GROUP else VIEW_PLACES
+
+    @property
+    def queue_places(self) -> int | None:
+        """The queue places one client may hold in all (None: no limit)."""
+        return None if self.per_client is None else max(QUEUE_PLACES, self.per_client + 1)
 
 
 def public_access(
@@ -125,7 +242,8 @@ def public_access(
     bem: bool = False,
     max_sample_tokens: int | None = PUBLIC_MAX_SAMPLE_TOKENS,
     per_client: int | None = PUBLIC_PER_CLIENT,
-    behind_proxy: bool = False,
+    identity: ClientIdentity = ClientIdentity(),
+    model_names: Mapping[str, str] | None = None,
 ) -> Access:
     """The access of a public page. ``allow_model_switch`` is refused: nobody switches there."""
     if allow_model_switch:
@@ -136,7 +254,8 @@ def public_access(
         bem=bem,
         max_sample_tokens=max_sample_tokens or None,
         per_client=per_client or None,
-        client_header="x-forwarded-for" if behind_proxy else None,
+        identity=identity,
+        model_names=dict(model_names or {}),
     )
 
 
@@ -153,161 +272,3 @@ def check_bem_models(bem: str | None, chunker: str | None, public: bool) -> bool
             if not os.path.exists(os.path.expanduser(value)):
                 raise ValueError(texts.ACCESS_BEM_LOCAL.format(flag=flag, value=value))
     return True
-
-
-# --- one analysis at a time per client; uploads within bounds ------------------------------------
-
-
-def limit_per_client(demo: Any, access: Access, groups: Iterable[str]) -> None:
-    """Refuse (HTTP 429, :data:`texts.ACCESS_ONE_AT_A_TIME`) an event of the concurrency groups
-    ``groups`` when its client already has ``access.per_client`` of them running or waiting.
-
-    The check wraps the queue's ``push``, the one door of every queued call (``/queue/join``,
-    ``/call/<api_name>``, ``/call/v2/...``; Gradio 6.17, covered by tests/test_public.py), after
-    Gradio has parsed the request, so the function is the one Gradio runs whatever form its
-    index came in. The count (:func:`queue_counter`) and the push run under one lock, so parallel
-    requests cannot slip through together. ``demo.queue()`` must have been called."""
-    import asyncio
-
-    from fastapi import HTTPException
-
-    limit = access.per_client
-    if limit is None:
-        return
-    groups = set(groups)
-    queue = demo._queue
-    push = queue.push
-    pending = queue_counter(demo, groups, access)
-    lock = asyncio.Lock()
-
-    async def limited_push(body: Any, request: Any, username: Any):
-        fn = demo.fns.get(getattr(body, "fn_index", None))
-        if fn is None or fn.concurrency_id not in groups:
-            return await push(body=body, request=request, username=username)
-        client = access.client_of(getattr(request, "scope", None) or {})
-        async with lock:
-            if pending(client) >= limit:
-                raise HTTPException(status_code=429, detail=texts.ACCESS_ONE_AT_A_TIME)
-            return await push(body=body, request=request, username=username)
-
-    queue.push = limited_push
-
-
-class UploadLimit:
-    """ASGI middleware of a public page: a POST to Gradio's upload route may carry at most
-    ``max_bytes`` (HTTP 413 beyond; Gradio's own ``max_file_size`` is per file, and one request
-    may carry many files), and one client may upload at most ``per_hour`` times an hour (HTTP
-    429), so that nobody fills the disk: uploads stay on disk until Gradio's cache cleaning
-    removes them (one to two hours)."""
-
-    SUFFIX = "/upload"
-    WINDOW_S = 3600.0
-
-    def __init__(self, app: Callable, access: Access, max_bytes: int, per_hour: int) -> None:
-        self.app = app
-        self.access = access
-        self.max_bytes = max_bytes
-        self.per_hour = per_hour
-        self._times: dict[str, list[float]] = {}
-
-    async def __call__(self, scope, receive, send) -> None:
-        if (scope.get("type") != "http" or scope.get("method") != "POST"
-                or not scope.get("path", "").rstrip("/").endswith(self.SUFFIX)):
-            await self.app(scope, receive, send)
-            return
-        import time
-
-        client = self.access.client_of(scope)
-        now = time.monotonic()
-        times = [t for t in self._times.get(client, ()) if now - t < self.WINDOW_S]
-        if len(times) >= self.per_hour:
-            self._times[client] = times
-            await _send_json(send, 429, {"detail": texts.ACCESS_UPLOADS_PER_HOUR.format(
-                limit=self.per_hour)})
-            return
-        for key, value in scope.get("headers") or ():
-            if key == b"content-length" and value.strip().isdigit() and int(value) > self.max_bytes:
-                await _send_json(send, 413, {"detail": texts.ACCESS_UPLOAD_TOO_BIG.format(
-                    limit=self.max_bytes)})
-                return
-        body = await _read_body(receive, self.max_bytes)
-        if body is None:  # no (or a false) length, and more bytes than allowed
-            await _send_json(send, 413, {"detail": texts.ACCESS_UPLOAD_TOO_BIG.format(
-                limit=self.max_bytes)})
-            return
-        times.append(now)
-        self._times[client] = times
-        if len(self._times) > 10_000:  # forget clients whose uploads are all older than the window
-            self._times = {c: ts for c, ts in self._times.items()
-                           if ts and now - ts[-1] < self.WINDOW_S}
-        await self.app(scope, _replayer(body, receive), send)
-
-
-async def _read_body(receive, limit: int) -> bytes | None:
-    """The request's body, or None as soon as it is longer than ``limit`` bytes."""
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _replayer(body: bytes, receive):
-    sent = False
-
-    async def replay():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-async def _send_json(send, status: int, payload: dict) -> None:
-    data = json.dumps(payload).encode("utf-8")
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
-
-
-def queue_counter(demo: Any, groups: Iterable[str], access: Access) -> Callable[[str], int]:
-    """``pending(client)``: the events of concurrency groups ``groups`` that ``client`` has
-    waiting in ``demo``'s queue or running.
-
-    Reads Gradio's queue (``Queue.event_queue_per_concurrency_id``, ``Queue.active_jobs``; Gradio
-    6.17, covered by tests/test_public.py)."""
-    groups = set(groups)
-
-    def client_of_event(event: Any) -> str:
-        request = getattr(event, "request", None)
-        scope = getattr(request, "scope", None) or {}
-        return access.client_of(scope)
-
-    def pending(client: str) -> int:
-        queue = demo._queue
-        events = []
-        for group, waiting in queue.event_queue_per_concurrency_id.items():
-            if group in groups:
-                events += list(waiting.queue)
-        for job in queue.active_jobs:
-            for event in job or ():
-                if event.fn.concurrency_id in groups:
-                    events.append(event)
-        return sum(1 for event in events if client_of_event(event) == client)
-
-    return pending

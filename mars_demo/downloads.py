@@ -13,6 +13,7 @@ Pure Python (no gradio).
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import shutil
@@ -20,13 +21,16 @@ import signal
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 PREFIX = "mars-demo-downloads-"
 LOCK_NAME = ".owner.lock"  # locked by the live server; holds its pid
 UNLOCKED_STALE_S = 3600.0
+DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
 
 try:
     import fcntl
@@ -58,6 +62,32 @@ class DownloadFolder:
             self._lock_file.close()  # releases the lock
         finally:
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+class DownloadStore:
+    """Writes each analysis JSON for the page's download button into this server's
+    :class:`DownloadFolder`; keeps the latest ``keep``.
+
+    Gradio copies a file into its own cache when it sends it, so older files can go."""
+
+    def __init__(self, keep: int = DOWNLOADS_KEPT) -> None:
+        self.folder = DownloadFolder()
+        self.root = self.folder.path
+        log.info("download folder: %s", self.root)
+        self._dirs: deque[Path] = deque()
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def write(self, data: dict[str, Any], filename: str) -> str:
+        """Write ``data`` (JSON, as the visitor may see it) as ``filename``; its path."""
+        with self._lock:
+            folder = Path(tempfile.mkdtemp(dir=self.root))
+            path = folder / filename
+            path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+            self._dirs.append(folder)
+            while len(self._dirs) > self._keep:
+                shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
+            return str(path)
 
 
 def _owner_alive(folder: Path) -> bool:

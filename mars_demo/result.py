@@ -9,6 +9,7 @@ contract. Units: every ``logprob`` and score is a natural log; every uncertainty
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,42 @@ class AnalysisResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    # --- what the sampled answers say, from the scores and clusters already here ------------
+    # (for display: no model runs; the math is mars_demo.core's)
+
+    def cluster_masses(self, scoring: str) -> dict[int, float]:
+        """Each meaning cluster's share of the samples' probability mass under ``scoring``
+        ("length_normalized" or "mars"): exp of the cluster's log score (paper eq. (7)),
+        normalized over the clusters to sum to 1; ``{cluster id: share}`` in id order.
+
+        E.g. sample scores [-0.1, -0.2, -2.0] with cluster ids [0, 0, 1] give
+        {0: 0.88, 1: 0.12}. Empty when there are no samples."""
+        from scipy.special import softmax
+
+        from mars_demo.core.uncertainty import cluster_log_scores
+
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}; got {scoring!r}")
+        if not self.samples or len(self.cluster_ids) != len(self.samples):
+            return {}
+        scores = [getattr(s.scores, scoring) for s in self.samples]
+        log_scores = cluster_log_scores(scores, self.cluster_ids)
+        shares = softmax(list(log_scores.values()))
+        return dict(sorted(zip(log_scores, (float(x) for x in shares))))
+
+    def semantic_entropy_normalized(self) -> dict[str, float]:
+        """The normalized semantic entropy (Farquhar et al. 2024) of the samples under each
+        scoring, ``{scoring: nats}`` (NaN without samples or cluster ids)."""
+        from mars_demo.core.uncertainty import semantic_entropy_normalized
+
+        if not self.samples or len(self.cluster_ids) != len(self.samples):
+            return {key: math.nan for key in SCORINGS}
+        return {
+            key: semantic_entropy_normalized(
+                [getattr(s.scores, key) for s in self.samples], self.cluster_ids)
+            for key in SCORINGS
+        }
 
     def answer_set(self) -> "AnswerSet":
         """The answers of this analysis, ready to be scored again (see ``mars_demo.score``)."""

@@ -348,7 +348,24 @@ ACCESS_ONE_AT_A_TIME = (
     "You already have an analysis running or waiting on this public page. Wait for it to finish "
     "(or cancel it), then ask again."
 )
-ACCESS_UPLOAD_TOO_BIG = "An upload may be at most {limit:,} bytes on this public page."
+ACCESS_TOO_MUCH_PASTED = (
+    "the pasted samples x the longest sample are {samples} x {chars} = {work} characters; this "
+    "public page allows at most {limit} (the cost of its heaviest question). Paste fewer or "
+    "shorter samples"
+)
+ACCESS_TOO_MANY_EVENTS = (
+    "This public page is still working on your last requests. Wait for them to finish, then try "
+    "again."
+)
+ACCESS_BODY_TOO_BIG = "A request may be at most {limit:,} bytes on this public page."
+ACCESS_ONE_FILE = "One file per upload on this public page."
+ACCESS_NO_URLS = (
+    "A file must be uploaded, not named by its address: this page never fetches anything from "
+    "the web."
+)
+ACCESS_BAD_PROXY = (
+    "--trusted-proxy {value!r} is not an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/8)"
+)
 ACCESS_UPLOADS_PER_HOUR = (
     "At most {limit} uploads an hour per visitor on this public page; try again later."
 )
@@ -370,6 +387,9 @@ ACCESS_PUBLIC_NOTE = (
     "This is a public page: the models are fixed by the host, and each question may use at "
     "most {limit} sampled-answer tokens (sampled answers x max new tokens)."
 )
+# Under the sliders of a public page, kept up to date in the browser (assets/page.js).
+ACCESS_WORK_NOTE = "This public page allows sampled answers × max new tokens ≤ {limit}: now {work}."
+ACCESS_WORK_OVER = "{work} is over this page's {limit}: use fewer sampled answers or fewer tokens."
 ACCESS_PUBLIC_NOTE_NO_LIMIT = "This is a public page: the models are fixed by the host."
 ACCESS_UNKNOWN_MODEL = (
     "{model!r} is not one of this page's language models; pick one from the list"
@@ -395,7 +415,24 @@ APP_HELP_PER_CLIENT = (
     "limit (default: %(default)s) [env MARS_DEMO_PER_CLIENT]"
 )
 APP_BAD_COUNT = "{name} must be a whole number from 0 up; got {value!r}"
-APP_PUBLIC_LOG = "public page ({reasons}): model switch off, at most {limit} sample tokens and {per_client} queued analysis per client"
+APP_PUBLIC_LOG = (
+    "public page ({reasons}): model switch off, at most {limit} sample tokens and {per_client} "
+    "queued analysis per client; clients identified by {identity}"
+)
+APP_HELP_TRUSTED_PROXY = (
+    "a reverse proxy in front of the page (an IP address or network; repeat for several), which "
+    "appends the client to X-Forwarded-For (nginx: $proxy_add_x_forwarded_for); a public page "
+    "then identifies its clients by that header [env MARS_DEMO_TRUSTED_PROXIES, comma-separated]"
+)
+APP_HELP_MODEL_NAME = (
+    "the {model} model's name on the page and in its results, instead of its folder's name "
+    "[env MARS_DEMO_{variable}_NAME]"
+)
+# The queue line over a waiting visitor's answer box (assets/page.js rewrites Gradio's
+# "queue: 2/3 | 4.1/9.0s" into it).
+QUEUE_PLACE = "In line: number {place} of {size} waiting (the models answer one question at a time)."
+QUEUE_ESTIMATE = " Waited {elapsed} s; estimated {eta} s."
+QUEUE_ELAPSED = " Waited {elapsed} s."
 
 # --- displays that must not mislead -------------------------------------------------------------
 
@@ -456,9 +493,11 @@ TRUST_WORDS = (
     "How to read the numbers: <b>lower uncertainty = more trustworthy</b>. In the paper's tests "
     "(Table 1), MARS scoring predicted wrong answers better than length-normalized scoring for "
     "Confidence, Entropy and Semantic Entropy (AUROC up 1 to 6 points), and Semantic Entropy did "
-    "best. A value alone is not a probability of being right: it only ranks answers. A "
-    "calibration on labelled questions (<code>app.py --calibration</code>) turns it into one."
+    "best. A value alone is not a probability of being right: it only ranks answers; a "
+    "calibration on labelled questions would turn it into one, and this page has none."
 )
+# Only on a page the host opens: how to give the page a calibration.
+TRUST_HOST_HINT = " (Host: start the app with <code>--calibration FILE</code>.)"
 MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",
                  "semantic_entropy": "Semantic Entropy"}
 API_CALIBRATION_DOC = (

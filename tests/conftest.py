@@ -41,7 +41,7 @@ def tiny_settings(tiny_models):
 @pytest.fixture(scope="session")
 def app_url(request, tiny_models):
     """URL of the one ``app.py`` (tiny models, 127.0.0.1) that the whole session shares."""
-    from conftest_ui import shared_app_url
+    from ui_helpers import shared_app_url
 
     return shared_app_url(request, tiny_models)
 

@@ -447,7 +447,7 @@ def loading_url():
     process."""
     import threading
 
-    from conftest_ui import FakeEngine, free_port
+    from ui_helpers import FakeEngine, free_port
 
     from mars_demo.ui import build_demo, launch_options
 

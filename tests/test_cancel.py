@@ -16,16 +16,17 @@ import uuid
 
 import httpx
 import pytest
-from conftest_ui import APP_LOGS, FakeEngine
+from ui_helpers import APP_LOGS, FakeEngine
 from gradio_client import Client
 from gradio_client.utils import Status
 
 from mars_demo.engine import Engine
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.models.llm import stop_criterion
-from mars_demo.ui.controller import ASK_OUTPUTS, CANCELLED_LOG, HEARTBEAT_S, Controller
+from mars_demo.ui.controller import ASK_OUTPUTS, Controller
 from mars_demo.ui.host import EngineHost
-from mars_demo.ui.layout import _packed
+from mars_demo.ui.layout import packed
+from mars_demo.ui.worker import CANCELLED_LOG, HEARTBEAT_S
 
 QUESTION = "Which planet is known as the Red Planet?"
 WAIT_S = 120  # generous bound for things that take well under a second when all is well
@@ -148,7 +149,7 @@ def test_closing_the_page_handler_stops_the_analysis(engine):
     before = analysis_threads()
     with forward_calls(engine.models.llm.model, hold_second_step) as calls:
         try:
-            handler = _packed(controller.ask, ASK_OUTPUTS)(*ask_args(QUESTION, **LONG))
+            handler = packed(controller.ask, ASK_OUTPUTS)(*ask_args(QUESTION, **LONG))
             first = next(handler)
             assert first[ASK_OUTPUTS.index("result")] is None  # the analysis started
             assert entered.wait(WAIT_S)
@@ -216,7 +217,7 @@ def test_an_analysis_that_ends_normally_is_not_cancelled():
 def test_a_cancelled_api_request_stops_the_analysis():
     """Gradio cancels the API coroutine's task on ``/cancel``; the analysis must stop."""
     engine = SilentEngine()
-    endpoint = Controller(EngineHost(engine)).api_endpoint()
+    endpoint = Controller(EngineHost(engine)).api.endpoint()
 
     async def cancel_while_running():
         task = asyncio.ensure_future(endpoint(QUESTION, 2))
@@ -236,7 +237,7 @@ def test_the_api_coroutine_keeps_the_api_signature():
     controller = Controller(EngineHost(FakeEngine()))
     from mars_demo.ui import controls
 
-    endpoint = controller.api_endpoint()
+    endpoint = controller.api.endpoint()
     assert inspect.iscoroutinefunction(endpoint)
     params = inspect.signature(endpoint).parameters
     assert list(params) == ["question", *controls.API_OPTIONS]

@@ -185,7 +185,7 @@ def _report_of(result):
 
 
 def test_the_report_names_each_phrase_once_above_its_tokens():
-    from conftest_ui import make_answer, make_result
+    from ui_helpers import make_answer, make_result
 
     greedy = make_answer(
         ["The", " Red", " Planet", " is", " Mars"],
@@ -211,7 +211,7 @@ def test_the_report_names_each_phrase_once_above_its_tokens():
 def test_the_report_escapes_control_and_direction_characters():
     import unicodedata
 
-    from conftest_ui import make_answer, make_result
+    from ui_helpers import make_answer, make_result
 
     nasty = "\x1b[2J\x1b[31mMars\x07\r\u202eder\u200b"
     greedy = make_answer([nasty, " x"], [-0.1, -0.2], [([0, 1], 1.0)])

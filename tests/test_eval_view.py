@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest_ui import FakeEngine, make_result, page_event, running_app
+from ui_helpers import FakeEngine, make_result, page_event, running_app
 from mars_demo import texts
 from mars_demo.access import public_access
 from mars_demo.cli import main
@@ -126,7 +126,7 @@ def test_answers_of_other_models_get_no_chance(given_run):
 def test_the_api_result_gets_a_calibration_field(given_run):
     cal = K.load(given_run / "calibration.json")
     result = first_result(given_run)
-    data = controller(cal, result=result).api_analyze("What is the capital of Australia?")
+    data = controller(cal, result=result).api.analyze("What is the capital of Australia?")
     field = data["calibration"]
     assert field["chance_correct"] == pytest.approx(
         isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars), abs=1e-12)
@@ -135,9 +135,9 @@ def test_the_api_result_gets_a_calibration_field(given_run):
     assert field["uncertainty"] == data["uncertainty"]["semantic_entropy"]["mars"]
     # additive: the analysis JSON is unchanged otherwise
     assert {k: v for k, v in data.items() if k != "calibration"} == result.to_dict()
-    other = controller(cal, result=make_result()).api_analyze("Which planet?")
+    other = controller(cal, result=make_result()).api.analyze("Which planet?")
     assert other["calibration"]["chance_correct"] is None and other["calibration"]["reason"]
-    assert "calibration" not in controller(result=result).api_analyze("Which planet?")
+    assert "calibration" not in controller(result=result).api.analyze("Which planet?")
 
 
 def test_chance_of_is_the_library_function(given_run):

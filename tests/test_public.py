@@ -3,8 +3,9 @@ host did not set up, capped work per question, one queued analysis per client, s
 download folders that do not outlive the server. Driven through the page's events (as the
 browser sends them), the API and a real browser.
 
-The public ``app.py`` runs with ``SPACE_ID`` set, so it trusts ``X-Forwarded-For`` (a Space's
-proxy names the client there): the tests play different clients with that header. Timeouts
+The public ``app.py`` runs with ``SPACE_ID`` set, so it reads ``X-Forwarded-For`` (a Space's
+proxy appends the client there): the tests play different clients with the (public) address that
+header ends with. tests/test_hostile.py tries what a hostile client would. Timeouts
 only keep a hung server from hanging the run; nothing asserts on time.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest_ui import FakeEngine, PageEventError, page_event, running_app
+from ui_helpers import FakeEngine, PageEventError, page_event, running_app
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
@@ -99,6 +100,34 @@ def test_public_mode_is_detected_from_share_host_and_space(argv, env, public):
         assert access.max_sample_tokens is None and access.per_client is None
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "identity"),
+    [
+        (["--host", "0.0.0.0"], {}, "connection"),
+        ([], {"SPACE_ID": "a/b"}, "Space proxy"),
+        (["--share"], {}, "share tunnel"),
+        (["--host", "0.0.0.0", "--trusted-proxy", "127.0.0.1"], {}, "reverse proxy"),
+        (["--host", "0.0.0.0"], {"MARS_DEMO_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1"},
+         "reverse proxy"),
+    ],
+)
+def test_each_deployment_decides_who_a_client_is(argv, env, identity):
+    access = app.parse_args(argv, env=env).access
+    assert access.identity.name == identity
+    scope = {"client": ("127.0.0.1", 1), "headers": [(b"x-forwarded-for", b"81.9.9.9")]}
+    # only where a proxy of the deployment vouches for the header is it read
+    assert access.client_of(scope) == ("127.0.0.1" if identity == "connection" else "81.9.9.9")
+
+
+def test_the_host_names_its_models_and_its_proxies_or_is_told_what_is_wrong(capsys):
+    args = app.parse_args(["--llm-name", "Tiny LLM"], env={"MARS_DEMO_NLI_NAME": "Small NLI"})
+    assert args.access.model_names == {"llm": "Tiny LLM", "nli": "Small NLI"}
+    with pytest.raises(SystemExit):
+        app.parse_args(["--host", "0.0.0.0", "--trusted-proxy", "proxy.local"], env={})
+    assert "--trusted-proxy 'proxy.local' is not an IP address or network" in (
+        capsys.readouterr().err)
+
+
 def test_gradios_server_name_variable_counts_as_the_host():
     space = {"GRADIO_SERVER_NAME": "0.0.0.0"}  # what a Space sets
     assert public_reasons(None, False, space) == ["--host 0.0.0.0"]
@@ -149,9 +178,11 @@ def test_bem_is_offered_only_with_both_models_and_local_ones_on_a_public_page(tm
 def test_help_documents_the_new_flags_and_variables():
     help_text = app.build_parser({}).format_help()
     for name in ("--bem", "--chunker", "--allow-model-switch", "--max-sample-tokens",
-                 "--per-client", "MARS_DEMO_BEM", "MARS_DEMO_CHUNKER",
+                 "--per-client", "--trusted-proxy", "--llm-name", "--importance-name",
+                 "--nli-name", "MARS_DEMO_BEM", "MARS_DEMO_CHUNKER",
                  "MARS_DEMO_ALLOW_MODEL_SWITCH", "MARS_DEMO_MAX_SAMPLE_TOKENS",
-                 "MARS_DEMO_PER_CLIENT"):
+                 "MARS_DEMO_PER_CLIENT", "MARS_DEMO_TRUSTED_PROXIES", "MARS_DEMO_LLM_NAME",
+                 "MARS_DEMO_IMPORTANCE_NAME", "MARS_DEMO_NLI_NAME"):
         assert name in help_text, name
 
 
@@ -171,7 +202,7 @@ def test_the_public_page_has_no_model_switch_and_no_handler_for_it(public_url, t
         f"{public_url}/gradio_api/queue/join",
         json={"data": [None], "fn_index": max(d["id"] for d in config["dependencies"]) + 1,
               "session_hash": uuid.uuid4().hex[:11]},
-        headers={"X-Forwarded-For": "10.9.9.9"},
+        headers={"X-Forwarded-For": "81.9.9.9"},
         timeout=30,
     )
     assert joined.status_code != 200
@@ -223,7 +254,7 @@ def test_bem_is_not_offered_and_the_api_and_the_page_refuse_it(public_url):
     values = [choice[1] for choice in props["mars-importance-method"]["choices"]]
     assert values == ["model", "token"]
     with pytest.raises(AppError, match="importance_method bem is not available on this server"):
-        client_as(public_url, "10.1.0.1").predict(
+        client_as(public_url, "81.1.0.1").predict(
             QUESTION, **SMALL, importance_method="bem", api_name="/analyze")
     options = list(PAGE_OPTIONS)
     options[5] = "bem"
@@ -243,7 +274,7 @@ def test_bem_is_offered_when_the_host_set_it_up():
 
 
 def test_the_work_of_one_question_is_capped(public_url):
-    client = client_as(public_url, "10.1.0.2")
+    client = client_as(public_url, "81.1.0.2")
     with pytest.raises(AppError) as refused:
         client.predict(QUESTION, samples=20, max_new_tokens=512, api_name="/analyze")
     assert "20 x 512 = 10240; this public page allows at most 640" in str(refused.value)
@@ -257,7 +288,7 @@ def test_the_work_of_one_question_is_capped(public_url):
 
 def test_a_number_too_large_for_a_float_is_refused_without_echoing_it(public_url):
     with pytest.raises(AppError) as refused:
-        client_as(public_url, "10.1.0.3").predict(QUESTION, temperature=10**400, **SMALL,
+        client_as(public_url, "81.1.0.3").predict(QUESTION, temperature=10**400, **SMALL,
                                                   api_name="/analyze")
     message = str(refused.value)
     assert "temperature must be a number from 0.05 to 2.0" in message
@@ -292,8 +323,8 @@ def test_uploads_over_one_megabyte_are_refused(public_url):
 
 def test_one_client_with_many_parallel_requests_cannot_fill_the_queue(public_url):
     attempts = 8
-    greedy = [client_as(public_url, "10.2.0.1") for _ in range(attempts)]
-    other = client_as(public_url, "10.2.0.2")
+    greedy = [client_as(public_url, "81.2.0.1") for _ in range(attempts)]
+    other = client_as(public_url, "81.2.0.2")
     start = threading.Barrier(attempts + 1, timeout=WAIT_S)
 
     def send(client: Client, question: str):
@@ -396,9 +427,9 @@ def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            first = open_as(browser, f"10.3.{width % 256}.1")
-            waiting = open_as(browser, f"10.3.{width % 256}.2")
-            second_tab = open_as(browser, f"10.3.{width % 256}.1")  # the first visitor again
+            first = open_as(browser, f"81.3.{width % 256}.1")
+            waiting = open_as(browser, f"81.3.{width % 256}.2")
+            second_tab = open_as(browser, f"81.3.{width % 256}.1")  # the first visitor again
             assert waiting.locator("#mars-model").count() == 0  # no switch on a public page
             first.locator("#mars-settings").get_by_text("Settings", exact=True).click()
             first.fill("#mars-max-new-tokens input[type=number]", "128")  # 5 x 128: a long one
@@ -409,9 +440,11 @@ def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
 
             waiting.fill("#mars-question textarea", "What is the capital city of Japan?")
             waiting.click("#mars-ask")
-            status = waiting.locator("#mars-answer").get_by_text(re.compile(r"queue: 1/1"))
-            status.wait_for(timeout=WAIT_S * 1000)
-            assert status.is_visible()
+            # Gradio's "queue: 1/1 | 2.9/0.4s", in words over the answer box (assets/page.js)
+            status = waiting.locator("#mars-queue-line .mars-queue-line")
+            status.get_by_text("In line: number 1 of 1 waiting").wait_for(timeout=WAIT_S * 1000)
+            assert status.is_visible() and "Waited" in status.inner_text()
+            assert not waiting.get_by_text(re.compile(r"queue: \d")).is_visible()  # not cryptic
             box = status.bounding_box()
             assert box and 0 <= box["x"] and box["x"] + box["width"] <= width
             status.scroll_into_view_if_needed()
@@ -432,14 +465,60 @@ def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
             browser.close()
 
 
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_settings_say_the_cap_and_a_phone_gets_no_plot_toolbar(public_url, width,
+                                                                    tmp_path_factory):
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from playwright import sync_api
+
+    shots = Path(os.environ.get("MARS_DEMO_ARTIFACTS") or tmp_path_factory.mktemp("public-shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(
+                viewport={"width": width, "height": 900},
+                extra_http_headers={"X-Forwarded-For": f"81.4.0.{width % 256}"})
+            page = context.new_page()
+            page.goto(public_url)
+            page.wait_for_selector("#mars-banner")
+            page.locator("#mars-settings").get_by_text("Settings", exact=True).click()
+            note = page.locator("#mars-work-note")
+            assert "≤ 640: now 5 × 64 = 320" in note.inner_text()
+            page.fill("#mars-max-new-tokens input[type=number]", "512")
+            page.press("#mars-max-new-tokens input[type=number]", "Enter")
+            note.get_by_text("5 × 512 = 2560 is over this page's 640").wait_for(timeout=10_000)
+            note.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"public-work-cap-{width}.png"))
+            page.fill("#mars-max-new-tokens input[type=number]", "4")
+            page.press("#mars-max-new-tokens input[type=number]", "Enter")
+            page.fill("#mars-question textarea", QUESTION)
+            page.click("#mars-ask")
+            page.wait_for_selector("#mars-uncertainty-plot .main-svg", timeout=WAIT_S * 1000)
+            plot = page.locator("#mars-uncertainty-plot")
+            plot.scroll_into_view_if_needed()
+            plot.hover()
+            display = page.eval_on_selector(
+                "#mars-uncertainty-plot .modebar-container", "e => getComputedStyle(e).display")
+            # Plotly's toolbar would cover a panel's title on a phone: not shown there
+            assert (display == "none") is (width <= 640), display
+            assert page.locator("#mars-uncertainty-plot .ytick text").count() == 0  # no numbers
+            page.screenshot(path=str(shots / f"public-uncertainty-plot-{width}.png"))
+        finally:
+            browser.close()
+
+
 # --- the per-client limit holds whatever door a call comes through --------------------------------
 
 
-def test_the_client_is_the_last_forwarded_address_the_one_the_proxy_added():
-    access = Access(public=True, per_client=1, client_header="x-forwarded-for")
-    scope = {"headers": [(b"x-forwarded-for", b"1.2.3.4, 10.9.8.7")], "client": ("10.0.0.1", 1)}
-    assert access.client_of(scope) == "10.9.8.7"  # "1.2.3.4" is whatever the client sent
-    assert access.client_of({"headers": [], "client": ("10.0.0.1", 1)}) == "10.0.0.1"
+def test_the_client_is_the_rightmost_address_the_proxy_added():
+    from mars_demo.access import ClientIdentity
+
+    space = Access(public=True, per_client=1, identity=ClientIdentity.for_deployment(space=True))
+    scope = {"headers": [(b"x-forwarded-for", b"1.2.3.4, 81.9.8.7")], "client": ("10.0.0.1", 1)}
+    assert space.client_of(scope) == "81.9.8.7"  # "1.2.3.4" is whatever the client sent
+    assert space.client_of({"headers": [], "client": ("10.0.0.1", 1)}) == "10.0.0.1"
     assert Access().client_of(scope) == "10.0.0.1"  # not behind a proxy: the connection
 
 
@@ -458,23 +537,26 @@ def _api_data(url: str, question: str) -> list:
 
 @pytest.mark.parametrize("door", ["call", "fn_index as a string"])
 def test_a_second_analysis_of_one_client_is_refused_through_every_door(public_url, door):
-    ip = f"10.5.{len(door)}.1"
+    ip = f"81.5.{len(door)}.1"
     headers = {"X-Forwarded-For": ip}
-    first = client_as(public_url, ip).submit(QUESTION, samples=5, max_new_tokens=64,
+    data = _api_data(public_url, "a second question?")  # ready before the first one starts
+    fn_index = _analyze_fn_index(public_url)
+    # the longest analysis the page allows (5 x 128 tokens): it still runs when the second comes
+    first = client_as(public_url, ip).submit(QUESTION, samples=5, max_new_tokens=128,
                                              api_name="/analyze")
     try:
         deadline = time.monotonic() + WAIT_S
         while first.status().code.name not in ("PROCESSING", "ITERATING") and not first.done():
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        data = _api_data(public_url, "a second question?")
+        assert not first.done()
         if door == "call":
             second = httpx.post(f"{public_url}/gradio_api/call/analyze", json={"data": data},
                                 headers=headers, timeout=60)
         else:
             second = httpx.post(f"{public_url}/gradio_api/queue/join", headers=headers,
                                 timeout=60, json={"data": data, "session_hash": uuid.uuid4().hex,
-                                                  "fn_index": str(_analyze_fn_index(public_url))})
+                                                  "fn_index": str(fn_index)})
         assert second.status_code == 429, second.text
         assert second.json()["detail"] == texts.ACCESS_ONE_AT_A_TIME
     finally:
@@ -488,7 +570,7 @@ def test_the_direct_run_route_that_skips_the_queue_is_closed(public_url):
 
 
 def test_uploads_are_one_file_per_request_and_a_few_per_hour(public_url):
-    ip = "10.6.0.1"
+    ip = "81.6.0.1"
     files = [("files", (f"r{i}.json", b"0" * 600_000, "application/json")) for i in range(2)]
     two = httpx.post(f"{public_url}/gradio_api/upload", files=files,
                      headers={"X-Forwarded-For": ip}, timeout=60)
@@ -500,12 +582,12 @@ def test_uploads_are_one_file_per_request_and_a_few_per_hour(public_url):
     assert codes[:30] == [200] * 30 and codes[30] == 429, codes
     other = httpx.post(f"{public_url}/gradio_api/upload",
                        files={"files": ("r.json", b"{}", "application/json")},
-                       headers={"X-Forwarded-For": "10.6.0.2"}, timeout=60)
+                       headers={"X-Forwarded-For": "81.6.0.2"}, timeout=60)
     assert other.status_code == 200  # another visitor is not affected
 
 
 def test_the_public_api_and_download_name_no_server_paths(public_url, tiny_models):
-    result = client_as(public_url, "10.7.0.1").predict(QUESTION, **SMALL, api_name="/analyze")
+    result = client_as(public_url, "81.7.0.1").predict(QUESTION, **SMALL, api_name="/analyze")
     text = json.dumps(result)
     for path in tiny_models.values():
         assert str(Path(path).parent) not in text

@@ -1,6 +1,6 @@
 """The page without a browser: it builds without models, and every handler works when called directly.
 
-A fake engine (tests/conftest_ui.py) stands in for the real one, so no model is loaded here.
+A fake engine (tests/ui_helpers.py) stands in for the real one, so no model is loaded here.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ import time
 
 import gradio as gr
 import pytest
-from conftest_ui import FakeEngine, make_answer, make_result
+from ui_helpers import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.access import Access
 from mars_demo.errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
 from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
-from mars_demo.ui import build_demo, launch_options, load_examples, plots, render
+from mars_demo.downloads import DownloadStore
+from mars_demo.ui import build_demo, explain, launch_options, load_examples, plots, render, tables
 from mars_demo.ui.controller import (
     COMMAND_LINE_MODEL,
     ASK_OUTPUTS,
     RESCORE_OUTPUTS,
     Controller,
-    DownloadStore,
     model_choices,
 )
 from mars_demo.ui.host import EngineHost
@@ -208,9 +208,12 @@ def test_the_answer_streams_before_the_analysis_ends():
 def test_bad_question_shows_a_message_and_runs_nothing(question, expected):
     engine = FakeEngine()
     updates = ask(make_controller(engine), question=question)
-    assert len(updates) == 1 and set(updates[0]) == {"error"}  # the last result stays on the page
+    assert len(updates) == 1
     assert visible(updates[0]["error"]) and expected in value(updates[0]["error"])
     assert engine.calls == []
+    # no answer of an earlier question is left under the new one
+    assert updates[0]["answer"] == render.placeholder_html() and updates[0]["result"] is None
+    assert not visible(updates[0]["results"]) and not visible(updates[0]["download"])
 
 
 def test_bad_setting_shows_the_allowed_range():
@@ -316,17 +319,17 @@ def test_token_tooltip_has_text_probability_phrase_and_weight():
 def test_phrase_table_shares_sum_to_one_under_both_scorings():
     answer = make_result().greedy
     for scoring in render.SCORINGS:
-        shares, outside = render.score_shares(answer, scoring)
+        shares, outside = tables.score_shares(answer, scoring)
         assert sum(shares) + outside == pytest.approx(1.0)
-    ln, _ = render.score_shares(answer, "length_normalized")
+    ln, _ = tables.score_shares(answer, "length_normalized")
     assert ln[1] == pytest.approx((-0.9 - 0.02) / (-0.05 - 0.1 - 0.9 - 0.02))
-    html = render.phrase_table_html(answer, "mars")
+    html = tables.phrase_table_html(answer, "mars")
     assert "0.950" in html and "Mars." in html
 
 
 def test_cluster_masses_follow_logsumexp_and_are_normalized():
     result = make_result()
-    masses = plots.cluster_masses(result, "length_normalized")
+    masses = result.cluster_masses("length_normalized")
     raw = {
         c: sum(
             math.exp(s.scores.length_normalized)
@@ -399,7 +402,7 @@ def test_download_file_holds_the_whole_analysis():
 
 def test_download_store_keeps_only_the_latest_files():
     store = DownloadStore(keep=2)
-    paths = [store.write(make_result()) for _ in range(3)]
+    paths = [store.write(make_result().to_dict(), texts.DOWNLOAD_FILENAME) for _ in range(3)]
     assert [os.path.exists(p) for p in paths] == [False, True, True]
 
 
@@ -475,7 +478,7 @@ def test_page_opened_while_models_load_says_so_then_works():
     assert banner["timer"].active is True
     assert "still loading" in value(ask(controller)[0]["error"])
     with pytest.raises(gr.Error, match="still loading"):
-        controller.api_analyze(QUESTION)
+        controller.api.analyze(QUESTION)
     gate.set()
     thread.join(10)
     assert host.status().state == "ready"
@@ -504,7 +507,7 @@ def test_failed_start_up_load_is_shown_on_the_page():
 
 def test_api_returns_the_engines_json_with_default_settings():
     engine = FakeEngine()
-    data = make_controller(engine).api_analyze(QUESTION)
+    data = make_controller(engine).api.analyze(QUESTION)
     assert data == make_result(QUESTION).to_dict()
     assert set(data) >= {
         "question",
@@ -526,7 +529,7 @@ def test_api_returns_the_engines_json_with_default_settings():
 
 def test_api_takes_the_settings_as_optional_parameters():
     engine = FakeEngine()
-    make_controller(engine).api_analyze(
+    make_controller(engine).api.analyze(
         QUESTION,
         samples=2,
         temperature=1.0,
@@ -559,7 +562,7 @@ def test_api_takes_the_settings_as_optional_parameters():
 )
 def test_api_bad_input_raises_a_clear_gradio_error(kwargs, expected):
     with pytest.raises(gr.Error, match=expected):
-        make_controller().api_analyze(**kwargs)
+        make_controller().api.analyze(**kwargs)
 
 
 def test_api_out_of_memory_is_an_error_and_the_next_call_works():
@@ -567,8 +570,8 @@ def test_api_out_of_memory_is_an_error_and_the_next_call_works():
     controller = make_controller(engine)
     engine.fail_with = MemoryError()
     with pytest.raises(gr.Error, match="ran out of memory"):
-        controller.api_analyze(QUESTION)
-    assert controller.api_analyze(QUESTION)["question"] == QUESTION
+        controller.api.analyze(QUESTION)
+    assert controller.api.analyze(QUESTION)["question"] == QUESTION
 
 
 # --- progress ----------------------------------------------------------------------------------
@@ -634,7 +637,7 @@ def test_a_failing_renderer_becomes_a_message_and_the_next_ask_works(monkeypatch
         raise ValueError("renderer bug <b>")
 
     with monkeypatch.context() as patch:
-        patch.setattr(render, "answer_html", broken)
+        patch.setattr(explain, "answer_html", broken)
         updates = ask(controller)  # must not raise
         final = updates[-1]
         assert "ValueError: renderer bug &lt;b&gt;" in value(final["error"])
@@ -670,9 +673,9 @@ def test_an_empty_answer_says_so():
     assert texts.ANSWER_EMPTY in render.answer_tokens_html(empty, "length_normalized")
     result = make_result(greedy=empty)
     result.samples[2] = empty
-    assert texts.ANSWER_EMPTY in render.answer_html(result, "mars")
-    assert texts.ANSWER_EMPTY in render.samples_table_html(result, "mars")
-    assert texts.ANSWER_EMPTY not in render.answer_html(make_result(), "mars")
+    assert texts.ANSWER_EMPTY in explain.answer_html(result, "mars")
+    assert texts.ANSWER_EMPTY in tables.samples_table_html(result, "mars")
+    assert texts.ANSWER_EMPTY not in explain.answer_html(make_result(), "mars")
 
 
 def test_question_box_limit_and_the_shared_model_note():
@@ -713,8 +716,8 @@ def test_a_request_that_waited_during_a_model_switch_uses_the_new_models():
      (-0.0006, "−0.001", "-0.1%"), (-6.4271, "−6.427", "-642.7%")],
 )
 def test_numbers_never_show_a_negative_zero(value, shown, percent):
-    assert render._fmt(value) == shown
-    assert render._percent(value) == percent
+    assert render.fmt(value) == shown
+    assert render.percent(value) == percent
 
 
 def test_every_font_face_the_page_declares_has_every_basic_latin_glyph():
@@ -739,7 +742,7 @@ def test_every_font_face_the_page_declares_has_every_basic_latin_glyph():
 
 def test_the_bundled_semibold_faces_are_still_incomplete():
     """Why the theme declares no 600 face: if Gradio ever ships complete semibold files, this
-    fails and the workaround in layout.FONT_WEIGHTS can go."""
+    fails and the workaround in launch.FONT_WEIGHTS can go."""
     from fontTools.ttLib import TTFont
     from gradio.themes.utils.fonts import font_file_path
 

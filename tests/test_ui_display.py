@@ -1,19 +1,19 @@
 """What the page shows must not mislead: each test here failed on the page as it was before (the
-numbers are the page's own, from hand-made results in conftest_ui)."""
+numbers are the page's own, from hand-made results in ui_helpers)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 
-from conftest_ui import make_answer, make_result
+from ui_helpers import make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.core.alignment import align_tokens_to_phrases
 from mars_demo.models.prompts import PAPER_STOP_STRINGS, stop_strings
 from mars_demo.recipes import recipe_of
 from mars_demo.result import Pair, Phrase
-from mars_demo.ui import plots, render
+from mars_demo.ui import plots, render, tables
 
 # --- the uncertainty plot -------------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def test_a_warning_names_a_phrase_by_its_row_number_in_the_phrase_table():
     shown = render.warnings_html([f"greedy: {core[0]}"])
     assert "Phrase 1 &#x27;It&#x27; received no token" in shown
     answer = make_answer(["It", " is", " Mars"], [-0.1, -0.2, -0.3], [([0], 0.5), ([1, 2], 0.5)])
-    table = render.phrase_table_html(answer, "mars")
+    table = tables.phrase_table_html(answer, "mars")
     row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
     assert '<td data-col="index" data-label="#">1</td>' in row and ">It<" in row
 
@@ -145,7 +145,7 @@ def softmax_answer():
 def test_a_softmax_weight_near_zero_is_shown_with_its_cause():
     answer = softmax_answer()
     assert answer.phrases[0].weight < 0.0005  # 3.4e-4: shown as 0.000 before
-    table = render.phrase_table_html(answer, "mars", {"normalization": "softmax",
+    table = tables.phrase_table_html(answer, "mars", {"normalization": "softmax",
                                                       "softmax_temperature": 0.1})
     row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
     assert "0.000" not in row and "3.4e-04" in row
@@ -158,14 +158,14 @@ def test_a_phrase_without_tokens_says_its_weight_went_to_the_others():
     answer = make_answer(["It", " is", " Mars"], [-0.1, -0.2, -0.3], [([0, 1, 2], 1.0)])
     answer.phrases.insert(0, Phrase(text="It", start=0, end=2, score=0.377, weight=0.0, tokens=[]))
     answer.phrase_of_token = [1, 1, 1]
-    table = render.phrase_table_html(answer, "mars", {"normalization": "sum"})
+    table = tables.phrase_table_html(answer, "mars", {"normalization": "sum"})
     row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)
     assert "0.377" in row and "no token" in row and "went to the others" in row
     assert "the sum of the importances of the phrases that hold tokens (1.000)" in table
 
 
 def test_the_controller_passes_the_results_settings_to_the_phrase_table():
-    from conftest_ui import FakeEngine
+    from ui_helpers import FakeEngine
 
     from mars_demo.ui.controller import Controller
     from mars_demo.ui.host import EngineHost
@@ -179,7 +179,7 @@ def test_the_controller_passes_the_results_settings_to_the_phrase_table():
 
 def test_a_sum_softmax_weight_says_its_formula():
     answer = softmax_answer()
-    table = render.phrase_table_html(answer, "mars", {"normalization": "sum-softmax",
+    table = tables.phrase_table_html(answer, "mars", {"normalization": "sum-softmax",
                                                       "softmax_temperature": 0.01})
     assert "softmax((importance / 1.200) / T) with T = 0.01" in table
     row = re.search(r'<tr data-phrase="0">(.*?)</tr>', table).group(1)

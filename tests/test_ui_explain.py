@@ -1,6 +1,6 @@
 """The page answers "should I trust this answer, and why does MARS differ?": the token table, the
 verdict in words, the greedy answer's cluster, the prompt and settings, the formulas, and the
-normalized semantic entropy beside the paper's. Hand-made results (conftest_ui); no model, no
+normalized semantic entropy beside the paper's. Hand-made results (ui_helpers); no model, no
 browser. Numbers are checked against the answers' own fields, not against the page's code."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import html
 import math
 import re
 
-from conftest_ui import FakeEngine, make_answer, make_result
+from ui_helpers import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.result import Pair
-from mars_demo.ui import build_demo, render
+from mars_demo.ui import build_demo, explain, tables
 from mars_demo.ui.controller import ASK_OUTPUTS, RESCORE_OUTPUTS, Controller
 from mars_demo.ui.host import EngineHost
 
@@ -47,7 +47,7 @@ def with_greedy(greedy):
 def test_token_table_has_every_tokens_logprob_importance_and_both_weights():
     result = make_result()
     answer = result.greedy
-    table = render.token_table_html(answer, "mars")
+    table = tables.token_table_html(answer, "mars")
     rows = cells(table, r' data-token="\d+"')
     assert len(rows) == len(answer.tokens) == 4
     n = len(answer.tokens)
@@ -72,8 +72,8 @@ def test_token_table_and_phrase_table_agree_on_each_phrase_weight():
     """The importances u of a phrase's tokens add up to the phrase weight U of the phrase
     table's row with the same number."""
     answer = make_result().samples[1]  # three phrases, one of three tokens
-    tokens = cells(render.token_table_html(answer, "mars"), r' data-token="\d+"')
-    phrases = cells(render.phrase_table_html(answer, "mars"), r' data-phrase="\d+"')
+    tokens = cells(tables.token_table_html(answer, "mars"), r' data-token="\d+"')
+    phrases = cells(tables.phrase_table_html(answer, "mars"), r' data-phrase="\d+"')
     assert len(phrases) == 3
     for row in phrases:
         members = [t for t in tokens if t["phrase_number"] == row["index"]]
@@ -93,7 +93,7 @@ def test_the_verdict_says_mars_trusts_less_by_how_much_and_which_token():
     ln = -result.greedy.scores.length_normalized
     mars = -result.greedy.scores.mars
     assert mars > ln
-    text = render.verdict_text(result)
+    text = explain.verdict_text(result)
     assert text.startswith("MARS finds this answer less trustworthy")
     assert f"{mars:.3f} vs {ln:.3f} (+{mars - ln:.3f} nats)" in text
     mars_token = next(i for i, t in enumerate(result.greedy.tokens) if t.text == " Mars")
@@ -101,7 +101,7 @@ def test_the_verdict_says_mars_trusts_less_by_how_much_and_which_token():
     assert "' Mars' (probability 0.41)" in text and f"{u:.1%} of the importance" in text
     assert 0.47 < u < 0.49  # most of the importance
     assert "1/L = 25.0%" in text and "counts it more" in text
-    assert html.escape(text) in render.answer_html(result, "mars")  # under the answer's scores
+    assert html.escape(text) in explain.answer_html(result, "mars")  # under the answer's scores
 
 
 def test_the_verdict_says_mars_trusts_more_when_the_important_token_is_probable():
@@ -110,7 +110,7 @@ def test_the_verdict_says_mars_trusts_more_when_the_important_token_is_probable(
     result = with_greedy(greedy)
     ln, mars = -greedy.scores.length_normalized, -greedy.scores.mars
     assert mars < ln
-    text = render.verdict_text(result)
+    text = explain.verdict_text(result)
     assert text.startswith("MARS finds this answer more trustworthy")
     assert f"(−{ln - mars:.3f} nats)" in text
     # the improbable filler 'Um' loses weight: it moves the score most
@@ -119,7 +119,7 @@ def test_the_verdict_says_mars_trusts_more_when_the_important_token_is_probable(
 
 def test_the_verdict_says_when_both_scores_agree():
     greedy = make_answer(["Mars"], [-0.2], [([0], 1.0)])  # one token: w = 1 = 1/L
-    assert render.verdict_text(with_greedy(greedy)).startswith(
+    assert explain.verdict_text(with_greedy(greedy)).startswith(
         "MARS and length-normalized scoring agree")
 
 
@@ -129,7 +129,7 @@ def test_the_verdict_says_when_both_scores_agree():
 def test_the_greedy_answer_is_placed_by_the_samples_with_its_text():
     greedy = make_answer(["Mars", "."], [-0.3, -0.01], [([0, 1], 1.0)])  # sample #1's text
     result = with_greedy(greedy)
-    text = render.greedy_cluster_text(result, "mars")
+    text = explain.greedy_cluster_text(result, "mars")
     assert "sampled answer #1 has the same text" in text and "cluster 1" in text
     # cluster 1 holds samples 1, 2, 4: its share of the MARS mass, computed here from the scores
     scores = [s.scores.mars for s in result.samples]
@@ -139,7 +139,7 @@ def test_the_greedy_answer_is_placed_by_the_samples_with_its_text():
 
 
 def test_a_greedy_answer_no_sample_repeats_is_in_no_cluster():
-    text = render.greedy_cluster_text(make_result(), "mars")  # "It is Mars." is no sample
+    text = explain.greedy_cluster_text(make_result(), "mars")  # "It is Mars." is no sample
     assert text == texts.GREEDY_CLUSTER_NONE and "no cluster" in text
 
 
@@ -150,7 +150,7 @@ def test_the_prompt_and_the_settings_behind_the_result_are_shown_as_text():
     result = make_result(question='<img src=x onerror="alert(1)"> Which planet?')
     result.settings.update(llm="/srv/secret/models/tiny-llm", nli="microsoft/deberta-base-mnli",
                            logprob_source="generation", recipe="paper-code", prompt="paper")
-    shown = render.context_html(result)
+    shown = explain.context_html(result)
     assert "<img" not in shown and html.escape(result.prompt) in shown
     settings = dict(re.findall(r'<dd data-setting="(\w+)">(.*?)</dd>', shown))
     assert settings["llm"] == "tiny-llm" and "/srv" not in shown  # no server path
@@ -163,7 +163,7 @@ def test_the_prompt_and_the_settings_behind_the_result_are_shown_as_text():
 
 
 def test_the_formulas_are_those_of_the_readme():
-    shown = html.unescape(render.formulas_html())
+    shown = html.unescape(explain.formulas_html())
     readme = open("README.md", encoding="utf-8").read()
     for formula in ("LN = (1/L) Σ_l log p_l", "w_l = 1/(2L) + u_l/2", "MARS = Σ_l w_l log p_l",
                     "−(1/B) Σ_b score(sample_b)"):
@@ -183,7 +183,7 @@ def test_a_negative_semantic_entropy_is_explained_and_the_normalized_one_is_besi
     se = -((math.log(3) - 0.05) + (-1.0)) / 2
     result.uncertainty = dataclasses.replace(result.uncertainty, semantic_entropy=Pair(se, se))
     assert se < 0
-    table = render.uncertainty_table_html(result, "mars")
+    table = tables.uncertainty_table_html(result, "mars")
     p = [3 * math.exp(-0.05), math.exp(-1.0)]
     p = [x / sum(p) for x in p]
     normalized = -sum(x * math.log(x) for x in p)
@@ -196,7 +196,7 @@ def test_a_negative_semantic_entropy_is_explained_and_the_normalized_one_is_besi
 
 
 def test_no_note_when_semantic_entropy_is_not_negative():
-    table = render.uncertainty_table_html(make_result(), "mars")
+    table = tables.uncertainty_table_html(make_result(), "mars")
     assert "mars-se-note" not in table
     assert 'data-measure="semantic_entropy_normalized"' in table
 

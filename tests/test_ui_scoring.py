@@ -11,7 +11,8 @@ from mars_demo.models.nli import NLIModel
 from mars_demo.engine import Engine
 from mars_demo.result import AnalysisResult
 from mars_demo.ui import controls
-from mars_demo.ui.controller import OWN_MAX_SAMPLES, Controller
+from mars_demo.ui.controller import Controller
+from mars_demo.ui.pasted import OWN_MAX_SAMPLES
 from mars_demo.ui.host import EngineHost
 
 QUESTION = "Which planet is known as the Red Planet?"
@@ -132,22 +133,22 @@ def test_bad_pasted_answers_get_a_message_and_keep_the_page(controller, greedy, 
                                                             answer_json, message):
     updates = list(controller.score_own(QUESTION, greedy, samples, answer_json, "mars",
                                         *page_options()))
-    assert len(updates) == 1 and set(updates[0]) == {"error"}
+    assert len(updates) == 1 and updates[0]["result"] is None  # no earlier answer stays
     assert message in updates[0]["error"].replace("&#x27;", "'")
 
 
 def test_the_score_api_takes_an_answer_set(controller):
     data = {"question": QUESTION, "greedy": "Mars", "samples": ["Mars", "Venus"]}
-    out = controller.api_score(json.dumps(data), normalization="softmax")
+    out = controller.api.score(json.dumps(data), normalization="softmax")
     assert out["settings"]["normalization"] == "softmax"
     assert out["settings"]["logprob_source"] == "teacher-forced"
     import gradio as gr
 
     with pytest.raises(gr.Error, match="at least one sampled answer"):
-        controller.api_score(json.dumps({"question": QUESTION, "greedy": "Mars", "samples": []}))
+        controller.api.score(json.dumps({"question": QUESTION, "greedy": "Mars", "samples": []}))
     with pytest.raises(gr.Error, match="temperature must be a number from 0.05 to 2.0; got an "
                                        "integer of about 401 digits"):
-        controller.api_score(json.dumps(data), temperature=10**400)
+        controller.api.score(json.dumps(data), temperature=10**400)
 
 
 def test_every_timing_the_engine_reports_has_a_name_on_the_page():

@@ -4,11 +4,16 @@
 >>> from mars_demo.ui import build_demo, launch_options         # doctest: +SKIP
 >>> build_demo(Engine()).launch(**launch_options())             # doctest: +SKIP
 
-:mod:`render` and :mod:`plots` turn an :class:`~mars_demo.result.AnalysisResult` into HTML and
-Plotly figures; :mod:`controller` holds the event handlers; :mod:`host` serializes the engine and
-tracks model loading; :mod:`layout` builds the page.
+:mod:`render`, :mod:`tables`, :mod:`explain` and :mod:`plots` turn an
+:class:`~mars_demo.result.AnalysisResult` into HTML and Plotly figures; :mod:`controller` holds
+the page's event handlers and :mod:`api` the API's; :mod:`worker` runs the work in a thread and
+relays its progress; :mod:`host` serializes the engine and tracks model loading; :mod:`redact` is
+the one redaction of what visitors get; :mod:`limits` enforces the visitor policy
+(:mod:`mars_demo.access`) on the server; :mod:`layout` builds the page and :mod:`launch` what
+``demo.launch`` needs.
 """
 
-from mars_demo.ui.layout import QUEUE_MAX_SIZE, build_demo, launch_options, load_examples
+from mars_demo.ui.launch import launch_options
+from mars_demo.ui.layout import QUEUE_MAX_SIZE, build_demo, load_examples
 
 __all__ = ["QUEUE_MAX_SIZE", "build_demo", "launch_options", "load_examples"]

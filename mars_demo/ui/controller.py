@@ -1,46 +1,36 @@
 """The page's event handlers, as plain Python that tests can call without a browser.
 
 Each handler returns (or yields) a dict ``{output name: value}``; outputs it leaves out stay as
-they are. :mod:`mars_demo.ui.layout` turns the names into Gradio components.
+they are. :mod:`mars_demo.ui.layout` turns the names into Gradio components. The work itself runs
+in a :class:`~mars_demo.ui.worker.Worker` thread; the API functions are in :mod:`mars_demo.ui.api`.
 
-Errors never escape a UI handler: they become a visible message, and the server keeps serving. The
-API handler raises ``gr.Error`` instead, which ``gradio_client`` reports to the caller.
+Errors never escape a UI handler: they become a visible message, and the server keeps serving.
+Every text a visitor gets (results, warnings, errors, the banner, the download) goes through the
+page's one :class:`~mars_demo.ui.redact.Redactor`.
 
 The error and warnings boxes stay "visible" and are emptied instead of hidden: with Gradio 6.17, an
 update that makes a hidden component visible is not shown when the same yield skips other outputs
 (``gr.skip()``). Only the results column and the download button are hidden and shown, and they are
 shown only by :meth:`Controller.show`, which sets every output.
-
-No ``from __future__ import annotations`` here: ``gr.api`` reads the API handler's type hints,
-return type included, at runtime.
 """
 
-import asyncio
-import contextvars
-import inspect
-import json
+from __future__ import annotations
+
 import logging
-import os
-import queue
-import re
-import shutil
-import sys
-import tempfile
-import threading
-import time
-from collections import deque
-from collections.abc import Callable, Generator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 
 from mars_demo import texts
+from mars_demo.access import Access
+from mars_demo.downloads import DownloadStore
 from mars_demo.errors import (
     AnalysisCancelled,
     AnalysisOutOfMemory,
     InvalidModelOutput,
     ModelLoadError,
+    is_out_of_memory,
 )
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
@@ -52,25 +42,17 @@ from mars_demo.settings import (
     Settings,
     clean_question,
 )
-from mars_demo.answers import AnswerSet
-from mars_demo.ui import controls, plots, render, trust
-from mars_demo.access import Access
-from mars_demo.downloads import DownloadFolder
-from mars_demo.ui.host import EngineHost, EngineNotReady, Progress
+from mars_demo.ui import controls, explain, plots, render, tables, trust, worker
+from mars_demo.ui.api import Api
+from mars_demo.ui.host import EngineHost, EngineNotReady
+from mars_demo.ui.pasted import pasted_answers
+from mars_demo.ui.redact import Redactor
 
 log = logging.getLogger(__name__)
 
 DEFAULTS = Settings()  # default analysis options (the API's defaults too)
-STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer streams
-# While the analysis reports nothing (sampling, NLI) the page still gets an update (the same
-# again) this often: Gradio notices a closed tab or a cancel only between two updates of a
-# streaming event, and closing the handler is what stops the analysis (see Controller.ask).
-HEARTBEAT_S = 0.5
-DOWNLOADS_KEPT = 32  # JSON downloads kept on disk; older ones are deleted
 COMMAND_LINE_MODEL = "command-line"  # the model switch's value for the LLM app.py was started with
 API_PROMPTS = ("auto", *PROMPTS)  # the prompt values of the page and the API ("auto" = None)
-OWN_MAX_SAMPLES = 20  # sampled answers pasted on the page
-OWN_MAX_CHARS = 20_000  # all pasted answers together (or the answer-set JSON)
 
 ASK_OUTPUTS = (
     "result",  # gr.State: the AnalysisResult shown on the page (None before the first one)
@@ -102,50 +84,19 @@ RESCORE_OUTPUTS = (
 )
 SWITCH_OUTPUTS = ("switch_status", "banner")
 BANNER_OUTPUTS = ("banner", "timer")
-CANCELLED_LOG = "analysis cancelled; the models are free"  # logged when a cancel stopped one
-
-# The cancel check of the API request running in this thread (see Controller.api_endpoint).
-_API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
-    "mars_api_should_stop", default=None
-)
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    torch = sys.modules.get("torch")  # only torch itself can raise its OOM error
-    return torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError)
-
-
-_PATH = re.compile(r"(?<![\w.:/])(?:~|[A-Za-z]:)?[/\\](?:[^\s/\\'\"]+[/\\])+")
-
-
-def hide_paths(text: str) -> str:
-    """``text`` with the folders of absolute paths left out (a file or model keeps its last
-    part), for the messages of a public page.
-
-    >>> hide_paths("cannot load '/srv/models/tiny-llm' (OSError)")
-    "cannot load 'tiny-llm' (OSError)"
-    """
-    return _PATH.sub("", text)
-
-
-def error_message(exc: BaseException, public: bool = False) -> str:
-    """The sentence the user sees for an exception of an analysis or a model switch; on a
-    ``public`` page without the server's folders (:func:`hide_paths`)."""
-    text = _error_message(exc)
-    return hide_paths(text) if public else text
-
-
-def _error_message(exc: BaseException) -> str:
+def error_message(exc: BaseException) -> str:
+    """The sentence the user sees for an exception of an analysis or a model switch (before
+    the page's redaction)."""
     if isinstance(exc, OptionError):
         return texts.ERROR_BAD_INPUT.format(error=str(exc).rstrip("."))
     if isinstance(exc, (EngineNotReady, ModelLoadError)):
         return str(exc)
-    if is_out_of_memory(exc):
-        return texts.ERROR_OUT_OF_MEMORY
     if isinstance(exc, (AnalysisOutOfMemory, InvalidModelOutput)):  # the message says what to do
         return str(exc)
+    if is_out_of_memory(exc):
+        return texts.ERROR_OUT_OF_MEMORY
     if isinstance(exc, AnalysisCancelled):
         return texts.ERROR_CANCELLED
     log.error("analysis failed", exc_info=exc)
@@ -171,105 +122,6 @@ def model_choices(settings: Settings, cuda: bool) -> tuple[list[tuple[str, str]]
     return choices, current
 
 
-def public_model_name(model: Any) -> str:
-    """A model's name for a public page: a Hub id as it is, a local path by its last part.
-
-    >>> public_model_name("/srv/models/tiny-llm/"), public_model_name("org/name")
-    ('tiny-llm', 'org/name')
-    """
-    text = str(model)
-    if text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text) or os.path.exists(text):
-        return os.path.basename(os.path.normpath(text)) or "local model"
-    return text
-
-
-#: Settings of an analysis JSON that a public page does not hand out: where the server keeps
-#: its models and which server generates its answers are the host's business.
-PRIVATE_SETTINGS = ("llm_endpoint", "bem", "chunker")
-
-
-def for_visitors(data: dict[str, Any], public: bool) -> dict[str, Any]:
-    """An analysis JSON as a page hands it out (download, API): on a ``public`` page its
-    models by name only (:func:`public_model_name`) and without :data:`PRIVATE_SETTINGS`."""
-    if not public:
-        return data
-    settings = dict(data.get("settings") or {})
-    for key in ("llm", "importance", "nli"):
-        if settings.get(key) is not None:
-            settings[key] = public_model_name(settings[key])
-    for key in PRIVATE_SETTINGS:
-        settings.pop(key, None)
-    return {**data, "settings": settings}
-
-
-class Worker:
-    """Runs ``task(progress, on_text, should_stop)`` in a daemon thread.
-
-    ``events`` is the queue of what it reports: ("progress", (stage, fraction)) and ("text",
-    partial answer) while it runs, then ("done", its return value) or ("error", the exception).
-    :meth:`cancel` makes ``should_stop()`` True, so an analysis ends at its next generated token
-    or stage (with ``AnalysisCancelled``) and frees the models.
-    """
-
-    def __init__(
-        self,
-        task: Callable[[Progress, Callable[[str], None], Callable[[], bool]], Any],
-        name: str,
-    ) -> None:
-        self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._work, args=(task,), name=name, daemon=True)
-        self.thread.start()
-
-    def _work(self, task: Callable[..., Any]) -> None:
-        events = self.events
-        try:
-            value = task(
-                lambda stage, fraction: events.put(("progress", (stage, fraction))),
-                lambda text: events.put(("text", text)),
-                self._stop.is_set,
-            )
-        except BaseException as exc:
-            if isinstance(exc, AnalysisCancelled):
-                log.info(CANCELLED_LOG)
-            events.put(("error", exc))
-            if not isinstance(exc, Exception):
-                raise
-        else:
-            events.put(("done", value))
-
-    def cancel(self) -> None:
-        self._stop.set()
-
-
-class DownloadStore:
-    """Writes each analysis as a JSON file for the download button; keeps the latest few.
-
-    Gradio copies a file into its own cache when it sends it, so older files can go. The folder
-    is removed when the process exits, and by the next server if this one died
-    (:mod:`mars_demo.downloads`).
-    """
-
-    def __init__(self, keep: int = DOWNLOADS_KEPT) -> None:
-        self.folder = DownloadFolder()
-        self.root = self.folder.path
-        log.info("download folder: %s", self.root)
-        self._dirs: deque[Path] = deque()
-        self._keep = keep
-        self._lock = threading.Lock()
-
-    def write(self, result: AnalysisResult, public: bool = False) -> str:
-        with self._lock:
-            folder = Path(tempfile.mkdtemp(dir=self.root))
-            path = folder / texts.DOWNLOAD_FILENAME
-            path.write_text(json.dumps(for_visitors(result.to_dict(), public),
-                                       ensure_ascii=False, indent=2), encoding="utf-8")
-            self._dirs.append(folder)
-            while len(self._dirs) > self._keep:
-                shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
-            return str(path)
-
-
 class Controller:
     """Event handlers of one page, over one :class:`EngineHost`."""
 
@@ -279,10 +131,16 @@ class Controller:
         self.access = access or Access()
         self.calibration = calibration  # evaluation.calibration.Calibration, or None
         self.downloads = DownloadStore()
+        self.api = Api(self)
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
 
-    def _message(self, exc: BaseException) -> str:
-        return error_message(exc, self.access.public)
+    def redactor(self) -> Redactor:
+        """The page's one redaction of what visitors get (for the engine's models now)."""
+        return Redactor.for_page(self.access, self.host.engine.settings, self.host.describe())
+
+    def message(self, exc: BaseException) -> str:
+        """The message a visitor sees for ``exc`` (:func:`error_message`, redacted)."""
+        return self.redactor().text(error_message(exc))
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -307,11 +165,11 @@ class Controller:
 
         ``options`` are the settings in :meth:`settings_from` order.
 
-        The analysis runs in a :class:`Worker` thread; this generator only relays what it
-        reports, at least every :data:`HEARTBEAT_S`. When Gradio closes the generator before the
-        end (the visitor closed the tab or the request was cancelled: Gradio then calls
-        ``close()``, which raises ``GeneratorExit`` at the current ``yield``), the worker is told
-        to stop, so the models do not stay busy for a page nobody reads.
+        The analysis runs in a :class:`~mars_demo.ui.worker.Worker` thread; this generator only
+        relays what it reports (:func:`~mars_demo.ui.worker.relay`). When Gradio closes the
+        generator before the end (the visitor closed the tab or the request was cancelled:
+        Gradio then calls ``close()``, which raises ``GeneratorExit`` at the current ``yield``),
+        the worker is told to stop, so the models do not stay busy for a page nobody reads.
         """
         try:
             render.check_scoring(scoring)  # a raw API call's bad value: refused before any work
@@ -320,21 +178,23 @@ class Controller:
             self.access.check_work(settings)
             self.host.check_ready()
         except (OptionError, EngineNotReady, ValueError) as exc:
-            yield {
-                "error": render.error_html(self._message(exc))
-            }  # nothing started: keep the last result
+            yield self.refused(exc)
             return
-
-        worker = Worker(
-            lambda progress, on_text, should_stop: self.host.analyze(
-                question, settings, progress=progress, on_text=on_text, should_stop=should_stop
-            ),
+        task = worker.Worker(
+            lambda progress, on_text, should_stop: worker.gpu_analyze(
+                self.host, question, settings, progress=progress, on_text=on_text,
+                should_stop=should_stop),
             "mars-analyze",
         )
+        yield from self._finish(task, question, scoring)
+
+    def _finish(self, task: worker.Worker, question: str, scoring: str
+                ) -> Iterator[dict[str, Any]]:
+        """Relay a running analysis, then show its result (or its error)."""
         try:
-            kind, payload = yield from self._relay(worker, question)
+            kind, payload = yield from worker.relay(task, question)
         finally:
-            worker.cancel()  # stops the analysis when closed early; a no-op once it is done
+            task.cancel()  # stops the analysis when closed early; a no-op once it is done
         if kind == "error":
             yield self._failed(payload)
             return
@@ -344,101 +204,58 @@ class Controller:
             update = self._failed(exc)
         yield update
 
+    def refused(self, exc: BaseException) -> dict[str, Any]:
+        """The update of a request refused before anything started: the message, and no answer
+        of an earlier question left under the new one."""
+        return {
+            **self._failed(exc),
+            "result": None,
+            "results": gr.update(visible=False),
+            "download": gr.update(value=None, visible=False),
+        }
+
     def _failed(self, exc: BaseException) -> dict[str, Any]:
         """The update of an analysis that ended with ``exc``: the message, and no stale result
         (the first update of the Ask already hid the last one)."""
         return {
-            "error": render.error_html(self._message(exc)),
+            "error": render.error_html(self.message(exc)),
             "progress": "",
             "answer": render.placeholder_html(),
             "warnings": "",
             "trust": "",
         }
 
-    @staticmethod
-    def _relay(worker: Worker, question: str) -> Generator[dict[str, Any], None, tuple[str, Any]]:
-        """Yield the page updates of a running analysis; return its ("done", result) or
-        ("error", exception)."""
-        yield {
-            "result": None,
-            "error": "",
-            "warnings": "",  # the last question's warnings must not stay beside this one
-            "progress": render.progress_html(render.StageProgress()),
-            "answer": render.streaming_html(question, ""),
-            "results": gr.update(visible=False),
-            "download": gr.update(value=None, visible=False),
-            "trust": "",
-        }
-        partial, progress = "", render.StageProgress()
-        while True:
-            try:
-                batch = [worker.events.get(timeout=HEARTBEAT_S)]
-            except queue.Empty:
-                batch = []  # nothing new: send the same again (a cancelled event can close now)
-            else:
-                time.sleep(STREAM_INTERVAL_S)
-            while True:
-                try:
-                    batch.append(worker.events.get_nowait())
-                except queue.Empty:
-                    break
-            for kind, payload in batch:
-                if kind == "text":
-                    partial = payload
-                elif kind == "progress":
-                    progress = render.StageProgress(*payload)
-                else:
-                    return kind, payload
-            yield {
-                "answer": render.streaming_html(question, partial),
-                "progress": render.progress_html(progress),
-            }
-
     def show(self, result: AnalysisResult, scoring: str) -> dict[str, Any]:
-        """Every output for a finished analysis. Raises what a renderer raises (see :meth:`ask`);
-        a download that cannot be written only hides the button and says so."""
+        """Every output for a finished analysis (as visitors may see it: :meth:`redactor`).
+        Raises what a renderer raises (see :meth:`ask`); a download that cannot be written only
+        hides the button and says so."""
+        redactor = self.redactor()
+        shown = redactor.result(result)
         update = {
-            "result": result,
+            "result": result,  # the original, to re-score; it stays on the server
             "error": "",
-            "progress": render.progress_html(timings_s=result.timings_s),
+            "progress": render.progress_html(timings_s=shown.timings_s),
             "results": gr.update(visible=True),
-            "nli_plot": plots.nli_figure(result),
-            "warnings": render.warnings_html(result.warnings),
-            "context": render.context_html(result),
-            **self._rendered(result, scoring),
+            "nli_plot": plots.nli_figure(shown),
+            "warnings": render.warnings_html(shown.warnings),
+            "context": explain.context_html(shown),
+            **self._rendered(shown, scoring),
             "trust": self.trust_html(result),
         }
         try:
-            update["download"] = gr.update(value=self.downloads.write(result, self.access.public),
-                                       visible=True)
+            path = self.downloads.write(redactor.result_dict(result.to_dict()),
+                                        texts.DOWNLOAD_FILENAME)
+            update["download"] = gr.update(value=path, visible=True)
         except Exception as exc:  # e.g. a full disk: the analysis is still worth showing
             log.error("writing the JSON download failed", exc_info=exc)
             update["download"] = gr.update(value=None, visible=False)
-            update["error"] = render.error_html(
-                texts.ERROR_DOWNLOAD.format(error=f"{type(exc).__name__}: {exc}")
-            )
+            update["error"] = render.error_html(redactor.text(
+                texts.ERROR_DOWNLOAD.format(error=f"{type(exc).__name__}: {exc}")))
         return update
 
     def trust_html(self, result: AnalysisResult) -> str:
         """The line under the answer (:func:`mars_demo.ui.trust.trust_html`)."""
         return trust.trust_html(result, self.calibration, public=self.access.public)
-
-    def with_calibration(self, data: dict[str, Any], result: AnalysisResult) -> dict[str, Any]:
-        """The API's analysis JSON (:func:`for_visitors`), with a ``calibration`` field when
-        the server has one."""
-        data = for_visitors(data, self.access.public)
-        if self.calibration is not None:
-            data["calibration"] = trust.calibration_estimate(result, self.calibration)
-            if self.access.public:
-                estimate = data["calibration"]
-                if estimate.get("reason"):
-                    estimate["reason"] = trust.public_reason(estimate)
-                if isinstance(estimate.get("models"), dict):
-                    estimate["models"] = {k: public_model_name(v) if v is not None else v
-                                          for k, v in estimate["models"].items()}
-                if isinstance(estimate.get("source"), str):
-                    estimate["source"] = hide_paths(estimate["source"])
-        return data
 
     # --- scoring toggle -------------------------------------------------------------------------
 
@@ -451,20 +268,20 @@ class Controller:
         if result is None:
             return {}
         try:
-            return self._rendered(result, scoring)
+            return self._rendered(self.redactor().result(result), scoring)
         except Exception as exc:
-            return {"error": render.error_html(self._message(exc))}
+            return {"error": render.error_html(self.message(exc))}
 
     @staticmethod
     def _rendered(result: AnalysisResult, scoring: str) -> dict[str, Any]:
         return {
-            "answer": render.answer_html(result, scoring),
-            "uncertainty_table": render.uncertainty_table_html(result, scoring),
+            "answer": explain.answer_html(result, scoring),
+            "uncertainty_table": tables.uncertainty_table_html(result, scoring),
             "uncertainty_plot": plots.uncertainty_figure(result, scoring),
-            "phrases": render.phrase_table_html(result.greedy, scoring, result.settings),
-            "samples": render.samples_table_html(result, scoring),
+            "phrases": tables.phrase_table_html(result.greedy, scoring, result.settings),
+            "samples": tables.samples_table_html(result, scoring),
             "clusters_plot": plots.clusters_figure(result, scoring),
-            "tokens": render.token_table_html(result.greedy, scoring),
+            "tokens": tables.token_table_html(result.greedy, scoring),
         }
 
     # --- scoring options: re-score the answers on screen ---------------------------------------
@@ -504,9 +321,9 @@ class Controller:
             if not changed:
                 return {}
             self.host.check_ready()
-            again = self.host.score(result, settings, reuse=result)
+            again = worker.gpu_score(self.host, result, settings, reuse=result)
         except Exception as exc:
-            return {"error": render.error_html(self._message(exc))}
+            return {"error": render.error_html(self.message(exc))}
         try:
             update = self.show(again, scoring)
         except Exception as exc:
@@ -518,68 +335,25 @@ class Controller:
 
     # --- score your own answers --------------------------------------------------------------
 
-    @staticmethod
-    def own_answer_set(question: Any, greedy: Any, samples: Any, answer_json: Any) -> AnswerSet:
-        """The answer set a visitor pasted: the JSON box if filled, else the question and the
-        answer boxes (one sample per line). Raises OptionError with what to fix."""
-        if isinstance(answer_json, str) and answer_json.strip():
-            if len(answer_json) > OWN_MAX_CHARS:
-                raise OptionError(texts.OWN_TOO_LONG.format(size=len(answer_json),
-                                                            limit=OWN_MAX_CHARS))
-            try:
-                data = json.loads(answer_json)
-            except (json.JSONDecodeError, RecursionError) as err:
-                raise OptionError(texts.OWN_BAD_JSON.format(error=str(err)[:120])) from err
-            if isinstance(data, dict) and not data.get("question") and isinstance(question, str):
-                data["question"] = question
-            answers = AnswerSet.from_dict(data)
-        else:
-            greedy = greedy if isinstance(greedy, str) else ""
-            samples = samples if isinstance(samples, str) else ""
-            size = len(greedy) + len(samples)
-            if size > OWN_MAX_CHARS:
-                raise OptionError(texts.OWN_TOO_LONG.format(size=size, limit=OWN_MAX_CHARS))
-            lines = [line.strip() for line in samples.splitlines() if line.strip()]
-            if not greedy.strip():
-                raise OptionError(texts.OWN_NO_GREEDY)
-            if not lines:
-                raise OptionError(texts.OWN_NO_SAMPLES)
-            answers = AnswerSet.from_dict(
-                {"question": question, "greedy": greedy.strip(), "samples": lines})
-        if len(answers.samples) > OWN_MAX_SAMPLES:
-            raise OptionError(texts.OWN_TOO_MANY.format(limit=OWN_MAX_SAMPLES,
-                                                        count=len(answers.samples)))
-        answers.question = clean_question(answers.question)
-        return answers
-
     def score_own(self, question: Any, greedy: Any, samples: Any, answer_json: Any,
                   scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
-        """Score pasted answers and show them like a generated analysis."""
+        """Score pasted answers (:func:`~mars_demo.ui.pasted.pasted_answers`) and show them
+        like a generated analysis."""
         try:
             render.check_scoring(scoring)
-            answers = self.own_answer_set(question, greedy, samples, answer_json)
+            answers = pasted_answers(question, greedy, samples, answer_json)
+            self.access.check_score_work([g.text for g in answers.samples])
             settings = self.settings_from(*options)
             self.host.check_ready()
         except (OptionError, EngineNotReady, ValueError) as exc:
-            yield {"error": render.error_html(self._message(exc))}
+            yield self.refused(exc)
             return
-        worker = Worker(
-            lambda progress, _text, should_stop: self.host.score(
-                answers, settings, progress=progress, should_stop=should_stop),
+        task = worker.Worker(
+            lambda progress, _text, should_stop: worker.gpu_score(
+                self.host, answers, settings, progress=progress, should_stop=should_stop),
             "mars-score",
         )
-        try:
-            kind, payload = yield from self._relay(worker, answers.question)
-        finally:
-            worker.cancel()
-        if kind == "error":
-            yield self._failed(payload)
-            return
-        try:
-            update = self.show(payload, scoring)
-        except Exception as exc:
-            update = self._failed(exc)
-        yield update
+        yield from self._finish(task, answers.question, scoring)
 
     # --- models ---------------------------------------------------------------------------------
 
@@ -607,11 +381,11 @@ class Controller:
         try:
             settings = self.host.engine.settings.replace(llm=model)
         except OptionError as exc:
-            yield {"switch_status": render.error_html(self._message(exc))}
+            yield {"switch_status": render.error_html(self.message(exc))}
             return
         name = LLM_PRESETS[model].label if model in LLM_PRESETS else model
-        events = Worker(
-            lambda progress, _text, _stop: self.host.switch(settings, progress=progress),
+        events = worker.Worker(
+            lambda progress, _text, _stop: worker.gpu_switch(self.host, settings, progress),
             "mars-switch-model",
         ).events
         yield {
@@ -630,7 +404,7 @@ class Controller:
                 }
             elif kind == "error":
                 yield {
-                    "switch_status": render.error_html(self._message(payload)),
+                    "switch_status": render.error_html(self.message(payload)),
                     "banner": self.banner_html(),
                 }
                 return
@@ -650,6 +424,7 @@ class Controller:
     def banner_html(self) -> str:
         status = self.host.status()
         info = self.host.describe()
+        redactor = self.redactor()
         lines: list[tuple[str, str]] = []
         if status.state == "loading":
             message = (
@@ -659,22 +434,22 @@ class Controller:
             )
             lines.append(("warn", render.esc(message)))
         elif status.state == "failed":
-            lines.append(("error", render.esc(texts.BANNER_LOAD_FAILED.format(error=status.error))))
-        lines.append(("info", self._models_line(info, public=self.access.public)))
+            lines.append(("error", render.esc(redactor.text(
+                texts.BANNER_LOAD_FAILED.format(error=status.error)))))
+        lines.append(("info", self._models_line(info, redactor)))
         if info.get("cpu_fallback"):
             lines.append(("warn", render.esc(texts.BANNER_CPU_FALLBACK)))
         return render.banner_html(lines)
 
-    @staticmethod
-    def _models_line(info: dict[str, Any], public: bool = False) -> str:
-        """The models and device. A public page names a local model by its folder's name only:
-        the server's paths are nobody else's business."""
-        shown = public_model_name if public else str
-        llm = info.get("llm_preset") or shown(info["llm"])
+    def _models_line(self, info: dict[str, Any], redactor: Redactor) -> str:
+        """The models and device, by the names visitors see: the host's names where given, a
+        preset's label, or (a public page) a local model by its folder's name only."""
+        names = self.access.model_names
+        llm = names.get("llm") or info.get("llm_preset") or redactor.model_name("llm", info["llm"])
         return texts.BANNER_MODELS.format(
             llm=render.esc(llm),
-            importance=render.esc(shown(info["importance"])),
-            nli=render.esc(shown(info["nli"])),
+            importance=render.esc(redactor.model_name("importance", info["importance"])),
+            nli=render.esc(redactor.model_name("nli", info["nli"])),
             device=render.esc(info["device"]),
             quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",
         )
@@ -683,80 +458,3 @@ class Controller:
         """The banner, and whether to keep polling it (while the models load)."""
         loading = self.host.status().state == "loading"
         return {"banner": self.banner_html(), "timer": gr.Timer(active=loading)}
-
-    # --- API ------------------------------------------------------------------------------------
-
-    def api_analyze(self, question: str, **options: Any) -> dict[str, Any]:
-        """Analyze one question (see texts.API_ANALYZE_DOC); ``options`` are the API's
-        parameters (:data:`controls.API_OPTIONS`). Errors become ``gr.Error``."""
-        try:
-            question = clean_question(question)
-            settings = self._api_settings(options)
-            self.access.check_work(settings)
-            result = self.host.analyze(question, settings, should_stop=_API_SHOULD_STOP.get())
-        except Exception as exc:
-            raise self._api_error(exc) from exc
-        return self.with_calibration(result.to_dict(), result)
-
-    def api_score(self, answers: Any, **options: Any) -> dict[str, Any]:
-        """Score an answer set (see texts.API_SCORE_DOC). Errors become ``gr.Error``."""
-        try:
-            # the page's limits (size, samples, question) for a JSON object too
-            text = answers if isinstance(answers, str) else json.dumps(answers)
-            answers = self.own_answer_set(None, None, None, text)
-            settings = self._api_settings(options)
-            result = self.host.score(answers, settings, should_stop=_API_SHOULD_STOP.get())
-        except Exception as exc:
-            raise self._api_error(exc) from exc
-        return self.with_calibration(result.to_dict(), result)
-
-    def _api_settings(self, options: dict[str, Any]) -> Settings:
-        unknown = sorted(set(options) - set(controls.API_OPTIONS))
-        if unknown:
-            raise OptionError(f"unknown parameter(s) {', '.join(unknown)}")
-        return self.settings_from(*options.values(), names=tuple(options))
-
-    def _api_error(self, exc: BaseException) -> gr.Error:
-        if isinstance(exc, AnalysisCancelled):
-            log.info(CANCELLED_LOG)
-        return gr.Error(self._message(exc))
-
-    def api_endpoint(self, name: str = "analyze") -> Callable[..., Any]:
-        """The API function ``gr.api`` serves: :meth:`api_analyze` (``name`` "analyze") or
-        :meth:`api_score` ("score") with every parameter of the schema in its signature, type
-        hints and docstring, as a coroutine.
-
-        The work runs in a thread. When the request is cancelled (``Job.cancel()`` of
-        ``gradio_client``, Gradio's ``/cancel``), Gradio cancels this coroutine's task; the
-        analysis is then told to stop at its next generated token or stage, so the models are
-        free for the next request at once instead of finishing an answer nobody will read.
-        """
-        work = {"analyze": self.api_analyze, "score": self.api_score}[name]
-        first = {
-            "analyze": inspect.Parameter("question", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                         annotation=str),
-            "score": inspect.Parameter("answers", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                       annotation=str),
-        }[name]
-        signature, _ = controls.api_signature([first])
-
-        async def endpoint(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            values = dict(bound.arguments)
-            head = values.pop(first.name)
-            stop = threading.Event()
-            token = _API_SHOULD_STOP.set(stop.is_set)  # asyncio.to_thread copies the context
-            try:
-                return await asyncio.to_thread(work, head, **values)
-            except asyncio.CancelledError:
-                stop.set()
-                raise
-            finally:
-                _API_SHOULD_STOP.reset(token)
-
-        endpoint.__name__ = f"api_{name}"
-        doc = texts.API_ANALYZE_DOC if name == "analyze" else texts.API_SCORE_DOC
-        if self.calibration is not None:
-            doc += texts.API_CALIBRATION_DOC
-        return controls.with_api_signature(endpoint, [first], doc)

@@ -25,7 +25,7 @@ READY_LOG = "models ready"  # logged once the models are loaded (tests wait for 
 
 
 class EngineLike(Protocol):
-    """What the page needs from :class:`mars_demo.pipeline.Engine` (a fake in tests)."""
+    """What the page needs from :class:`mars_demo.engine.Engine` (a fake in tests)."""
 
     settings: Settings
 

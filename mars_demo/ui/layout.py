@@ -7,11 +7,13 @@ Many users: every event that runs the models (Ask, Load model, the ``/analyze`` 
 concurrency group :data:`ENGINE_QUEUE` with a limit of 1, so one GPU runs one analysis at a time
 and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
 Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
-Gradio refuses a request with "queue full". The scoring toggle and the banner do not touch the
-models and run without a limit. What a visitor sees (the last result) lives only in that
-visitor's session state (``gr.State``); the controller and the engine hold no per-user data.
-A visitor who closes the tab, or a client that cancels, stops its running analysis at the next
-generated token or stage (see :meth:`~mars_demo.ui.controller.Controller.ask`).
+Gradio refuses a request with "queue full". On a public page each client holds at most a few of
+those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). The scoring
+toggle and the banner do not touch the models and run without a limit. What a visitor sees (the
+last result) lives only in that visitor's session state (``gr.State``); the controller and the
+engine hold no per-user data. A visitor who closes the tab, or a client that cancels, stops its
+running analysis at the next generated token or stage (see
+:meth:`~mars_demo.ui.controller.Controller.ask`).
 """
 
 from __future__ import annotations
@@ -26,22 +28,21 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
+from mars_demo.access import ENGINE_GROUP, Access
 from mars_demo.settings import MAX_QUESTION_CHARS
-from mars_demo.ui import controls, evaluation, render
-from mars_demo.access import Access, UploadLimit, limit_per_client
+from mars_demo.ui import controls, evaluation, explain, render
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
     BANNER_OUTPUTS,
-    OWN_MAX_CHARS,
     RESCORE_OUTPUTS,
     SWITCH_OUTPUTS,
     Controller,
 )
 from mars_demo.ui.host import EngineHost, EngineLike
+from mars_demo.ui.launch import ASSETS
+from mars_demo.ui.limits import limit_queue
+from mars_demo.ui.pasted import OWN_MAX_CHARS
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-CSS_PATH = ASSETS / "style.css"
-JS_PATH = ASSETS / "page.js"  # keyboard and touch access to the tokens, in the page's <head>
 # After Ask (a click or Enter): bring the answer into view unless it is in view already (on a
 # phone the question box and the examples fill the screen above it). Runs in the browser.
 SCROLL_TO_ANSWER_JS = """() => {
@@ -54,16 +55,12 @@ SCROLL_TO_ANSWER_JS = """() => {
 EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
 # (tests/test_load.py sends 16 users at once, all of whom must fit)
-ENGINE_QUEUE = "engine"  # concurrency group of every event that runs the models: one at a time
+ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
-# Uploads: no feature of the page uploads files today; the planned evaluation view reads a
-# report.json of a few hundred KB. Gradio refuses bigger files on /gradio_api/upload (HTTP 413).
-MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads report.json)
-UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
-# Events that wait in the engine's queue show the visitor Gradio's queue status over the answer
-# box while they wait ("queue: 2/3 | 4.1/9.0s": position and estimated wait). Once the handler
-# runs, its own progress bar (mars-progress) takes over.
+# Events that wait in the engine's queue show the visitor their place in the queue and the wait
+# over the answer box (Gradio's status, in words by assets/page.js). Once the handler runs, its
+# own progress bar (mars-progress) takes over.
 QUEUE_STATUS = "full"
 # Choices not offered unless the host set up BEM's models (--bem and --chunker).
 UNAVAILABLE_WITHOUT_BEM = {"importance_method": ("bem",)}
@@ -83,7 +80,7 @@ def load_examples(path: Path = EXAMPLES_PATH) -> list[str]:
     return [item["question"] for item in data["examples"]]
 
 
-def _packed(
+def packed(
     method: Callable[..., Iterator[dict[str, Any]]], names: Sequence[str]
 ) -> Callable[..., Iterator[tuple]]:
     """A generator handler yielding tuples in ``names`` order; missing names are left unchanged.
@@ -101,7 +98,7 @@ def _packed(
     return handler
 
 
-def _packed_once(
+def packed_once(
     method: Callable[..., dict[str, Any]], names: Sequence[str]
 ) -> Callable[..., tuple]:
     def handler(*args: Any) -> tuple:
@@ -168,6 +165,9 @@ def build_demo(
                         option_controls[name] = controls.control(
                             name, exclude=() if access.bem else UNAVAILABLE_WITHOUT_BEM.get(name, ())
                         )
+                if row == OPTION_ROWS[1] and access.max_sample_tokens is not None:
+                    gr.HTML(_work_note(access.max_sample_tokens), elem_id="mars-work-note",
+                            padding=False)
             switch = _model_switch(controller) if access.allow_model_switch else None
             if access.public:
                 gr.Markdown(_public_note(access), elem_id="mars-public-note",
@@ -209,6 +209,9 @@ def build_demo(
             info=texts.SCORING_INFO,
             elem_id="mars-scoring",
         )
+        # Filled in the browser while the visitor waits in the queue (assets/page.js).
+        gr.HTML('<p class="mars-queue-line" role="status" aria-live="polite" hidden></p>',
+                elem_id="mars-queue-line", padding=False)
         answer = gr.HTML(render.placeholder_html(), elem_id="mars-answer")
         trust = gr.HTML(elem_id="mars-trust")  # chance of being right, or how to read the numbers
         warnings = gr.HTML(elem_id="mars-warnings")
@@ -220,7 +223,7 @@ def build_demo(
             with gr.Accordion(texts.CONTEXT_LABEL, open=False, elem_id="mars-context-box"):
                 context = gr.HTML(elem_id="mars-context")
             with gr.Accordion(texts.FORMULAS_LABEL, open=False, elem_id="mars-formulas-box"):
-                gr.HTML(render.formulas_html(), elem_id="mars-formulas")
+                gr.HTML(explain.formulas_html(), elem_id="mars-formulas")
             gr.Markdown(f"### {texts.UNCERTAINTY_HEADING}")
             with gr.Row():
                 with gr.Column(min_width=300):
@@ -287,7 +290,7 @@ def build_demo(
 
         options = [option_controls[name] for name in controls.PAGE_OPTIONS]
         rescore = dict(  # re-render from the stored result; touches no model, so no limit
-            fn=_packed_once(controller.rescore, RESCORE_OUTPUTS),
+            fn=packed_once(controller.rescore, RESCORE_OUTPUTS),
             inputs=[result, scoring],
             outputs=outputs(RESCORE_OUTPUTS),
             api_visibility="private",
@@ -296,7 +299,7 @@ def build_demo(
         )
         gr.on(
             [ask.click, question.submit],
-            _packed(controller.ask, ASK_OUTPUTS),
+            packed(controller.ask, ASK_OUTPUTS),
             inputs=[question, scoring, *options],
             outputs=outputs(ASK_OUTPUTS),
             api_visibility="private",
@@ -326,7 +329,7 @@ def build_demo(
             queue=False,
             show_progress="hidden",
         ).success(
-            _packed_once(controller.rescore_options, ASK_OUTPUTS),
+            packed_once(controller.rescore_options, ASK_OUTPUTS),
             inputs=[result, scoring, *options],
             outputs=outputs(ASK_OUTPUTS),
             api_visibility="private",
@@ -335,7 +338,7 @@ def build_demo(
             show_progress="hidden",
         )
         own_score.click(
-            _packed(controller.score_own, ASK_OUTPUTS),
+            packed(controller.score_own, ASK_OUTPUTS),
             inputs=[question, own_greedy, own_samples, own_json, scoring, *options],
             outputs=outputs(ASK_OUTPUTS),
             api_visibility="private",
@@ -346,7 +349,7 @@ def build_demo(
         ).then(**rescore)
         if switch:  # only when the host allowed it: otherwise the handler does not exist at all
             switch["load"].click(
-                _packed(controller.switch_model, SWITCH_OUTPUTS),
+                packed(controller.switch_model, SWITCH_OUTPUTS),
                 inputs=[switch["model"]],
                 outputs=outputs(SWITCH_OUTPUTS),
                 api_visibility="private",
@@ -354,7 +357,7 @@ def build_demo(
                 concurrency_limit=1,
                 show_progress="hidden",
             )
-        refresh_banner = _packed_once(controller.banner, BANNER_OUTPUTS)
+        refresh_banner = packed_once(controller.banner, BANNER_OUTPUTS)
         demo.load(
             refresh_banner,
             outputs=outputs(BANNER_OUTPUTS),
@@ -370,7 +373,7 @@ def build_demo(
             show_progress="hidden",
         )
         for api_name in ("analyze", "score"):
-            endpoint = controller.api_endpoint(api_name)
+            endpoint = controller.api.endpoint(api_name)
             gr.api(
                 endpoint,
                 api_name=api_name,
@@ -384,7 +387,7 @@ def build_demo(
     # A public page takes calls only through the queue (no direct /run/ routes that would skip
     # its size and the per-client limit).
     demo.queue(default_concurrency_limit=1, max_size=queue_max_size, api_open=not access.public)
-    limit_per_client(demo, access, [ENGINE_QUEUE])
+    limit_queue(demo, access)
     demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)
     return demo
 
@@ -441,6 +444,16 @@ def _model_switch(controller: Controller) -> dict[str, gr.components.Component]:
     return {"model": model, "load": load, "status": status}
 
 
+def _work_note(limit: int) -> str:
+    """The line under the sliders of a public page: the cap on sampled answers x max new tokens
+    and the sliders' product (assets/page.js keeps it up to date as they move)."""
+    samples, tokens = (controls.OPTIONS[name].default for name in ("samples", "max_new_tokens"))
+    work = f"{samples} × {tokens} = {samples * tokens}"
+    text = texts.ACCESS_WORK_NOTE.format(limit=limit, work=work)
+    return (f'<p class="mars-small mars-work-note" data-limit="{limit}" role="status">'
+            f"{render.esc(text)}</p>")
+
+
 def _public_note(access: Access) -> str:
     if access.max_sample_tokens is None:
         return texts.ACCESS_PUBLIC_NOTE_NO_LIMIT
@@ -458,41 +471,3 @@ def describe_api_parameters(demo: gr.Blocks, api_name: str, fn: Callable[..., An
         info = dict(component.api_info())
         info["additional_description"] = described.get(name, "")
         component._api_info = info  # gr.api's input component (gradio.components.api_component.Api)
-
-
-# Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
-# but its 600 ("SemiBold") files of Source Sans Pro and IBM Plex Mono hold a few glyphs only
-# (of basic Latin, just "A" and "B"), so semibold text mixed fonts letter by letter. With only
-# 400 and 700 declared, CSS draws weight 600 with the complete 700 face.
-FONT_WEIGHTS = (400, 700)
-
-
-def theme() -> gr.themes.Base:
-    """Gradio's default theme with fonts whose every declared face is complete."""
-    return gr.themes.Default(
-        font=[gr.themes.LocalFont("Source Sans Pro", weights=FONT_WEIGHTS),
-              "ui-sans-serif", "system-ui", "sans-serif"],
-        font_mono=[gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
-                   "ui-monospace", "Consolas", "monospace"],
-    )
-
-
-def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
-    """Keyword arguments of ``demo.launch`` that belong to the page: the CSS and the theme
-    (Gradio 6 takes them there), the upload limit, and with ``demo`` (built by
-    :func:`build_demo`) of a public page the limit of uploads per request and client."""
-    options: dict[str, Any] = {
-        "css_paths": [CSS_PATH],
-        "head": f"<script>\n{JS_PATH.read_text(encoding='utf-8')}\n</script>",
-        "theme": theme(),
-        "max_file_size": MAX_UPLOAD,
-    }
-    access = getattr(demo, "mars_access", None)
-    if access is not None and access.public:
-        from starlette.middleware import Middleware
-
-        # one file and its multipart framing per request
-        options["app_kwargs"] = {"middleware": [Middleware(
-            UploadLimit, access=access, max_bytes=MAX_UPLOAD + 64 * 1024,
-            per_hour=UPLOADS_PER_HOUR)]}
-    return options

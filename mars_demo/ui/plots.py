@@ -1,20 +1,20 @@
 """Plotly figures of an analysis: meaning clusters, NLI verdicts, uncertainty values.
 
 Backgrounds are transparent and text colors are set by the page's CSS (``.mars-plot``), so the
-figures follow Gradio's light and dark themes. Text from answers is HTML-escaped because Plotly
-interprets a few tags (``<b>``, ``<a>``...) in labels and hover text.
+figures follow Gradio's light and dark themes. Text from answers goes through :func:`plot_text`:
+Plotly interprets a few tags (``<b>``, ``<a>``...) in labels and hover text, so ``<``, ``>`` and
+``&`` are escaped; quotes are not, as Plotly shows ``&quot;`` as it is.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
+import html
 
 import plotly.graph_objects as go
 
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
-from mars_demo.ui.render import check_scoring, esc
+from mars_demo.ui.render import check_scoring
 
 #: Bar colors of the two scorings (readable on light and dark backgrounds).
 SCORING_COLORS = {"length_normalized": "#94a3b8", "mars": "#6366f1"}
@@ -27,6 +27,19 @@ MAX_LABEL_CHARS = 40
 # Axis labels of the clusters: longer ones are turned upright and squeeze the bars into a strip
 # (five clusters on a phone); the whole answers are in the hover text.
 MAX_TICK_CHARS = 12
+# Room above the plot for Plotly's toolbar (about 30 px; shown on hover, hidden on phones by the
+# page's CSS), so that it covers neither a legend nor a panel's title.
+TOOLBAR_PX = 32
+
+
+def plot_text(text: object) -> str:
+    """Text for a Plotly label or hover: ``<``, ``>`` and ``&`` escaped (Plotly reads a few
+    HTML tags and only the entities ``&lt;``, ``&gt;``, ``&amp;``...), quotes kept as they are.
+
+    >>> plot_text('He said "<b>hi</b>" & left')
+    'He said "&lt;b&gt;hi&lt;/b&gt;" &amp; left'
+    """
+    return html.escape(str(text), quote=False)
 
 
 def _short(text: str, limit: int = MAX_LABEL_CHARS) -> str:
@@ -50,33 +63,9 @@ def _layout(fig: go.Figure, *, height: int, y_title: str = "", legend: bool = Tr
     return fig
 
 
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(sum(math.exp(v - top) for v in values))
-
-
 def _percent_label(value: float) -> str:
     """A share as the cluster axis shows it: 0.2 -> "20%" (one decimal below 10%)."""
     return f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
-
-
-def cluster_masses(result: AnalysisResult, scoring: str) -> dict[int, float]:
-    """Each cluster's probability mass exp(logsumexp of its members' log scores), normalized to
-    sum to 1 over the clusters. E.g. scores [-0.1, -0.2, -2.0] with cluster ids [0, 0, 1] give
-    masses {0: 0.88, 1: 0.12}."""
-    check_scoring(scoring)
-    members: dict[int, list[float]] = defaultdict(list)
-    for sample, cluster in zip(result.samples, result.cluster_ids):
-        members[cluster].append(getattr(sample.scores, scoring))
-    log_mass = {c: _logsumexp(v) for c, v in members.items()}
-    if not log_mass:
-        return {}
-    norm = _logsumexp(list(log_mass.values()))
-    if norm == -math.inf:
-        return {c: 1.0 / len(log_mass) for c in sorted(log_mass)}
-    return {c: math.exp(v - norm) for c, v in sorted(log_mass.items())}
 
 
 def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
@@ -86,13 +75,13 @@ def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
     for c in clusters:
         texts_in = [s.text for s, cid in zip(result.samples, result.cluster_ids) if cid == c]
         name = texts.PLOT_CLUSTER_NAME.format(number=c + 1)
-        names.append(f"{name}<br>{esc(_short(texts_in[0], MAX_TICK_CHARS))}")
-        lines = [esc(texts.PLOT_CLUSTER_HOVER.format(members=len(texts_in)))]
-        lines += [f"• {esc(_short(t, 80))}" for t in texts_in]
+        names.append(f"{name}<br>{plot_text(_short(texts_in[0], MAX_TICK_CHARS))}")
+        lines = [plot_text(texts.PLOT_CLUSTER_HOVER.format(members=len(texts_in)))]
+        lines += [f"• {plot_text(_short(t, 80))}" for t in texts_in]
         hovers.append("<br>".join(lines))
     fig = go.Figure()
     for key in SCORINGS:
-        masses = cluster_masses(result, key)
+        masses = result.cluster_masses(key)
         values = [masses.get(c, 0.0) for c in clusters]
         fig.add_bar(
             name=texts.SCORING_NAMES[key],
@@ -114,7 +103,11 @@ def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
-    return _layout(fig, height=340, y_title=texts.PLOT_CLUSTERS_Y)
+    _layout(fig, height=340 + TOOLBAR_PX, y_title=texts.PLOT_CLUSTERS_Y)
+    # the legend in a column at the top left, clear of the toolbar at the top right
+    fig.update_layout(margin={"t": 16 + TOOLBAR_PX},
+                      legend={"orientation": "v", "yanchor": "bottom", "y": 1.0, "x": 0})
+    return fig
 
 
 def nli_figure(result: AnalysisResult) -> go.Figure:
@@ -137,13 +130,14 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
 
     def hover_of(i: int, j: int) -> str:
         if i == j:
-            return texts.PLOT_NLI_SELF.format(number=i + 1, answer=esc(_short(answers[i], 80)))
-        label = esc(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
+            answer = plot_text(_short(answers[i], 80))
+            return texts.PLOT_NLI_SELF.format(number=i + 1, answer=answer)
+        label = plot_text(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
         if answers[i] == answers[j]:  # the engine does not run identical texts either
             label = texts.PLOT_NLI_IDENTICAL.format(label=label)
         return texts.PLOT_NLI_HOVER.format(
-            premise=esc(_short(answers[i], 80)),
-            hypothesis=esc(_short(answers[j], 80)),
+            premise=plot_text(_short(answers[i], 80)),
+            hypothesis=plot_text(_short(answers[j], 80)),
             label=label,
         )
 
@@ -188,7 +182,7 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
 
     Each panel's axis is fitted to its own two values (:func:`value_range`) instead of starting
     at 0: the values of a measure are often close, and the difference between them is what the
-    panel is for. The numbers are printed next to the dots.
+    panel is for. The numbers are printed next to the dots; the axes carry none.
     """
     from plotly.subplots import make_subplots
 
@@ -227,11 +221,14 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
                 row=1, col=col,
             )
         fig.update_yaxes(range=value_range(values), nticks=4, row=1, col=col)
-    _layout(fig, height=320, y_title="", legend=False)
+    _layout(fig, height=320 + TOOLBAR_PX, y_title="", legend=False)
+    # No tick numbers: each panel has its own scale and its two values are printed at the dots
+    # (on a phone a panel's numbers would stand inside the panel to its left).
+    fig.update_yaxes(showticklabels=False)
     fig.update_yaxes(title_text=texts.PLOT_UNCERTAINTY_Y, row=1, col=1)
     fig.update_xaxes(range=[-0.5, 1.5], tickangle=0, tickfont={"size": 11})
     fig.update_annotations(font={"size": 12})
-    fig.update_layout(margin={"l": 56, "r": 16, "t": 52, "b": 32})
+    fig.update_layout(margin={"l": 32, "r": 16, "t": 52 + TOOLBAR_PX, "b": 32})
     return fig
 
 

@@ -9,10 +9,10 @@ probability. Pure functions: no gradio, no models.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from mars_demo import texts
+from mars_demo.ui.redact import public_model_name
 from mars_demo.ui.render import esc
 
 
@@ -38,13 +38,6 @@ def public_reason(estimate: dict[str, Any]) -> str:
     return texts.TRUST_OTHER_MODELS
 
 
-def _shown_data(data: str, public: bool) -> str:
-    """A data set's name; on a public page a local file by its name only (no server paths)."""
-    if public and (os.path.isabs(data) or data.startswith(("~", "."))):
-        return os.path.basename(os.path.normpath(data)) or "a local file"
-    return data
-
-
 def _judge(judge: dict[str, Any]) -> str:
     text = str(judge.get("name", "?"))
     if judge.get("threshold") is not None:
@@ -55,7 +48,8 @@ def _judge(judge: dict[str, Any]) -> str:
 def trust_html(result: Any, calibration: Any = None, *, public: bool = False) -> str:
     """The line under the answer for ``result`` (an AnalysisResult)."""
     if calibration is None:
-        return f'<div class="mars-trust mars-small" role="note">{texts.TRUST_WORDS}</div>'
+        hint = "" if public else texts.TRUST_HOST_HINT  # only the host can give it one
+        return f'<div class="mars-trust mars-small" role="note">{texts.TRUST_WORDS}{hint}</div>'
     estimate = calibration_estimate(result, calibration)
     if estimate["chance_correct"] is None:
         # a public page does not show the server's model paths the message names
@@ -68,7 +62,7 @@ def trust_html(result: Any, calibration: Any = None, *, public: bool = False) ->
         measure=texts.MEASURE_NAMES.get(estimate["measure"], estimate["measure"]),
         scoring=texts.SCORING_NAMES.get(estimate["scoring"], estimate["scoring"]),
         value=f"{estimate['uncertainty']:.3f}".replace("-", "−"),
-        data=_shown_data(estimate["data"], public),
+        data=public_model_name(estimate["data"]) if public else estimate["data"],
         n=estimate["n"],
         accuracy=f"{estimate['accuracy']:.0%}",
         judge=_judge(estimate["judge"]),

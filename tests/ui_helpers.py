@@ -242,12 +242,31 @@ class FakeEngine:
         return result
 
 
+    def score(
+        self,
+        answers: Any,
+        settings: Settings | None = None,
+        *,
+        progress=None,
+        should_stop=None,
+        reuse: AnalysisResult | None = None,
+    ) -> AnalysisResult:
+        """A hand-made result about the answers' question (their scores are not computed)."""
+        question = getattr(answers, "question", None) or "Pasted answers?"
+        self.calls.append((question, settings))
+        if self.fail_with is not None:
+            err, self.fail_with = self.fail_with, None
+            raise err
+        return make_result(question)
+
+
 # --- app.py as a subprocess --------------------------------------------------------------------
 
 APP_START_TIMEOUT_S = 180  # imports + loading the tiny models; generous for a 2-core CI machine
 
 
 APP_LOGS: dict[str, list[str]] = {}  # URL of a running app.py -> the lines it logged so far
+APP_PIDS: dict[str, int] = {}  # URL of a running app.py -> its process id
 
 
 def free_port() -> int:
@@ -317,6 +336,7 @@ def running_app(
             time.sleep(0.2)
         url = f"http://127.0.0.1:{port}"
         APP_LOGS[url] = log
+        APP_PIDS[url] = proc.pid
         while True:  # the models are ready; wait for the HTTP server too
             try:
                 urllib.request.urlopen(url, timeout=2).close()
@@ -328,6 +348,7 @@ def running_app(
         yield url
     finally:
         APP_LOGS.pop(f"http://127.0.0.1:{port}", None)
+        APP_PIDS.pop(f"http://127.0.0.1:{port}", None)
         proc.terminate()
         try:
             proc.wait(15)
@@ -355,46 +376,79 @@ class PageEventError(RuntimeError):
     """A page event ended with an error (the handler raised)."""
 
 
+def event_of(config: dict, api_name: str) -> dict:
+    """The dependency (event) of the page's ``/config`` called ``api_name``."""
+    return next(d for d in config["dependencies"] if d["api_name"] == api_name)
+
+
+def queue_join(
+    url: str,
+    api_name: str,
+    data: Sequence[Any] = (),
+    session_hash: str | None = None,
+    http: Any = None,
+    headers: Any = None,
+    config: dict | None = None,
+) -> Any:
+    """Join the queue with one of the page's events the way the browser does
+    (``/gradio_api/queue/join``); returns the ``httpx`` response (its ``event_id`` on success).
+    ``http``: an ``httpx.Client`` (e.g. bound to another loopback address); ``headers``: added
+    to the request (a list of pairs may repeat a header)."""
+    import httpx
+
+    http = http or httpx
+    config = config or http.get(f"{url}/config", timeout=30).json()
+    dep = event_of(config, api_name)
+    targets = [t for t in dep["targets"] if t[0] is not None]
+    return http.post(
+        f"{url}/gradio_api/queue/join",
+        json={
+            "data": list(data),
+            "fn_index": dep["id"],
+            "trigger_id": targets[0][0] if targets else None,
+            "session_hash": session_hash or uuid.uuid4().hex[:11],
+            "event_data": None,
+        },
+        headers=headers,
+        timeout=30,
+    )
+
+
 def page_event(
     url: str,
     api_name: str,
     data: Sequence[Any] = (),
     session_hash: str | None = None,
     timeout_s: float = APP_START_TIMEOUT_S,
+    http: Any = None,
+    headers: Any = None,
 ) -> dict[str, Any]:
     """Run one of the page's events (``api_name`` as in ``/config``: "ask", "rescore_1"...) in
     the browser session ``session_hash`` (a new one if None), through Gradio's queue like the
     page does (``gradio_client`` refuses the page's private events). Returns its last output,
     ``{elem_id (or "type-id" without one): value}``; a skipped output is an update dict.
-    ``gr.State`` inputs may be None: the server uses the session's own state."""
+    ``gr.State`` inputs may be None: the server uses the session's own state. ``http`` and
+    ``headers`` as in :func:`queue_join`."""
     import httpx
 
-    config = httpx.get(f"{url}/config", timeout=30).json()
-    dep = next(d for d in config["dependencies"] if d["api_name"] == api_name)
+    http = http or httpx
+    config = http.get(f"{url}/config", timeout=30).json()
+    dep = event_of(config, api_name)
     names = {
         c["id"]: c.get("props", {}).get("elem_id") or f"{c['type']}-{c['id']}"
         for c in config["components"]
     }
     session_hash = session_hash or uuid.uuid4().hex[:11]
-    targets = [t for t in dep["targets"] if t[0] is not None]
-    joined = httpx.post(
-        f"{url}/gradio_api/queue/join",
-        json={
-            "data": list(data),
-            "fn_index": dep["id"],
-            "trigger_id": targets[0][0] if targets else None,
-            "session_hash": session_hash,
-            "event_data": None,
-        },
-        timeout=30,
-    )
+    joined = queue_join(url, api_name, data, session_hash, http=http, headers=headers,
+                        config=config)
     if joined.status_code != 200:
         raise PageEventError(f"HTTP {joined.status_code}: {joined.text}")
     event_id = joined.json()["event_id"]
-    with httpx.stream(
+    with http.stream(
         "GET",
         f"{url}/gradio_api/queue/data",
         params={"session_hash": session_hash},
+        headers=headers,
         timeout=timeout_s,
     ) as stream:
         for line in stream.iter_lines():

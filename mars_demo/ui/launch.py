@@ -1,0 +1,70 @@
+"""What ``demo.launch`` needs besides the page itself: the CSS, the page's script, the theme, the
+upload limit and, on a public page, the request limits (:mod:`mars_demo.ui.limits`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from mars_demo import texts
+from mars_demo.ui import limits
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+CSS_PATH = ASSETS / "style.css"
+JS_PATH = ASSETS / "page.js"  # keyboard and touch access to the tokens, the queue line...
+MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads report.json)
+UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
+# The texts assets/page.js writes into the page (window.marsTexts).
+PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ESTIMATE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE",
+              "ACCESS_WORK_OVER")
+
+# Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
+# but its 600 ("SemiBold") files of Source Sans Pro and IBM Plex Mono hold a few glyphs only
+# (of basic Latin, just "A" and "B"), so semibold text mixed fonts letter by letter. With only
+# 400 and 700 declared, CSS draws weight 600 with the complete 700 face.
+FONT_WEIGHTS = (400, 700)
+
+
+def theme() -> gr.themes.Base:
+    """Gradio's default theme with fonts whose every declared face is complete."""
+    return gr.themes.Default(
+        font=[gr.themes.LocalFont("Source Sans Pro", weights=FONT_WEIGHTS),
+              "ui-sans-serif", "system-ui", "sans-serif"],
+        font_mono=[gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
+                   "ui-monospace", "Consolas", "monospace"],
+    )
+
+
+def head() -> str:
+    """The page's ``<head>`` script: its texts, then assets/page.js."""
+    strings = json.dumps({name: getattr(texts, name) for name in PAGE_TEXTS}, ensure_ascii=False)
+    return (f"<script>\nwindow.marsTexts = {strings};\n"
+            f"{JS_PATH.read_text(encoding='utf-8')}\n</script>")
+
+
+def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``demo.launch`` that belong to the page: the CSS, the script and the
+    theme (Gradio 6 takes them there) and the upload limit. With ``demo`` (built by
+    :func:`~mars_demo.ui.layout.build_demo`) of a public page also the request limits
+    (:class:`~mars_demo.ui.limits.RequestLimits`); the server then keeps each connection's own
+    address (:func:`~mars_demo.ui.limits.keep_peer_addresses`), so that only the page's
+    :class:`~mars_demo.access.ClientIdentity` reads X-Forwarded-For."""
+    options: dict[str, Any] = {
+        "css_paths": [CSS_PATH],
+        "head": head(),
+        "theme": theme(),
+        "max_file_size": MAX_UPLOAD,
+    }
+    access = getattr(demo, "mars_access", None)
+    if access is not None and access.public:
+        from starlette.middleware import Middleware
+
+        limits.keep_peer_addresses()
+        options["app_kwargs"] = {"middleware": [Middleware(
+            limits.RequestLimits, access=access,
+            max_upload_bytes=MAX_UPLOAD + limits.UPLOAD_FRAMING_BYTES,
+            uploads_per_hour=UPLOADS_PER_HOUR)]}
+    return options

@@ -1,0 +1,283 @@
+"""The public page's limits, where requests come in: Gradio's queue and an ASGI middleware.
+
+What is allowed is decided in :mod:`mars_demo.access` (the visitor policy); this module enforces
+it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/test_public.py):
+
+- :func:`limit_queue` wraps the queue's ``push``, the one door of every queued call
+  (``/queue/join``, ``/call/<api_name>``, ``/call/v2/...``): a client holds at most a few places
+  (:meth:`Access.places_for`, :attr:`Access.queue_places`), whatever events it calls, and a file
+  input that names a URL is refused before Gradio would download it;
+- :class:`RequestLimits` caps every request body before it is read (HTTP 413), uploads to one file
+  per request and a few per client and hour, and closes routes a public page does not use;
+- :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
+  ``X-Forwarded-For``, so that only :class:`~mars_demo.access.ClientIdentity` reads that header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from mars_demo import texts
+from mars_demo.access import ENGINE_GROUP, Access
+
+MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
+UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
+UPLOAD_ROUTE = "/upload"
+# Routes of Gradio a public page does not use: a screen recording is re-encoded with ffmpeg.
+CLOSED_ROUTES = ("/process_recording",)
+_URL = re.compile(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def keep_peer_addresses() -> None:
+    """Make the server keep each connection's own address as the request's client.
+
+    uvicorn (which Gradio starts without a ``forwarded_allow_ips``) otherwise trusts
+    ``X-Forwarded-For`` from 127.0.0.1 and puts its client address in place of the connection's:
+    then anything on the same machine that forwards a visitor's header (a reverse proxy, the
+    share tunnel) would let that visitor choose a new identity per request. uvicorn reads its
+    default from ``FORWARDED_ALLOW_IPS``; an empty list trusts nobody. Call it before launch."""
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
+
+
+# --- the queue ---------------------------------------------------------------------------------
+
+
+def file_urls(data: Any) -> list[str]:
+    """The URLs among the file inputs of an event's ``data``: dicts whose "path" (what Gradio
+    reads the file from) starts with a scheme such as ``https://``; found without recursion.
+    (Their "url" is where the page shows the file, the server's own address: not read.)
+
+    >>> file_urls([None, {"path": "https://example.org/x", "meta": {"_type": "gradio.FileData"}}])
+    ['https://example.org/x']
+    """
+    found, stack = [], [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            path = item.get("path")
+            if isinstance(path, str) and _URL.match(path):
+                found.append(path)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def limit_queue(demo: Any, access: Access) -> None:
+    """Enforce the visitor policy at the queue's door (``demo.queue()`` must have been called).
+
+    A file input whose path is a URL is refused (HTTP 400), on every page: Gradio would fetch it
+    (from any public address, with no size limit), and a visitor must never make the server fetch
+    anything. On a page with per-client limits, an event is refused (HTTP 429) when its client
+    already holds :meth:`Access.places_for` places of its concurrency group, or
+    :attr:`Access.queue_places` in all, waiting or running. The count (:func:`queue_counter`) and
+    the push run under one lock, so parallel requests cannot slip through together."""
+    from fastapi import HTTPException
+
+    queue = demo._queue
+    push = queue.push
+    pending = queue_counter(demo, access)
+    lock = asyncio.Lock()
+
+    async def limited_push(body: Any, request: Any, username: Any):
+        if file_urls(getattr(body, "data", None)):
+            raise HTTPException(status_code=400, detail=texts.ACCESS_NO_URLS)
+        fn = demo.fns.get(getattr(body, "fn_index", None))
+        if fn is None or access.queue_places is None:
+            return await push(body=body, request=request, username=username)
+        client = access.client_of(getattr(request, "scope", None) or {})
+        group = fn.concurrency_id
+        async with lock:
+            in_group, in_all = pending(client, group)
+            if in_group >= access.places_for(group) or in_all >= access.queue_places:
+                message = (texts.ACCESS_ONE_AT_A_TIME if group == ENGINE_GROUP
+                           else texts.ACCESS_TOO_MANY_EVENTS)
+                raise HTTPException(status_code=429, detail=message)
+            return await push(body=body, request=request, username=username)
+
+    queue.push = limited_push
+
+
+def queue_counter(demo: Any, access: Access) -> Callable[[str, str], tuple[int, int]]:
+    """``pending(client, group)``: how many events ``client`` has waiting in ``demo``'s queue
+    or running, of concurrency group ``group`` and in all.
+
+    An event stops counting once its result was sent (``Queue.send_message`` with
+    "process_completed"), not when Gradio clears it a moment later, so a client whose last
+    request just ended (or failed) may send the next at once. Reads Gradio's queue
+    (``event_queue_per_concurrency_id``, ``active_jobs``, ``send_message``; Gradio 6.17)."""
+    queue = demo._queue
+    finished: weakref.WeakSet = weakref.WeakSet()
+    send = queue.send_message
+
+    def send_message(event: Any, message: Any) -> Any:
+        if getattr(message, "msg", None) == "process_completed":
+            finished.add(event)
+        return send(event, message)
+
+    queue.send_message = send_message
+
+    def client_of_event(event: Any) -> str:
+        request = getattr(event, "request", None)
+        return access.client_of(getattr(request, "scope", None) or {})
+
+    def pending(client: str, group: str) -> tuple[int, int]:
+        events = []
+        for waiting in list(queue.event_queue_per_concurrency_id.values()):
+            events += list(waiting.queue)
+        for job in list(queue.active_jobs):
+            events += list(job or ())
+        mine = [e for e in events if e not in finished and client_of_event(e) == client]
+        return sum(1 for e in mine if e.concurrency_id == group), len(mine)
+
+    return pending
+
+
+# --- every request -----------------------------------------------------------------------------
+
+
+class RequestLimits:
+    """ASGI middleware of a public page, in front of Gradio's routes.
+
+    - Every request body is capped (``max_bytes``; an upload ``max_upload_bytes``) before it is
+      read: a declared length beyond the cap is refused at once (HTTP 413, nothing read), a body
+      without a declared length is read only up to the cap. (Gradio parses a request, e.g. a
+      ``/queue/join``, whole before any of its own checks.)
+    - An upload carries one file (HTTP 413 for more; Gradio's own ``max_file_size`` is per file)
+      and a client may upload ``uploads_per_hour`` times an hour (HTTP 429): uploads stay on
+      disk until Gradio's cache cleaning removes them (one to two hours).
+    - :data:`CLOSED_ROUTES` answer 404.
+    """
+
+    WINDOW_S = 3600.0
+
+    def __init__(self, app: Callable, access: Access, max_upload_bytes: int,
+                 uploads_per_hour: int, max_bytes: int = MAX_REQUEST_BYTES) -> None:
+        self.app = app
+        self.access = access
+        self.max_bytes = max_bytes
+        self.max_upload_bytes = max_upload_bytes
+        self.uploads_per_hour = uploads_per_hour
+        self._times: dict[str, list[float]] = {}
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "").rstrip("/")
+        if path.endswith(CLOSED_ROUTES):
+            await _send_json(send, 404, {"detail": "Not Found"})
+            return
+        upload = scope.get("method") == "POST" and path.endswith(UPLOAD_ROUTE)
+        limit = self.max_upload_bytes if upload else self.max_bytes
+        too_big = {"detail": texts.ACCESS_BODY_TOO_BIG.format(limit=limit)}
+        length = _declared_length(scope)
+        if length is not None and length > limit:
+            await _send_json(send, 413, too_big)
+            return
+        if upload:
+            await self._upload(scope, receive, send, limit, too_big)
+        elif length is None and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+            body = await _read_body(receive, limit)  # chunked: read no more than the cap
+            if body is None:
+                await _send_json(send, 413, too_big)
+                return
+            await self.app(scope, _replayer(body, receive), send)
+        else:  # a declared length within the cap: the server reads no more than that
+            await self.app(scope, receive, send)
+
+    async def _upload(self, scope, receive, send, limit: int, too_big: dict) -> None:
+        client = self.access.client_of(scope)
+        now = time.monotonic()
+        times = [t for t in self._times.get(client, ()) if now - t < self.WINDOW_S]
+        self._times[client] = times
+        if len(times) >= self.uploads_per_hour:
+            await _send_json(send, 429, {"detail": texts.ACCESS_UPLOADS_PER_HOUR.format(
+                limit=self.uploads_per_hour)})
+            return
+        body = await _read_body(receive, limit)
+        if body is None:
+            await _send_json(send, 413, too_big)
+            return
+        if _multipart_parts(scope, body) > 1:
+            await _send_json(send, 413, {"detail": texts.ACCESS_ONE_FILE})
+            return
+        times.append(now)
+        if len(self._times) > 10_000:  # forget clients whose uploads are all older than the window
+            self._times = {c: ts for c, ts in self._times.items()
+                           if ts and now - ts[-1] < self.WINDOW_S}
+        await self.app(scope, _replayer(body, receive), send)
+
+
+def _declared_length(scope) -> int | None:
+    for key, value in scope.get("headers") or ():
+        if key == b"content-length":
+            text = value.strip()
+            return int(text) if text.isdigit() else None
+    return None
+
+
+def _multipart_parts(scope, body: bytes) -> int:
+    """The parts of a multipart/form-data body: its delimiter lines ("--boundary" at the start
+    or after a line break, followed by a line break), the way a multipart parser splits it."""
+    boundary = b""
+    for key, value in scope.get("headers") or ():
+        if key == b"content-type":
+            match = re.search(rb'boundary="?([^";]+)"?', value)
+            boundary = match.group(1) if match else b""
+    if not boundary:
+        return 0
+    delimiter = b"--" + boundary + b"\r\n"
+    return body.count(b"\r\n" + delimiter) + (1 if body.startswith(delimiter) else 0)
+
+
+async def _read_body(receive, limit: int) -> bytes | None:
+    """The request's body, or None as soon as it is longer than ``limit`` bytes."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replayer(body: bytes, receive):
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _send_json(send, status: int, payload: dict) -> None:
+    data = json.dumps(payload).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,96 @@
+"""What of the server a visitor may read (mars_demo/ui/redact.py), and how the page's answers
+read in the figures: hand-made results and a fake engine, no model."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from ui_helpers import FakeEngine, make_answer, make_result
+
+from mars_demo.access import Access, public_access
+from mars_demo.errors import ModelLoadError
+from mars_demo.settings import Settings
+from mars_demo.ui import plots
+from mars_demo.ui.controller import Controller
+from mars_demo.ui.host import EngineHost
+from mars_demo.ui.redact import Redactor, hide_paths, public_model_name
+
+LLM = "/srv/secret/models/tiny-llm"
+SETTINGS = Settings(llm=LLM, importance="/srv/secret/imp", nli="org/nli",
+                    llm_endpoint="http://10.0.0.7:8000/v1")
+WARNING = ("sample 2: no log-probs were given, so they were computed by a teacher-forced pass "
+           f"of {LLM}")
+
+
+def test_a_public_redactor_replaces_the_hosts_paths_and_urls_by_the_names_visitors_see():
+    redactor = Redactor.for_page(public_access(model_names={"llm": "Tiny LLM"}), SETTINGS)
+    assert redactor.text(WARNING).endswith("teacher-forced pass of Tiny LLM")
+    assert redactor.text("cannot reach http://10.0.0.7:8000/v1") == "cannot reach the LLM server"
+    assert redactor.text("no file '/var/lib/other/thing.bin'") == "no file 'thing.bin'"
+    assert redactor.model_name("importance", "/srv/secret/imp") == "imp"
+    assert redactor.model_name("nli", "org/nli") == "org/nli"
+
+
+def test_a_page_only_the_host_opens_shows_everything_but_uses_the_hosts_names():
+    redactor = Redactor.for_page(Access(model_names={"llm": "Tiny LLM"}), SETTINGS)
+    assert redactor.text(WARNING) == WARNING
+    assert redactor.model_name("llm", LLM) == "Tiny LLM"
+    assert redactor.model_name("importance", "/srv/secret/imp") == "/srv/secret/imp"
+
+
+def test_every_part_of_a_result_is_redacted_and_the_original_is_kept():
+    result = make_result(warnings=[WARNING])
+    result.settings = {**result.settings, **SETTINGS.to_dict()}
+    result.nli.warnings = [f"NLI input cut for {LLM}"]
+    shown = Redactor.for_page(public_access(), SETTINGS).result(result)
+    text = json.dumps(shown.to_dict())
+    assert "/srv/secret" not in text and "10.0.0.7" not in text
+    assert shown.settings["llm"] == "tiny-llm" and "llm_endpoint" not in shown.settings
+    assert shown.warnings[0].endswith("teacher-forced pass of tiny-llm")
+    assert shown.question == result.question and shown.greedy.text == result.greedy.text
+    assert result.settings["llm"] == LLM  # the page keeps the original to re-score
+
+
+def test_the_page_shows_no_server_path_in_results_errors_or_the_banner():
+    engine = FakeEngine(result=make_result(warnings=[WARNING]))
+    engine.settings = engine.settings.replace(llm=LLM)
+    controller = Controller(EngineHost(engine), public_access())
+    shown = list(controller.ask("Which planet?", "mars", 2, 0.5, 4, 0, "auto", "model", "sum",
+                                "equal", "strict", "default"))[-1]
+    for key in ("warnings", "context", "answer", "error"):
+        assert "/srv/secret" not in html.unescape(str(shown[key])), key
+    with open(shown["download"]["value"], encoding="utf-8") as f:
+        assert "/srv/secret" not in f.read()
+    message = controller.message(ModelLoadError(f"cannot load '{LLM}': no config.json"))
+    assert message == "cannot load 'tiny-llm': no config.json"
+    assert "/srv/secret" not in controller.banner_html()
+
+
+def test_paths_and_names():
+    assert hide_paths("see /a/b/c.txt and C:\\x\\y.bin, not 1/2 or km/h") == (
+        "see c.txt and y.bin, not 1/2 or km/h")
+    assert public_model_name("/srv/m/llm/") == "llm" and public_model_name("Qwen/Qwen2.5") == (
+        "Qwen/Qwen2.5")
+
+
+def test_quotes_in_answers_read_as_quotes_in_the_figures_and_tags_stay_text():
+    result = make_result()
+    result.samples[0] = make_answer(['"Mars"', "."], [-0.3, -0.01], [([0, 1], 1.0)])
+    result.samples[2] = make_answer(["<b>Jupiter</b>"], [-2.5], [([0], 1.0)])
+    result.nli.answers = [s.text for s in result.samples]
+    bars = plots.clusters_figure(result, "mars").data[0]
+    labels, hovers = " ".join(bars.x), " ".join(bars.customdata)
+    assert '"Mars".' in hovers and '"Mars' in labels and "&quot;" not in labels + hovers
+    assert "&lt;b&gt;Jupiter" in hovers and "<b>Jupiter" not in hovers
+    heat = plots.nli_figure(result).data[0]
+    assert any('"Mars".' in cell for row in heat.customdata for cell in row)
+
+
+def test_how_to_read_the_numbers_tells_no_visitor_to_run_a_host_command():
+    from mars_demo.ui import trust
+
+    public = trust.trust_html(make_result(), None, public=True)
+    assert "lower uncertainty = more trustworthy" in public
+    assert "--calibration" not in public and "app.py" not in public
+    assert "--calibration FILE" in trust.trust_html(make_result(), None, public=False)
