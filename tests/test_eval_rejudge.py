@@ -41,7 +41,8 @@ def test_rejudge_gives_new_verdicts_and_metrics_and_loads_no_model(sentence_run,
     before = {p.name: p.read_bytes() for p in sentence_run.iterdir() if p.is_file()}
     out = tmp_path / "contains"
     assert main(["evaluate", "--rejudge", str(sentence_run), "--out", str(out), "--judge",
-                 "contains", "--bootstrap", "50", "--no-plots"]) == 0
+                 "contains", "--bootstrap", "50", "--no-plots", "--judge-check",
+                 str(CHECK)]) == 0
     assert "re-judged 8 questions (8 judged by contains" in capsys.readouterr().err
     old = lines(sentence_run / "results.jsonl")
     new = lines(out / "results.jsonl")
@@ -63,6 +64,8 @@ def test_rejudge_gives_new_verdicts_and_metrics_and_loads_no_model(sentence_run,
             assert report["metrics"]["auroc"][m][s]["value"] == pytest.approx(
                 roc_auc_score(wrong, u), abs=1e-12)
     assert not any("sentences" in w for w in report["warnings"])  # contains reads them
+    assert report["judge_check"]["judge"] == report["judge"]  # the check it was given
+    assert report["judge_check"]["agreement"] >= 0.95
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["rejudged_from"] == {"run": str(sentence_run),
                                          "judge": {"name": "em", "threshold": None},

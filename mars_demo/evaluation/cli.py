@@ -245,21 +245,27 @@ def _calibrate(args: argparse.Namespace, run_dir: str) -> int:
     return 0
 
 
-def _judge_check(args: argparse.Namespace, settings_of, judge=None, out=None) -> int:
-    """Alone: each judge's figures on stdout. With a run (``judge`` and ``out``): the run's
-    judge's figures kept in ``out``."""
+def _check_for_run(args: argparse.Namespace, judge) -> tuple[Any, Any]:
+    """The run's judge on ``--judge-check``: (its result, the check set)."""
     from . import judge_check
 
     check = judge_check.read_check_set(args.judge_check)
     _print_problems(check.problems)
-    judges = [judge] if judge is not None else [_make_judge(n, args, settings_of)
-                                                for n in _judge_names(args)]
+    result = judge_check.check_judge(judge, check.rows)
+    print(f"judge check: {result.agreement * 100:.1f}% agreement on {args.judge_check} "
+          f"(n = {result.n})", file=sys.stderr)
+    return result, check
+
+
+def _judge_check(args: argparse.Namespace, settings_of) -> int:
+    """Each ``--judge``'s figures on ``--judge-check`` on stdout."""
+    from . import judge_check
+
+    check = judge_check.read_check_set(args.judge_check)
+    _print_problems(check.problems)
+    judges = [_make_judge(n, args, settings_of) for n in _judge_names(args)]
     results = [judge_check.check_judge(j, check.rows) for j in judges]
-    if out is not None:
-        judge_check.save(results[0], check, out)
-        print(f"judge check: {results[0].agreement * 100:.1f}% agreement on "
-              f"{args.judge_check} (n = {results[0].n})", file=sys.stderr)
-    elif args.json:
+    if args.json:
         print(json.dumps([r.to_dict(args.judge_check) for r in results], indent=2))
     else:
         sys.stdout.write(judge_check.format_results(results, args.judge_check))
@@ -289,18 +295,21 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
     names = _judge_names(args)
     if len(names) > 1:
         return _error("a run takes one --judge (several only with --judge-check alone)")
+    from . import judge_check
+
     settings = settings_of(args)
     judge = _make_judge(names[0], args, settings_of)
     out = pathlib.Path(args.out)
-    if args.judge_check:
-        if out.exists() and not out.is_dir():
-            return _error(f"--out {args.out!r} is not a directory")
-        out.mkdir(parents=True, exist_ok=True)
-        _judge_check(args, settings_of, judge=judge, out=out)
+    checked = _check_for_run(args, judge) if args.judge_check else None
     if args.rejudge:
         report = rejudge(args.rejudge, out, judge, labels_file=args.labels,
-                         resamples=args.bootstrap, plots=not args.no_plots)
+                         resamples=args.bootstrap, plots=not args.no_plots, checked=checked)
     else:
+        if checked is not None:
+            if out.exists() and not out.is_dir():
+                return _error(f"--out {args.out!r} is not a directory")
+            out.mkdir(parents=True, exist_ok=True)
+            judge_check.save(*checked, out)
         config = EvalConfig(data=args.data, out=out, judge=judge, settings=settings,
                             limit=args.limit, resamples=args.bootstrap,
                             plots=not args.no_plots, batch_questions=args.batch_questions)

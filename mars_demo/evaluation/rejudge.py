@@ -20,6 +20,7 @@ import pathlib
 import sys
 from typing import Any, Callable, Sequence
 
+from . import judge_check
 from .data import LineError, label, read_objects
 from .judges import Judge
 from .run import RunError, write_report
@@ -74,9 +75,11 @@ def _label_map(records: Sequence[Record], labels, path: str) -> tuple[dict[int, 
 
 def rejudge(run_dir: str | pathlib.Path, out: str | pathlib.Path, judge: Judge | None, *,
             labels_file: str | None = None, resamples: int | None = None, plots: bool = True,
-            messages: Callable[[str], None] | None = None) -> dict[str, Any]:
+            messages: Callable[[str], None] | None = None,
+            checked: tuple[Any, Any] | None = None) -> dict[str, Any]:
     """Write the re-judged run to ``out`` and return its report. ``judge`` None: every
-    question must have a label (given in the run or by ``labels_file``). Raises
+    question must have a label (given in the run or by ``labels_file``). ``checked``: the
+    judge's (result, check set) of :mod:`.judge_check`, kept in the new run. Raises
     :class:`RunError` for an unreadable or unfinished run, an ``out`` that holds files, or
     questions left without a label and without a judge."""
     messages = messages or (lambda m: print(m, file=sys.stderr))
@@ -113,6 +116,8 @@ def rejudge(run_dir: str | pathlib.Path, out: str | pathlib.Path, judge: Judge |
         [(run.records[k].question, run.records[k].greedy, run.records[k].references)
          for k in todo]))) if todo else {}
     out.mkdir(parents=True, exist_ok=True)
+    if checked is not None:
+        judge_check.save(*checked, out)
     records = []
     with open(out / RESULTS, "w", encoding="utf-8") as f:
         for k, r in enumerate(run.records):
