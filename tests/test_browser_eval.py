@@ -10,7 +10,7 @@ import pytest
 
 from conftest_ui import running_app
 from test_browser import ANALYSIS_TIMEOUT_MS, ask, browser, open_page, shots  # noqa: F401
-from test_eval_view import given_run, tiny_llm_run  # noqa: F401
+from test_eval_view import full_run, given_run, tiny_llm_run  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 

@@ -166,7 +166,7 @@ def test_contains_numbers_question_words_and_names(question, answer, refs, corre
     (["twenty", "four"], [24]), (["ninety", "nine", "forty"], [9940]),
 ])
 def test_number_words_by_hand(words, numbers):
-    from mars_demo.evaluation.containment import parse_number_words
+    from mars_demo.evaluation.answer_words import parse_number_words
 
     assert parse_number_words(words) == numbers
 

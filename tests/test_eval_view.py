@@ -353,6 +353,11 @@ def test_the_views_rows_come_from_the_report(given_run, tmp_path):
     assert "p true" not in table_rows(html, "mars-eval-diff")  # no LN/MARS pair to subtract
     assert "(judge rouge ≥ 0.3; 3 labels given, 37 judged)" in html_unescape(html)
     assert "most answers are &lt;long&gt; sentences" in html
+    good["warnings"] = ["PNG plots were not written (/srv/secret/kaleido/chrome: not found)"]
+    path = upload(tmp_path, "report.json", json.dumps(good))
+    public = EvaluationView(public=True).show(None, path, None)["eval_table"]
+    assert "/srv/secret" not in public and "(chrome: not found)" in public
+    assert "/srv/secret/kaleido/chrome" in EvaluationView().show(None, path, None)["eval_table"]
     old = json.loads((given_run / "report.json").read_text())
     del old["metrics"]["auprc"]  # a report written before AUPRC: the others still show
     html = EvaluationView().show(None, upload(tmp_path, "old.json", json.dumps(old)),

@@ -68,8 +68,8 @@ def _label_map(records: Sequence[Record], labels, path: str) -> tuple[dict[int, 
     warnings = []
     if unmatched:
         shown = ", ".join(map(str, unmatched[:10])) + (" ..." if len(unmatched) > 10 else "")
-        warnings.append(f"{len(unmatched)} label(s) of {path} name no question of the run "
-                        f"(lines {shown})")
+        warnings.append(f"{len(unmatched)} label(s) of {pathlib.Path(path).name} name no "
+                        f"question of the run (lines {shown})")
     return out, warnings
 
 

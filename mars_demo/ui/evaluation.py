@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from typing import Any
 
 from mars_demo import texts
@@ -143,8 +144,11 @@ def _calibration(report: Report) -> str:
 def _warnings(report: Report, public: bool) -> str:
     if not report.warnings:
         return ""
-    items = "".join(f"<li>{esc(_local_name(w) if public and w.startswith('/') else w)}</li>"
-                    for w in report.warnings)
+    def shown(warning: str) -> str:  # a public page names a local file by its last part
+        return re.sub(r"(?:/[^\s'\"/]+)+/?", lambda m: _local_name(m.group(0)),
+                      warning) if public else warning
+
+    items = "".join(f"<li>{esc(shown(w))}</li>" for w in report.warnings)
     return f'<div class="mars-warnings" role="note"><ul>{items}</ul></div>'
 
 
