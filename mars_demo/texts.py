@@ -511,8 +511,10 @@ API_CALIBRATION_DOC = (
 EVAL_TAB = "Evaluation: does MARS help on labelled questions?"
 EVAL_EXPLAIN = (
     "Open an evaluation run made by `python -m mars_demo evaluate --data SOURCE --out RUN_DIR`: "
-    "its report.json gives the AUROC table (how well each uncertainty predicts a wrong answer: "
-    "0.5 = chance, 1 = perfect; 95% bootstrap intervals in brackets), like the paper's Table 1. "
+    "its report.json gives the tables, like the paper's Table 1: how well each uncertainty "
+    "predicts a wrong answer as AUROC (0.5 = chance, 1 = perfect), AUPRC (wrong answers as "
+    "positive), PRR (0 = random, 1 = perfect rejection) and AURAC (accuracy as the most "
+    "uncertain answers are rejected), with 95% bootstrap intervals in brackets. "
     "The curves need the run's results.jsonl too. Uploads are "
     "limited to {limit}. Uploaded files are removed from the server by its cache cleanup within "
     "two hours; other visitors never see them."
@@ -528,6 +530,25 @@ EVAL_TOO_BIG = "{name} is {size} bytes; this page reads at most {limit} bytes"
 EVAL_UNKNOWN_RUN = "There is no run {name!r} on this server"
 EVAL_CURVES_FROM = (
     "Curves drawn from {source}: {n} questions (the table above comes from report.json)."
+)
+EVAL_SCORING_SUFFIX = {"length_normalized": " (LN)", "mars": " + MARS"}
+EVAL_LABELS_GIVEN = "; {given} labels given, {judged} judged"
+EVAL_ALL_LABELS_GIVEN = "all {given} labels given"
+EVAL_JUDGE_CHECK = (
+    "On the judge check {file} (n = {n}) this judge agreed with the human labels on "
+    "{agreement:.1f}% ({accepts} false accepts, {rejects} false rejects)."
+)
+EVAL_TABLE_NOTE = (
+    "Values x100 with the 95% percentile bootstrap interval ({resamples} resamples); each "
+    "uncertainty predicts a wrong answer."
+)
+EVAL_PAIRED_CAPTION = (
+    "MARS minus length-normalized per measure, with the paired bootstrap interval (both on the "
+    "same resampled questions):"
+)
+EVAL_CALIBRATION = (
+    "Calibration of {method}, held out by {folds}-fold cross-validation: Brier score "
+    "{brier:.3f} (the accuracy alone: {constant:.3f}), expected calibration error {ece:.3f}."
 )
 EVAL_NO_CURVES = (
     "No curves: they need the run's results.jsonl (one line per question with its correctness "

@@ -10,7 +10,7 @@ import pytest
 
 from ui_helpers import running_app
 from test_browser import ANALYSIS_TIMEOUT_MS, ask, browser, open_page, shots  # noqa: F401
-from test_eval_view import given_run, tiny_llm_run  # noqa: F401
+from test_eval_view import full_run, given_run, tiny_llm_run  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def calibrated_url(tiny_models, tiny_llm_run, given_run, tmp_path_factory):  # noqa: F811
     runs = tmp_path_factory.mktemp("served-runs")
-    shutil.copytree(given_run, runs / "facts-given")  # 12 questions, right and wrong answers
+    shutil.copytree(given_run, runs / "facts-given")  # 40 questions, right and wrong answers
     shutil.copytree(tiny_llm_run, runs / "tiny-facts")
     with running_app(tiny_models, "--calibration", str(tiny_llm_run / "calibration.json"),
                      "--runs", str(runs)) as url:
@@ -41,7 +41,7 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     ask(page)
     page.wait_for_selector("#mars-trust .mars-trust-chance", timeout=ANALYSIS_TIMEOUT_MS)
     text = page.inner_text("#mars-trust")
-    assert "likely to be right" in text and "n = 4 questions" in text
+    assert "likely to be right" in text and "n = 10 questions" in text
     # the trust line sits directly under the answer
     answer = page.locator("#mars-answer").bounding_box()
     trust = page.locator("#mars-trust").bounding_box()
@@ -55,13 +55,32 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     page.wait_for_selector("#mars-eval-table table", timeout=60_000)
     page.wait_for_selector("#mars-eval-roc .main-svg", timeout=60_000)
     page.wait_for_selector("#mars-eval-rejection .main-svg", timeout=60_000)
-    assert "MARS − LN" in page.inner_text("#mars-eval-table")
-    assert "(facts-given): 12 questions" in page.inner_text("#mars-eval-note")
+    table = page.inner_text("#mars-eval-table")
+    assert "MARS − LN" in table
+    heads = page.locator("#mars-eval-table .mars-eval-table thead th").all_inner_texts()
+    assert heads == ["Method", "AUROC", "AUPRC", "PRR", "AURAC"]  # PRR, AURAC beside AUROC
+    assert page.locator("#mars-eval-table .mars-eval-table tbody tr").count() == 6
+    assert "(judge contains)" in table and "this judge agreed with the human labels" in table
+    assert "held out by 5-fold cross-validation: Brier score" in table
+    assert "(facts-given): 40 questions" in page.inner_text("#mars-eval-note")
     assert page.locator("#mars-eval-roc .scatterlayer .trace").count() >= 6
     page.evaluate("document.querySelector('#mars-eval').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view.png"))
+    page.evaluate("document.querySelector('#mars-eval-table').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view-1280.png"), full_page=False)
     page.evaluate("document.querySelector('#mars-eval-roc').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view-curves.png"))
+    # a phone: the page does not scroll sideways; the wide table scrolls inside its box
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    wrap = page.locator("#mars-eval-table .mars-table-wrap").first
+    assert wrap.evaluate("el => el.getBoundingClientRect().right") <= 390
+    page.evaluate("document.querySelector('#mars-eval-table').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view-390.png"))
+    wrap.evaluate("el => { el.scrollLeft = el.scrollWidth; }")  # the last columns
+    page.screenshot(path=str(shots / "eval-view-390-scrolled.png"))
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     # a hostile upload: a clear message, escaped, and the page keeps working
     bad = tmp_path / "report.json"

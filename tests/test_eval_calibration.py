@@ -94,3 +94,56 @@ def test_answers_made_with_other_settings_get_no_chance():
     again = K.Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
     with pytest.raises(K.OtherSettings, match="normalization 'softmax' here"):
         again.chance({**result, "settings": {**made, "normalization": "softmax"}})
+
+
+# ---- held-out quality -------------------------------------------------------------------------
+
+
+def test_cross_validation_matches_an_independent_computation():
+    """Out-of-fold chances from scikit-learn's own folds and fits, then Brier, the constant
+    baseline, ECE by hand and the reliability bins of calibration_curve."""
+    from sklearn.calibration import calibration_curve
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.model_selection import StratifiedKFold
+
+    rng = np.random.default_rng(4)
+    c = rng.random(120) < 0.55
+    u = rng.normal(size=120) + (~c) * 1.0
+    quality = K.cross_validate(u, c, folds=5, bins=10, seed=11)
+    chance, constant = np.empty(120), np.empty(120)
+    for train, test in StratifiedKFold(5, shuffle=True, random_state=11).split(u, c):
+        iso = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip")
+        chance[test] = iso.fit(u[train], c[train]).predict(u[test])
+        constant[test] = c[train].mean()
+    assert quality["brier"] == pytest.approx(np.mean((chance - c) ** 2), abs=1e-12)
+    assert quality["brier_constant"] == pytest.approx(np.mean((constant - c) ** 2), abs=1e-12)
+    assert quality["brier"] < quality["brier_constant"]  # the uncertainty tells something
+    ece = 0.0
+    for lo in np.arange(10) / 10:
+        inside = (chance > lo) & (chance <= lo + 0.1) if lo > 0 else chance <= 0.1
+        if inside.any():
+            ece += inside.mean() * abs(c[inside].mean() - chance[inside].mean())
+    assert quality["ece"] == pytest.approx(ece, abs=1e-12)
+    prob_true, prob_pred = calibration_curve(c, chance, n_bins=10, strategy="uniform")
+    assert [b["share_correct"] for b in quality["bins"]] == pytest.approx(prob_true)
+    assert [b["mean_chance"] for b in quality["bins"]] == pytest.approx(prob_pred)
+    assert sum(b["n"] for b in quality["bins"]) == 120
+
+
+def test_ece_by_hand_on_five_answers():
+    # chances 0.05, 0.15, 0.15, 0.95, 1.0 -> bins [0, .1]: 1 (0 right), (.1, .2]: 2 (1 right),
+    # (.9, 1]: 2 (2 right): ECE = 1/5 * .05 + 2/5 * |.5 - .15| + 2/5 * |1 - .975|
+    ece, bins = K.reliability([0.05, 0.15, 0.15, 0.95, 1.0], [False, True, False, True, True])
+    assert ece == pytest.approx(0.2 * 0.05 + 0.4 * 0.35 + 0.4 * 0.025)
+    assert [(b["low"], b["n"]) for b in bins] == [(0.0, 1), (0.1, 2), (0.9, 2)]
+
+
+@pytest.mark.parametrize("correct, message", [
+    ([True] * 12, "every one of the 12 answers is correct"),
+    ([False] * 12, "every one of the 12 answers is wrong"),
+    ([True] * 9 + [False] * 3, "only 3 of the 12 answers are wrong: at least 5 of each"),
+    ([False] * 11 + [True], "only 1 of the 12 answers is correct"),
+])
+def test_one_class_missing_or_too_rare_is_refused_with_the_reason(correct, message):
+    with pytest.raises(K.TooFewAnswers, match=message):
+        K.cross_validate(np.linspace(0, 1, 12), correct)

@@ -184,3 +184,65 @@ def test_bad_input_is_refused_with_a_message():
         M.aurac([0.1, float("nan")], [True, False])
     with pytest.raises(M.UndefinedMetric, match="no answers"):
         M.aurac([], [])
+
+
+def average_precision_by_hand(u, correct) -> float:
+    """Average precision for "wrong": walk the distinct thresholds from the highest
+    uncertainty down; at each, precision of everything at or above it times the recall gained
+    (tied answers enter together)."""
+    wrong_total = sum(not c for c in correct)
+    ap = recall_before = 0.0
+    for t in sorted(set(u), reverse=True):
+        above = [c for x, c in zip(u, correct) if x >= t]
+        hits = sum(not c for c in above)
+        recall = hits / wrong_total
+        ap += (recall - recall_before) * hits / len(above)
+        recall_before = recall
+    return ap
+
+
+def test_auprc_by_hand_and_by_scikit_learn():
+    from sklearn.metrics import average_precision_score
+
+    # U, C by hand: thresholds 2.5 (1 wrong of 1), 2.0 (2 of 2), 1.1 (2 of 3), 0.9 (2 of 4),
+    # 0.3 (3 of 6: a wrong and a correct tie); recall steps 1/3 at 2.5, 1/3 at 2.0, 1/3 at 0.3
+    by_hand = (1 / 3) * 1 + (1 / 3) * 1 + (1 / 3) * (3 / 6)
+    assert average_precision_by_hand(U, C) == pytest.approx(by_hand)
+    assert M.auprc(U, C) == pytest.approx(by_hand, abs=1e-12)
+    assert M.auprc(U, C) == pytest.approx(
+        average_precision_score([not c for c in C], U), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=2, max_size=8))
+def test_auprc_matches_the_walk_on_random_small_sets(pairs):
+    u = [float(x) for x, _ in pairs]
+    c = [b for _, b in pairs]
+    if 0 < sum(c) < len(c):
+        assert M.auprc(u, c) == pytest.approx(average_precision_by_hand(u, c), abs=1e-12)
+    else:
+        with pytest.raises(M.UndefinedMetric):
+            M.auprc(u, c)
+
+
+def test_paired_difference_with_each_sides_own_labels():
+    """Two runs over the same questions, judged apart: metric(a, c_a) - metric(b, c_b) on the
+    same resampled questions."""
+    rng = np.random.default_rng(5)
+    n = 25
+    ca = rng.random(n) < 0.5
+    cb = ca.copy()
+    cb[:4] = ~cb[:4]  # another judge disagrees on four questions
+    a = rng.normal(size=n) + (~ca) * 1.0
+    b = rng.normal(size=n) + (~cb) * 0.5
+    out = M.paired_difference("auroc", a, b, ca, correct_b=cb, resamples=80, seed=2)
+    assert out.value == pytest.approx(mann_whitney_auroc(a.tolist(), ca.tolist())
+                                      - mann_whitney_auroc(b.tolist(), cb.tolist()))
+    diffs = []
+    for idx in np.random.default_rng(2).integers(0, n, size=(80, n)):
+        if 0 < ca[idx].sum() < n and 0 < cb[idx].sum() < n:
+            diffs.append(mann_whitney_auroc(a[idx].tolist(), ca[idx].tolist())
+                         - mann_whitney_auroc(b[idx].tolist(), cb[idx].tolist()))
+    assert out.ci95 == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), abs=1e-12)
+    with pytest.raises(ValueError, match="same questions"):
+        M.paired_difference("auroc", a, b[:5], ca, correct_b=cb[:5])

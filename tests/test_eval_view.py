@@ -28,9 +28,10 @@ from mars_demo.evaluation import calibration as K
 from mars_demo.result import AnalysisResult
 from mars_demo.ui import controls
 from mars_demo.ui.controller import Controller
-from mars_demo.ui.evaluation import EvaluationView, parse_report
+from mars_demo.evaluation.runs import Entry, parse_report
+from mars_demo.ui.evaluation import EvaluationView
 from mars_demo.ui.host import EngineHost
-from test_evaluate import ANSWERS, FACTS, lines, model_flags
+from test_evaluate import ANSWERS, FACTS, full_run, lines, model_flags  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -48,25 +49,26 @@ def isotonic_chance(run: pathlib.Path, uncertainty: float, measure="semantic_ent
 
 
 @pytest.fixture(scope="module")
-def given_run(tiny_models, tmp_path_factory):
-    """12 pre-generated questions (no LLM), exact match, calibrated (SE, MARS)."""
-    out = tmp_path_factory.mktemp("runs") / "facts-given"
-    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "12",
-                 "--seed", "3", "--judge", "em", "--bootstrap", "200",
-                 *model_flags(tiny_models)]) == 0
-    assert main(["evaluate", "--calibrate", str(out)]) == 0
-    return out
+def given_run(full_run):
+    """The 40 pre-generated questions (no LLM), the default judge with its judge check,
+    calibrated (SE, MARS): test_evaluate's full run."""
+    return full_run
 
 
 @pytest.fixture(scope="module")
 def tiny_llm_run(tiny_models, tmp_path_factory):
-    """The tiny LLM's own answers to 4 questions, token-F1 judge, calibrated: a calibration
-    of the models app.py loads in the tests."""
-    out = tmp_path_factory.mktemp("runs") / "facts-tiny"
-    assert main(["evaluate", "--data", str(FACTS), "--out", str(out), "--limit", "4",
-                 "--judge", "f1", "--threshold", "0.01", "--llm", str(tiny_models["llm"]),
-                 "--max-new-tokens", "6", "--samples", "2", "--bootstrap", "50", "--no-plots",
-                 *model_flags(tiny_models)]) == 0
+    """The tiny LLM's own answers to 10 questions, with labels given in the data (half right,
+    half wrong: the random LLM answers no question right), calibrated: a calibration of the
+    models app.py loads in the tests."""
+    base = tmp_path_factory.mktemp("runs")
+    data = base / "labelled.jsonl"
+    rows = [json.loads(x) for x in FACTS.read_text(encoding="utf-8").splitlines()][:10]
+    data.write_text("".join(json.dumps({**r, "correct": k % 2 == 0}) + "\n"
+                            for k, r in enumerate(rows)), encoding="utf-8")
+    out = base / "facts-tiny"
+    assert main(["evaluate", "--data", str(data), "--out", str(out), "--llm",
+                 str(tiny_models["llm"]), "--max-new-tokens", "6", "--samples", "2",
+                 "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]) == 0
     assert main(["evaluate", "--calibrate", str(out)]) == 0
     return out
 
@@ -89,7 +91,7 @@ def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
     expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
     assert f"About <b>{round(100 * expected)}%</b> likely to be right." in update["trust"]
     report = json.loads((given_run / "report.json").read_text())
-    for part in (f"n = {report['n']} questions", str(ANSWERS), "judge em",
+    for part in (f"n = {report['n']} questions", str(ANSWERS), "judge contains",
                  f"AUROC of that uncertainty there "
                  f"{report['metrics']['auroc']['semantic_entropy']['mars']['value']:.2f}",
                  "Semantic Entropy (MARS)"):
@@ -130,7 +132,7 @@ def test_the_api_result_gets_a_calibration_field(given_run):
     field = data["calibration"]
     assert field["chance_correct"] == pytest.approx(
         isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars), abs=1e-12)
-    assert field["n"] == 12 and field["data"] == str(ANSWERS)
+    assert field["n"] == 40 and field["data"] == str(ANSWERS)
     assert field["measure"] == "semantic_entropy" and field["scoring"] == "mars"
     assert field["uncertainty"] == data["uncertainty"]["semantic_entropy"]["mars"]
     # additive: the analysis JSON is unchanged otherwise
@@ -174,7 +176,7 @@ def test_app_reads_the_calibration_flag_and_variable(given_run, tmp_path):
 
     path = str(given_run / "calibration.json")
     args = app.parse_args([], env={"MARS_DEMO_CALIBRATION": path})
-    assert args.calibration_data.n == 12
+    assert args.calibration_data.n == 40
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
     with pytest.raises(SystemExit):
@@ -215,7 +217,7 @@ def test_app_with_a_calibration_shows_the_chance_on_the_page_and_the_api(
                               max_new_tokens=6, api_name="/analyze")
         expected = isotonic_chance(tiny_llm_run, data["uncertainty"]["semantic_entropy"]["mars"])
         assert data["calibration"]["chance_correct"] == pytest.approx(expected, abs=1e-12)
-        assert data["calibration"]["n"] == 4
+        assert data["calibration"]["n"] == 10
         # the page: the same question through the page's Ask event
         config = __import__("httpx").get(f"{url}/config", timeout=30).json()
         ask = next(d for d in config["dependencies"] if d["api_name"] == "ask")
@@ -234,10 +236,10 @@ def test_app_with_a_calibration_shows_the_chance_on_the_page_and_the_api(
         values = [run_settings.get(elem[i], v) for i, v in zip(ask["inputs"], values)]
         out = page_event(url, "ask", values)
         trust = out["mars-trust"]
-        assert "likely to be right" in trust and "n = 4 questions" in trust
+        assert "likely to be right" in trust and "n = 10 questions" in trust
         # the Evaluation view offers the run by name
         shown = page_event(url, "evaluation_show", ["tiny", None, None])
-        assert "Length-normalized" in shown["mars-eval-table"]
+        assert "Confidence (LN)" in shown["mars-eval-table"]
 
 
 # --- the Evaluation view ------------------------------------------------------------------------
@@ -280,7 +282,87 @@ def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
     records = lines(given_run / "results.jsonl")
     correct = np.array([r["correct"] for r in records])
     assert rej.data[0].y[0] == pytest.approx(correct.mean())  # nothing rejected: the accuracy
-    assert "results.jsonl (facts): 12 questions" in update["eval_note"]
+    assert "results.jsonl (facts): 40 questions" in update["eval_note"]
+
+
+def table_rows(html: str, cls: str) -> dict[str, list[str]]:
+    """The rows of the view's table ``cls``: row header -> the cells' text (tags removed)."""
+    import re
+
+    table = html.split(f'class="mars-table {cls}"', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1]):
+        head = html_unescape(re.sub(r"<[^>]+>", "", re.search(r"<th[^>]*>(.*?)</th>",
+                                                                row).group(1)))
+        rows[head] = [html_unescape(re.sub(r"<[^>]+>", "", c))
+                      for c in re.findall(r"<td>(.*?)</td>", row)]
+    return rows
+
+
+def shown(entry: dict, signed: bool = False) -> str:
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    lo, hi = entry["ci95"]
+    return (fmt.format(entry["value"] * 100) + f" [{lo * 100:.2f}, {hi * 100:.2f}]"
+            ).replace("-", "−")
+
+
+def test_the_view_shows_every_metric_the_judge_and_the_calibration(given_run):
+    """AUROC, AUPRC, PRR and AURAC of every method with their intervals, the paired MARS - LN
+    row of every measure, the judge and its judge check, the held-out calibration quality."""
+    report = json.loads((given_run / "report.json").read_text())
+    html = EvaluationView().show(None, str(given_run / "report.json"), None)["eval_table"]
+    rows = table_rows(html, "mars-eval-table")
+    names = {"length_normalized": " (LN)", "mars": " + MARS"}
+    assert list(rows) == [texts.MEASURE_NAMES[m] + names[s] for s in SCORINGS for m in MEASURES]
+    for m in MEASURES:
+        for s in SCORINGS:
+            assert rows[texts.MEASURE_NAMES[m] + names[s]] == [
+                shown(report["metrics"][metric][m][s])
+                for metric in ("auroc", "auprc", "prr", "aurac")]
+    assert "<th scope=\"col\">PRR</th><th scope=\"col\">AURAC</th>" in html
+    paired = table_rows(html, "mars-eval-diff")
+    for m in MEASURES:
+        assert paired[texts.MEASURE_NAMES[m]] == [
+            shown(report["metrics"][metric][m]["mars_minus_length_normalized"], signed=True)
+            for metric in ("auroc", "auprc", "prr", "aurac")]
+    text = html_unescape(html)
+    check = report["judge_check"]
+    assert "(judge contains)" in text
+    assert (f"On the judge check judge_check.jsonl (n = {check['n']}) this judge agreed with "
+            f"the human labels on {check['agreement'] * 100:.1f}%") in text
+    cal = report["calibration"]
+    assert (f"Calibration of Semantic Entropy + MARS, held out by 5-fold cross-validation: "
+            f"Brier score {cal['brier']:.3f} (the accuracy alone: "
+            f"{cal['brier_constant']:.3f}), expected calibration error {cal['ece']:.3f}") in text
+
+
+def test_the_views_rows_come_from_the_report(given_run, tmp_path):
+    """A measure the view does not know is a row too (a later method needs no view code);
+    labels given and the report's warnings are shown, escaped."""
+    good = json.loads((given_run / "report.json").read_text())
+    extra = {"raw": {"value": 0.61, "ci95": [0.5, 0.7]}}
+    for metric in good["metrics"]:
+        good["metrics"][metric]["p_true"] = extra
+    good["labels"] = {"given": 3, "judged": 37}
+    good["warnings"] = ["most answers are <long> sentences"]
+    good["judge"] = {"name": "rouge", "threshold": 0.3}
+    html = EvaluationView().show(None, upload(tmp_path, "report.json", json.dumps(good)),
+                                 None)["eval_table"]
+    rows = table_rows(html, "mars-eval-table")
+    assert rows["p true (raw)"] == ["61.00 [50.00, 70.00]"] * 4
+    assert "p true" not in table_rows(html, "mars-eval-diff")  # no LN/MARS pair to subtract
+    assert "(judge rouge ≥ 0.3; 3 labels given, 37 judged)" in html_unescape(html)
+    assert "most answers are &lt;long&gt; sentences" in html
+    good["warnings"] = ["PNG plots were not written (/srv/secret/kaleido/chrome: not found)"]
+    path = upload(tmp_path, "report.json", json.dumps(good))
+    public = EvaluationView(public=True).show(None, path, None)["eval_table"]
+    assert "/srv/secret" not in public and "(chrome: not found)" in public
+    assert "/srv/secret/kaleido/chrome" in EvaluationView().show(None, path, None)["eval_table"]
+    old = json.loads((given_run / "report.json").read_text())
+    del old["metrics"]["auprc"]  # a report written before AUPRC: the others still show
+    html = EvaluationView().show(None, upload(tmp_path, "old.json", json.dumps(old)),
+                                 None)["eval_table"]
+    assert "AUPRC" not in html and "AURAC" in html
 
 
 def test_uploaded_files_are_read_and_left_for_the_cache_cleanup(given_run, tmp_path):
@@ -362,7 +444,7 @@ def test_uploads_over_the_limit_and_mismatched_results_are_refused(given_run, tm
     update = EvaluationView().show(None, upload(tmp_path, "report.json", text),
                                    upload(tmp_path, "results.jsonl", "\n".join(records[:5])))
     assert update["eval_table"] and update["eval_roc"] is None
-    assert "5 questions and the report 12" in update["eval_note"]
+    assert "5 questions and the report 40" in update["eval_note"]
     broken = records[0].replace('"correct": ', '"correct": "yes", "was": ', 1)
     update = EvaluationView().show(None, upload(tmp_path, "report.json", text),
                                    upload(tmp_path, "results.jsonl", broken))
@@ -385,5 +467,4 @@ def test_parse_report_keeps_undefined_metrics(given_run):
     good["metrics"]["auroc"]["confidence"]["mars"] = {"value": None, "ci95": None,
                                                      "reason": "one class"}
     parsed = parse_report(json.dumps(good))
-    assert parsed["auroc"]["confidence"]["mars"] == {"value": None, "ci95": None,
-                                                     "reason": "one class"}
+    assert parsed.metrics["auroc"]["confidence"]["mars"] == Entry(None, None, "one class")

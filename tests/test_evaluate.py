@@ -18,7 +18,8 @@ from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
 from mars_demo.evaluation import calibration as K
 from mars_demo.evaluation.judges import normalize_answer
-from test_eval_metrics import loop_aurac, loop_prr, mann_whitney_auroc
+from test_eval_metrics import (average_precision_by_hand, loop_aurac, loop_prr,
+                               mann_whitney_auroc)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "data" / "facts_answers.jsonl"
@@ -87,9 +88,12 @@ def test_every_reported_figure_matches_an_independent_computation(pregenerated_r
     assert report["accuracy"] == pytest.approx(sum(correct) / 12)
     assert 0 < sum(correct) < 12  # both classes: every metric is defined
     assert report["judge"] == {"name": "em", "threshold": None}
+    assert report["labels"] == {"given": 0, "judged": 12}
     assert report["settings"]["seed"] == 3
     rng_draws = np.random.default_rng(3).integers(0, 12, size=(300, 12))
-    by_hand = {"auroc": mann_whitney_auroc, "prr": loop_prr, "aurac": loop_aurac}
+    by_hand = {"auroc": mann_whitney_auroc, "auprc": average_precision_by_hand,
+               "prr": loop_prr, "aurac": loop_aurac}
+    assert set(METRICS) == set(by_hand)
     for m in MEASURES:
         u = {s: [r["uncertainty"][m][s] for r in records] for s in SCORINGS}
         for name in METRICS:
@@ -267,11 +271,142 @@ def test_a_hub_data_set_offline_fails_with_one_clear_message(tmp_path, monkeypat
         capsys.readouterr().err)
 
 
-def test_bad_data_lines_are_named(tmp_path, capsys):
+def answer_rows() -> list[dict]:
+    return [json.loads(x) for x in ANSWERS.read_text(encoding="utf-8").splitlines()]
+
+
+def test_bad_lines_are_reported_and_skipped_and_the_run_goes_on(tiny_models, tmp_path, capsys):
+    """As ``score`` does: line numbers from 1, every problem listed, the good lines evaluated,
+    a summary, exit status 1."""
+    rows = answer_rows()
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"question": "Q?", "answers": ["a"]}\n{"question": "Q2?", "answers": []}\n')
+    bad.write_text("\n".join([
+        json.dumps(rows[0]), "{not json", json.dumps({"question": "Q?"}),
+        json.dumps({**rows[1], "correct": "yes"}), "", json.dumps(rows[2]),
+        json.dumps({k: v for k, v in rows[3].items() if k != "samples"}),  # greedy alone
+    ]) + "\n", encoding="utf-8")
+    out = tmp_path / "r"
+    code = main(["evaluate", "--data", str(bad), "--out", str(out), "--bootstrap", "20",
+                 "--no-plots", *model_flags(tiny_models)])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    for expected in (f"{bad}, line 2: not valid JSON", f"{bad}, line 3: 'answers' must be",
+                     f"{bad}, line 4: 'correct' must be true/false or 1/0",
+                     f"{bad}, line 7: give both 'greedy' and 'samples'"):
+        assert expected in err, expected
+    assert "evaluated 2 questions (2 judged by contains, 0 labels given); 4 bad line(s) " \
+        "skipped" in err.splitlines()[-1]
+    records = lines(out / "results.jsonl")
+    assert [r["line"] for r in records] == [1, 6]
+    report = json.loads((out / "report.json").read_text())
+    assert report["n"] == 2 and len(report["skipped_lines"]) == 4
+
+
+def test_a_file_without_a_usable_line_says_so_and_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "Q2?", "answers": []}\n[1, 2]\n', encoding="utf-8")
     assert main(["evaluate", "--data", str(bad), "--out", str(tmp_path / "r")]) == 2
-    assert "bad.jsonl, line 2: 'answers' must be a non-empty list" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "bad.jsonl, line 1: 'answers' must be a non-empty list" in err
+    assert "bad.jsonl, line 2: not a JSON object" in err
+    assert err.strip().endswith("has no usable question (2 bad line(s))")
+    assert not (tmp_path / "r").exists()
+
+
+def test_given_labels_are_used_as_given(tiny_models, tmp_path, capsys):
+    """Lines with ``correct`` are not judged; the run says how many were given; every metric
+    is computed on exactly those labels (AUROC as scikit-learn's)."""
+    from sklearn.metrics import roc_auc_score
+
+    from mars_demo.evaluation import judges
+
+    rows = answer_rows()[:10]
+    given = {0: False, 1: 1, 3: True, 4: 0, 6: False, 8: True}  # 0 and 6: right answers, "wrong"
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({**r, **({"correct": given[k]} if k in given else {})})
+                            + "\n" for k, r in enumerate(rows)), encoding="utf-8")
+    asked = []
+    real = judges.ContainsJudge.judge_many
+
+    def spy(self, items):
+        asked.extend(q for q, _, _ in items)
+        return real(self, items)
+
+    out = tmp_path / "run"
+    try:
+        judges.ContainsJudge.judge_many = spy
+        assert main(["evaluate", "--data", str(data), "--out", str(out), "--bootstrap", "50",
+                     "--no-plots", *model_flags(tiny_models)]) == 0
+    finally:
+        judges.ContainsJudge.judge_many = real
+    assert sorted(asked) == sorted(rows[k]["question"] for k in range(10) if k not in given)
+    records = sorted(lines(out / "results.jsonl"), key=lambda r: r["index"])
+    for r in records:
+        if r["index"] in given:
+            assert r["label"] == "given" and r["correct"] is bool(given[r["index"]])
+            assert r["judge"] is None
+        else:
+            assert r["label"] == "judged" and r["judge"]["detail"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["labels"] == {"given": 6, "judged": 4}
+    assert "6 labels given, 4 judged by contains" in (out / "report.md").read_text()
+    assert "(6 labels given)" in capsys.readouterr().out
+    wrong = [not r["correct"] for r in records]
+    for m in MEASURES:
+        for s in SCORINGS:
+            u = [r["uncertainty"][m][s] for r in records]
+            assert report["metrics"]["auroc"][m][s]["value"] == pytest.approx(
+                roc_auc_score(wrong, u), abs=1e-12)
+
+
+def sentence_rows() -> list[dict]:
+    """Answer sets whose greedy answers are sentences (tokens: the words with their spaces)."""
+    def answer(text: str, lp: float) -> dict:
+        words = text.split(" ")
+        return {"text": text, "tokens": [{"text": (" " if k else "") + w, "logprob": lp}
+                                         for k, w in enumerate(words)]}
+
+    facts = [("What is the capital city of Australia?", ["Canberra"],
+              "The capital city of Australia is Canberra.", -0.1),
+             ("Which planet is known as the Red Planet?", ["Mars"],
+              "The Red Planet is Mars, the fourth planet.", -0.2),
+             ("Who wrote the play Hamlet?", ["William Shakespeare"],
+              "Hamlet was written by William Shakespeare.", -0.3),
+             ("How many continents are there on Earth?", ["7"],
+              "There are seven continents on Earth.", -0.4),
+             ("What is the chemical symbol for gold?", ["Au"],
+              "The chemical symbol for gold is Ag.", -1.5),
+             ("In which year did the Berlin Wall fall?", ["1989"],
+              "The Berlin Wall fell in the year 1991.", -1.9),
+             ("Which organ produces insulin?", ["Pancreas"],
+              "Insulin is made by the liver, I think.", -2.2),
+             ("What is the largest ocean on Earth?", ["Pacific Ocean"],
+              "It is the Pacific, the largest of all.", -0.5)]
+    return [{"id": f"s{k}", "question": q, "answers": refs, "greedy": answer(text, lp),
+             "samples": [answer(text, lp), answer("Something else", -2.0)]}
+            for k, (q, refs, text, lp) in enumerate(facts)]
+
+
+@pytest.fixture(scope="module")
+def sentence_run(tiny_models, tmp_path_factory):
+    """Eight questions answered in sentences (five right, three wrong), judged by em."""
+    base = tmp_path_factory.mktemp("sentences")
+    data = base / "sentences.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in sentence_rows()), encoding="utf-8")
+    out = base / "em"
+    assert main(["evaluate", "--data", str(data), "--out", str(out), "--judge", "em",
+                 "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]) == 0
+    return out
+
+
+def test_em_on_sentence_answers_warns_in_the_report(sentence_run):
+    report = json.loads((sentence_run / "report.json").read_text())
+    assert report["accuracy"] == 0.0  # em: no sentence equals a reference
+    warning = next(w for w in report["warnings"] if "sentences" in w)
+    assert warning.startswith("8 of 8 judged greedy answers are sentences (5 words or more), "
+                              "and the em judge compares the whole answer")
+    assert "--rejudge RUN_DIR --judge contains" in warning
+    assert f"Warning: {warning}" in (sentence_run / "report.md").read_text()
 
 
 def test_tiny_llm_end_to_end(tiny_models, tmp_path, capsys):
@@ -296,41 +431,140 @@ def test_tiny_llm_end_to_end(tiny_models, tmp_path, capsys):
     assert "n/a (every one of the 2 answers is wrong" in (out / "report.md").read_text()
 
 
-def test_compare_and_calibrate(pregenerated_run, tiny_models, tmp_path, capsys):
-    other = tmp_path / "softmax"
-    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(other), "--limit", "12",
-                 "--seed", "3", "--judge", "em", "--bootstrap", "300", "--no-plots",
-                 "--normalization", "softmax", *model_flags(tiny_models)]) == 0
-    capsys.readouterr()
-    assert main(["evaluate", "--compare", str(pregenerated_run), str(other)]) == 0
-    text = capsys.readouterr().out
-    a = json.loads((pregenerated_run / "report.json").read_text())
-    b = json.loads((other / "report.json").read_text())
-    va = a["metrics"]["auroc"]["entropy"]["mars"]["value"]
-    vb = b["metrics"]["auroc"]["entropy"]["mars"]["value"]
-    assert f"{(vb - va) * 100:+.2f} |" in text
-    assert "Settings that differ: normalization ('sum' vs 'softmax')" in text
+@pytest.fixture(scope="module")
+def full_run(tiny_models, tmp_path_factory):
+    """Every one of the 40 pre-generated questions (no LLM), the default judge with its judge
+    check kept, calibrated (semantic entropy, MARS)."""
+    out = tmp_path_factory.mktemp("run") / "facts-given"
+    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--bootstrap", "200",
+                 "--judge-check", str(ROOT / "data" / "judge_check.jsonl"),
+                 *model_flags(tiny_models)]) == 0
+    assert main(["evaluate", "--calibrate", str(out)]) == 0
+    return out
 
-    assert main(["evaluate", "--calibrate", str(pregenerated_run), "--measure", "confidence",
-                 "--scoring", "mars"]) == 0
-    cal = K.load(pregenerated_run / "calibration.json")
+
+def test_compare_is_a_paired_bootstrap_over_the_shared_questions(pregenerated_run, full_run,
+                                                                 capsys):
+    """A: 12 questions judged by em; B: all 40 judged by contains. B - A over the 12 shared
+    questions, each run with its own labels, every resample the same questions for both."""
+    assert main(["evaluate", "--compare", str(pregenerated_run), str(full_run), "--bootstrap",
+                 "100", "--seed", "4", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    a = {r["question"]: r for r in lines(pregenerated_run / "results.jsonl")}
+    b = {r["question"]: r for r in lines(full_run / "results.jsonl")}
+    shared = [q for q in a if q in b]
+    assert result["shared"] == len(shared) == 12
+    ca = [a[q]["correct"] for q in shared]
+    cb = [b[q]["correct"] for q in shared]
+    assert result["a"]["accuracy_shared"] == pytest.approx(np.mean(ca))
+    ua = [a[q]["uncertainty"]["entropy"]["mars"] for q in shared]
+    ub = [b[q]["uncertainty"]["entropy"]["mars"] for q in shared]
+    # the same answers, scored the same (up to float rounding across batches): the verdicts differ
+    assert ua == pytest.approx(ub, abs=1e-6)
+    entry = result["metrics"]["auroc"]["entropy"]["mars"]
+    assert entry["a"] == pytest.approx(mann_whitney_auroc(ua, ca))
+    assert entry["b"] == pytest.approx(mann_whitney_auroc(ub, cb))
+    diffs = []
+    for idx in np.random.default_rng(4).integers(0, 12, size=(100, 12)):
+        ia, ib = [ca[i] for i in idx], [cb[i] for i in idx]
+        if 0 < sum(ia) < 12 and 0 < sum(ib) < 12:
+            diffs.append(mann_whitney_auroc([ub[i] for i in idx], ib)
+                         - mann_whitney_auroc([ua[i] for i in idx], ia))
+    assert entry["b_minus_a"]["value"] == pytest.approx(entry["b"] - entry["a"])
+    assert entry["b_minus_a"]["ci95"] == pytest.approx(list(np.percentile(diffs, [2.5, 97.5])))
+    warnings = " ".join(result["warnings"])
+    assert "judged differently (A: em, B: contains)" in warnings
+    assert "share 12 questions (A has 12, B 40)" in warnings
+    assert "different models" not in warnings and "different data" not in warnings
+    # the markdown says the same
+    assert main(["evaluate", "--compare", str(pregenerated_run), str(full_run), "--bootstrap",
+                 "100", "--seed", "4"]) == 0
+    text = capsys.readouterr().out
+    assert f"| Entropy + MARS | {entry['a'] * 100:.2f} | {entry['b'] * 100:.2f} | " \
+        f"{entry['b_minus_a']['value'] * 100:+.2f} [" in text
+    assert "Warning: the runs were judged differently" in text
+
+
+def test_compare_warns_about_other_data_and_models(pregenerated_run, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(pregenerated_run, other)
+    report = json.loads((other / "report.json").read_text())
+    report["models"]["nli"] = "another/nli"
+    report["data"] = "another.jsonl"
+    (other / "report.json").write_text(json.dumps(report))
+    assert main(["evaluate", "--compare", str(pregenerated_run), str(other), "--bootstrap",
+                 "20"]) == 0
+    text = capsys.readouterr().out
+    assert "the runs used different data (A: " in text
+    assert "different models (nli: " in text and "vs another/nli" in text
+    assert main(["evaluate", "--compare", str(pregenerated_run), str(tmp_path / "none")]) == 2
+    assert "cannot compare: cannot read" in capsys.readouterr().err
+
+
+def test_calibrate_reports_held_out_quality(full_run, capsys):
+    """Brier score and calibration error of chances from fits that did not see the answer,
+    recomputed here with scikit-learn's folds and isotonic fits."""
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.metrics import brier_score_loss
+    from sklearn.model_selection import StratifiedKFold
+
+    cal = K.load(full_run / "calibration.json")
+    records = lines(full_run / "results.jsonl")
+    u = np.array([r["uncertainty"]["semantic_entropy"]["mars"] for r in records])
+    c = np.array([r["correct"] for r in records])
+    assert cal.n == 40 and cal.measure == "semantic_entropy" and cal.scoring == "mars"
+    chance = np.empty(40)
+    for train, test in StratifiedKFold(5, shuffle=True, random_state=0).split(u, c):
+        iso = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip")
+        chance[test] = iso.fit(u[train], c[train]).predict(u[test])
+    assert cal.held_out["brier"] == pytest.approx(brier_score_loss(c, chance), abs=1e-12)
+    report = json.loads((full_run / "report.json").read_text())
+    assert report["calibration"]["brier"] == cal.held_out["brier"]
+    assert report["calibration"]["ece"] == cal.held_out["ece"]
+    md = (full_run / "report.md").read_text()
+    assert "## Calibration of SE + MARS (held out)" in md
+    assert f"Brier score {cal.held_out['brier']:.4f}" in md
+    assert "reliability.html" in report["calibration"]["plots"]
+    assert (full_run / "reliability.html").stat().st_size > 1000
+    # the judge check the run was given
+    check = report["judge_check"]
+    assert check["file"] == "judge_check.jsonl" and check["n"] >= 150
+    assert check["agreement"] >= 0.95 and check["judge"] == {"name": "contains",
+                                                             "threshold": None}
+    assert "this judge agreed with the human labels on" in md
+
+
+def test_calibrate_refuses_too_few_of_a_class_with_the_reason(pregenerated_run, tmp_path,
+                                                              capsys):
     records = lines(pregenerated_run / "results.jsonl")
-    assert cal.n == 12 and cal.measure == "confidence" and cal.scoring == "mars"
-    assert cal.auroc == a["metrics"]["auroc"]["confidence"]["mars"]["value"]
-    assert cal.models == {"llm": "hand-written (data/make_facts_answers.py)",
-                          "importance": str(tiny_models["importance"]),
-                          "nli": str(tiny_models["nli"])}
-    u = sorted(r["uncertainty"]["confidence"]["mars"] for r in records)
-    p = cal.predict(np.linspace(u[0] - 1, u[-1] + 1, 50))
-    assert np.all(np.diff(p) <= 1e-12)
-    # an analysis made by the calibrated models gets its chance; another model's is refused
-    analysis = records[0]["analysis"]
-    assert cal.chance(analysis) == pytest.approx(
-        cal.predict(records[0]["uncertainty"]["confidence"]["mars"]))
-    with pytest.raises(K.CalibrationError, match="other models"):
-        cal.chance({**analysis, "settings": {**analysis["settings"], "nli": "another/nli"}})
+    wrong = sum(not r["correct"] for r in records)
+    assert wrong < 5  # 12 questions, em
+    assert main(["evaluate", "--calibrate", str(pregenerated_run)]) == 2
+    err = capsys.readouterr().err
+    assert f"only {wrong} of the 12 answers are wrong: at least 5 of each are needed" in err
+    assert not (pregenerated_run / "calibration.json").exists()
     assert main(["evaluate", "--calibrate", str(tmp_path / "nothing")]) == 2
     assert "cannot calibrate" in capsys.readouterr().err
+
+
+def test_a_calibration_keeps_the_runs_settings(full_run):
+    from mars_demo.evaluation.run import calibrate
+
+    cal = K.load(calibrate(full_run, "entropy", "mars", full_run / "cal-entropy.json",
+                           plots=False))
+    first = lines(full_run / "results.jsonl")[0]["analysis"]["settings"]
+    assert cal.settings == {k: first.get(k) for k in K.SETTING_KEYS}
+    assert cal.models == {"llm": "hand-written (data/make_facts_answers.py)",
+                          "importance": first["importance"], "nli": first["nli"]}
+    # an analysis made by the calibrated models gets its chance; another model's is refused
+    record = lines(full_run / "results.jsonl")[0]
+    assert cal.chance(record["analysis"]) == pytest.approx(
+        cal.predict(record["uncertainty"]["entropy"]["mars"]))
+    with pytest.raises(K.CalibrationError, match="other models"):
+        cal.chance({**record["analysis"], "settings": {**record["analysis"]["settings"],
+                                                       "nli": "another/nli"}})
 
 
 def test_png_export_that_fails_is_a_warning_not_a_fake_file(tiny_models, tmp_path, monkeypatch,
@@ -354,12 +588,12 @@ def test_png_export_that_fails_is_a_warning_not_a_fake_file(tiny_models, tmp_pat
     assert f"Warning: {warning}" in (out / "report.md").read_text()
 
 
-def test_calibrate_refuses_a_run_whose_report_is_behind_its_results(pregenerated_run,
+def test_calibrate_refuses_a_run_whose_report_is_behind_its_results(full_run,
                                                                      tmp_path, capsys):
     import shutil
 
     run = tmp_path / "behind"
-    shutil.copytree(pregenerated_run, run)
+    shutil.copytree(full_run, run)
     (run / "calibration.json").unlink(missing_ok=True)  # another test may have calibrated it
     report = json.loads((run / "report.json").read_text())
     report["n"] = 5  # as left by a run interrupted after resuming
@@ -367,15 +601,6 @@ def test_calibrate_refuses_a_run_whose_report_is_behind_its_results(pregenerated
     assert main(["evaluate", "--calibrate", str(run)]) == 2
     assert "did not finish" in capsys.readouterr().err
     assert not (run / "calibration.json").exists()
-
-
-def test_a_calibration_keeps_the_runs_settings(pregenerated_run):
-    from mars_demo.evaluation.run import calibrate
-
-    cal = K.load(calibrate(pregenerated_run, "entropy", "mars",
-                           pregenerated_run / "cal-entropy.json"))
-    first = lines(pregenerated_run / "results.jsonl")[0]["analysis"]["settings"]
-    assert cal.settings == {k: first.get(k) for k in K.SETTING_KEYS}
 
 
 def test_a_resume_with_other_models_is_refused(tiny_settings, tiny_models, tmp_path):
@@ -441,7 +666,7 @@ def test_one_question_with_invalid_scores_is_skipped_and_the_run_goes_on(tiny_se
 
 def test_a_line_separator_inside_a_question_is_part_of_its_line(tmp_path, tiny_settings):
     from mars_demo.evaluation.data import load_source
-    from mars_demo.ui.evaluation import parse_results
+    from mars_demo.evaluation.runs import parse_records
 
     data = tmp_path / "d.jsonl"
     row = {"question": "Which planet\u2028is red?", "answers": ["Mars"]}
@@ -449,7 +674,7 @@ def test_a_line_separator_inside_a_question_is_part_of_its_line(tmp_path, tiny_s
     assert [i.question for i in load_source(str(data)).items] == ["Which planet\u2028is red?"]
     record = {"question": "a\u2028b", "correct": True,
               "uncertainty": {m: {s: 0.5 for s in SCORINGS} for m in MEASURES}}
-    parsed = parse_results(json.dumps(record, ensure_ascii=False) + "\n")
+    parsed = parse_records(json.dumps(record, ensure_ascii=False) + "\n")
     assert len(parsed) == 1
 
 

@@ -1,14 +1,21 @@
 """Evaluation over labelled questions: does an uncertainty predict wrong answers?
 
-- :mod:`.metrics`: AUROC, PRR, AURAC, bootstrap intervals (numpy + scikit-learn only).
-- :mod:`.judges`: is the greedy answer correct? Exact match, token F1, ROUGE-L, an LLM judge.
-- :mod:`.calibration`: isotonic map from an uncertainty to P(correct), saved as JSON.
+- :mod:`.metrics`: AUROC, AUPRC, PRR, AURAC, bootstrap intervals (numpy + scikit-learn only).
+- :mod:`.judges`: is the greedy answer correct? The ``contains`` judge that reads sentences
+  (:mod:`.containment`), exact match, token F1, ROUGE-L, NLI, an LLM judge.
+- :mod:`.judge_check`: a judge's agreement with human labels (``--judge-check``).
+- :mod:`.calibration`: isotonic map from an uncertainty to P(correct), saved as JSON, with its
+  cross-validated Brier score and calibration error.
 - :mod:`.data`: labelled questions from a local JSONL file or a Hugging Face data set.
-- :mod:`.run`: the ``evaluate`` command: results.jsonl (resumable), report.json/.md, plots.
+- :mod:`.runs`: the one reader of a run directory (run.json, results.jsonl, report.json), used
+  by ``--compare``, ``--calibrate``, ``--rejudge`` and the page's Evaluation view.
+- :mod:`.run`: the ``evaluate`` command: results.jsonl (resumable), report.json/.md, plots;
+  :mod:`.rejudge` re-judges a run; :mod:`.compare` compares two runs.
 
 Importing this package imports nothing heavy; each module imports what it needs.
 """
 
 from ..result import MEASURES, SCORINGS  # noqa: F401  (re-exported: one list of each)
 
-METRICS = ("auroc", "prr", "aurac")
+METRICS = ("auroc", "auprc", "prr", "aurac")
+METRIC_TITLES = {"auroc": "AUROC", "auprc": "AUPRC", "prr": "PRR", "aurac": "AURAC"}

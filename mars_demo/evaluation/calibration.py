@@ -7,6 +7,13 @@ the answers, the data set, n, the accuracy and the AUROC. :meth:`Calibration.pre
 numpy: it interpolates linearly between the breakpoints and clips outside them, exactly as
 ``IsotonicRegression.predict`` with ``out_of_bounds="clip"`` does.
 
+:func:`cross_validate` says how good such a map is on answers it was not fit on: a k-fold
+cross-validation (stratified, seeded) gives each answer its chance from a fit on the other
+folds; the Brier score (scikit-learn's ``brier_score_loss``) and the expected calibration error
+(equal-width bins, as scikit-learn's ``calibration_curve`` with ``strategy="uniform"``) of
+those held-out chances, with the reliability table, are what ``evaluate --calibrate`` reports.
+:func:`check_classes` refuses labels where one class is missing or too rare for that.
+
 A calibration only holds for the models and the settings it was made with (the sample count,
 temperature, prompt, scoring options...: they move the uncertainty's scale):
 :meth:`Calibration.check` refuses an analysis made with other ones, with a message that names
@@ -27,6 +34,8 @@ from . import MEASURES, SCORINGS
 
 FORMAT = "mars-demo-calibration"
 VERSION = 1
+CV_FOLDS = 5  # cross-validation folds; each class needs at least this many answers
+ECE_BINS = 10
 MODEL_KEYS = ("llm", "importance", "nli")
 #: The settings an uncertainty's scale depends on (as an analysis records them in ``settings``):
 #: an analysis made or scored with other values gets no chance from the calibration.
@@ -43,6 +52,10 @@ class OtherSettings(CalibrationError):
     """An analysis made or scored with other settings than the calibration's (same models)."""
 
 
+class TooFewAnswers(CalibrationError):
+    """Labels where one class is missing or too rare to fit and check a calibration."""
+
+
 @dataclass
 class Calibration:
     measure: str
@@ -57,6 +70,7 @@ class Calibration:
     judge: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     settings: dict[str, Any] = field(default_factory=dict)  # SETTING_KEYS of the run's answers
+    held_out: dict[str, Any] = field(default_factory=dict)  # cross_validate()'s figures
 
     def predict(self, uncertainty: float | Sequence[float]) -> np.ndarray | float:
         """P(correct) for each uncertainty (a float for a float)."""
@@ -122,7 +136,7 @@ class Calibration:
                 "scoring": self.scoring, "x": self.x, "y": self.y, "models": self.models,
                 "settings": self.settings, "data": self.data, "n": self.n,
                 "accuracy": self.accuracy, "auroc": self.auroc, "judge": self.judge,
-                "created": self.created}
+                "held_out": self.held_out, "created": self.created}
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         path = pathlib.Path(path)
@@ -145,7 +159,8 @@ class Calibration:
                       auroc=None if data["auroc"] is None else float(data["auroc"]),
                       judge=dict(data.get("judge") or {}), created=str(data.get("created", "")),
                       settings={k: v for k, v in dict(data.get("settings") or {}).items()
-                                if k in SETTING_KEYS})
+                                if k in SETTING_KEYS},
+                      held_out=dict(data.get("held_out") or {}))
         except (KeyError, TypeError, ValueError) as err:
             raise CalibrationError(f"the calibration file is incomplete or malformed ({err})") from err
         if (out.measure not in MEASURES or out.scoring not in SCORINGS or not x
@@ -206,3 +221,109 @@ def chance_of(result: Any, calibration: "Calibration | str | pathlib.Path") -> f
     if not isinstance(calibration, Calibration):
         calibration = load(calibration)
     return calibration.chance(result)
+
+
+# --- held-out quality -------------------------------------------------------------------------
+
+
+def check_classes(correct: Sequence[bool], folds: int = CV_FOLDS) -> None:
+    """Raise :class:`TooFewAnswers`, with the reason, unless both classes have ``folds``
+    answers or more (one class missing: nothing to fit; fewer: no held-out check)."""
+    c = np.asarray(correct, dtype=bool)
+    right, n = int(c.sum()), int(c.size)
+    wrong = n - right
+    if right == 0 or wrong == 0:
+        raise TooFewAnswers(
+            f"every one of the {n} answers is {'wrong' if right == 0 else 'correct'}: a chance "
+            "of being right cannot be fit on one class")
+    if min(right, wrong) < folds:
+        few, which = (right, "correct") if right < wrong else (wrong, "wrong")
+        raise TooFewAnswers(
+            f"only {few} of the {n} answers {'is' if few == 1 else 'are'} {which}: at least "
+            f"{folds} of each are needed to fit the calibration and check it by {folds}-fold "
+            "cross-validation")
+
+
+def _isotonic():
+    from sklearn.isotonic import IsotonicRegression
+
+    return IsotonicRegression(increasing=False, y_min=0.0, y_max=1.0, out_of_bounds="clip")
+
+
+def held_out_chances(uncertainty: Sequence[float], correct: Sequence[bool], *,
+                     folds: int = CV_FOLDS, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(each answer's chance from an isotonic fit on the other folds, each answer's chance
+    from the accuracy of the other folds), over stratified shuffled folds."""
+    from sklearn.model_selection import StratifiedKFold
+
+    u = np.asarray(uncertainty, dtype=float)
+    c = np.asarray(correct, dtype=bool)
+    chance, constant = np.empty(u.size), np.empty(u.size)
+    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(u, c):
+        chance[test] = _isotonic().fit(u[train], c[train].astype(float)).predict(u[test])
+        constant[test] = c[train].mean()
+    return chance, constant
+
+
+def reliability(chance: Sequence[float], correct: Sequence[bool],
+                bins: int = ECE_BINS) -> tuple[float, list[dict[str, Any]]]:
+    """(expected calibration error, the non-empty bins): equal-width bins of the chance (the
+    first one closed, the others (low, high], as ``calibration_curve``), each with its count,
+    mean chance and share of correct answers; ECE = sum over bins of n_bin / n *
+    |share correct - mean chance|."""
+    p = np.asarray(chance, dtype=float)
+    c = np.asarray(correct, dtype=float)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    ids = np.searchsorted(edges[1:-1], p)
+    table, ece = [], 0.0
+    for b in range(bins):
+        inside = ids == b
+        k = int(inside.sum())
+        if not k:
+            continue
+        mean_chance, share = float(p[inside].mean()), float(c[inside].mean())
+        ece += k / p.size * abs(share - mean_chance)
+        table.append({"low": float(edges[b]), "high": float(edges[b + 1]), "n": k,
+                      "mean_chance": mean_chance, "share_correct": share})
+    return float(ece), table
+
+
+def cross_validate(uncertainty: Sequence[float], correct: Sequence[bool], *,
+                   folds: int = CV_FOLDS, bins: int = ECE_BINS, seed: int = 0) -> dict[str, Any]:
+    """Held-out quality of the isotonic calibration (see the module docstring): ``folds``,
+    ``brier``, ``brier_constant`` (the accuracy of the other folds as every answer's chance:
+    the score to beat), ``ece`` and ``bins``. Raises :class:`TooFewAnswers` first when
+    :func:`check_classes` does."""
+    from sklearn.metrics import brier_score_loss
+
+    check_classes(correct, folds)
+    c = np.asarray(correct, dtype=bool)
+    chance, constant = held_out_chances(uncertainty, c, folds=folds, seed=seed)
+    ece, table = reliability(chance, c, bins)
+    return {"folds": folds, "seed": seed,
+            "brier": float(brier_score_loss(c.astype(int), chance)),
+            "brier_constant": float(brier_score_loss(c.astype(int), constant)),
+            "ece": ece, "bins": table}
+
+
+def reliability_figure(quality: dict[str, Any], title: str) -> Any:
+    """The reliability diagram of :func:`cross_validate`'s bins (plotly): share correct
+    against mean chance per bin, marker area by the bin's count, and the diagonal."""
+    import plotly.graph_objects as go
+
+    bins = quality["bins"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfectly calibrated",
+                             line=dict(color="#bbbbbb", dash="dot")))
+    biggest = max((b["n"] for b in bins), default=1)
+    fig.add_trace(go.Scatter(
+        x=[b["mean_chance"] for b in bins], y=[b["share_correct"] for b in bins],
+        mode="lines+markers", name="held-out chances", line=dict(color="#d62728"),
+        marker=dict(size=[8 + 22 * (b["n"] / biggest) ** 0.5 for b in bins]),
+        text=[f"{b['n']} answers" for b in bins],
+        hovertemplate="mean chance %{x:.2f}, share correct %{y:.2f}<br>%{text}<extra></extra>"))
+    fig.update_xaxes(title_text="chance of being right (held out)", range=[0, 1])
+    fig.update_yaxes(title_text="share of answers that were right", range=[0, 1.02])
+    fig.update_layout(title=f"{title}: Brier {quality['brier']:.3f}, ECE {quality['ece']:.3f}",
+                      width=600, height=500, template="plotly_white")
+    return fig

@@ -1,22 +1,34 @@
-"""``python -m mars_demo evaluate``: the subcommand's flags and its three modes.
+"""``python -m mars_demo evaluate``: the subcommand's flags and its modes.
 
-- ``evaluate --data SOURCE --out RUN_DIR [--limit N --seed S --judge em|f1|rouge|llm
-  --threshold T] [model and scoring options]``: run (or resume) an evaluation.
-- ``evaluate --compare RUN_A RUN_B``: two runs' reports side by side (markdown on stdout).
+- ``evaluate --data SOURCE --out RUN_DIR [--limit N --seed S --judge NAME --threshold T
+  --judge-check FILE] [model and scoring options]``: run (or resume) an evaluation.
+- ``evaluate --judge-check FILE --judge NAME[,NAME...]``: each judge's agreement with the
+  file's human labels (false accepts, false rejects, per kind of row).
+- ``evaluate --rejudge RUN_DIR --out NEW_DIR [--judge NAME] [--labels FILE]``: new verdicts
+  and metrics for a finished run, nothing generated or scored again.
+- ``evaluate --compare RUN_A RUN_B [--json]``: B - A over the shared questions with paired
+  bootstrap intervals (markdown, or JSON).
 - ``evaluate --calibrate RUN_DIR [--measure M --scoring S --calibration-out FILE]``: fit the
-  isotonic P(correct) of a finished run; ``--calibrate`` without a directory, after ``--data``
-  and ``--out``, calibrates the run just made.
+  isotonic P(correct) of a finished run and check it by cross-validation; ``--calibrate``
+  without a directory, after ``--data`` and ``--out``, calibrates the run just made.
+
+Bad input is treated as ``score`` treats it: a line that cannot be used (data, judge check or
+label file) is reported with its number (from 1) and skipped, every problem is listed, a summary
+ends the run, and the exit status is 1 when a line or a question was skipped; 2 when nothing
+usable was given (or a flag is wrong).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
+from typing import Any
 
-from .. import options as O
+from .. import options
 from . import MEASURES, SCORINGS
-from .judges import DEFAULT_THRESHOLDS, JUDGES
+from .judges import DEFAULT_JUDGE, DEFAULT_THRESHOLDS, JUDGES
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -27,20 +39,25 @@ def add_parser(sub, add_option, add_llm_help) -> None:
     helpers that build flags from the option schema)."""
     ev = sub.add_parser(
         "evaluate",
-        help="evaluate MARS on labelled questions (AUROC, PRR, AURAC; resumable)",
+        help="evaluate MARS on labelled questions (AUROC, AUPRC, PRR, AURAC; resumable)",
         description="Evaluate the uncertainties on labelled questions: results.jsonl, "
-        "report.json, report.md and plots in RUN_DIR. SOURCE: a JSONL file (question, answers; "
-        "with greedy and samples no LLM is loaded) or hf:trivia_qa, hf:nq_open, "
-        "hf:web_questions (optionally hf:NAME:SPLIT).",
+        "report.json, report.md and plots in RUN_DIR. SOURCE: a JSONL file (question, answers, "
+        "optionally correct; with greedy and samples no LLM is loaded) or hf:trivia_qa, "
+        "hf:nq_open, hf:web_questions (optionally hf:NAME:SPLIT).",
     )
     ev.add_argument("--data", metavar="SOURCE", help="JSONL file or hf:NAME[:SPLIT]")
-    ev.add_argument("--out", metavar="RUN_DIR", help="run directory (created; resumed if it exists)")
+    ev.add_argument("--out", metavar="RUN_DIR",
+                    help="run directory (created; resumed if it exists); with --rejudge the "
+                    "new run's directory")
     ev.add_argument("--limit", type=int, metavar="N",
                     help="a seeded random subset of N questions (the seed is --seed)")
-    ev.add_argument("--judge", choices=JUDGES, default="rouge",
-                    help="correctness of the greedy answer: em (SQuAD exact match), f1 (token "
-                    "F1 >= threshold), rouge (ROUGE-L >= threshold), llm (the paper's judge "
-                    "prompt on --judge-endpoint); default: rouge")
+    ev.add_argument("--judge", default=DEFAULT_JUDGE, metavar="NAME",
+                    help="correctness of the greedy answer: contains (a reference claimed in "
+                    "the answer as whole words; reads sentences, numbers in words, denials, "
+                    "hedges), em (SQuAD exact match), f1 (token F1 >= threshold), rouge "
+                    "(ROUGE-L >= threshold), nli (bidirectional entailment by the --nli model), "
+                    "llm (the paper's judge prompt on --judge-endpoint); default: contains. "
+                    "With --judge-check alone, several names separated by commas")
     ev.add_argument("--threshold", type=float, metavar="T",
                     help=f"threshold of f1 (default {DEFAULT_THRESHOLDS['f1']}) or rouge "
                     f"(default {DEFAULT_THRESHOLDS['rouge']})")
@@ -51,6 +68,18 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     help="judge endpoint: /v1/chat/completions (default) or /v1/completions")
     ev.add_argument("--judge-api-key-env", metavar="VAR",
                     help="NAME of the variable holding the judge server's API key")
+    ev.add_argument("--judge-check", metavar="FILE",
+                    help="JSONL of human-labelled answers (question, answers, answer, correct): "
+                    "alone, print each --judge's agreement, false accepts and false rejects; "
+                    "with a run, keep its judge's figures in the report")
+    ev.add_argument("--disagreements", action="store_true",
+                    help="with --judge-check: list every row where a judge and the label differ")
+    ev.add_argument("--rejudge", metavar="RUN_DIR",
+                    help="judge a finished run again into --out NEW_DIR: new verdicts and "
+                    "metrics, the answers and uncertainties as they were (no LLM is loaded)")
+    ev.add_argument("--labels", metavar="FILE",
+                    help="with --rejudge: JSONL of labels (correct, and index, id or question); "
+                    "questions it does not name are judged by --judge")
     ev.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                     help="bootstrap resamples for the 95%% intervals (default 1000)")
     ev.add_argument("--no-plots", action="store_true", help="write no plots")
@@ -60,17 +89,21 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     "--llm-endpoint, K questions' requests at once. Greedy answers do not depend "
                     "on K; generated samples do (the batch shares its random draws)")
     ev.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
-                    help="print two runs' reports side by side")
+                    help="B - A over the questions both runs share, with paired bootstrap "
+                    "intervals, and warnings when data, judges or models differ")
+    ev.add_argument("--json", action="store_true",
+                    help="with --compare or --judge-check: print JSON instead of text")
     ev.add_argument("--calibrate", nargs="?", const="", metavar="RUN_DIR",
                     help="fit P(correct) from an uncertainty (isotonic) on RUN_DIR, or on the "
-                    "run of --out when no directory is given")
+                    "run of --out when no directory is given, and report its cross-validated "
+                    "Brier score and calibration error")
     ev.add_argument("--measure", choices=MEASURES, default="semantic_entropy",
                     help="measure of --calibrate (default semantic_entropy)")
     ev.add_argument("--scoring", choices=SCORINGS, default="mars",
                     help="scoring of --calibrate (default mars)")
     ev.add_argument("--calibration-out", metavar="FILE",
                     help="where --calibrate writes (default RUN_DIR/calibration.json)")
-    for opt in O.MODEL_OPTIONS + O.REQUEST_OPTIONS:
+    for opt in options.MODEL_OPTIONS + options.REQUEST_OPTIONS:
         add_option(ev, opt, keep_default=True)
     add_llm_help(ev)
 
@@ -80,98 +113,237 @@ def _error(message: str, code: int = EXIT_USAGE) -> int:
     return code
 
 
+def _print_problems(problems: list[str]) -> None:
+    for p in problems:
+        print(f"error: {p} (skipped)", file=sys.stderr)
+
+
+def _judge_names(args: argparse.Namespace) -> list[str]:
+    names = [n.strip() for n in str(args.judge).split(",") if n.strip()]
+    unknown = [n for n in names if n not in JUDGES]
+    if not names or unknown:
+        raise ValueError(f"--judge must be one of {', '.join(JUDGES)} (several, separated by "
+                         f"commas, only with --judge-check alone); got {args.judge!r}")
+    return names
+
+
+def _make_judge(name: str, args: argparse.Namespace, settings_of) -> Any:
+    from .judges import NLIJudge, make_judge
+
+    # several judges checked at once: --threshold is for the ones that take one
+    threshold = (args.threshold if name in ("f1", "rouge") or len(_judge_names(args)) == 1
+                 else None)
+    if name == "nli":
+        if threshold is not None:
+            raise ValueError("the nli judge takes no threshold")
+        return NLIJudge.load(settings_of(args))
+    llm_options = {}
+    if name == "llm":
+        settings = settings_of(args)
+        same_server = not args.judge_endpoint
+        llm_options = {"endpoint": args.judge_endpoint or settings.llm_endpoint,
+                       "model": args.judge_model, "api": args.judge_api,
+                       # the LLM's own server judging: its key too, unless one is given
+                       "api_key_env": args.judge_api_key_env or (
+                           settings.llm_api_key_env if same_server else None)}
+    return make_judge(name, threshold, **llm_options)
+
+
+def _guarded(work, action: str) -> int:
+    """Run ``work()`` -> exit status; every expected failure becomes one line."""
+    from ..errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError, OptionError
+    from .calibration import CalibrationError
+    from .data import DataError
+    from .judges import JudgeError
+    from .run import RunError
+    from .runs import RunFileError
+
+    try:
+        return work()
+    except DataError as err:
+        _print_problems(err.problems)
+        return _error(str(err))
+    except (OptionError, RunError, RunFileError, CalibrationError) as err:
+        return _error(f"{action}: {err}" if action else str(err))
+    except JudgeError as err:
+        return _error(f"the judge failed: {err} (finished questions are kept; run the same "
+                      "command again to resume)", EXIT_FAILURE)
+    except AnalysisOutOfMemory as err:
+        return _error(f"{err} With --batch-questions, that many questions' answers are in "
+                      "memory at once: run the same command with a smaller --batch-questions to "
+                      "resume (finished questions are kept; the batch size may change between "
+                      "resumes).", EXIT_FAILURE)
+    except (ModelLoadError, InvalidModelOutput) as err:
+        return _error(f"{err} (finished questions are kept; run the same command again to "
+                      "resume)", EXIT_FAILURE)
+    except ValueError as err:  # a judge's bad option (threshold, endpoint URL, name)
+        return _error(str(err))
+    except KeyboardInterrupt:
+        return _error("interrupted (finished questions are kept; run the same command again "
+                      "to resume)", 130)
+
+
 def run_command(args: argparse.Namespace, settings_of) -> int:
     """``settings_of(args)``: the CLI's Settings from the flags."""
-    from .report import compare, load_report
-
+    if args.bootstrap < 1:
+        return _error(f"--bootstrap must be a positive integer; got {args.bootstrap}")
+    modes = [m for m, on in (("--compare", args.compare), ("--rejudge", args.rejudge),
+                             ("--data", args.data)) if on]
+    if len(modes) > 1:
+        return _error(f"{' and '.join(modes)} are separate modes; give one")
     if args.compare:
-        if args.data or args.out or args.calibrate is not None:
-            return _error("--compare takes two run directories and nothing else")
-        try:
-            a, b = (load_report(d) for d in args.compare)
-            text = compare(a, b, *args.compare)
-        except (ValueError, KeyError, TypeError) as err:
-            return _error(f"cannot compare: {err}")
-        sys.stdout.write(text)
-        return 0
+        if args.out or args.calibrate is not None or args.judge_check:
+            return _error("--compare takes two run directories (and --bootstrap, --seed, "
+                          "--json)")
+        return _guarded(lambda: _compare(args), "cannot compare")
     if args.calibrate:  # an existing run
-        if args.data or args.out:
-            return _error("--calibrate RUN_DIR takes no --data or --out (give --calibrate "
-                          "alone after them to calibrate the new run)")
-        return _calibrate(args, args.calibrate)
-    if not args.data or not args.out:
-        return _error("evaluate needs --data SOURCE and --out RUN_DIR (or --compare, or "
-                      "--calibrate RUN_DIR)")
-    code = _evaluate(args, settings_of)
-    if code == 0 and args.calibrate == "":
-        return _calibrate(args, args.out)
+        if args.data or args.out or args.rejudge:
+            return _error("--calibrate RUN_DIR takes no --data, --out or --rejudge (give "
+                          "--calibrate alone after --data and --out to calibrate the new run)")
+        return _guarded(lambda: _calibrate(args, args.calibrate), f"cannot calibrate "
+                        f"{args.calibrate!r}")
+    if args.labels and not args.rejudge:
+        return _error("--labels goes with --rejudge RUN_DIR (a data file gives labels in its "
+                      "lines' \"correct\")")
+    if args.judge_check and not args.data and not args.rejudge:
+        return _guarded(lambda: _judge_check(args, settings_of), "")
+    if not args.out or not (args.data or args.rejudge):
+        return _error("evaluate needs --data SOURCE and --out RUN_DIR (or --rejudge RUN_DIR "
+                      "--out NEW_DIR, --judge-check FILE, --compare, or --calibrate RUN_DIR)")
+    code = _guarded(lambda: _evaluate(args, settings_of), "")
+    if code in (0, EXIT_FAILURE) and args.calibrate == "":
+        calibrated = _guarded(lambda: _calibrate(args, args.out),
+                              f"cannot calibrate {args.out!r}")
+        return calibrated or code
     return code
 
 
-def _calibrate(args: argparse.Namespace, run_dir: str) -> int:
-    from .calibration import CalibrationError
-    from .run import RunError, calibrate
+def _compare(args: argparse.Namespace) -> int:
+    from .compare import compare_runs, markdown
+    from .runs import read_run
 
-    try:
-        path = calibrate(run_dir, args.measure, args.scoring, args.calibration_out)
-    except (RunError, CalibrationError, ValueError, OSError) as err:
-        return _error(f"cannot calibrate {run_dir!r}: {err}")
-    print(f"calibration written to {path}", file=sys.stderr)
+    a, b = (read_run(d) for d in args.compare)
+    result = compare_runs(a, b, *args.compare, resamples=args.bootstrap, seed=args.seed or 0)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else markdown(result))
+    return 0
+
+
+def _calibrate(args: argparse.Namespace, run_dir: str) -> int:
+    from .run import calibrate
+
+    path = calibrate(run_dir, args.measure, args.scoring, args.calibration_out,
+                     plots=not args.no_plots)
+    from .calibration import load
+
+    held = load(path).held_out
+    print(f"calibration written to {path}; held out ({held['folds']}-fold): Brier "
+          f"{held['brier']:.4f} (the accuracy alone: {held['brier_constant']:.4f}), ECE "
+          f"{held['ece']:.4f}", file=sys.stderr)
+    return 0
+
+
+def _check_for_run(args: argparse.Namespace, judge) -> tuple[Any, Any]:
+    """The run's judge on ``--judge-check``: (its result, the check set)."""
+    from . import judge_check
+
+    check = judge_check.read_check_set(args.judge_check)
+    _print_problems(check.problems)
+    result = judge_check.check_judge(judge, check.rows)
+    print(f"judge check: {result.agreement * 100:.1f}% agreement on {args.judge_check} "
+          f"(n = {result.n})", file=sys.stderr)
+    return result, check
+
+
+def _judge_check(args: argparse.Namespace, settings_of) -> int:
+    """Each ``--judge``'s figures on ``--judge-check`` on stdout."""
+    from . import judge_check
+
+    check = judge_check.read_check_set(args.judge_check)
+    _print_problems(check.problems)
+    judges = [_make_judge(n, args, settings_of) for n in _judge_names(args)]
+    results = [judge_check.check_judge(j, check.rows) for j in judges]
+    if args.json:
+        print(json.dumps([r.to_dict(args.judge_check) for r in results], indent=2))
+    else:
+        sys.stdout.write(judge_check.format_results(results, args.judge_check))
+        if args.disagreements:
+            for r in results:
+                print(f"\n{r.judge['name']} disagrees with the label on {len(r.disagreements)} "
+                      "rows:")
+                for row, verdict in r.disagreements:
+                    said = "accepts" if verdict.correct else "rejects"
+                    print(f"  line {row.line}: {said} {row.answer!r} for {row.question!r} "
+                          f"(references {list(row.references)}; {verdict.detail or ''})")
+    if check.problems:
+        print(f"checked {len(check.rows)} rows; {len(check.problems)} bad line(s) skipped",
+              file=sys.stderr)
+        return EXIT_FAILURE
     return 0
 
 
 def _evaluate(args: argparse.Namespace, settings_of) -> int:
-    from ..errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError, OptionError
-    from .data import DataError
-    from .judges import JudgeError, make_judge
-    from .run import EvalConfig, RunError, evaluate
+    from .rejudge import rejudge
+    from .run import EvalConfig, evaluate
 
     if args.limit is not None and args.limit < 1:
         return _error(f"--limit must be a positive integer; got {args.limit}")
     if args.batch_questions < 1:
         return _error(f"--batch-questions must be a positive integer; got {args.batch_questions}")
-    if args.bootstrap < 1:
-        return _error(f"--bootstrap must be a positive integer; got {args.bootstrap}")
-    try:
-        settings = settings_of(args)
-        llm_options = {}
-        if args.judge == "llm":
-            same_server = not args.judge_endpoint
-            llm_options = {"endpoint": args.judge_endpoint or settings.llm_endpoint,
-                           "model": args.judge_model, "api": args.judge_api,
-                           # the LLM's own server judging: its key too, unless one is given
-                           "api_key_env": args.judge_api_key_env or (
-                               settings.llm_api_key_env if same_server else None)}
-        judge = make_judge(args.judge, args.threshold, **llm_options)
-        config = EvalConfig(data=args.data, out=pathlib.Path(args.out), judge=judge,
-                            settings=settings, limit=args.limit, resamples=args.bootstrap,
+    names = _judge_names(args)
+    if len(names) > 1:
+        return _error("a run takes one --judge (several only with --judge-check alone)")
+    from . import judge_check
+
+    settings = settings_of(args)
+    judge = _make_judge(names[0], args, settings_of)
+    out = pathlib.Path(args.out)
+    checked = _check_for_run(args, judge) if args.judge_check else None
+    if args.rejudge:
+        report = rejudge(args.rejudge, out, judge, labels_file=args.labels,
+                         resamples=args.bootstrap, plots=not args.no_plots, checked=checked)
+    else:
+        if checked is not None:
+            if out.exists() and not out.is_dir():
+                return _error(f"--out {args.out!r} is not a directory")
+            out.mkdir(parents=True, exist_ok=True)
+            judge_check.save(*checked, out)
+        config = EvalConfig(data=args.data, out=out, judge=judge, settings=settings,
+                            limit=args.limit, resamples=args.bootstrap,
                             plots=not args.no_plots, batch_questions=args.batch_questions)
         report = evaluate(config)
-    except (OptionError, DataError, RunError) as err:
-        return _error(str(err))
-    except JudgeError as err:
-        return _error(f"the judge failed: {err} (finished questions are kept; run the same "
-                      "command again to resume)", EXIT_FAILURE)
-    except AnalysisOutOfMemory as err:
-        return _error(f"{err} With --batch-questions {args.batch_questions}, that many "
-                      "questions' answers are in memory at once: run the same command with a "
-                      "smaller --batch-questions to resume (finished questions are kept; the "
-                      "batch size may change between resumes).", EXIT_FAILURE)
-    except (ModelLoadError, InvalidModelOutput) as err:
-        return _error(f"{err} (finished questions are kept; run the same command again to "
-                      "resume)", EXIT_FAILURE)
-    except ValueError as err:  # a judge's bad option (threshold, endpoint URL)
-        return _error(str(err))
-    except KeyboardInterrupt:
-        return _error("interrupted (finished questions are kept; run the same command again "
-                      "to resume)", 130)
-    auroc = report["metrics"]["auroc"]
-    lines = [f"{report['n']} questions, accuracy {report['accuracy'] * 100:.1f}%; AUROC "
-             "(LN -> MARS):"]
-    for m in MEASURES:
-        ln, ma = auroc[m]["length_normalized"]["value"], auroc[m]["mars"]["value"]
-        shown = "n/a" if ln is None else f"{ln:.3f} -> {ma:.3f}"
-        lines.append(f"  {m}: {shown}")
-    lines.append(f"report: {pathlib.Path(args.out) / 'report.md'}")
-    print("\n".join(lines))
-    return 0
+    print(_results_text(report, out))
+    return _summary(report, "re-judged" if args.rejudge else "evaluated")
+
+
+def _results_text(report: dict[str, Any], out: pathlib.Path) -> str:
+    from .report import report_rows
+
+    labels = report.get("labels") or {}
+    given = f" ({labels['given']} labels given)" if labels.get("given") else ""
+    lines = [f"{report['n']} questions, accuracy {report['accuracy'] * 100:.1f}%{given}; "
+             "AUROC and PRR (LN -> MARS):"]
+    measures = list(dict.fromkeys(m for m, _ in report_rows(report)))
+    for m in measures:
+        row = [report["metrics"][name][m] for name in ("auroc", "prr")]
+        cells = []
+        for entry in row:
+            ln, ma = (entry.get(s, {}).get("value") for s in ("length_normalized", "mars"))
+            cells.append("n/a" if ln is None or ma is None else f"{ln:.3f} -> {ma:.3f}")
+        lines.append(f"  {m}: AUROC {cells[0]}, PRR {cells[1]}")
+    lines.append(f"report: {out / 'report.md'}")
+    return "\n".join(lines)
+
+
+def _summary(report: dict[str, Any], verb: str) -> int:
+    """The last line on stderr; exit status 1 when a line or a question was skipped."""
+    labels = report.get("labels") or {}
+    text = (f"{verb} {report['n']} questions ({labels.get('judged', 0)} judged by "
+            f"{report['judge'].get('name')}, {labels.get('given', 0)} labels given)")
+    skipped = report.get("skipped_lines") or []
+    failed = report.get("failed") or []
+    if skipped:
+        text += f"; {len(skipped)} bad line(s) skipped"
+    if failed:
+        text += f"; {len(failed)} question(s) failed and were skipped"
+    print(text, file=sys.stderr)
+    return EXIT_FAILURE if skipped or failed else 0

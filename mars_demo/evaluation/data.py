@@ -1,9 +1,12 @@
 """Labelled questions for an evaluation: a local JSONL file or a Hugging Face data set.
 
 - A local JSONL file: one JSON object a line with ``question`` (text) and ``answers`` (a
-  non-empty list of accepted reference answers), optionally ``id``, and optionally the answers
-  already generated, ``greedy`` and ``samples`` in the answer-set format (see
-  :mod:`mars_demo.answers`); questions that carry them are scored without an LLM.
+  non-empty list of accepted reference answers), optionally ``id``, optionally ``correct``
+  (true/false or 1/0: a label of the greedy answer given by you, used instead of a judge's
+  verdict), and optionally the answers already generated, ``greedy`` and ``samples`` in the
+  answer-set format (see :mod:`mars_demo.answers`); questions that carry them are scored
+  without an LLM. A line that cannot be used (not JSON, a missing field) is reported with its
+  number (counted from 1) and skipped: :attr:`Source.problems` lists every one.
 - ``hf:trivia_qa`` (``mandarjoshi/trivia_qa``, config ``rc.nocontext``, split ``validation``;
   references: the answer's value and aliases), ``hf:nq_open``
   (``google-research-datasets/nq_open``, ``validation``) and ``hf:web_questions``
@@ -30,74 +33,142 @@ HF_SOURCES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
 
 
 class DataError(ValueError):
-    """A data source that cannot be read; the message says what to do."""
+    """A data source that cannot be read; the message says what to do. ``problems``: the bad
+    lines of a file with no usable line, one message each."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [])
 
 
 @dataclass
 class Item:
-    """One labelled question. ``index``: its position in the source; ``answer_set``: the
-    pre-generated answers (the source's row) or None when they must be generated."""
+    """One labelled question. ``index``: its position among the source's usable questions;
+    ``answer_set``: the pre-generated answers (the source's row) or None when they must be
+    generated; ``label``: the greedy answer's correctness as the line gives it (None: a judge
+    decides); ``line``: its line in a local file (counted from 1; None for a Hub data set)."""
 
     index: int
     id: str | None
     question: str
     references: list[str]
     answer_set: dict[str, Any] | None = None
+    label: bool | None = None
+    line: int | None = None
 
 
 @dataclass
 class Source:
     name: str  # as given (a path or hf:...)
-    items: list[Item]  # every item of the source, in order
+    items: list[Item]  # every usable item of the source, in order
     fingerprint: str  # sha256 of a local file; the data set id and its content fingerprint
     warnings: list[str] = field(default_factory=list)  # rows left out, and why
+    problems: list[str] = field(default_factory=list)  # "FILE, line N: why" per skipped line
 
 
-def _references(value: Any, where: str) -> list[str]:
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(a, str) and a.strip() for a in value)):
-        raise DataError(f"{where}: 'answers' must be a non-empty list of reference answers (text)")
-    return list(dict.fromkeys(value))  # de-duplicated, in order
+@dataclass
+class Lines:
+    """The JSON objects of a JSONL file: ``rows`` as (line number from 1, object), every line
+    that is not one in ``problems`` ("FILE, line N: why"), and the file's sha256."""
+
+    rows: list[tuple[int, dict[str, Any]]]
+    problems: list[str]
+    fingerprint: str
 
 
-def read_jsonl(path: str) -> Source:
-    p = pathlib.Path(path)
+class LineError(ValueError):
+    """One line of a JSONL file that cannot be used; the message says why."""
+
+
+def read_objects(path: str, what: str = "data file") -> Lines:
+    """Every line of ``path`` that is a JSON object; blank lines are skipped silently, other
+    lines are listed in ``problems``. Raises :class:`DataError` for a file that cannot be read
+    or is not UTF-8."""
     try:
-        raw = p.read_bytes()
+        raw = pathlib.Path(path).read_bytes()
     except OSError as err:
-        raise DataError(f"cannot read the data file {path!r}: {err.strerror or err}") from err
+        raise DataError(f"cannot read the {what} {path!r}: {err.strerror or err}") from err
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise DataError(f"the data file {path!r} is not UTF-8 text") from err
-    items: list[Item] = []
+        raise DataError(f"the {what} {path!r} is not UTF-8 text") from err
+    rows, problems = [], []
     for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 is in-line
         if not line.strip():
             continue
-        where = f"{path}, line {n}"
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{where}: not valid JSON ({err.msg})") from err
+        except (json.JSONDecodeError, RecursionError) as err:
+            problems.append(f"{path}, line {n}: not valid JSON ({getattr(err, 'msg', err)})")
+            continue
         if not isinstance(row, dict):
-            raise DataError(f"{where}: must be a JSON object with question and answers")
-        question = row.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise DataError(f"{where}: 'question' must be non-empty text")
-        refs = _references(row.get("answers"), where)
-        has_greedy, has_samples = "greedy" in row, "samples" in row
-        if has_greedy != has_samples:
-            raise DataError(f"{where}: give both 'greedy' and 'samples', or neither")
-        answer_set = None
-        if has_greedy:
-            answer_set = {k: row[k] for k in ("question", "greedy", "samples", "prompt",
-                                              "prompt_token_ids", "settings") if k in row}
-        rid = row.get("id")
-        items.append(Item(len(items), None if rid is None else str(rid), question, refs,
-                          answer_set))
+            problems.append(f"{path}, line {n}: not a JSON object")
+            continue
+        rows.append((n, row))
+    return Lines(rows, problems, "sha256:" + hashlib.sha256(raw).hexdigest())
+
+
+def references(value: Any) -> list[str]:
+    """A line's ``answers``: a non-empty list of texts, de-duplicated in order."""
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(a, str) and a.strip() for a in value)):
+        raise LineError("'answers' must be a non-empty list of reference answers (text)")
+    return list(dict.fromkeys(value))
+
+
+def question_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise LineError("'question' must be non-empty text")
+    return value
+
+
+def label(value: Any, key: str = "correct") -> bool:
+    """A given label: true/false or 1/0."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise LineError(f"{key!r} must be true/false or 1/0; got {json.dumps(value)[:40]}")
+
+
+def _item(index: int, n: int, row: dict[str, Any]) -> Item:
+    question = question_text(row.get("question"))
+    refs = references(row.get("answers"))
+    given = label(row["correct"]) if "correct" in row else None
+    has_greedy, has_samples = "greedy" in row, "samples" in row
+    if has_greedy != has_samples:
+        raise LineError("give both 'greedy' and 'samples', or neither")
+    answer_set = None
+    if has_greedy:
+        answer_set = {k: row[k] for k in ("question", "greedy", "samples", "prompt",
+                                          "prompt_token_ids", "settings") if k in row}
+    rid = row.get("id")
+    return Item(index, None if rid is None else str(rid), question, refs, answer_set, given, n)
+
+
+def read_jsonl(path: str) -> Source:
+    """The usable questions of a local JSONL file; every other line is in ``problems``.
+    Raises :class:`DataError` when the file cannot be read or has no usable question."""
+    lines = read_objects(path)
+    items: list[Item] = []
+    problems = list(lines.problems)
+    for n, row in lines.rows:
+        try:
+            items.append(_item(len(items), n, row))
+        except LineError as err:
+            problems.append(f"{path}, line {n}: {err}")
+    problems.sort(key=_line_number)
     if not items:
-        raise DataError(f"the data file {path!r} has no questions")
-    return Source(path, items, "sha256:" + hashlib.sha256(raw).hexdigest())
+        raise DataError(f"the data file {path!r} has no usable question"
+                        + (f" ({len(problems)} bad line(s))" if problems else ""), problems)
+    return Source(path, items, lines.fingerprint, problems=problems)
+
+
+def _line_number(problem: str) -> int:
+    try:
+        return int(problem.rsplit(", line ", 1)[1].split(":", 1)[0])
+    except (IndexError, ValueError):
+        return 0
 
 
 def _offline() -> bool:

@@ -1,5 +1,14 @@
 """Is an answer correct? Judges of a generated answer against reference answers.
 
+- ``contains`` (the default): a reference appears in the answer as whole words, and the answer
+  claims it (not denied, not one of several candidates, not a point of comparison), after
+  SQuAD-style normalization with numbers read as digits; see :mod:`.containment`. It reads
+  short answers and sentences alike ("The capital city of Australia is Canberra.").
+- ``nli``: the loaded NLI model (the engine's, :meth:`NLIJudge.load`) reads "question + answer"
+  and "question + reference" and accepts when each entails the other for some reference (the
+  bidirectional entailment of Kuhn et al., 2023, and Farquhar et al., 2024), for paraphrases no
+  lexical rule catches. An answer equal to a reference after SQuAD's normalization is accepted
+  without the model.
 - ``em``: exact match after SQuAD's normalization (lowercase, punctuation removed, the articles
   a/an/the removed, whitespace collapsed), against any reference.
 - ``f1``: SQuAD's token F1 (bag of normalized words) >= ``threshold`` (default 0.5) for the best
@@ -13,6 +22,7 @@
   "correct" or "false"; any other reply is an error (never guessed).
 
 Every judge records what it is (:meth:`Judge.describe`), so a run says how "correct" was decided.
+:meth:`Judge.judge_many` judges a batch (the NLI judge in one batched pass).
 """
 
 from __future__ import annotations
@@ -25,8 +35,11 @@ import string
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-JUDGES = ("em", "f1", "rouge", "llm")
+JUDGES = ("contains", "em", "f1", "rouge", "nli", "llm")
+DEFAULT_JUDGE = "contains"
 DEFAULT_THRESHOLDS = {"f1": 0.5, "rouge": 0.3}
+#: judges that compare the whole answer with a reference: long answers fail them
+WHOLE_ANSWER_JUDGES = ("em", "f1", "rouge")
 
 # The paper's judge prompt (appendix, "Prompts"), its lines joined as one paragraph. The paper
 # writes "{question}?"; a question that already ends with "?" is not given a second one.
@@ -50,8 +63,8 @@ class JudgeError(RuntimeError):
 @dataclass
 class Verdict:
     correct: bool
-    score: float | None = None  # F1 or ROUGE-L of the best reference; None for em/llm
-    detail: str | None = None  # the LLM judge's reply
+    score: float | None = None  # F1 or ROUGE-L of the best reference; None for the others
+    detail: str | None = None  # why (contains), the NLI labels (nli), the LLM judge's reply
 
 
 # ---- SQuAD normalization ------------------------------------------------------------------
@@ -98,8 +111,85 @@ class Judge(abc.ABC):
     def __call__(self, question: str, prediction: str, references: Sequence[str]) -> Verdict:
         """The verdict on ``prediction``."""
 
+    def judge_many(self, items: Sequence[tuple[str, str, Sequence[str]]]) -> list[Verdict]:
+        """The verdicts on ``(question, prediction, references)`` items, in order."""
+        return [self(q, p, refs) for q, p, refs in items]
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "threshold": self.threshold}
+
+
+class ContainsJudge(Judge):
+    """A reference claimed by the answer as whole words (:func:`.containment.read`)."""
+
+    name = "contains"
+
+    def __call__(self, question, prediction, references):
+        from .containment import read
+
+        correct, why = read(question, prediction, references)
+        return Verdict(correct, None, why)
+
+
+class NLIJudge(Judge):
+    """Bidirectional entailment between "question + reference" and "question + answer".
+
+    ``nli``: an object with ``verdicts(pairs, truncated=None)`` returning "entailment",
+    "neutral" or "contradiction" per (premise, hypothesis) pair and a ``model_id`` (the
+    engine's :class:`~mars_demo.models.nli.NLIModel`; a fake in tests).
+    """
+
+    name = "nli"
+
+    def __init__(self, nli: Any) -> None:
+        self.nli = nli
+
+    @classmethod
+    def load(cls, settings: Any) -> "NLIJudge":
+        """The judge on the NLI model the engine loads for ``settings`` (the same cached
+        object; nothing else is loaded)."""
+        from ..models.registry import nli_for
+
+        return cls(nli_for(settings))
+
+    def __call__(self, question, prediction, references):
+        return self.judge_many([(question, prediction, references)])[0]
+
+    def judge_many(self, items):
+        pairs: list[tuple[str, str]] = []
+        asked: list[list[tuple[str, int]]] = []  # per item: (reference, index of its pair)
+        for question, prediction, references in items:
+            q = question.strip()
+            mine = []
+            for ref in references:
+                if normalize_answer(ref) == normalize_answer(prediction):
+                    mine.append((ref, -1))  # the same words: no model call
+                    continue
+                mine.append((ref, len(pairs)))
+                pairs += [(f"{q} {ref}", f"{q} {prediction}"), (f"{q} {prediction}", f"{q} {ref}")]
+            asked.append(mine)
+        truncated: list[int] = []
+        labels = self.nli.verdicts(pairs, truncated) if pairs else []
+        cut = set(truncated)
+        out = []
+        for mine in asked:
+            seen = []
+            verdict = None
+            for ref, k in mine:
+                if k < 0:
+                    verdict = Verdict(True, None, f"{ref!r}: the same words")
+                    break
+                both = (labels[k], labels[k + 1])
+                note = " (cut to fit the NLI model)" if {k, k + 1} & cut else ""
+                seen.append(f"{ref!r}: {both[0]} / {both[1]}{note}")
+                if both == ("entailment", "entailment"):
+                    verdict = Verdict(True, None, seen[-1])
+                    break
+            out.append(verdict or Verdict(False, None, "; ".join(seen) or "no reference"))
+        return out
+
+    def describe(self):
+        return {"name": self.name, "threshold": None, "model": self.nli.model_id}
 
 
 class ExactMatchJudge(Judge):
@@ -264,13 +354,21 @@ def _check_threshold(t: Any) -> float:
     return float(t)
 
 
-def make_judge(name: str, threshold: float | None = None, **llm_options: Any) -> Judge:
+def make_judge(name: str, threshold: float | None = None, *, nli: Any = None,
+               **llm_options: Any) -> Judge:
     """A judge by name (:data:`JUDGES`); ``threshold`` for f1/rouge (default
-    :data:`DEFAULT_THRESHOLDS`); ``llm_options`` (endpoint, model, api, api_key_env) for llm."""
+    :data:`DEFAULT_THRESHOLDS`); ``nli`` (an NLI model, see :class:`NLIJudge`) for nli;
+    ``llm_options`` (endpoint, model, api, api_key_env) for llm."""
+    if name in ("em", "contains", "nli") and threshold is not None:
+        raise ValueError(f"the {name} judge takes no threshold")
     if name == "em":
-        if threshold is not None:
-            raise ValueError("the em judge takes no threshold")
         return ExactMatchJudge()
+    if name == "contains":
+        return ContainsJudge()
+    if name == "nli":
+        if nli is None:
+            raise ValueError("the nli judge needs the NLI model (NLIJudge.load(settings))")
+        return NLIJudge(nli)
     if name in ("f1", "rouge"):
         t = DEFAULT_THRESHOLDS[name] if threshold is None else threshold
         return F1Judge(t) if name == "f1" else RougeJudge(t)

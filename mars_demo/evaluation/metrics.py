@@ -1,4 +1,4 @@
-r"""How well an uncertainty predicts that an answer is wrong: AUROC, PRR, AURAC, bootstrap.
+r"""How well an uncertainty predicts that an answer is wrong: AUROC, AUPRC, PRR, AURAC, bootstrap.
 
 numpy and scikit-learn only (no torch). Conventions: ``uncertainty[i]`` is higher when answer i
 is less trustworthy; ``correct[i]`` is True when the judge accepted answer i. The positive class
@@ -10,6 +10,11 @@ Definitions (n answers, C of them correct, c_i in {0, 1}, u_i the uncertainty):
   probability that a random wrong answer has a higher uncertainty than a random correct one
   (ties count 1/2). Computed with :func:`sklearn.metrics.roc_auc_score`. Undefined when every
   answer is correct or every answer is wrong.
+- **AUPRC** of u for predicting "wrong": the area under the precision-recall curve with the
+  wrong answers as the positive class, as average precision (scikit-learn's
+  :func:`sklearn.metrics.average_precision_score`: sum over thresholds of (R_k - R_{k-1}) P_k,
+  no interpolation). A random order gives the share of wrong answers, 1 - C/n. Undefined, like
+  AUROC, when one class is missing.
 - **Rejection-accuracy curve**: reject the k most uncertain answers (k = 0 .. n-1) and keep the
   m = n - k least uncertain; acc(k) is the accuracy of the kept ones. When a group of tied
   uncertainties straddles the cut, the kept part of the group counts with the group's mean
@@ -41,7 +46,8 @@ Bootstrap: :func:`bootstrap_ci` resamples the n (uncertainty, correct) pairs wit
 percentiles of the metric (percentile interval); resamples where the metric is undefined (one
 class only) are left out, and the interval is None when more than half of them are.
 :func:`paired_difference` computes metric(a) - metric(b) on the SAME resampled indices for
-both uncertainties, so the interval of the difference accounts for their correlation.
+both uncertainties, so the interval of the difference accounts for their correlation; with
+``correct_b`` each side has its own labels (two runs judged apart over the same questions).
 """
 
 from __future__ import annotations
@@ -113,6 +119,17 @@ def auroc(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
     return float(roc_auc_score((~c).astype(int), u))
 
 
+def auprc(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
+    """Average precision of ``uncertainty`` for predicting a wrong answer (scikit-learn's
+    ``average_precision_score``, wrong = positive). Raises :class:`UndefinedMetric` when one
+    class is missing."""
+    from sklearn.metrics import average_precision_score
+
+    u, c = _arrays(uncertainty, correct)
+    _two_classes(c)
+    return float(average_precision_score((~c).astype(int), u))
+
+
 def rejection_curve(uncertainty: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
     """``(fraction_rejected, accuracy_kept)``: k/n and acc(k) for k = 0 .. n-1 (see the module's
     docstring; ties are averaged)."""
@@ -154,6 +171,7 @@ def prr(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
 
 METRIC_FUNCTIONS: dict[str, Callable[[Sequence[float], Sequence[bool]], float]] = {
     "auroc": auroc,
+    "auprc": auprc,
     "prr": prr,
     "aurac": aurac,
 }
@@ -203,7 +221,7 @@ def summarize(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> MetricValue:
-    """``name`` ("auroc", "prr" or "aurac") with its bootstrap interval; never raises for
+    """``name`` (a key of :data:`METRIC_FUNCTIONS`) with its bootstrap interval; never raises for
     degenerate labels (the value is then None with the reason)."""
     metric = METRIC_FUNCTIONS[name]
     try:
@@ -220,22 +238,26 @@ def paired_difference(
     uncertainty_b: Sequence[float],
     correct: Sequence[bool],
     *,
+    correct_b: Sequence[bool] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> MetricValue:
     """metric(a) - metric(b) with a paired bootstrap interval: each resample draws one set of
-    indices and evaluates both uncertainties on it."""
+    indices (questions) and evaluates both uncertainties on it. ``correct_b``: b's own labels
+    of the same questions (default: ``correct`` for both)."""
     metric = METRIC_FUNCTIONS[name]
     a, c = _arrays(uncertainty_a, correct)
-    b, _ = _arrays(uncertainty_b, correct)
+    b, cb = _arrays(uncertainty_b, correct if correct_b is None else correct_b)
+    if cb.shape != c.shape:
+        raise ValueError(f"both sides need the same questions; got {c.size} and {cb.size}")
     try:
-        value = metric(a, c) - metric(b, c)
+        value = metric(a, c) - metric(b, cb)
     except UndefinedMetric as err:
         return MetricValue(None, None, str(err))
     diffs = []
     for idx in _resampled_indices(c.size, resamples, seed):
         try:
-            diffs.append(metric(a[idx], c[idx]) - metric(b[idx], c[idx]))
+            diffs.append(metric(a[idx], c[idx]) - metric(b[idx], cb[idx]))
         except UndefinedMetric:
             continue
     ci, reason = _interval(diffs, resamples)

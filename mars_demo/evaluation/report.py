@@ -1,45 +1,94 @@
-"""An evaluation run's report: report.json, report.md (laid out like the paper's Table 1),
-plots (ROC and rejection curves, plotly HTML and PNG) and the side-by-side comparison of runs."""
+"""An evaluation run's report: the metrics of report.json, report.md (laid out like the paper's
+Table 1), and the plots (ROC and rejection curves, plotly HTML and PNG).
+
+Rows are data-driven: every (measure, scoring) the records hold, in their order, so a new
+uncertainty measure needs no change here. A measure with both a length-normalized and a MARS
+scoring also gets their paired difference (MARS - LN, :data:`DIFF`).
+"""
 
 from __future__ import annotations
 
-import json
 import pathlib
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from . import MEASURES, METRICS, SCORINGS
-from . import metrics as M
+from . import METRIC_TITLES, METRICS
+from . import metrics as metric_math
+from .judges import WHOLE_ANSWER_JUDGES, normalize_answer
+from .runs import DIFF, Record
 
 LABELS = {"confidence": "Confidence", "entropy": "Entropy", "semantic_entropy": "SE"}
-METRIC_TITLES = {"auroc": "AUROC", "prr": "PRR", "aurac": "AURAC"}
-DIFF = "mars_minus_length_normalized"
+SCORING_SUFFIX = {"length_normalized": "", "mars": " + MARS"}
+PAIR = ("mars", "length_normalized")  # DIFF = PAIR[0] - PAIR[1]
+LONG_ANSWER_WORDS = 5  # a greedy answer of this many normalized words or more is a sentence
 
 
-def arrays(records: list[dict]) -> tuple[np.ndarray, dict[tuple[str, str], np.ndarray]]:
-    correct = np.array([bool(r["correct"]) for r in records], dtype=bool)
-    u = {(m, s): np.array([float(r["uncertainty"][m][s]) for r in records])
-         for m in MEASURES for s in SCORINGS}
+def label(measure: str) -> str:
+    return LABELS.get(measure, measure.replace("_", " "))
+
+
+def method_label(measure: str, scoring: str) -> str:
+    """"SE + MARS", "Confidence", "p true (raw)" for a measure this module does not know."""
+    suffix = SCORING_SUFFIX.get(scoring, f" ({scoring.replace('_', ' ')})")
+    return label(measure) + suffix
+
+
+def methods(records: Sequence[Record]) -> list[tuple[str, list[str]]]:
+    """(measure, its scorings) as the records hold them, in their order."""
+    if not records:
+        return []
+    return [(m, list(by_scoring)) for m, by_scoring in records[0].uncertainty.items()]
+
+
+def arrays(records: Sequence[Record]) -> tuple[np.ndarray, dict[tuple[str, str], np.ndarray]]:
+    correct = np.array([r.correct for r in records], dtype=bool)
+    u = {(m, s): np.array([r.uncertainty[m][s] for r in records], dtype=float)
+         for m, scorings in methods(records) for s in scorings}
     return correct, u
 
 
-def compute_metrics(records: list[dict], *, resamples: int, seed: int) -> dict[str, Any]:
-    """``{metric: {measure: {scoring: {...}, "mars_minus_length_normalized": {...}}}}``."""
-    out: dict[str, Any] = {}
+def compute_metrics(records: Sequence[Record], *, resamples: int, seed: int,
+                    measures: Sequence[tuple[str, list[str]]] = ()) -> dict[str, Any]:
+    """``{metric: {measure: {scoring: {...}, DIFF: {...}}}}`` over :data:`METRICS`, each value
+    with its bootstrap interval. ``measures``: the rows when there are no records."""
+    rows = methods(records) or list(measures)
     if not records:
         return {name: {m: {s: {"value": None, "ci95": None, "reason": "no answers"}
-                           for s in (*SCORINGS, DIFF)} for m in MEASURES} for name in METRICS}
+                           for s in (*scorings, *([DIFF] if set(PAIR) <= set(scorings) else []))}
+                       for m, scorings in rows} for name in METRICS}
     correct, u = arrays(records)
+    out: dict[str, Any] = {}
     for name in METRICS:
         out[name] = {}
-        for m in MEASURES:
-            row = {s: M.summarize(name, u[m, s], correct, resamples=resamples, seed=seed).to_dict()
-                   for s in SCORINGS}
-            row[DIFF] = M.paired_difference(name, u[m, "mars"], u[m, "length_normalized"],
-                                            correct, resamples=resamples, seed=seed).to_dict()
+        for m, scorings in rows:
+            row = {s: metric_math.summarize(name, u[m, s], correct, resamples=resamples,
+                                            seed=seed).to_dict() for s in scorings}
+            if set(PAIR) <= set(scorings):
+                row[DIFF] = metric_math.paired_difference(
+                    name, u[m, PAIR[0]], u[m, PAIR[1]], correct, resamples=resamples,
+                    seed=seed).to_dict()
             out[name][m] = row
     return out
+
+
+def long_answer_warning(records: Sequence[Record], judge: dict[str, Any]) -> str | None:
+    """A warning when most judged greedy answers are sentences and the judge compares whole
+    answers (em, f1, rouge): those judges mark right sentence answers wrong."""
+    name = judge.get("name")
+    judged = [r for r in records if r.label == "judged" and r.greedy is not None]
+    if name not in WHOLE_ANSWER_JUDGES or not judged:
+        return None
+    long = sum(len(normalize_answer(r.greedy).split()) >= LONG_ANSWER_WORDS for r in judged)
+    if long * 2 <= len(judged):
+        return None
+    return (f"{long} of {len(judged)} judged greedy answers are sentences ({LONG_ANSWER_WORDS} "
+            f"words or more), and the {name} judge compares the whole answer with each "
+            "reference, so it marks right sentence answers wrong; re-judge the run with "
+            "--rejudge RUN_DIR --judge contains (or nli, llm) --out NEW_DIR")
+
+
+# --- report.md --------------------------------------------------------------------------------
 
 
 def _cell(entry: dict | None, scale: float = 100.0, signed: bool = False) -> str:
@@ -53,36 +102,81 @@ def _cell(entry: dict | None, scale: float = 100.0, signed: bool = False) -> str
     return text
 
 
+def judge_text(judge: dict) -> str:
+    text = str(judge.get("name", "?"))
+    if judge.get("threshold") is not None:
+        text += f" >= {judge['threshold']}"
+    if judge.get("model"):
+        text += f", {judge['model']}" + (f" at {judge['endpoint']}" if judge.get("endpoint")
+                                         else "")
+    return text
+
+
+def report_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(measure, scoring) rows of a report dict: every scoring of every measure, scoring by
+    scoring (the baselines, then each + MARS, as the paper's Table 1)."""
+    table = report["metrics"]["auroc"]
+    scorings = list(dict.fromkeys(s for row in table.values() for s in row if s != DIFF))
+    return [(m, s) for s in scorings for m, row in table.items() if s in row]
+
+
+def labels_text(report: dict[str, Any]) -> str:
+    labels = report.get("labels") or {}
+    judge = judge_text(report["judge"])
+    if labels.get("given") and not labels.get("judged"):
+        return f"all {labels['given']} labels given"
+    if labels.get("given"):
+        return f"{labels['given']} labels given, {labels['judged']} judged by {judge}"
+    return f"judge: {judge}"
+
+
+def check_text(check: dict[str, Any] | None) -> str | None:
+    if not check:
+        return None
+    return (f"On the judge check {check['file']} (n = {check['n']}), this judge agreed with "
+            f"the human labels on {check['agreement'] * 100:.1f}% ({check['false_accepts']} "
+            f"false accepts, {check['false_rejects']} false rejects).")
+
+
 def markdown(report: dict[str, Any]) -> str:
-    """report.md: one table per metric with the paper's Table 1 rows (the three baselines,
-    then the three + MARS), values x100 with the 95% bootstrap interval, then the paired
-    MARS - LN differences."""
+    """report.md: one table per metric with the paper's Table 1 rows (the baselines, then
+    each + MARS), values x100 with the 95% bootstrap interval, the paired MARS - LN
+    differences, the held-out calibration quality when the run was calibrated."""
     model = report["models"].get("llm") or "the model"
     lines = [
         f"# MARS evaluation on {report['data']}",
         "",
         f"n = {report['n']} questions, accuracy {report['accuracy'] * 100:.1f}% "
-        f"(judge: {_judge_text(report['judge'])}). Models: LLM {model}, importance "
+        f"({labels_text(report)}). Models: LLM {model}, importance "
         f"{report['models'].get('importance')}, NLI {report['models'].get('nli')}.",
-        f"Values x100 with the 95% percentile bootstrap interval ({report['bootstrap']['resamples']} "
-        f"resamples, seed {report['bootstrap']['seed']}); uncertainty higher = answer predicted "
-        "wrong.",
     ]
+    if check_text(report.get("judge_check")):
+        lines.append(check_text(report["judge_check"]))
+    lines.append(
+        f"Values x100 with the 95% percentile bootstrap interval "
+        f"({report['bootstrap']['resamples']} resamples, seed {report['bootstrap']['seed']}); "
+        "uncertainty higher = answer predicted wrong; AUPRC counts wrong answers as positive.")
     if report.get("failed"):
         lines.append(f"{len(report['failed'])} question(s) failed and are not counted "
                      "(see report.json, \"failed\").")
+    rows = report_rows(report)
     for name in METRICS:
+        if name not in report["metrics"]:
+            continue
         lines += ["", f"## {METRIC_TITLES[name]}", "", f"| Method | {model} |", "|---|---|"]
-        for scoring, suffix in (("length_normalized", ""), ("mars", " + MARS")):
-            for m in MEASURES:
-                lines.append(f"| {LABELS[m]}{suffix} | "
-                             f"{_cell(report['metrics'][name][m][scoring])} |")
-    lines += ["", "## MARS minus length-normalized (paired bootstrap)", "",
-              "| Measure | " + " | ".join(METRIC_TITLES[n] for n in METRICS) + " |",
-              "|---|" + "---|" * len(METRICS)]
-    for m in MEASURES:
-        lines.append(f"| {LABELS[m]} | " + " | ".join(
-            _cell(report["metrics"][n][m][DIFF], signed=True) for n in METRICS) + " |")
+        for m, s in rows:
+            lines.append(f"| {method_label(m, s)} | {_cell(report['metrics'][name][m][s])} |")
+    paired = [m for m, row in report["metrics"]["auroc"].items() if DIFF in row]
+    shown = [n for n in METRICS if n in report["metrics"]]
+    if paired:
+        lines += ["", "## MARS minus length-normalized (paired bootstrap)", "",
+                  "| Measure | " + " | ".join(METRIC_TITLES[n] for n in shown) + " |",
+                  "|---|" + "---|" * len(shown)]
+        for m in paired:
+            lines.append(f"| {label(m)} | " + " | ".join(
+                _cell(report["metrics"][n][m][DIFF], signed=True) for n in shown) + " |")
+    if report.get("calibration"):
+        lines += ["", *calibration_markdown(report["calibration"])]
     if report.get("plots"):
         lines += ["", "Plots: " + ", ".join(f"[{p}]({p})" for p in report["plots"])]
     for w in report.get("warnings", []):
@@ -90,26 +184,36 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _judge_text(judge: dict) -> str:
-    text = judge.get("name", "?")
-    if judge.get("threshold") is not None:
-        text += f" >= {judge['threshold']}"
-    if judge.get("model"):
-        text += f", {judge['model']} at {judge.get('endpoint')}"
-    return text
+def calibration_markdown(cal: dict[str, Any]) -> list[str]:
+    """The held-out calibration section: Brier score, ECE and the reliability table."""
+    lines = [
+        f"## Calibration of {method_label(cal['measure'], cal['scoring'])} (held out)", "",
+        f"Isotonic P(correct), {cal['folds']}-fold cross-validated (each answer's chance from a "
+        "fit that did not see it): Brier score "
+        f"{cal['brier']:.4f} (predicting the accuracy for every answer: "
+        f"{cal['brier_constant']:.4f}), expected calibration error {cal['ece']:.4f} "
+        f"({len(cal['bins'])} equal-width bins).", "",
+        "| chance | answers | mean chance | share correct |", "|---|---|---|---|"]
+    for b in cal["bins"]:
+        lines.append(f"| {b['low']:.1f}-{b['high']:.1f} | {b['n']} | "
+                     f"{b['mean_chance']:.3f} | {b['share_correct']:.3f} |")
+    if cal.get("plots"):
+        lines += ["", "Reliability diagram: " + ", ".join(f"[{p}]({p})" for p in cal["plots"])]
+    return lines
 
 
-def plots(records: list[dict], out_dir: pathlib.Path) -> tuple[list[str], list[str]]:
-    """roc.html/png (ROC of LN vs MARS per measure) and rejection.html/png (accuracy of the
-    kept answers vs. fraction rejected, with the oracle and random). Returns (file names,
-    warnings); PNG export that fails is a warning, never a fake file."""
-    roc, rej, warnings = figures(records)
-    files = []
-    for stem, fig in (("roc", roc), ("rejection", rej)):
+# --- plots ------------------------------------------------------------------------------------
+
+
+def write_figures(figs: dict[str, Any], out_dir: pathlib.Path) -> tuple[list[str], list[str]]:
+    """Each figure as STEM.html and STEM.png; PNG export that fails is a warning, never a fake
+    file. Returns (file names, warnings)."""
+    files, warnings = [], []
+    for stem, fig in figs.items():
         fig.write_html(out_dir / f"{stem}.html", include_plotlyjs="cdn")
         files.append(f"{stem}.html")
     try:
-        for stem, fig in (("roc", roc), ("rejection", rej)):
+        for stem, fig in figs.items():
             fig.write_image(out_dir / f"{stem}.png", scale=1)
             files.append(f"{stem}.png")
     except Exception as err:  # kaleido without a browser, or no kaleido
@@ -119,51 +223,61 @@ def plots(records: list[dict], out_dir: pathlib.Path) -> tuple[list[str], list[s
     return files, warnings
 
 
-def figures(records: list[dict]) -> tuple[Any, Any, list[str]]:
-    """The plotly figures of :func:`plots` (ROC, rejection) from results.jsonl's records
-    (each needs ``correct`` and ``uncertainty``), and warnings. The page's Evaluation view
-    draws these too."""
+def plots(records: Sequence[Record], out_dir: pathlib.Path) -> tuple[list[str], list[str]]:
+    """roc.html/png (ROC per measure and scoring) and rejection.html/png (accuracy of the kept
+    answers vs. fraction rejected, with the oracle and random). Returns (files, warnings)."""
+    roc, rej, warnings = figures(records)
+    files, more = write_figures({"roc": roc, "rejection": rej}, out_dir)
+    return files, warnings + more
+
+
+_COLORS = {"length_normalized": "#7f7f7f", "mars": "#d62728"}
+_NAMES = {"length_normalized": "length-normalized", "mars": "MARS"}
+
+
+def figures(records: Sequence[Record]) -> tuple[Any, Any, list[str]]:
+    """The plotly figures of :func:`plots` (ROC, rejection) and warnings; one column per
+    measure, one line per scoring. The page's Evaluation view draws these too."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     correct, u = arrays(records)
-    titles = [LABELS[m] for m in MEASURES]
-    colors = {"length_normalized": "#7f7f7f", "mars": "#d62728"}
-    names = {"length_normalized": "length-normalized", "mars": "MARS"}
+    rows = methods(records)
+    titles = [label(m) for m, _ in rows]
     warnings: list[str] = []
-
-    roc = make_subplots(rows=1, cols=3, subplot_titles=titles)
-    rej = make_subplots(rows=1, cols=3, subplot_titles=titles)
+    roc = make_subplots(rows=1, cols=len(rows), subplot_titles=titles)
+    rej = make_subplots(rows=1, cols=len(rows), subplot_titles=titles)
     two_classes = 0 < correct.sum() < correct.size
     if not two_classes:
         warnings.append("ROC curves are not drawn: every answer has the same correctness")
     frac = np.arange(correct.size) / correct.size
     oracle = np.minimum(1.0, correct.sum() / np.arange(correct.size, 0, -1))
-    for col, m in enumerate(MEASURES, 1):
-        for s in SCORINGS:
-            first = col == 1
+    for col, (m, scorings) in enumerate(rows, 1):
+        first = col == 1
+        for s in scorings:
+            color, name = _COLORS.get(s), _NAMES.get(s, s.replace("_", " "))
             if two_classes:
-                fpr, tpr = M.roc_points(u[m, s], correct)
-                auc = M.auroc(u[m, s], correct)
-                roc.add_trace(go.Scatter(x=fpr, y=tpr, mode="lines", line=dict(color=colors[s]),
-                                         name=f"{names[s]}", legendgroup=s, showlegend=first,
-                                         hovertemplate=f"{names[s]} AUROC {auc:.3f}"
+                fpr, tpr = metric_math.roc_points(u[m, s], correct)
+                auc = metric_math.auroc(u[m, s], correct)
+                roc.add_trace(go.Scatter(x=fpr, y=tpr, mode="lines", line=dict(color=color),
+                                         name=name, legendgroup=s, showlegend=first,
+                                         hovertemplate=f"{name} AUROC {auc:.3f}"
                                          "<br>FPR %{x:.2f}, TPR %{y:.2f}<extra></extra>"),
                               row=1, col=col)
-            x, acc = M.rejection_curve(u[m, s], correct)
-            rej.add_trace(go.Scatter(x=x, y=acc, mode="lines", line=dict(color=colors[s]),
-                                     name=names[s], legendgroup=s, showlegend=first),
+            x, acc = metric_math.rejection_curve(u[m, s], correct)
+            rej.add_trace(go.Scatter(x=x, y=acc, mode="lines", line=dict(color=color),
+                                     name=name, legendgroup=s, showlegend=first),
                           row=1, col=col)
         if two_classes:
             roc.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="random",
                                      line=dict(color="#bbbbbb", dash="dot"), legendgroup="r",
-                                     showlegend=col == 1), row=1, col=col)
+                                     showlegend=first), row=1, col=col)
         rej.add_trace(go.Scatter(x=frac, y=oracle, mode="lines", name="oracle",
                                  line=dict(color="#2ca02c", dash="dash"), legendgroup="o",
-                                 showlegend=col == 1), row=1, col=col)
+                                 showlegend=first), row=1, col=col)
         rej.add_trace(go.Scatter(x=[0, frac[-1]], y=[correct.mean()] * 2, mode="lines",
                                  name="random", line=dict(color="#bbbbbb", dash="dot"),
-                                 legendgroup="r", showlegend=col == 1), row=1, col=col)
+                                 legendgroup="r", showlegend=first), row=1, col=col)
     roc.update_xaxes(title_text="false positive rate (correct flagged)", range=[0, 1])
     roc.update_yaxes(title_text="true positive rate (wrong flagged)", range=[0, 1.02], col=1)
     roc.update_layout(title="ROC: uncertainty predicting a wrong answer", width=1200, height=450,
@@ -172,44 +286,3 @@ def figures(records: list[dict]) -> tuple[Any, Any, list[str]]:
     rej.update_yaxes(title_text="accuracy of the kept answers", col=1)
     rej.update_layout(title="Rejection curves", width=1200, height=450, template="plotly_white")
     return roc, rej, warnings
-
-
-def compare(report_a: dict, report_b: dict, name_a: str, name_b: str) -> str:
-    """Two runs side by side (markdown): every metric, measure and scoring, and B - A."""
-    lines = [f"# {name_a} vs {name_b}", "",
-             f"| | A: {name_a} | B: {name_b} |", "|---|---|---|"]
-    for key, label in (("data", "data"), ("n", "n"), ("accuracy", "accuracy")):
-        a, b = report_a.get(key), report_b.get(key)
-        if key == "accuracy":
-            a, b = f"{a * 100:.1f}%", f"{b * 100:.1f}%"
-        lines.append(f"| {label} | {a} | {b} |")
-    for key in ("llm", "importance", "nli"):
-        lines.append(f"| {key} | {report_a['models'].get(key)} | {report_b['models'].get(key)} |")
-    lines.append(f"| judge | {_judge_text(report_a['judge'])} | {_judge_text(report_b['judge'])} |")
-    differing = sorted(k for k in set(report_a["settings"]) | set(report_b["settings"])
-                       if report_a["settings"].get(k) != report_b["settings"].get(k))
-    if differing:
-        lines += ["", "Settings that differ: " + ", ".join(
-            f"{k} ({report_a['settings'].get(k)!r} vs {report_b['settings'].get(k)!r})"
-            for k in differing)]
-    for name in METRICS:
-        lines += ["", f"## {METRIC_TITLES[name]} (x100)", "",
-                  "| Method | A | B | B - A |", "|---|---|---|---|"]
-        for scoring, suffix in (("length_normalized", ""), ("mars", " + MARS"), (DIFF, " MARS - LN")):
-            for m in MEASURES:
-                ea = report_a["metrics"][name][m][scoring]
-                eb = report_b["metrics"][name][m][scoring]
-                delta = ("n/a" if ea.get("value") is None or eb.get("value") is None
-                         else f"{(eb['value'] - ea['value']) * 100:+.2f}")
-                signed = scoring == DIFF
-                lines.append(f"| {LABELS[m]}{suffix} | {_cell(ea, signed=signed)} | "
-                             f"{_cell(eb, signed=signed)} | {delta} |")
-    return "\n".join(lines) + "\n"
-
-
-def load_report(run_dir: str | pathlib.Path) -> dict:
-    path = pathlib.Path(run_dir) / "report.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {str(path)!r}: {err}") from err

@@ -27,21 +27,24 @@ import pathlib
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from . import MEASURES, SCORINGS
-from . import report as R
-from .data import Item, load_source, select
+from . import judge_check
+from . import report as reporting
 from .calibration import MODEL_KEYS
+from .data import Item, load_source, select
 from .judges import Judge
+from .runs import MANIFEST, RESULTS, Record, RunFileError, read_results, read_run
 
 RUN_VERSION = 1
-RESULTS = "results.jsonl"
-MANIFEST = "run.json"
 
 
 class RunError(ValueError):
     """A run that cannot start or go on (a RUN_DIR of other settings, one in use, bad data)."""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 @dataclass
@@ -54,7 +57,7 @@ class EvalConfig:
     resamples: int = 1000
     plots: bool = True
     batch_questions: int = 16  # questions per generate_many / score_many call
-    messages: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+    messages: Callable[[str], None] = field(default=_stderr)
 
     def __post_init__(self) -> None:
         self.out = pathlib.Path(self.out)
@@ -89,37 +92,6 @@ def _check_manifest(path: pathlib.Path, wanted: dict[str, Any]) -> None:
     )
 
 
-def read_results(path: pathlib.Path, repair: bool = False) -> list[dict]:
-    """The finished lines of results.jsonl. A last line without its newline or not valid JSON
-    (a run killed while writing it) is not counted; with ``repair`` it is cut off the file."""
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
-    records, good_end, pos = [], 0, 0
-    while pos < len(raw):
-        nl = raw.find(b"\n", pos)
-        if nl < 0:
-            break  # no newline: the line was cut short
-        line = raw[pos:nl]
-        try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            break
-        records.append(rec)
-        pos = good_end = nl + 1
-    if good_end < len(raw):
-        rest = raw[good_end:]
-        if rest.count(b"\n") > 1 or (rest.count(b"\n") == 1 and not rest.endswith(b"\n")):
-            raise RunError(f"{path} is damaged in the middle (not just its last line); use a "
-                           "new --out directory")
-        if repair:
-            with open(path, "r+b") as f:
-                f.truncate(good_end)
-                f.flush()
-                os.fsync(f.fileno())
-    return records
-
-
 @contextlib.contextmanager
 def _locked(out: pathlib.Path):
     import fcntl
@@ -133,6 +105,8 @@ def _locked(out: pathlib.Path):
 
 
 def _uncertainty(result) -> dict[str, dict[str, float]]:
+    from . import MEASURES, SCORINGS
+
     return {m: {s: float(getattr(getattr(result.uncertainty, m), s)) for s in SCORINGS}
             for m in MEASURES}
 
@@ -179,17 +153,114 @@ def _check_models(expected: dict[str, Any] | None, result, out: pathlib.Path) ->
     return used
 
 
-def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
-    """Run (or resume) the evaluation and write its report; returns the report."""
-    from tqdm import tqdm
-
+def _one_question_errors() -> tuple[type[BaseException], ...]:
+    """Errors of one question (a bad line, NaN scores, a refused request): that question is
+    skipped and the run goes on."""
     from ..errors import AnswerSetError, EndpointError, InvalidModelOutput, OptionError
 
-    # errors of one question (a bad line, NaN scores, a request the server refuses): that
-    # question is skipped and the run goes on
-    one_question = (AnswerSetError, OptionError, InvalidModelOutput, EndpointError)
+    return (AnswerSetError, OptionError, InvalidModelOutput, EndpointError)
 
+
+def _results_of(engine, batch: list[Item], answer_sets: list, settings) -> list:
+    """The batch's analyses, or for a batch where one question fails, each question alone (an
+    exception in place of the failed ones). An endpoint error of a lone question, or of every
+    question of the batch, is raised: the server, not a question, is the likely cause."""
+    from ..errors import EndpointError
+
+    one_question = _one_question_errors()
+    try:
+        return _analyze_batch(engine, batch, answer_sets, settings)
+    except one_question as err:
+        if len(batch) == 1:
+            if isinstance(err, EndpointError):
+                raise  # maybe the server, not the question: stop, resumable
+            return [err]
+    # each question alone, so that only the bad one is skipped (their generated samples are
+    # then those of a batch of one; greedy answers and scores of given answers are the same)
+    results: list = []
+    for item, answers in zip(batch, answer_sets):
+        try:
+            results += _analyze_batch(engine, [item], [answers], settings)
+        except one_question as alone:
+            results.append(alone)
+    errors = [r for r in results if isinstance(r, Exception)]
+    if len(errors) == len(batch) and all(isinstance(e, EndpointError) for e in errors):
+        raise errors[0]  # every question: the server, not a question
+    return results
+
+
+def _run_batches(config: EvalConfig, engine, todo: list[Item], total: int, f,
+                 models: dict[str, Any] | None, failed: list[dict]) -> None:
+    """Analyze, judge and append the ``todo`` questions batch by batch."""
+    from tqdm import tqdm
+
+    from ..answers import AnswerSetError
+    from ..settings import OptionError
+
+    out = config.out
+    with tqdm(total=total, initial=total - len(todo), unit="q", desc="evaluating",
+              file=sys.stderr, dynamic_ncols=True, smoothing=0.1) as bar:
+        def skip(item: Item, err: BaseException) -> None:
+            where = f"line {item.line}, " if item.line is not None else ""
+            failed.append({"index": item.index, "id": item.id, "line": item.line,
+                           "error": str(err)})
+            bar.write(f"question {item.index} ({where}{item.id or repr(item.question[:40])}) "
+                      f"skipped: {err}", file=sys.stderr)
+            bar.update(1)
+
+        size = max(1, int(config.batch_questions))
+        for first in range(0, len(todo), size):
+            batch, answer_sets = [], []
+            for item in todo[first:first + size]:
+                try:
+                    answer_sets.append(_prepare(item))
+                except (AnswerSetError, OptionError) as err:
+                    skip(item, err)
+                    continue
+                batch.append(item)
+            if not batch:
+                continue
+            started = time.perf_counter()
+            results = _results_of(engine, batch, answer_sets, config.settings)
+            seconds = round((time.perf_counter() - started) / len(batch), 4)
+            done = [(item, r) for item, r in zip(batch, results) if not isinstance(r, Exception)]
+            for item, r in zip(batch, results):
+                if isinstance(r, Exception):
+                    skip(item, r)
+            for _, result in done:
+                models = _check_models(models, result, out)
+            judged = [(item, result) for item, result in done if item.label is None]
+            verdicts = dict(zip((item.index for item, _ in judged), config.judge.judge_many(
+                [(item.question, result.greedy.text, item.references)
+                 for item, result in judged])))
+            for item, result in done:
+                verdict = verdicts.get(item.index)
+                line = {
+                    "index": item.index, "id": item.id, "line": item.line,
+                    "question": item.question, "references": item.references,
+                    "greedy": result.greedy.text,
+                    "correct": bool(item.label if verdict is None else verdict.correct),
+                    "label": "judged" if verdict is not None else "given",
+                    "judge": None if verdict is None else {"score": verdict.score,
+                                                           "detail": verdict.detail},
+                    "uncertainty": _uncertainty(result), "analysis": result.to_dict(),
+                    "seconds": seconds,  # the batch's seconds per question
+                    "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                        timespec="milliseconds"),
+                }
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+                bar.update(1)
+
+
+def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
+    """Run (or resume) the evaluation and write its report; returns the report. Lines of the
+    data file that cannot be used are reported (``config.messages``) and skipped; the report
+    lists them in ``skipped_lines``, and the questions that failed in ``failed``."""
     source = load_source(config.data)
+    for problem in source.problems:
+        config.messages(f"skipped {problem}")
     items = select(source.items, config.limit, config.settings.seed)
     out = config.out
     try:
@@ -207,7 +278,10 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                                "directory")
             mpath.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         results_path = out / RESULTS
-        finished = read_results(results_path, repair=True)
+        try:
+            finished = read_results(results_path, repair=True)
+        except RunFileError as err:
+            raise RunError(str(err)) from err
         done = {r["index"] for r in finished}
         models = ({k: finished[0]["analysis"]["settings"].get(k) for k in MODEL_KEYS}
                   if finished else None)
@@ -221,142 +295,115 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
                 from ..engine import Engine
 
                 engine = Engine(config.settings)
-            with open(results_path, "a", encoding="utf-8") as f, tqdm(
-                total=len(items), initial=len(items) - len(todo), unit="q", desc="evaluating",
-                file=sys.stderr, dynamic_ncols=True, smoothing=0.1,
-            ) as bar:
-                def skip(item: Item, err: BaseException) -> None:
-                    failed.append({"index": item.index, "id": item.id, "error": str(err)})
-                    bar.write(f"question {item.index} ({item.id or item.question[:40]!r}) "
-                              f"skipped: {err}", file=sys.stderr)
-                    bar.update(1)
-
-                size = max(1, int(config.batch_questions))
-                for first in range(0, len(todo), size):
-                    batch, answer_sets = [], []
-                    for item in todo[first:first + size]:
-                        try:
-                            answer_sets.append(_prepare(item))
-                        except (AnswerSetError, OptionError) as err:
-                            skip(item, err)
-                            continue
-                        batch.append(item)
-                    if not batch:
-                        continue
-                    started = time.perf_counter()
-                    try:
-                        results = _analyze_batch(engine, batch, answer_sets, config.settings)
-                    except one_question as err:
-                        if len(batch) == 1:
-                            if isinstance(err, EndpointError):
-                                raise  # maybe the server, not the question: stop, resumable
-                            results = [err]
-                        else:
-                            # each question alone, so that only the bad one is skipped (their
-                            # generated samples are then those of a batch of one; greedy
-                            # answers and scores of given answers are the same)
-                            results = []
-                            for item, answers in zip(batch, answer_sets):
-                                try:
-                                    results += _analyze_batch(engine, [item], [answers],
-                                                              config.settings)
-                                except one_question as alone:
-                                    results.append(alone)
-                            errors = [r for r in results if isinstance(r, Exception)]
-                            if len(errors) == len(batch) and all(
-                                    isinstance(e, EndpointError) for e in errors):
-                                raise errors[0]  # every question: the server, not a question
-                    seconds = round((time.perf_counter() - started) / len(batch), 4)
-                    for item, result in zip(batch, results):
-                        if isinstance(result, Exception):
-                            skip(item, result)
-                            continue
-                        models = _check_models(models, result, out)
-                        verdict = config.judge(item.question, result.greedy.text, item.references)
-                        analysis = result.to_dict()
-                        line = {
-                            "index": item.index, "id": item.id, "question": item.question,
-                            "references": item.references, "greedy": result.greedy.text,
-                            "correct": bool(verdict.correct),
-                            "judge": {"score": verdict.score, "detail": verdict.detail},
-                            "uncertainty": _uncertainty(result), "analysis": analysis,
-                            "seconds": seconds,  # the batch's seconds per question
-                            "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
-                                timespec="milliseconds"),
-                        }
-                        f.write(json.dumps(line, ensure_ascii=False) + "\n")
-                        f.flush()
-                        os.fsync(f.fileno())
-                        bar.update(1)
-        records = read_results(results_path)
+            with open(results_path, "a", encoding="utf-8") as f:
+                _run_batches(config, engine, todo, len(items), f, models, failed)
         wanted = {it.index for it in items}
-        records = [r for r in records if r["index"] in wanted]
-        return write_report(config, records, failed, manifest, source.warnings)
+        records = [Record.from_dict(r, f"{results_path} line {i}")
+                   for i, r in enumerate(read_results(results_path), 1) if r["index"] in wanted]
+        return write_report(out, records, manifest=manifest, resamples=config.resamples,
+                            plots=config.plots, messages=config.messages, failed=failed,
+                            warnings=source.warnings, skipped_lines=source.problems)
 
 
-def _models(records: list[dict], settings) -> dict[str, Any]:
+def _models(records: Sequence[Record], manifest: dict[str, Any]) -> dict[str, Any]:
     """The models that made and scored the answers, as the analyses recorded them (a run's
     answers all come from the same ones: :func:`_check_models`)."""
-    first = records[0]["analysis"]["settings"] if records else {}
-    return {"llm": first.get("llm", settings.llm), "importance": first.get(
-        "importance", settings.importance), "nli": first.get("nli", settings.nli)}
+    first = ((records[0].data.get("analysis") or {}).get("settings") or {}) if records else {}
+    settings = manifest.get("settings") or {}
+    return {k: first.get(k, settings.get(k)) for k in MODEL_KEYS}
 
 
-def write_report(config: EvalConfig, records: list[dict], failed: list[dict],
-                 manifest: dict[str, Any], data_warnings: list[str] = ()) -> dict[str, Any]:
-    out = config.out
+def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict[str, Any],
+                 resamples: int, plots: bool = True,
+                 messages: Callable[[str], None] = _stderr, failed: Sequence[dict] = (),
+                 warnings: Sequence[str] = (), skipped_lines: Sequence[str] = ()) -> dict[str, Any]:
+    """report.json, report.md and the plots of a run directory from its records; returns the
+    report. ``manifest``: the run's run.json (its data, judge, settings, seed)."""
     n = len(records)
-    accuracy = sum(bool(r["correct"]) for r in records) / n if n else 0.0
-    warnings = list(data_warnings)  # e.g. rows of the data set left out
+    given = sum(r.label == "given" for r in records)
+    seed = manifest.get("seed") or 0
+    warnings = list(warnings)  # e.g. rows of the data set left out
     if n < manifest["questions"]:
         warnings.append(f"{manifest['questions'] - n} of {manifest['questions']} selected "
                         "questions have no result (failed, see above); the metrics use the "
                         f"{n} that have one")
+    long = reporting.long_answer_warning(records, manifest["judge"])
+    if long:
+        warnings.append(long)
+    check = judge_check.load(out)
+    if check is not None and check.get("judge") != manifest["judge"]:
+        check = None  # a check of another judge
     report = {
-        "data": config.data, "n": n, "accuracy": accuracy,
-        "judge": manifest["judge"], "models": _models(records, config.settings),
-        "settings": manifest["settings"], "limit": config.limit, "seed": config.settings.seed,
-        "bootstrap": {"resamples": config.resamples, "seed": config.settings.seed,
+        "data": manifest["data"], "n": n,
+        "accuracy": sum(r.correct for r in records) / n if n else 0.0,
+        "labels": {"given": given, "judged": n - given},
+        "judge": manifest["judge"], "judge_check": check,
+        "models": _models(records, manifest),
+        "settings": manifest["settings"], "limit": manifest.get("limit"), "seed": seed,
+        "bootstrap": {"resamples": resamples, "seed": seed,
                       "interval": "percentile 2.5-97.5"},
-        "metrics": R.compute_metrics(records, resamples=config.resamples,
-                                     seed=config.settings.seed),
-        "failed": failed,
-        "seconds_per_question": (round(sum(r.get("seconds", 0.0) for r in records) / n, 4)
-                                 if n else None),
+        "metrics": reporting.compute_metrics(records, resamples=resamples, seed=seed),
+        "failed": list(failed), "skipped_lines": list(skipped_lines),
+        "seconds_per_question": (round(sum(float(r.data.get("seconds") or 0.0)
+                                           for r in records) / n, 4) if n else None),
         "warnings": warnings,
         "plots": [],
     }
-    if config.plots and n:
-        files, plot_warnings = R.plots(records, out)
+    if manifest.get("rejudged_from"):
+        report["rejudged_from"] = manifest["rejudged_from"]
+    if plots and n:
+        files, plot_warnings = reporting.plots(records, out)
         report["plots"] = files
         report["warnings"] += plot_warnings
     for w in report["warnings"]:
-        config.messages(f"warning: {w}")
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(R.markdown(report), encoding="utf-8")
+        messages(f"warning: {w}")
+    save_report(out, report)
     return report
 
 
-def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
-              scoring: str = "mars", out: str | pathlib.Path | None = None) -> pathlib.Path:
-    """Fit the isotonic calibration of ``measure``/``scoring`` on a finished run; writes
-    ``out`` (default RUN_DIR/calibration.json) and returns its path."""
-    from . import calibration as K
+def save_report(out: pathlib.Path, report: dict[str, Any]) -> None:
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(reporting.markdown(report), encoding="utf-8")
 
-    run = pathlib.Path(run_dir)
-    report = R.load_report(run)
-    records = read_results(run / RESULTS)
-    if not records:
-        raise RunError(f"{run} has no results to calibrate on")
-    if report.get("n") != len(records):
-        raise RunError(
-            f"{run}/report.json covers {report.get('n')} questions but results.jsonl has "
-            f"{len(records)}: the run did not finish; run the same evaluate command again to "
-            "finish it (and rewrite its report), then calibrate"
-        )
-    correct, u = R.arrays(records)
-    auroc = report["metrics"]["auroc"][measure][scoring]["value"]
-    cal = K.fit(u[measure, scoring], correct, measure=measure, scoring=scoring,
-                models=report["models"], data=report["data"], auroc=auroc,
-                judge=report["judge"], settings=records[0]["analysis"].get("settings"))
-    return cal.save(out or run / "calibration.json")
+
+def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
+              scoring: str = "mars", out: str | pathlib.Path | None = None, *,
+              plots: bool = True) -> pathlib.Path:
+    """Fit the isotonic calibration of ``measure``/``scoring`` on a finished run and check it
+    by cross-validation; writes ``out`` (default RUN_DIR/calibration.json), adds the held-out
+    Brier score, calibration error and reliability diagram to the run's report, and returns
+    the calibration's path. Raises :class:`RunError` for a run that is not finished or
+    unreadable, :class:`~.calibration.TooFewAnswers` (with the reason) when one class is
+    missing or too rare."""
+    from . import calibration
+
+    try:
+        run = read_run(run_dir)
+    except RunFileError as err:
+        raise RunError(str(err)) from err
+    if not run.records:
+        raise RunError(f"{run.path} has no results to calibrate on")
+    correct, u = reporting.arrays(run.records)
+    if (measure, scoring) not in u:
+        raise RunError(f"{run.path} has no {measure} ({scoring}) uncertainty")
+    quality = calibration.cross_validate(u[measure, scoring], correct,
+                                         seed=run.manifest.get("seed") or 0)
+    auroc = run.report.metrics["auroc"][measure][scoring].value
+    cal = calibration.fit(u[measure, scoring], correct, measure=measure, scoring=scoring,
+                          models=run.report.models, data=run.report.data, auroc=auroc,
+                          judge=run.report.judge,
+                          settings=run.records[0].data.get("analysis", {}).get("settings"))
+    cal.held_out = quality
+    path = cal.save(out or run.path / "calibration.json")
+    report = dict(run.report.raw)
+    section = {"measure": measure, "scoring": scoring, "file": path.name, **quality,
+               "plots": []}
+    if plots:
+        title = reporting.method_label(measure, scoring)
+        files, warnings = reporting.write_figures(
+            {"reliability": calibration.reliability_figure(quality, title)}, run.path)
+        section["plots"] = files
+        report["warnings"] = list(dict.fromkeys([*report.get("warnings", []), *warnings]))
+    report["calibration"] = section
+    save_report(run.path, report)
+    return path

@@ -1,16 +1,19 @@
-"""The page's Evaluation view: an evaluation run's AUROC table and its ROC and rejection curves.
+"""The page's Evaluation view: an evaluation run's metric tables and its ROC and rejection curves.
 
 A run is made by ``python -m mars_demo evaluate --data SOURCE --out RUN_DIR``. The view opens
-its ``report.json`` (the table: measure x length-normalized / MARS, value and 95% bootstrap
-interval, and the paired MARS - LN difference, x100 like the paper's Table 1) and, for the
-curves, its ``results.jsonl`` (each question's correctness and uncertainties; report.json holds
-no curve). Both come from an upload (at most :data:`MAX_BYTES`, Gradio's upload limit too) or
-from a run of the folder given to ``app.py --runs DIR``.
+its ``report.json`` (the tables: every method's AUROC, AUPRC, PRR and AURAC with the 95%
+bootstrap interval, and the paired MARS - LN differences, x100 like the paper's Table 1; the
+judge, its threshold and its judge-check agreement; the held-out calibration quality when the
+run was calibrated; the report's warnings) and, for the curves, its ``results.jsonl`` (each
+question's correctness and uncertainties; report.json holds no curve). Both come from an upload
+(at most :data:`MAX_BYTES`, Gradio's upload limit too) or from a run of the folder given to
+``app.py --runs DIR``. Both are read by :mod:`mars_demo.evaluation.runs`, the one reader of
+runs; this module only opens files (with their size limit) and renders.
 
-Whatever a visitor uploads is untrusted: it is parsed strictly (finite numbers in range, the
-expected keys), every string is escaped before it goes into HTML, a bad file gets one clear
-message, and the uploaded file is deleted from the server as soon as it is read; nothing of it is
-kept on the server, so it affects no other visitor.
+Whatever a visitor uploads is untrusted: the reader checks it strictly (finite numbers in range,
+the expected keys), every string is escaped before it goes into HTML, a bad file gets one clear
+message, and nothing of it is kept on the server beyond Gradio's upload cache, so it affects no
+other visitor.
 
 :class:`EvaluationView` holds the handlers (plain Python, testable without a browser);
 :func:`build` makes the Gradio components.
@@ -18,33 +21,22 @@ kept on the server, so it affects no other visitor.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import pathlib
+import re
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.evaluation import MEASURES, SCORINGS
+from mars_demo.evaluation import METRIC_TITLES, METRICS
+from mars_demo.evaluation.runs import (DIFF, RESULTS, Entry, Record, Report, RunFileError,
+                                       parse_records, parse_report)
 from mars_demo.ui.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
-DIFF = "mars_minus_length_normalized"
-SHOWN_CHARS = 200  # a string of the report (data set, model) is cut there
 OUTPUTS = ("eval_error", "eval_table", "eval_note", "eval_roc", "eval_rejection",
            "eval_report", "eval_results")
-
-
-class ReportError(ValueError):
-    """A report or results file that cannot be shown; the message says why, in one line."""
-
-
-# --- reading, strictly ------------------------------------------------------------------------
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number")
+ReportError = RunFileError  # a report or results file that cannot be shown (one line: why)
 
 
 def _read_text(path: str | os.PathLike, limit: int | None, name: str) -> str:
@@ -57,118 +49,21 @@ def _read_text(path: str | os.PathLike, limit: int | None, name: str) -> str:
         raise ReportError(f"{name} is not UTF-8 text") from err
 
 
-def _loads(text: str, name: str) -> Any:
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError as err:
-        raise ReportError(f"{name} is nested too deeply") from err
-    except ValueError as err:  # JSONDecodeError included
-        raise ReportError(f"{name} is not valid JSON ({str(err)[:120]})") from err
-
-
-def _number(value: Any, where: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ReportError(f"{where} is not a number")
-    value = float(value)
-    if not math.isfinite(value) or not low <= value <= high:
-        raise ReportError(f"{where} = {value:.4g} is outside [{low:g}, {high:g}]")
-    return value
-
-
-def _entry(raw: Any, where: str, low: float) -> dict[str, Any]:
-    """``{"value", "ci95"}`` checked; a metric that was undefined keeps its reason."""
-    if not isinstance(raw, dict):
-        raise ReportError(f"{where} is missing")
-    if raw.get("value") is None:
-        return {"value": None, "ci95": None, "reason": str(raw.get("reason") or "undefined")}
-    value = _number(raw["value"], where, low, 1.0)
-    ci = raw.get("ci95")
-    if ci is not None:
-        if not isinstance(ci, list) or len(ci) != 2:
-            raise ReportError(f"{where}.ci95 is not [low, high]")
-        ci = [_number(v, f"{where}.ci95", low, 1.0) for v in ci]
-    return {"value": value, "ci95": ci}
-
-
-def _text(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
-
-
-def parse_report(text: str, name: str = "report.json") -> dict[str, Any]:
-    """The parts of a report.json the view shows, checked. Raises :class:`ReportError`."""
-    data = _loads(text, name)
-    if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
-        raise ReportError(f"{name} has no \"metrics\" (is it an evaluation run's report.json?)")
-    auroc = data["metrics"].get("auroc")
-    if not isinstance(auroc, dict):
-        raise ReportError(f"{name} has no metrics.auroc")
-    table = {}
-    for m in MEASURES:
-        row = auroc.get(m)
-        if not isinstance(row, dict):
-            raise ReportError(f"{name} has no metrics.auroc.{m}")
-        table[m] = {s: _entry(row.get(s), f"metrics.auroc.{m}.{s}", 0.0) for s in SCORINGS}
-        table[m][DIFF] = _entry(row.get(DIFF), f"metrics.auroc.{m}.{DIFF}", -1.0)
-    n = data.get("n")
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 10**9:
-        raise ReportError(f"{name}: n is not a number of questions")
-    accuracy = data.get("accuracy")
-    accuracy = None if accuracy is None else _number(accuracy, "accuracy", 0.0, 1.0)
-    models = data.get("models") if isinstance(data.get("models"), dict) else {}
-    judge = data.get("judge") if isinstance(data.get("judge"), dict) else {}
-    boot = data.get("bootstrap") if isinstance(data.get("bootstrap"), dict) else {}
-    return {
-        "auroc": table,
-        "n": n,
-        "accuracy": accuracy,
-        "data": _text(data.get("data", "?")),
-        "models": {k: _text(models.get(k)) for k in ("llm", "importance", "nli")},
-        "judge": _text(judge.get("name", "?"))
-        + (f" ≥ {_text(judge['threshold'])}" if judge.get("threshold") is not None else ""),
-        "resamples": _text(boot.get("resamples", "?")),
-    }
-
-
-def parse_results(text: str, name: str = "results.jsonl") -> list[dict[str, Any]]:
-    """Each line's ``correct`` and ``uncertainty`` (what the curves need), checked."""
-    records = []
-    # split at "\n" only: JSON leaves U+2028/U+2029 unescaped inside strings
-    for i, line in enumerate(text.split("\n", MAX_LINES + 1)[: MAX_LINES + 1], 1):
-        if not line.strip():
-            continue
-        if i > MAX_LINES:
-            raise ReportError(f"{name} has more than {MAX_LINES} lines")
-        row = _loads(line, f"{name} line {i}")
-        if not isinstance(row, dict) or not isinstance(row.get("correct"), bool):
-            raise ReportError(f"{name} line {i} has no \"correct\": true/false")
-        unc = row.get("uncertainty")
-        if not isinstance(unc, dict):
-            raise ReportError(f"{name} line {i} has no \"uncertainty\"")
-        try:
-            values = {m: {s: _number(unc[m][s], f"{name} line {i}: uncertainty.{m}.{s}",
-                                     -1e12, 1e12) for s in SCORINGS} for m in MEASURES}
-        except (KeyError, TypeError) as err:
-            raise ReportError(f"{name} line {i} lacks uncertainty {err}") from err
-        records.append({"correct": row["correct"], "uncertainty": values})
-    if not records:
-        raise ReportError(f"{name} has no results")
-    return records
-
-
 # --- rendering ------------------------------------------------------------------------------
 
 
-def _cell(entry: dict[str, Any], signed: bool = False) -> str:
-    if entry["value"] is None:
-        return f'<span class="mars-muted">n/a ({esc(entry["reason"])})</span>'
+def _cell(entry: Entry | None, signed: bool = False) -> str:
+    if entry is None:
+        return '<span class="mars-muted">–</span>'
+    if entry.value is None:
+        return f'<span class="mars-muted">n/a ({esc(entry.reason or "undefined")})</span>'
 
     def num(value: float, fmt: str = "{:.2f}") -> str:
         return fmt.format(value * 100).replace("-", "−")
 
-    text = num(entry["value"], "{:+.2f}" if signed else "{:.2f}")
-    if entry["ci95"]:
-        lo, hi = entry["ci95"]
+    text = num(entry.value, "{:+.2f}" if signed else "{:.2f}")
+    if entry.ci95:
+        lo, hi = entry.ci95
         text += f' <span class="mars-muted">[{num(lo)}, {num(hi)}]</span>'
     return text  # "−" in the numbers only: the markup's own hyphens (class names) stay
 
@@ -180,34 +75,94 @@ def _local_name(text: str) -> str:
     return text
 
 
-def table_html(report: dict[str, Any], public: bool = False) -> str:
-    """The AUROC table of a :func:`parse_report` result, x100 like the paper's Table 1.
-    ``public``: local paths (data set, models) are shown by their last part only."""
-    if public:
-        report = {**report, "data": _local_name(report["data"]),
-                  "models": {k: _local_name(v) for k, v in report["models"].items()}}
-    acc = "?" if report["accuracy"] is None else f"{report['accuracy'] * 100:.1f}%"
-    head = (f"<p><b>{esc(report['data'])}</b>: n = {report['n']} questions, accuracy {acc} "
-            f"(judge {esc(report['judge'])}). LLM {esc(report['models']['llm'])}, importance "
-            f"{esc(report['models']['importance'])}, NLI {esc(report['models']['nli'])}.</p>")
+def method_name(measure: str, scoring: str) -> str:
+    """"Semantic Entropy + MARS", "Confidence (LN)"; unknown names in words."""
+    name = texts.MEASURE_NAMES.get(measure, measure.replace("_", " "))
+    return name + texts.EVAL_SCORING_SUFFIX.get(scoring, f" ({scoring.replace('_', ' ')})")
+
+
+def _head(report: Report, public: bool) -> str:
+    data = _local_name(report.data) if public else report.data
+    models = {k: (_local_name(v) if public and v else v) for k, v in report.models.items()}
+    acc = "?" if report.accuracy is None else f"{report.accuracy * 100:.1f}%"
+    labels = report.labels or {}
+    if labels.get("given") and not labels.get("judged"):
+        verdicts = texts.EVAL_ALL_LABELS_GIVEN.format(given=labels["given"])
+    else:
+        verdicts = f"judge {report.judge_text()}" + (texts.EVAL_LABELS_GIVEN.format(
+            given=labels["given"], judged=labels["judged"]) if labels.get("given") else "")
+    parts = [f"<p><b>{esc(data)}</b>: n = {report.n} questions, accuracy {acc} "
+             f"({esc(verdicts)}). LLM {esc(models.get('llm'))}, "
+             f"importance {esc(models.get('importance'))}, NLI {esc(models.get('nli'))}.</p>"]
+    check = report.judge_check
+    if check:
+        parts.append('<p class="mars-small">' + esc(texts.EVAL_JUDGE_CHECK.format(
+            agreement=check["agreement"] * 100, file=check["file"], n=check["n"],
+            accepts=check["false_accepts"], rejects=check["false_rejects"])) + "</p>")
+    return "".join(parts)
+
+
+def _metric_table(report: Report) -> str:
+    shown = [m for m in METRICS if m in report.metrics]
+    head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
     rows = "".join(
-        f"<tr><th scope=\"row\">{esc(texts.MEASURE_NAMES[m])}</th>"
-        f"<td>{_cell(report['auroc'][m]['length_normalized'])}</td>"
-        f"<td>{_cell(report['auroc'][m]['mars'])}</td>"
-        f"<td>{_cell(report['auroc'][m][DIFF], signed=True)}</td></tr>"
-        for m in MEASURES
-    )
-    note = (f"AUROC x100 of the uncertainty for predicting a wrong answer, with the 95% "
-            f"percentile bootstrap interval ({esc(report['resamples'])} resamples); the last "
-            "column is the paired bootstrap of MARS minus length-normalized.")
-    return (f'<div class="mars-eval">{head}<div class="mars-table-wrap">'
-            '<table class="mars-table mars-eval-table"><thead><tr><th scope="col">Measure</th>'
-            '<th scope="col">Length-normalized</th><th scope="col">MARS</th>'
-            f'<th scope="col">MARS − LN</th></tr></thead><tbody>{rows}</tbody></table></div>'
-            f'<p class="mars-small">{note}</p></div>')
+        f'<tr><th scope="row">{esc(method_name(m, s))}</th>'
+        + "".join(f"<td>{_cell(report.metrics[name].get(m, {}).get(s))}</td>" for name in shown)
+        + "</tr>"
+        for m, s in report.rows())
+    return ('<div class="mars-table-wrap"><table class="mars-table mars-eval-table">'
+            f'<thead><tr><th scope="col">Method</th>{head}</tr></thead><tbody>{rows}</tbody>'
+            "</table></div>")
 
 
-def curves(records: list[dict[str, Any]]) -> tuple[Any, Any, list[str]]:
+def _paired_table(report: Report) -> str:
+    paired = report.paired()
+    if not paired:
+        return ""
+    shown = [m for m in METRICS if m in report.metrics]
+    head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
+    rows = "".join(
+        f'<tr><th scope="row">{esc(texts.MEASURE_NAMES.get(m, m.replace("_", " ")))}</th>'
+        + "".join(f"<td>{_cell(report.metrics[name].get(m, {}).get(DIFF), signed=True)}</td>"
+                  for name in shown) + "</tr>"
+        for m in paired)
+    return (f'<p class="mars-small">{esc(texts.EVAL_PAIRED_CAPTION)}</p>'
+            '<div class="mars-table-wrap"><table class="mars-table mars-eval-diff">'
+            f'<thead><tr><th scope="col">MARS − LN</th>{head}</tr></thead><tbody>{rows}'
+            "</tbody></table></div>")
+
+
+def _calibration(report: Report) -> str:
+    cal = report.calibration
+    if not cal:
+        return ""
+    return '<p class="mars-small">' + esc(texts.EVAL_CALIBRATION.format(
+        method=method_name(cal["measure"], cal["scoring"]), folds=cal["folds"],
+        brier=cal["brier"], constant=cal["brier_constant"], ece=cal["ece"])) + "</p>"
+
+
+def _warnings(report: Report, public: bool) -> str:
+    if not report.warnings:
+        return ""
+    def shown(warning: str) -> str:  # a public page names a local file by its last part
+        return re.sub(r"(?:/[^\s'\"/]+)+/?", lambda m: _local_name(m.group(0)),
+                      warning) if public else warning
+
+    items = "".join(f"<li>{esc(shown(w))}</li>" for w in report.warnings)
+    return f'<div class="mars-warnings" role="note"><ul>{items}</ul></div>'
+
+
+def table_html(report: Report, public: bool = False) -> str:
+    """The metric tables of a :func:`~mars_demo.evaluation.runs.parse_report` result, x100
+    like the paper's Table 1. ``public``: local paths (data set, models) are shown by their
+    last part only."""
+    note = texts.EVAL_TABLE_NOTE.format(resamples=esc(report.resamples or "?"))
+    return (f'<div class="mars-eval">{_head(report, public)}{_metric_table(report)}'
+            f'<p class="mars-small">{note}</p>{_paired_table(report)}{_calibration(report)}'
+            f"{_warnings(report, public)}</div>")
+
+
+def curves(records: list[Record]) -> tuple[Any, Any, list[str]]:
     """The run's ROC and rejection figures (:func:`mars_demo.evaluation.report.figures`),
     sized for the page."""
     from mars_demo.evaluation.report import figures
@@ -285,13 +240,13 @@ class EvaluationView:
             update["eval_note"] = _note(texts.EVAL_NO_CURVES)
             return update
         try:
-            records = parse_results(results_text)
+            records = parse_records(results_text, RESULTS, MAX_LINES)
         except ReportError as err:
             update["eval_note"] = error_html(texts.EVAL_BAD_RESULTS.format(error=str(err)))
             return update
-        if len(records) != report["n"]:
+        if len(records) != report.n:
             update["eval_note"] = error_html(texts.EVAL_MISMATCH.format(
-                n_results=len(records), n_report=report["n"]))
+                n_results=len(records), n_report=report.n))
             return update
         roc, rej, warnings = curves(records)
         note = texts.EVAL_CURVES_FROM.format(source=source, n=len(records))
