@@ -207,7 +207,7 @@ def format_report(result) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "make-tiny-models":
-        from .tiny import make_tiny_models
+        from .devtools.tiny import make_tiny_models
 
         try:
             if args.trained:

@@ -34,7 +34,7 @@ JUDGES = ("contains", "rouge", "f1", "em", "nli")
 
 
 def write_data(path: Path) -> None:
-    from mars_demo.tiny_trained import load_facts
+    from mars_demo.devtools.tiny.trained import load_facts
 
     rows = []
     for k, fact in enumerate(load_facts(), 1):
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from mars_demo.evaluation.rejudge import rejudge
     from mars_demo.evaluation.run import EvalConfig, evaluate
     from mars_demo.settings import Settings
-    from mars_demo.tiny import make_tiny_models
+    from mars_demo.devtools.tiny import make_tiny_models
 
     models = Path(args.models)
     if not (models / "nli").is_dir():

@@ -18,7 +18,7 @@ pytest.register_assert_rewrite("forced_answers")
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """{"llm", "importance", "nli", "bem", "chunker"} -> path, from the project's own factory."""
-    from mars_demo.tiny import make_tiny_models
+    from mars_demo.devtools.tiny import make_tiny_models
 
     return make_tiny_models(tmp_path_factory.mktemp("tiny-models"))
 
@@ -57,7 +57,7 @@ def client(app_url):
 @pytest.fixture(scope="session")
 def tiny_gguf(tiny_models, tmp_path_factory):
     """The tiny LLM as a float32 GGUF file (for a llama.cpp server)."""
-    from mars_demo.gguf_export import write_gguf
+    from mars_demo.devtools.gguf import write_gguf
 
     return write_gguf(tiny_models["llm"], tmp_path_factory.mktemp("gguf") / "tiny-llm.gguf")
 

@@ -1,5 +1,5 @@
 """A real OpenAI-compatible LLM server for tests: llama.cpp's (``llama-cpp-python[server]``),
-serving the tiny test LLM written to GGUF by :func:`mars_demo.gguf_export.write_gguf`.
+serving the tiny test LLM written to GGUF by :func:`mars_demo.devtools.gguf.write_gguf`.
 
 Used through the ``llama_server`` fixture of ``tests/conftest.py`` (session scope: one server for
 every test that needs it). The server requires :data:`API_KEY` as a Bearer token; tests pass it

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from mars_demo import bench
+from mars_demo.devtools import bench
 
 REQUIRED_KEYS = {
     "stages", "generation_s", "after_generation_s", "reference_after_generation_s",

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from mars_demo import bench, bench_evaluate
+from mars_demo.devtools import bench
+from mars_demo.devtools.bench import evaluate as bench_evaluate
 
 
 @pytest.fixture(scope="module")

@@ -228,8 +228,8 @@ def test_nli_judge_loads_the_engines_nli_model(tiny_models):
 def test_nli_judge_reads_paraphrases_with_the_trained_nli_model(tmp_path_factory):
     """The trained tiny NLI model knows its facts: a paraphrase of the reference sentence is
     accepted both ways, a wrong answer is not."""
-    from mars_demo.tiny import make_tiny_models
-    from mars_demo.tiny_trained import load_facts
+    from mars_demo.devtools.tiny import make_tiny_models
+    from mars_demo.devtools.tiny.trained import load_facts
 
     paths = make_tiny_models(tmp_path_factory.mktemp("trained"), trained=True)
     from mars_demo.settings import Settings

@@ -138,7 +138,7 @@ def sentencepiece_style_tokenizer():
     from tokenizers import Tokenizer, decoders, models, normalizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from mars_demo.tiny import corpus
+    from mars_demo.devtools.tiny import corpus
 
     tk = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     tk.normalizer = normalizers.Sequence(

@@ -1,4 +1,4 @@
-"""Tests of the offline tiny-model factory (mars_demo.tiny)."""
+"""Tests of the offline tiny-model factory (mars_demo.devtools.tiny)."""
 
 import os
 
@@ -10,7 +10,7 @@ import re  # noqa: E402
 
 import pytest  # noqa: E402
 
-from mars_demo import tiny  # noqa: E402
+from mars_demo.devtools import tiny  # noqa: E402
 
 TEXT = "Mars is known as the Red Planet. 🚀 Ünïcode"
 
@@ -95,7 +95,7 @@ def test_importance_model(paths):
 
     # segmentation is not degenerate: both boundary classes occur on answer words
     begins = []
-    for q, _, full in tiny._FACTS[:20]:
+    for q, _, full in tiny.FACTS[:20]:
         e = tok([q], re.findall(r"\w+|[^\w\s]", full), is_split_into_words=True, return_tensors="pt")
         with torch.no_grad():
             lg = model(**e).logits[0]

@@ -14,7 +14,7 @@ import json  # noqa: E402
 
 import pytest  # noqa: E402
 
-from mars_demo import tiny_trained  # noqa: E402
+from mars_demo.devtools.tiny import trained as tiny_trained  # noqa: E402
 
 FACTS = {f.question: f for f in tiny_trained.load_facts()}
 # plain facts (the LLM was trained on their right answers only) and confusable ones
@@ -69,7 +69,7 @@ def test_cli_writes_loadable_models(trained):
     from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification,
                               AutoModelForTokenClassification, AutoTokenizer)
 
-    from mars_demo import tiny
+    from mars_demo.devtools import tiny
 
     assert set(trained) == {"dir", "llm", "importance", "nli", "bem", "chunker"}
     tok = AutoTokenizer.from_pretrained(trained["llm"])
@@ -219,7 +219,7 @@ def test_training_is_deterministic(tmp_path, name):
 
     facts = list(FACTS.values())[:3]
     train = getattr(tiny_trained, f"train_{name}")
-    with tiny_trained._Threads():
+    with tiny_trained.TrainingThreads():
         for sub, seed in (("a", 0), ("b", 0), ("c", 1)):
             train(tmp_path / sub, facts, seed, epochs=1)
     a, b, c = (load_file(tmp_path / s / "model.safetensors") for s in "abc")
@@ -228,7 +228,7 @@ def test_training_is_deterministic(tmp_path, name):
 
 
 def test_trained_needs_tiny_shapes(tmp_path):
-    from mars_demo.tiny import make_tiny_models
+    from mars_demo.devtools.tiny import make_tiny_models
 
     with pytest.raises(ValueError, match="tiny"):
         make_tiny_models(tmp_path, trained=True, llm_shape="cpu")

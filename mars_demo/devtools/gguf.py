@@ -5,7 +5,7 @@ through ``python -m llama_cpp.server --model FILE.gguf``), offline.
 
 Why not llama.cpp's ``convert_hf_to_gguf.py``: it is not on PyPI as a package (only inside the
 76 MB llama-cpp-python source archive), and it refuses byte-level BPE tokenizers it does not know
-by hash (every tokenizer trained by :mod:`mars_demo.tiny`), so it would need patching. For Qwen2
+by hash (every tokenizer trained by :mod:`mars_demo.devtools.tiny`), so it would need patching. For Qwen2
 the conversion is a plain renaming of tensors plus the tokenizer's vocabulary and merges, which
 the ``gguf`` package (llama.cpp's own GGUF library, on PyPI) writes directly: the same tensor
 name map, keys and token types the converter uses. Weights stay float32, so the server computes

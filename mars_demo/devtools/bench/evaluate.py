@@ -5,7 +5,7 @@ Seconds per question of the whole analysis (generation, log-probs, importance, N
 uncertainties) when ``evaluate`` batches questions: the same ``N`` questions (those of
 ``data/facts.jsonl``, cycled when N is larger) go through :meth:`Engine.generate_many` and
 :meth:`Engine.score_many` in batches of each size, on the same random-weight models with real
-shapes that ``python -m mars_demo.bench`` builds (see :mod:`mars_demo.bench`: same
+shapes that ``python -m mars_demo.bench`` builds (see :mod:`mars_demo.devtools.bench`: same
 instrumentation, every answer forced to ``--answer-tokens`` tokens, the chat prompt, no stop
 strings). All batch sizes are measured in one run, after one untimed warm-up (2 questions), and
 the speed-up of each size over batch size 1 is reported. It also checks that every question's
@@ -28,11 +28,16 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from . import bench as B
+from .instrument import Instrument
+from .models import build_models
+from .report import emit, x2
+from .run import compute_dtype, load_engine
+from .spec import SCHEMA, SPECS, BenchError
+
 
 GPU_TARGET_S_PER_QUESTION = 0.2
 DEFAULT_BATCH_SIZES = (1, 4, 16, 32)
-FACTS = pathlib.Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
+FACTS = pathlib.Path(__file__).resolve().parents[3] / "data" / "facts.jsonl"
 FALLBACK_QUESTIONS = (  # when the repository's data file is not there (an installed package)
     "What is the capital city of Australia?", "Which planet is known as the Red Planet?",
     "Who wrote the play Hamlet?", "What is the chemical symbol for gold?",
@@ -73,25 +78,25 @@ def run(
     """Run the evaluation benchmark; returns its JSON-ready figures."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if llm_shape not in B.SPECS:
-        raise B.BenchError(f"unknown --llm-shape {llm_shape!r}; use cpu or 7b")
+    if llm_shape not in SPECS:
+        raise BenchError(f"unknown --llm-shape {llm_shape!r}; use cpu or 7b")
     if n_questions < 1 or samples < 2 or answer_tokens < 1 or not batch_sizes or min(
             batch_sizes) < 1:
-        raise B.BenchError("need --questions >= 1, --samples >= 2, --answer-tokens >= 1 and "
+        raise BenchError("need --questions >= 1, --samples >= 2, --answer-tokens >= 1 and "
                            "batch sizes >= 1")
-    spec = B.SPECS[llm_shape]
+    spec = SPECS[llm_shape]
     import torch
 
     cuda = torch.cuda.is_available()
     if spec["needs_cuda"] and not cuda:
-        raise B.BenchError(f"--llm-shape {llm_shape} needs a CUDA GPU; none is visible here. "
+        raise BenchError(f"--llm-shape {llm_shape} needs a CUDA GPU; none is visible here. "
                            "Use --llm-shape cpu.")
     tmp = None
     if models_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix=f"mars-bench-{llm_shape}-")
         models_dir = tmp.name
     try:
-        paths = B.build_models(models_dir, llm_shape, seed, log)
+        paths = build_models(models_dir, llm_shape, seed, log)
         return _run(paths, llm_shape, spec, cuda, n_questions, tuple(batch_sizes), samples,
                     answer_tokens, seed, log)
     finally:
@@ -105,9 +110,9 @@ def _run(paths, llm_shape, spec, cuda, n_questions, batch_sizes, samples, answer
     import transformers
 
     load_avg_start = os.getloadavg() if hasattr(os, "getloadavg") else None
-    _, engine, _ = B.load_engine(paths, spec, samples, answer_tokens, seed, log)
+    _, engine, _ = load_engine(paths, spec, samples, answer_tokens, seed, log)
     llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
-    inst = B._Instrument(llm, importance, nli, len(llm.tokenizer))
+    inst = Instrument(llm, importance, nli, len(llm.tokenizer))
     qs = questions(n_questions)
     rows: list[dict[str, Any]] = []
     greedy_of: dict[int, list[str]] = {}
@@ -157,7 +162,7 @@ def _run(paths, llm_shape, spec, cuda, n_questions, batch_sizes, samples, answer
     target_applies = (llm_shape == "7b" and cuda and samples == 5 and answer_tokens == 32)
     gpu = torch.cuda.get_device_name(0) if cuda else None
     return {
-        "schema": B.SCHEMA,
+        "schema": SCHEMA,
         "mode": "evaluate",
         "command": None,
         "machine": {
@@ -169,7 +174,7 @@ def _run(paths, llm_shape, spec, cuda, n_questions, batch_sizes, samples, answer
             "load_avg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         },
         "shapes": {"llm": llm_shape, "llm_like": spec["llm_like"],
-                   "llm_params_m": n_params / 1e6, "llm_compute_dtype": B._compute_dtype(llm),
+                   "llm_params_m": n_params / 1e6, "llm_compute_dtype": compute_dtype(llm),
                    "llm_quantized_4bit": bool(llm.quantized), "importance": spec["importance"],
                    "nli": spec["nli"], "nli_like": spec["nli_like"]},
         "settings": {"questions": n_questions, "samples": samples,
@@ -211,7 +216,7 @@ def format_report(d: dict[str, Any]) -> str:
         st = r["stages_s_per_question"]
         lines.append(
             f"{r['batch_questions']:>6}{r['s_per_question']:>12.3f}{r['questions_per_s']:>8.2f}"
-            f"{B._x2(r['speedup_vs_batch_1']):>10}{st['generate'] + st['logprobs']:>10.3f}"
+            f"{x2(r['speedup_vs_batch_1']):>10}{st['generate'] + st['logprobs']:>10.3f}"
             f"{st['importance']:>12.4f}{st['nli']:>8.4f}{r['generate_calls']:>11}")
     t = d["target"]
     lines += [
@@ -219,7 +224,7 @@ def format_report(d: dict[str, Any]) -> str:
         f"greedy answers identical at every batch size: "
         f"{'yes' if d['greedy_identical_across_batch_sizes'] else 'NO'}",
         f"best: batch {d['best']['batch_questions']}, {d['best']['s_per_question']:.3f} "
-        f"s/question ({B._x2(d['best']['speedup_vs_batch_1'])} of batch 1)",
+        f"s/question ({x2(d['best']['speedup_vs_batch_1'])} of batch 1)",
         f"target {t['target']}: " + (
             t["note"] if t["met"] is None else
             f"{'met' if t['met'] else 'NOT met'} ({t['measured']:.3f} s)"),
@@ -235,7 +240,7 @@ def main(argv: list[str]) -> int:
         description="Seconds per question of the whole analysis at several question batch "
         "sizes (Engine.generate_many / score_many), on random-weight models with real shapes.")
     p.add_argument("--evaluate", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--llm-shape", default="cpu", choices=sorted(B.SPECS), metavar="{cpu,7b}")
+    p.add_argument("--llm-shape", default="cpu", choices=sorted(SPECS), metavar="{cpu,7b}")
     p.add_argument("--questions", type=int, default=32, help="questions (default 32)")
     p.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)),
                    help="comma-separated question batch sizes (default 1,4,16,32)")
@@ -260,8 +265,8 @@ def main(argv: list[str]) -> int:
         data = run(args.llm_shape, n_questions=args.questions, batch_sizes=sizes,
                    samples=args.samples, answer_tokens=args.answer_tokens,
                    models_dir=args.models_dir, seed=args.seed, log=log)
-    except B.BenchError as err:
+    except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    B.emit(data, argv, args.json, format_report)
+    emit(data, argv, args.json, format_report)
     return 0

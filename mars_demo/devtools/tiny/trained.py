@@ -1,6 +1,6 @@
 """Trained tiny models: real answers offline, in a few minutes on 2 CPU cores.
 
-:func:`mars_demo.tiny.make_tiny_models` with ``trained=True`` (``make-tiny-models DIR --trained``)
+:func:`mars_demo.devtools.tiny.make_tiny_models` with ``trained=True`` (``make-tiny-models DIR --trained``)
 calls :func:`train_models`, which trains three of the tiny models on the facts of
 ``mars_demo/data/tiny_facts.json`` (a few dozen trivia questions, each with the answer, its
 paraphrases and wrong answers; square brackets mark the words that answer the question):
@@ -38,7 +38,7 @@ import re
 import time
 from dataclasses import dataclass
 
-FACTS_PATH = pathlib.Path(__file__).resolve().parent / "data" / "tiny_facts.json"
+FACTS_PATH = pathlib.Path(__file__).resolve().parents[2] / "data" / "tiny_facts.json"
 TRAIN_THREADS = 1  # measured: on 2 shared cores, 2 threads ran tiny steps 10-25x slower than 1
 
 #: how often each text is seen per epoch (the LLM learns these proportions)
@@ -121,7 +121,7 @@ def load_facts(path: str | pathlib.Path = FACTS_PATH) -> list[Fact]:
 # --------------------------------------------------------------------------------------------
 
 
-class _Threads:
+class TrainingThreads:
     """Run with a fixed number of torch threads (same results on every machine), then restore."""
 
     def __enter__(self):
@@ -195,7 +195,7 @@ def _batches(items: list, size: int):
 
 def chat_prompt(tokenizer, question: str) -> str:
     """The chat prompt exactly as :class:`mars_demo.models.llm.LLM` builds it."""
-    from .models.prompts import CHAT_SYSTEM
+    from ...models.prompts import CHAT_SYSTEM
 
     return tokenizer.apply_chat_template(
         [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": question}],
@@ -234,7 +234,8 @@ def train_llm(path: pathlib.Path, facts: list[Fact], seed: int, epochs: int = 80
     import torch
     from transformers import DynamicCache, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    from .tiny import build_llm_tokenizer, llm_config
+    from .configs import llm_config
+    from .tokenizers import build_llm_tokenizer
 
     tok = build_llm_tokenizer()
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
@@ -340,7 +341,8 @@ def train_importance(path: pathlib.Path, facts: list[Fact], seed: int, epochs: i
     import torch
     from transformers import BertForTokenClassification
 
-    from .tiny import build_wordpiece_tokenizer, importance_config
+    from .configs import importance_config
+    from .tokenizers import build_wordpiece_tokenizer
 
     tok = build_wordpiece_tokenizer()
     config = importance_config("tiny", vocab_size=len(tok), pad_token_id=tok.pad_token_id)
@@ -414,7 +416,8 @@ def train_nli(path: pathlib.Path, facts: list[Fact], seed: int, epochs: int = 20
     import torch
     from transformers import DebertaForSequenceClassification
 
-    from .tiny import build_nli_tokenizer, nli_config
+    from .configs import nli_config
+    from .tokenizers import build_nli_tokenizer
 
     tok = build_nli_tokenizer()
     config = nli_config("tiny", vocab_size=len(tok), pad_token_id=tok.pad_token_id)
@@ -452,7 +455,7 @@ def train_models(out: pathlib.Path, seed: int, facts_path: str | pathlib.Path = 
     """
     facts = load_facts(facts_path)
     report: dict = {"seed": seed, "facts": len(facts), "threads": TRAIN_THREADS, "models": {}}
-    with _Threads():
+    with TrainingThreads():
         for name, fn in (("llm", train_llm), ("importance", train_importance), ("nli", train_nli)):
             t, cpu = time.perf_counter(), time.process_time()
             info = fn(out / name, facts, seed + _SEED_OFFSETS[name])

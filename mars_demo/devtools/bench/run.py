@@ -1,0 +1,267 @@
+"""The timed runs: the engine's analysis, the reference path and the generation variants."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any, Callable
+
+from .compare import compare, compare_phrases, default_tolerance, summarize
+from .instrument import Instrument, peak_rss_mb, rss_mb
+from .models import build_models
+from .reference import (
+    greedy_only_generation,
+    nli_per_pair,
+    other_cache_generation,
+    reference_after_generation,
+    reference_generation,
+    two_call_generation,
+)
+from .spec import QUESTION, SPECS, BenchError
+from .summary import summarize_runs
+
+
+
+
+
+
+
+def run_benchmark(
+    llm_shape: str = "cpu",
+    *,
+    repeats: int = 3,
+    warmup: int = 1,
+    answer_tokens: int | None = None,
+    samples: int = 5,
+    question: str = QUESTION,
+    tolerance: float | None = None,
+    reference_generation_repeats: int | None = None,
+    other_nli_repeats: int = 1,
+    models_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+    perturb_reference: float = 0.0,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run the benchmark and return its JSON-ready figures (see the module docstring)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if llm_shape not in SPECS:
+        raise BenchError(f"unknown --llm-shape {llm_shape!r}; use cpu or 7b")
+    if repeats < 1 or warmup < 0 or samples < 2 or other_nli_repeats < 1:
+        raise BenchError("need --repeats >= 1, --warmup >= 0, --samples >= 2 and "
+                         "--other-nli-repeats >= 1")
+    spec = SPECS[llm_shape]
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if spec["needs_cuda"] and not cuda:
+        raise BenchError(
+            f"--llm-shape {llm_shape} needs a CUDA GPU (a 7B-shaped model in 4-bit); none is "
+            "visible here. Run it on a GPU machine, or use --llm-shape cpu."
+        )
+    if spec["load_in_4bit"]:
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError as err:
+            raise BenchError(f"--llm-shape {llm_shape} needs bitsandbytes: {err}") from err
+    answer_tokens = answer_tokens or spec["answer_tokens"]
+    if answer_tokens < 2:
+        raise BenchError("need --answer-tokens >= 2 (the first-token check times a decoding step)")
+    if reference_generation_repeats is None:
+        reference_generation_repeats = repeats
+    load_avg_start = os.getloadavg() if hasattr(os, "getloadavg") else None
+
+    tmp = None
+    if models_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix=f"mars-bench-{llm_shape}-")
+        models_dir = tmp.name
+    try:
+        paths = build_models(models_dir, llm_shape, seed, log)
+        return _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples,
+                    question, tolerance, reference_generation_repeats, other_nli_repeats, seed,
+                    perturb_reference, load_avg_start, log)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def load_engine(paths, spec, samples: int, answer_tokens: int, seed: int, log):
+    """The engine on the benchmark's models (``paths``) with the benchmark's fixed settings (the
+    chat prompt, ``samples`` answers of ``answer_tokens`` tokens), loaded. Returns the settings,
+    the engine and its load time in seconds."""
+    from ...engine import Engine
+    from ...settings import Settings
+
+    settings = Settings(
+        llm=str(paths["llm"]), importance=str(paths["importance"]), nli=str(paths["nli"]),
+        samples=samples, max_new_tokens=answer_tokens, seed=seed, prompt="chat",
+        load_in_4bit=spec["load_in_4bit"],
+    )
+    engine = Engine(settings)
+    log("loading the models ...")
+    t = time.perf_counter()
+    engine.load()
+    return settings, engine, time.perf_counter() - t
+
+
+def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, question,
+         tolerance, reference_generation_repeats, other_nli_repeats, seed, perturb,
+         load_avg_start, log):
+    import torch
+    import transformers
+
+    from ...models.registry import load_nli
+
+    settings, engine, load_s = load_engine(paths, spec, samples, answer_tokens, seed, log)
+    llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
+    handles = {"llm": llm, "importance": importance, "nli": nli}
+    dtype = compute_dtype(llm)
+    if tolerance is None:
+        tolerance = default_tolerance(dtype)
+    inst = Instrument(llm, importance, nli, len(llm.tokenizer))
+    rss_after_load = rss_mb()
+
+    runs: list[dict[str, Any]] = []
+    gpu_peak = {"allocated": 0, "reserved": 0}
+    try:
+        for k in range(warmup + repeats):
+            timed = k >= warmup
+            label = f"repeat {k - warmup + 1}/{repeats}" if timed else "warm-up"
+            log(f"{label}: analysis ...")
+            run = _fast_run(engine, inst, question, cuda, gpu_peak if timed else None)
+            answers = run.pop("answers")
+            # the same generation the way it was done before (greedy, then the samples), and a
+            # greedy answer alone: generation figures measured in this run, on warm models
+            log(f"{label}: two-call generation and greedy-only generation ...")
+            snap = inst.snapshot()
+            run["two_call_generation_s"] = two_call_generation(llm, run["prompt_ids"], settings)
+            run["two_call_generate_calls"] = inst.since(snap)["generate_calls"]
+            run["greedy_only_s"] = greedy_only_generation(llm, run["prompt_ids"], settings)
+            run["other_cache"] = other_cache_generation(llm, run["prompt_ids"], settings, answers)
+            if not timed:  # the reference path uses the same, now warm, models and kernels
+                continue
+            gens = answers.answers
+            run["answer_tokens"] = [len(g.token_ids) for g in gens]
+            shown = max(1, run["tokens_before_first_text"] or 1)
+            run["greedy_first_tokens"] = [llm.tokenizer.decode([i])
+                                          for i in gens[0].token_ids[:shown]]
+            log(f"{label}: reference path (after generation) ...")
+            snap = inst.snapshot()
+            ref_summary, ref_t, ref_phrases = reference_after_generation(
+                handles, answers, settings, perturb
+            )
+            ref_counts = inst.since(snap)
+            run["reference"] = {"stages": ref_t, "forwards": ref_counts,
+                                "nli_calls": ref_summary.pop("nli_calls")}
+            run["comparison"] = compare(run.pop("summary"), ref_summary, tolerance)
+            compare_phrases(run["comparison"], run.pop("phrases"), ref_phrases)
+            if k - warmup < reference_generation_repeats:
+                log(f"{label}: reference generation (samples one at a time) ...")
+                snap = inst.snapshot()
+                run["reference"]["generation_s"] = reference_generation(
+                    llm, run["prompt_ids"], settings)
+                run["reference"]["generation_forwards"] = inst.since(snap)["llm"]
+            run["sample_texts"] = [g.text for g in gens[1:]]
+            runs.append(run)
+        peak_rss_main = peak_rss_mb()
+
+        # The other NLI shape, on the same sampled answers.
+        log(f"timing the {spec['other_nli']}-shaped NLI model ...")
+        other = load_nli(str(paths["other_nli"]))
+        other_runs = []
+        if warmup:
+            other.matrix(question, runs[0]["sample_texts"])
+        for k in range(other_nli_repeats):
+            texts = runs[k % len(runs)]["sample_texts"]
+            t = time.perf_counter()
+            fast_labels = other.matrix(question, texts)
+            fast_s = time.perf_counter() - t
+            t = time.perf_counter()
+            ref_labels, calls = nli_per_pair(other, question, texts)
+            ref_s = time.perf_counter() - t
+            other_runs.append({"fast_s": fast_s, "reference_s": ref_s, "calls": calls,
+                               "labels_match": fast_labels == ref_labels})
+    finally:
+        inst.close()
+
+    return summarize_runs(
+        built_on=paths["llm_built_on"], runs=runs, other_runs=other_runs, llm=llm, spec=spec,
+        llm_shape=llm_shape, cuda=cuda,
+        settings=settings, question=question, repeats=repeats, warmup=warmup,
+        tolerance=tolerance, load_s=load_s, rss_after_load=rss_after_load,
+        peak_rss_main=peak_rss_main, gpu_peak=gpu_peak, load_avg_start=load_avg_start,
+        perturb=perturb, torch_version=torch.__version__, tf_version=transformers.__version__,
+    )
+
+
+def compute_dtype(llm) -> str:
+    """The dtype the LLM computes in: 4-bit models compute in their bnb compute dtype."""
+    qconf = getattr(llm.model.config, "quantization_config", None)
+    compute = getattr(qconf, "bnb_4bit_compute_dtype", None) if llm.quantized else None
+    if isinstance(compute, str):
+        return compute.replace("torch.", "")
+    return str(compute or next(llm.model.parameters()).dtype).replace("torch.", "")
+
+
+def _fast_run(engine, inst, question, cuda, gpu_peak) -> dict[str, Any]:
+    """One analysis through the engine's public calls, :meth:`Engine.generate` then
+    :meth:`Engine.score` (what :meth:`Engine.analyze` does), with its timings, first-text
+    latency, forward counts and memory."""
+    import torch
+
+    first_text: list[float] = []
+    first_text_tokens: list[int] = []
+    ready: dict[str, float] = {}
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    snap = inst.snapshot()
+    inst.start_run()
+    t0 = time.perf_counter()
+
+    def on_text(text: str) -> None:
+        if not first_text:
+            first_text.append(time.perf_counter() - t0)
+            first_text_tokens.append(len(inst.token_times))
+
+    def progress(stage: str, fraction: float) -> None:
+        if fraction >= 1.0:
+            ready[stage] = time.perf_counter() - t0
+
+    answers = engine.generate(question, progress=progress, on_text=on_text)
+    result = engine.score(answers, progress=progress)
+    total = time.perf_counter() - t0
+    counts = inst.since(snap)
+    if cuda and gpu_peak is not None:
+        gpu_peak["allocated"] = max(gpu_peak["allocated"], torch.cuda.max_memory_allocated())
+        gpu_peak["reserved"] = max(gpu_peak["reserved"], torch.cuda.max_memory_reserved())
+    ts = dict(result.timings_s)
+    ts.pop("load", None)
+    return {
+        "total_s": total,
+        "timings_s": ts,
+        # the first streamed token reaching the engine's streamer; the first text on the page
+        # (a token that is only part of a UTF-8 character has no text of its own yet)
+        "first_token_s": inst.token_times[0] - t0 if inst.token_times else None,
+        "first_text_s": first_text[0] if first_text else None,
+        "tokens_before_first_text": first_text_tokens[0] if first_text_tokens else None,
+        "text_after_its_token_s": first_text[0] - (inst.token_times[first_text_tokens[0] - 1] - t0)
+        if first_text and first_text_tokens and first_text_tokens[0] else None,
+        # the greedy generate's first pass is the prompt's prefill, its second one decoding step
+        "prefill_start_s": inst.forward_times[0][0] - t0,
+        "prefill_s": inst.forward_times[0][1] - inst.forward_times[0][0],
+        "decode_step_s": inst.forward_times[1][1] - inst.forward_times[1][0],
+        "ready_s": ready,
+        "forwards": counts,
+        "prompt_ids": list(result.prompt_token_ids),
+        "summary": summarize(result.greedy, result.samples, result.uncertainty,
+                             result.cluster_ids, result.nli.labels),
+        "phrases": [[(p.start, p.end, p.score) for p in a.phrases]
+                    for a in [result.greedy, *result.samples]],
+        "answers": answers,
+    }
+
+
+
+

@@ -1,0 +1,304 @@
+"""The figures of a benchmark's runs: medians, ratios and the targets' status."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from typing import Any
+
+from .instrument import peak_rss_mb
+from .spec import (
+    AFTER_GENERATION_LIMIT,
+    ANALYSIS_OVER_GREEDY_LIMIT_7B,
+    GPU_BUDGET_BYTES,
+    IMPORTANCE_LIMIT_7B,
+    MIN_SPEEDUP,
+    SCHEMA,
+)
+
+def summarize_runs(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, settings, question, repeats,
+            warmup, tolerance, load_s, rss_after_load, peak_rss_main, gpu_peak, load_avg_start,
+            perturb, torch_version, tf_version) -> dict[str, Any]:
+    import torch
+
+    stage_names = ("generation", "logprobs", "importance", "nli", "rest")
+    per_run = [stages_of(r["timings_s"], r["total_s"]) for r in runs]
+    stages = {s: median([p[s] for p in per_run]) for s in stage_names}
+    total = median([r["total_s"] for r in runs])
+    generation = stages["generation"]
+    after = median([r["total_s"] - p["generation"] for r, p in zip(runs, per_run)])
+
+    ref_per_run = []
+    for r in runs:
+        st = r["reference"]["stages"]
+        ref_per_run.append({
+            "logprobs": st["logprobs"], "importance": st["importance"], "nli": st["nli"],
+            "rest": st["alignment"] + st["uncertainty"],
+        })
+    ref_stages = {s: median([p[s] for p in ref_per_run]) for s in ref_per_run[0]}
+    ref_after = median([sum(p.values()) for p in ref_per_run])
+    ref_gen = [r["reference"]["generation_s"] for r in runs if "generation_s" in r["reference"]]
+    ref_generation = median(ref_gen) if ref_gen else None
+    speedup = {s: ratio(ref_stages[s], stages[s]) for s in ref_stages}
+    speedup["after_generation"] = ratio(ref_after, after)
+    speedup["generation"] = ratio(ref_generation, generation) if ref_generation else None
+
+    # generation: one batched call vs the two calls of before, and vs a greedy answer alone
+    generate_calls = max(r["forwards"]["generate_calls"] for r in runs)
+    two_call = median([r["two_call_generation_s"] for r in runs])
+    greedy_only = median([r["greedy_only_s"] for r in runs])
+    one_call_speedup = ratio(two_call, generation)
+    over_greedy = ratio(total, greedy_only)
+    other_cache = median([r["other_cache"]["generation_s"] for r in runs])
+    static_on = getattr(llm.model.generation_config, "cache_implementation", None) == "static"
+    static_s, dynamic_s = (generation, other_cache) if static_on else (other_cache, generation)
+    static_cache = {
+        "used_by_engine": static_on,
+        "static_generation_s": static_s,
+        "dynamic_generation_s": dynamic_s,
+        "static_over_dynamic": ratio(static_s, dynamic_s),
+        "same_answers": all(r["other_cache"]["same_answers"] for r in runs),
+        "per_run_static_over_dynamic": [
+            ratio(*((r["timings_s"].get("generate", 0.0), r["other_cache"]["generation_s"])
+                     if static_on else
+                     (r["other_cache"]["generation_s"], r["timings_s"].get("generate", 0.0))))
+            for r in runs],
+    }
+
+    comparisons = [r["comparison"] for r in runs]
+    results_match = all(c["match"] for c in comparisons)
+    fast_forwards = max(r["forwards"]["llm"] for r in runs)
+    extra = max(r["forwards"]["llm"] - r["forwards"]["generation_steps"] for r in runs)
+    # reference LLM passes of one question: teacher-forced passes + one-at-a-time generation
+    ref_forwards = max(r["reference"]["forwards"]["llm"] for r in runs) + max(
+        (r["reference"]["generation_forwards"] for r in runs
+         if "generation_forwards" in r["reference"]), default=0)
+    fixed_length = all(n == settings.max_new_tokens for r in runs for n in r["answer_tokens"])
+
+    first_token = median([r["first_token_s"] for r in runs if r["first_token_s"] is not None])
+    first_text = median([r["first_text_s"] for r in runs if r["first_text_s"] is not None])
+    prefill = median([r["prefill_s"] for r in runs])
+    step = median([r["decode_step_s"] for r in runs])
+    budget = median([r["prefill_s"] + r["decode_step_s"] for r in runs])
+    within = sum(1 for r in runs if r["first_token_s"] is not None
+                 and r["first_token_s"] <= r["prefill_s"] + r["decode_step_s"])
+
+    nli_main = {
+        "shape": spec["nli"], "like": spec["nli_like"], "in_full_analysis": True,
+        "pairs": runs[0]["reference"]["nli_calls"], "fast_s": stages["nli"],
+        "reference_s": ref_stages["nli"],
+        "speedup": speedup["nli"],
+        "labels_match": all("NLI verdicts differ" not in c["mismatches"] for c in comparisons),
+        "after_generation_s": after,
+    }
+    o_fast = median([o["fast_s"] for o in other_runs])
+    o_ref = median([o["reference_s"] for o in other_runs])
+    nli_other = {
+        "shape": spec["other_nli"], "like": spec["other_nli_like"], "in_full_analysis": False,
+        "pairs": other_runs[0]["calls"], "fast_s": o_fast, "reference_s": o_ref,
+        "speedup": ratio(o_ref, o_fast),
+        "labels_match": all(o["labels_match"] for o in other_runs),
+        # the full analysis with this NLI model instead (its NLI stage swapped)
+        "after_generation_s": after - stages["nli"] + o_fast,
+    }
+
+    try:  # the unquantized count (4-bit weights are stored packed, two per byte)
+        with torch.device("meta"):
+            n_params = sum(p.numel() for p in type(llm.model)(llm.model.config).parameters())
+    except Exception:  # pragma: no cover - any model the engine can load has a config
+        n_params = sum(p.numel() for p in llm.model.parameters())
+    qconf = getattr(llm.model.config, "quantization_config", None)
+    compute = getattr(qconf, "bnb_4bit_compute_dtype", None) if llm.quantized else None
+    vocab = llm.model.get_output_embeddings().weight.shape[0]
+    gpu = None
+    if cuda:
+        gpu = {
+            "name": torch.cuda.get_device_name(0),
+            "peak_allocated_mb": gpu_peak["allocated"] / 2**20,
+            "peak_reserved_mb": gpu_peak["reserved"] / 2**20,
+            "total_mb": torch.cuda.get_device_properties(0).total_memory / 2**20,
+        }
+
+    # ---- targets ----
+    is_gpu_7b = llm_shape == "7b" and cuda
+    after_share = ratio(after, generation)
+    imp_share = ratio(stages["importance"], generation)
+    targets: dict[str, dict[str, Any]] = {}
+
+    def target(name, text, measured, met):
+        targets[name] = {"target": text, "measured": measured, "met": met}
+
+    target("extra_llm_forward_passes", "0 LLM forward passes beyond generation", extra, extra == 0)
+    target("one_generate_call", "one generate call per analysis (greedy answer and samples)",
+           generate_calls, generate_calls == 1)
+    target("one_call_speedup", "one batched call faster than the greedy answer then the samples "
+           "(> 1)", one_call_speedup,
+           bool(one_call_speedup and one_call_speedup > 1) if llm_shape != "tiny" else None)
+    target("analysis_over_greedy_only", f"whole analysis <= {ANALYSIS_OVER_GREEDY_LIMIT_7B:g}x a "
+           "greedy-only answer of the same length (7B shape on a GPU)", over_greedy,
+           (over_greedy is not None and over_greedy <= ANALYSIS_OVER_GREEDY_LIMIT_7B)
+           if is_gpu_7b else None)
+    imp_calls = max(r["forwards"]["importance"] for r in runs)
+    target("importance_one_pass", "importance model: one batched pass per question", imp_calls,
+           imp_calls == 1)
+    target("importance_share", "importance <= 3% of generation (7B shape on a GPU)", imp_share,
+           (imp_share is not None and imp_share <= IMPORTANCE_LIMIT_7B) if is_gpu_7b else None)
+    limit = AFTER_GENERATION_LIMIT.get(llm_shape)
+    applies = limit is not None and (cuda if llm_shape == "7b" else not cuda)
+    target("after_generation_share",
+           "after generation <= 2% of generation (7B, GPU) / <= 30% (CPU preset, CPU)",
+           after_share, (after_share is not None and after_share <= limit) if applies else None)
+    target("speedup_after_generation", f">= {MIN_SPEEDUP:g}x the reference path after generation, "
+           "identical results", speedup["after_generation"],
+           bool(speedup["after_generation"] and speedup["after_generation"] >= MIN_SPEEDUP
+                and results_match))
+    target("first_token", "first token of the greedy answer within prefill + one decoding step",
+           {"first_token_s": first_token, "budget_s": budget}, bool(first_token <= budget))
+    if cuda:
+        room = settings.max_new_tokens >= 128 and settings.samples >= 5
+        target("gpu_memory", "7B 4-bit + importance + NLI fit a 16 GB GPU with 6 answers of 128 "
+               "tokens (allocator peak reserved <= 14.5 GiB)", gpu["peak_reserved_mb"],
+               (gpu_peak["reserved"] <= GPU_BUDGET_BYTES) if (llm_shape == "7b" and room) else None)
+    if llm_shape == "tiny":  # tests: the counts are checked, the timings mean nothing
+        for name in ("importance_share", "after_generation_share", "speedup_after_generation",
+                     "first_token"):
+            targets[name]["met"] = None
+
+    argv = ["python", "-m", "mars_demo.bench", "--llm-shape", llm_shape,
+            "--repeats", str(repeats), "--answer-tokens", str(settings.max_new_tokens),
+            "--samples", str(settings.samples)]
+    return {
+        "schema": SCHEMA,
+        "benchmark": "mars_demo.bench",
+        "command": " ".join(argv),
+        "machine": {
+            "device": "cuda" if cuda else "cpu",
+            "gpu": gpu["name"] if gpu else None,
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch_version,
+            "transformers": tf_version,
+            "load_avg_start": list(load_avg_start) if load_avg_start else None,
+            "load_avg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        },
+        "shapes": {
+            "llm": llm_shape, "llm_like": spec["llm_like"], "llm_params_m": n_params / 1e6,
+            "llm_vocab_size": vocab, "llm_tokenizer_ids": len(llm.tokenizer),
+            "llm_quantized_4bit": llm.quantized,
+            "llm_dtype": "nf4" if llm.quantized
+            else str(next(llm.model.parameters()).dtype).replace("torch.", ""),
+            "llm_compute_dtype": str(compute or next(llm.model.parameters()).dtype)
+            .replace("torch.", ""),
+            "llm_random_weights_built_on": built_on,
+            "importance": spec["importance"], "nli": spec["nli"], "nli_like": spec["nli_like"],
+            "other_nli": spec["other_nli"], "other_nli_like": spec["other_nli_like"],
+        },
+        "settings": {
+            "question": question, "prompt": "chat", "prompt_tokens": len(runs[0]["prompt_ids"]),
+            "samples": settings.samples, "answer_tokens": settings.max_new_tokens,
+            "answer_length_forced": True, "all_answers_full_length": fixed_length,
+            "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed,
+            "repeats": repeats, "warmup": warmup,
+            "reference_generation_repeats": len(ref_gen),
+            "other_nli_repeats": len(other_runs), "tolerance": tolerance,
+            "perturb_reference": perturb, "models_load_s": load_s,
+        },
+        "stages": stages,
+        "stage_share": {s: ratio(v, total) for s, v in stages.items()},
+        "total_s": total,
+        "generation_s": generation,
+        "after_generation_s": after,
+        "after_generation_share_of_generation": after_share,
+        "importance_share_of_generation": imp_share,
+        "reference_stages": ref_stages,
+        "reference_generation_s": ref_generation,
+        "reference_after_generation_s": ref_after,
+        "speedup": speedup,
+        "speedup_after_generation": speedup["after_generation"],
+        "results_match": results_match,
+        "comparison": {
+            "tolerance": tolerance,
+            "max_abs_diff": max(c["max_abs_diff"] for c in comparisons),
+            "max_token_logprob_diff": max(c["max_token_logprob_diff"] for c in comparisons),
+            "max_phrase_score_diff": max(c.get("max_phrase_score_diff", 0.0)
+                                         for c in comparisons),
+            "largest": max((c["largest"] for c in comparisons),
+                           key=lambda x: (x["token"] or {}).get("diff", 0.0)),
+            "mismatches": [m for c in comparisons for m in c["mismatches"]][:20],
+        },
+        "llm_forward_passes": {
+            "fast": fast_forwards,
+            "generation_steps": max(r["forwards"]["generation_steps"] for r in runs),
+            "reference": ref_forwards,
+        },
+        "extra_llm_forward_passes": extra,
+        "generate_calls": generate_calls,
+        "one_call_speedup": one_call_speedup,
+        "two_call_generation_s": two_call,
+        "analysis_over_greedy_only": over_greedy,
+        "greedy_only_generation_s": greedy_only,
+        "static_kv_cache": static_cache,
+        "importance_forward_passes": imp_calls,
+        "nli_forward_passes": max(r["forwards"]["nli"] for r in runs),
+        "first_token": {
+            "first_token_s": first_token,
+            "prefill_start_s": median([r["prefill_start_s"] for r in runs]),
+            "prefill_s": prefill, "decode_step_s": step, "budget_s": budget,
+            "runs_within_budget": within,
+            "within_budget": first_token <= budget,
+            "first_text_s": first_text,
+            "tokens_before_first_text": max(r["tokens_before_first_text"] or 0 for r in runs),
+            "first_text_after_its_token_s": median([r["text_after_its_token_s"] for r in runs
+                                                     if r["text_after_its_token_s"] is not None]),
+            "greedy_first_tokens": runs[0]["greedy_first_tokens"],
+        },
+        "ready_s": {s: median([r["ready_s"].get(s, float("nan")) for r in runs])
+                    for s in runs[0]["ready_s"]},
+        "nli_models": [nli_main, nli_other],
+        "peak_rss_mb": peak_rss_main,
+        "peak_rss_mb_with_other_nli": peak_rss_mb(),
+        "rss_after_load_mb": rss_after_load,
+        "gpu_memory": gpu,
+        "targets": targets,
+        "runs": [
+            {"stages": p, "total_s": r["total_s"], "reference_stages": r["reference"]["stages"],
+             "reference_generation_s": r["reference"].get("generation_s"),
+             "first_token_s": r["first_token_s"], "first_text_s": r["first_text_s"],
+             "prefill_start_s": r["prefill_start_s"],
+             "prefill_s": r["prefill_s"],
+             "decode_step_s": r["decode_step_s"], "forwards": r["forwards"],
+             "two_call_generation_s": r["two_call_generation_s"],
+             "two_call_generate_calls": r["two_call_generate_calls"],
+             "greedy_only_s": r["greedy_only_s"],
+             "other_cache": r["other_cache"],
+             "reference_forwards": r["reference"]["forwards"]["llm"]
+             + r["reference"].get("generation_forwards", 0),
+             "comparison": r["comparison"]}
+            for p, r in zip(per_run, runs)
+        ],
+    }
+
+
+def median(xs) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def stages_of(timings: dict[str, float], total: float) -> dict[str, float]:
+    """Stage seconds of one fast run: generation, log-probs, importance, NLI and the rest
+    (alignment, clustering, entropies and the engine's own overhead)."""
+    known = sum(timings.values())
+    return {
+        "generation": timings.get("generate", 0.0),
+        "logprobs": timings.get("logprobs", 0.0),
+        "importance": timings.get("importance", 0.0),
+        "nli": timings.get("nli", 0.0),
+        "rest": timings.get("alignment", 0.0) + timings.get("uncertainty", 0.0)
+        + max(0.0, total - known),
+    }
