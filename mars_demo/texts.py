@@ -387,7 +387,7 @@ ACCESS_PUBLIC_NOTE = (
     "This is a public page: the models are fixed by the host, and each question may use at "
     "most {limit} sampled-answer tokens (sampled answers x max new tokens)."
 )
-# Under the sliders of a public page, kept up to date in the browser (assets/page.js).
+# Under the sliders of a public page, kept up to date in the browser (ui/assets/page.js).
 ACCESS_WORK_NOTE = "This public page allows sampled answers × max new tokens ≤ {limit}: now {work}."
 ACCESS_WORK_OVER = "{work} is over this page's {limit}: use fewer sampled answers or fewer tokens."
 ACCESS_PUBLIC_NOTE_NO_LIMIT = "This is a public page: the models are fixed by the host."
@@ -428,7 +428,7 @@ APP_HELP_MODEL_NAME = (
     "the {model} model's name on the page and in its results, instead of its folder's name "
     "[env MARS_DEMO_{variable}_NAME]"
 )
-# The queue line over a waiting visitor's answer box (assets/page.js rewrites Gradio's
+# The queue line over a waiting visitor's answer box (ui/assets/page.js rewrites Gradio's
 # "queue: 2/3 | 4.1/9.0s" into it).
 QUEUE_PLACE = "In line: number {place} of {size} waiting (the models answer one question at a time)."
 QUEUE_ESTIMATE = " Waited {elapsed} s; estimated {eta} s."

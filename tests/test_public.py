@@ -440,7 +440,7 @@ def test_a_waiting_visitor_sees_the_queue_position_and_a_second_tab_is_refused(
 
             waiting.fill("#mars-question textarea", "What is the capital city of Japan?")
             waiting.click("#mars-ask")
-            # Gradio's "queue: 1/1 | 2.9/0.4s", in words over the answer box (assets/page.js)
+            # Gradio's "queue: 1/1 | 2.9/0.4s", in words over the answer box (ui/assets/page.js)
             status = waiting.locator("#mars-queue-line .mars-queue-line")
             status.get_by_text("In line: number 1 of 1 waiting").wait_for(timeout=WAIT_S * 1000)
             assert status.is_visible() and "Waited" in status.inner_text()

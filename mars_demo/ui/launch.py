@@ -12,12 +12,12 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.ui import limits
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = Path(__file__).resolve().parent / "assets"  # the page's script, style and examples
 CSS_PATH = ASSETS / "style.css"
 JS_PATH = ASSETS / "page.js"  # keyboard and touch access to the tokens, the queue line...
 MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads report.json)
 UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
-# The texts assets/page.js writes into the page (window.marsTexts).
+# The texts ui/assets/page.js writes into the page (window.marsTexts).
 PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ESTIMATE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE",
               "ACCESS_WORK_OVER")
 
@@ -39,7 +39,7 @@ def theme() -> gr.themes.Base:
 
 
 def head() -> str:
-    """The page's ``<head>`` script: its texts, then assets/page.js."""
+    """The page's ``<head>`` script: its texts, then ui/assets/page.js."""
     strings = json.dumps({name: getattr(texts, name) for name in PAGE_TEXTS}, ensure_ascii=False)
     return (f"<script>\nwindow.marsTexts = {strings};\n"
             f"{JS_PATH.read_text(encoding='utf-8')}\n</script>")

@@ -59,7 +59,7 @@ ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the mo
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
 # Events that wait in the engine's queue show the visitor their place in the queue and the wait
-# over the answer box (Gradio's status, in words by assets/page.js). Once the handler runs, its
+# over the answer box (Gradio's status, in words by ui/assets/page.js). Once the handler runs, its
 # own progress bar (mars-progress) takes over.
 QUEUE_STATUS = "full"
 # Choices not offered unless the host set up BEM's models (--bem and --chunker).
@@ -75,7 +75,7 @@ OPTION_ROWS = (
 
 
 def load_examples(path: Path = EXAMPLES_PATH) -> list[str]:
-    """The example questions of ``assets/examples.json``."""
+    """The example questions of ``ui/assets/examples.json``."""
     data = json.loads(path.read_text(encoding="utf-8"))
     return [item["question"] for item in data["examples"]]
 
@@ -209,7 +209,7 @@ def build_demo(
             info=texts.SCORING_INFO,
             elem_id="mars-scoring",
         )
-        # Filled in the browser while the visitor waits in the queue (assets/page.js).
+        # Filled in the browser while the visitor waits in the queue (ui/assets/page.js).
         gr.HTML('<p class="mars-queue-line" role="status" aria-live="polite" hidden></p>',
                 elem_id="mars-queue-line", padding=False)
         answer = gr.HTML(render.placeholder_html(), elem_id="mars-answer")
@@ -446,7 +446,7 @@ def _model_switch(controller: Controller) -> dict[str, gr.components.Component]:
 
 def _work_note(limit: int) -> str:
     """The line under the sliders of a public page: the cap on sampled answers x max new tokens
-    and the sliders' product (assets/page.js keeps it up to date as they move)."""
+    and the sliders' product (ui/assets/page.js keeps it up to date as they move)."""
     samples, tokens = (controls.OPTIONS[name].default for name in ("samples", "max_new_tokens"))
     work = f"{samples} × {tokens} = {samples * tokens}"
     text = texts.ACCESS_WORK_NOTE.format(limit=limit, work=work)

@@ -143,7 +143,7 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
     Each token's details are in ``data-tip`` (shown by the page's CSS as a tooltip on hover and
     on keyboard focus or a tap, which the native ``title`` never shows) and in ``aria-label``.
     Only the first token is a tab stop (``tabindex="0"``, the others -1): the arrow keys move
-    between the tokens (``assets/page.js``), so one answer is one stop of the Tab key.
+    between the tokens (``ui/assets/page.js``), so one answer is one stop of the Tab key.
     An empty answer (the engine keeps one zero-width token for it) says so instead.
     """
     n = len(answer.tokens)
@@ -154,7 +154,7 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
     text = answer.text
     out: list[str] = []
     pos = 0
-    stop = "0"  # one tab stop per answer: its first token (assets/page.js moves it)
+    stop = "0"  # one tab stop per answer: its first token (ui/assets/page.js moves it)
     for k, members in _groups(answer):
         opened = False
         for i in members:
