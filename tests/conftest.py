@@ -15,6 +15,32 @@ import pytest
 pytest.register_assert_rewrite("forced_answers")
 
 
+def pytest_collection_modifyitems(config, items):
+    """The one rule that marks tests ``slow`` (and ``browser``, ``endpoint``) by the servers,
+    browsers and training they start: see markers.py. ``pytest -m "not slow"`` is the everyday
+    loop; ``python -m pytest`` runs everything."""
+    from markers import mark_tests
+
+    mark_tests(items)
+
+
+@pytest.fixture(scope="session")
+def trained_tiny_models(tmp_path_factory):
+    """The tiny models trained on their facts: the paths printed by ``python -m mars_demo
+    make-tiny-models DIR --trained`` (run in-process; about 1.5 minutes on 2 cores), and "dir"."""
+    import contextlib
+    import io
+
+    from mars_demo.cli import main
+
+    out = tmp_path_factory.mktemp("tiny-trained")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(["make-tiny-models", str(out), "--trained", "--seed", "0"]) == 0
+    paths = dict(line.split(": ", 1) for line in stdout.getvalue().splitlines())
+    return {"dir": out, **paths}
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """{"llm", "importance", "nli", "bem", "chunker"} -> path, from the project's own factory."""

@@ -481,10 +481,10 @@ def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(
         page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
         page.click("#mars-ask")
         try:
-            page.wait_for_selector("#mars-error .mars-error", timeout=10_000)
+            page.wait_for_selector("#mars-error .mars-error", timeout=30_000)
         except Exception:  # a click before the page had wired its events: click again
             page.click("#mars-ask")
-            page.wait_for_selector("#mars-error .mars-error", timeout=10_000)
+            page.wait_for_selector("#mars-error .mars-error", timeout=30_000)
         message = page.inner_text("#mars-error")
         assert "still loading" in message and "empty" not in message, message
         assert page.input_value("#mars-question textarea") == EXAMPLE

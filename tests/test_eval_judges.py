@@ -225,13 +225,12 @@ def test_nli_judge_loads_the_engines_nli_model(tiny_models):
     assert judge.describe()["model"] == str(tiny_models["nli"])
 
 
-def test_nli_judge_reads_paraphrases_with_the_trained_nli_model(tmp_path_factory):
+def test_nli_judge_reads_paraphrases_with_the_trained_nli_model(trained_tiny_models):
     """The trained tiny NLI model knows its facts: a paraphrase of the reference sentence is
     accepted both ways, a wrong answer is not."""
-    from mars_demo.devtools.tiny import make_tiny_models
     from mars_demo.devtools.tiny.trained import load_facts
 
-    paths = make_tiny_models(tmp_path_factory.mktemp("trained"), trained=True)
+    paths = trained_tiny_models
     from mars_demo.settings import Settings
 
     judge = J.NLIJudge.load(Settings(nli=str(paths["nli"])))

@@ -30,28 +30,12 @@ CONFUSABLE = "What is the largest desert in the world?"
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory):
-    """Paths printed by ``python -m mars_demo make-tiny-models DIR --trained`` (run in-process)."""
-    import contextlib
-    import io
-
-    from mars_demo.cli import main
-
-    out = tmp_path_factory.mktemp("tiny-trained")
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-        assert main(["make-tiny-models", str(out), "--trained", "--seed", "0"]) == 0
-    paths = dict(line.split(": ", 1) for line in stdout.getvalue().splitlines())
-    return {"dir": out, **paths}
-
-
-@pytest.fixture(scope="session")
-def engine(trained):
+def engine(trained_tiny_models):
     from mars_demo.engine import Engine
     from mars_demo.settings import Settings
 
-    return Engine(Settings(llm=trained["llm"], importance=trained["importance"],
-                           nli=trained["nli"], max_new_tokens=32, samples=5, seed=0))
+    return Engine(Settings(llm=trained_tiny_models["llm"], importance=trained_tiny_models["importance"],
+                           nli=trained_tiny_models["nli"], max_new_tokens=32, samples=5, seed=0))
 
 
 @pytest.fixture(scope="session")
@@ -65,33 +49,33 @@ def _entity_span(text: str, entity: str) -> tuple[int, int]:
     return start, start + len(entity)
 
 
-def test_cli_writes_loadable_models(trained):
+def test_cli_writes_loadable_models(trained_tiny_models):
     from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification,
                               AutoModelForTokenClassification, AutoTokenizer)
 
     from mars_demo.devtools import tiny
 
-    assert set(trained) == {"dir", "llm", "importance", "nli", "bem", "chunker"}
-    tok = AutoTokenizer.from_pretrained(trained["llm"])
-    llm = AutoModelForCausalLM.from_pretrained(trained["llm"])
+    assert set(trained_tiny_models) == {"dir", "llm", "importance", "nli", "bem", "chunker"}
+    tok = AutoTokenizer.from_pretrained(trained_tiny_models["llm"])
+    llm = AutoModelForCausalLM.from_pretrained(trained_tiny_models["llm"])
     assert tok.chat_template and tok.eos_token == "<|im_end|>"
     assert llm.generation_config.eos_token_id == tok.eos_token_id
-    imp = AutoModelForTokenClassification.from_pretrained(trained["importance"])
+    imp = AutoModelForTokenClassification.from_pretrained(trained_tiny_models["importance"])
     assert imp.config.num_labels == 3 and imp.config.id2label == tiny.IMPORTANCE_ID2LABEL
-    nli = AutoModelForSequenceClassification.from_pretrained(trained["nli"])
+    nli = AutoModelForSequenceClassification.from_pretrained(trained_tiny_models["nli"])
     assert nli.config.id2label == tiny.NLI_ID2LABEL
-    report = json.loads((trained["dir"] / "trained.json").read_text(encoding="utf-8"))
+    report = json.loads((trained_tiny_models["dir"] / "trained.json").read_text(encoding="utf-8"))
     assert set(report["models"]) == {"llm", "importance", "nli"}
     assert report["facts"] == len(FACTS)
-    readme = (trained["dir"] / "README.txt").read_text(encoding="utf-8")
+    readme = (trained_tiny_models["dir"] / "README.txt").read_text(encoding="utf-8")
     assert "TRAINED" in readme
 
 
-def test_greedy_answers_are_the_facts(trained):
+def test_greedy_answers_are_the_facts(trained_tiny_models):
     """Greedy chat answers of every trained question hold its answering words, and most are
     the fact's own sentence."""
     questions = list(FACTS)
-    answers = tiny_trained.greedy_answers(trained["llm"], questions)
+    answers = tiny_trained.greedy_answers(trained_tiny_models["llm"], questions)
     exact = 0
     for q, a in zip(questions, answers):
         fact = FACTS[q]
@@ -148,14 +132,14 @@ def test_pipeline_wrong_sample_gets_its_own_cluster(engine):
     assert r.uncertainty.semantic_entropy.mars > plain.uncertainty.semantic_entropy.mars
 
 
-def test_nli_on_given_answers(trained):
+def test_nli_on_given_answers(trained_tiny_models):
     """On every fact's own answers: paraphrases entail each other both ways, right vs wrong
     contradict (almost every verdict), and the strict clusters put the right answers together
     and the wrong ones apart on most facts."""
     from mars_demo.core.clustering import semantic_clusters
     from mars_demo.models.registry import load_nli
 
-    nli = load_nli(trained["nli"])
+    nli = load_nli(trained_tiny_models["nli"])
     right = total = clean = 0
     for q, fact in FACTS.items():
         answers = [a.text for a in fact.correct] + [w.text for w in fact.wrong]
@@ -173,11 +157,11 @@ def test_nli_on_given_answers(trained):
     assert clean >= 0.85 * len(FACTS), clean
 
 
-def test_importance_model_on_paper_example(trained):
+def test_importance_model_on_paper_example(trained_tiny_models):
     """The paper's Table 5 example: in "It is Mars", Mars carries the weight."""
     from mars_demo.models.registry import load_importance
 
-    imp = load_importance(trained["importance"])
+    imp = load_importance(trained_tiny_models["importance"])
     (scoring,) = imp.score("Which planet is known as the Red Planet?", ["It is Mars."])
     text = "It is Mars."
     phrases = {text[a:b]: s for (a, b), s in zip(scoring.spans, scoring.scores)}

@@ -18,6 +18,9 @@ from .spec import (
 _LLM_SHAPE_KW: dict[str, dict[str, Any]] = {
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096),
+    # as tiny, but with attention heads of 64 dimensions: vLLM's CPU attention refuses 16
+    "vllm": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096),
     # Qwen2.5-0.5B-Instruct (its real vocab is 151,936 and it ties embeddings; not here)
     "cpu": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                 num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768),

@@ -13,7 +13,7 @@ IMPORTANCE_ID2LABEL = {0: "BEGIN_PHRASE", 1: "INSIDE_PHRASE", 2: "IMPORTANCE"}
 NLI_ID2LABEL = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
 BEM_ID2LABEL = {0: "not_equivalent", 1: "equivalent"}
 
-LLM_SHAPES = ("tiny", "cpu", "7b")
+LLM_SHAPES = ("tiny", "vllm", "cpu", "7b")
 IMPORTANCE_SHAPES = ("tiny", "base")
 NLI_SHAPES = ("tiny", "base", "large")
 
