@@ -43,8 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .answer_words import BOUNDARY, Word, plain, roman_value, words
 from . import candidates, claims
+from .answer_words import BOUNDARY, Word, plain, roman_value, words
 from .claims import FILLERS, HEDGE_ADVERBS, NEGATIONS
 
 # words that stand before a name without being another name: titles and kinds of place
@@ -173,10 +173,8 @@ def initials(reference: str) -> set[str]:
     names = plain(reference)
     if len(names) < 2:
         return set()
-    def first(w: str) -> str:
-        return w if w.isdigit() else w[0]
-    every = "".join(first(w) for w in names)
-    short = "".join(first(w) for w in names if w not in _INITIALISM_SKIPS)
+    every = "".join(w if w.isdigit() else w[0] for w in names)
+    short = "".join(w if w.isdigit() else w[0] for w in names if w not in _INITIALISM_SKIPS)
     return {every, short} if len(short) >= 2 else {every}
 
 
