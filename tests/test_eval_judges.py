@@ -171,6 +171,274 @@ def test_number_words_by_hand(words, numbers):
     assert parse_number_words(words) == numbers
 
 
+# ---- the contains judge's second round of rules: each with cases where it must not fire ------
+
+
+def _contains(question, answer, refs):
+    return J.make_judge("contains")(question, answer, refs)
+
+
+MOZART = ["Wolfgang Amadeus Mozart", "Mozart"]
+KENNEDY = ["John F. Kennedy", "Kennedy"]
+
+
+@pytest.mark.parametrize("question, answer, refs, correct", [
+    # a short reference that ends a longer one, after another given name: another person
+    ("Which composer wrote The Magic Flute?", "Leopold Mozart", MOZART, False),
+    ("Which president?", "Robert F. Kennedy", KENNEDY, False),
+    ("Who was the first woman to win a Nobel Prize?", "Pierre Curie", ["Marie Curie", "Curie"],
+     False),
+    ("What is the currency of India?", "The Pakistani rupee", ["Indian rupee", "rupee"], False),
+    ("Which country is divided?", "South Korea", ["North Korea", "Korea"], False),
+    ("Who painted The Starry Night?", "Theo van Gogh", ["Vincent van Gogh", "Van Gogh"], False),
+    ("Who was the first US president?", "Booker T. Washington",
+     ["George Washington", "Washington"], False),
+    ("Who wrote Frankenstein?", "Percy Bysshe Shelley", ["Mary Shelley", "Shelley"], False),
+    ("Who wrote Frankenstein?", "Mary Wollstonecraft Shelley", ["Mary Shelley", "Shelley"], True),
+    # ... not when one of the reference's own names, a title or a possessive stands there
+    ("Which composer wrote The Magic Flute?", "W. A. Mozart", MOZART, True),
+    ("Which composer wrote The Magic Flute?", "Wolfgang Mozart", MOZART, True),
+    ("Which composer wrote The Magic Flute?", "It was composed by Mozart in 1791.", MOZART, True),
+    ("Which president?", "John Fitzgerald Kennedy", KENNEDY, True),  # a middle name
+    ("Which president?", "President Kennedy", KENNEDY, True),
+    ("Who was the first woman to win a Nobel Prize?", "Physicist Marie Curie",
+     ["Marie Curie", "Curie"], True),
+    ("Who invented the phonograph?", "Thomas Alva Edison", ["Thomas Edison", "Edison"], True),
+    ("What is the longest river in Africa?", "Egypt's Nile", ["Nile", "River Nile"], True),
+    ("What is the tallest mountain?", "Mt Everest", ["Mount Everest", "Everest"], True),
+    ("What is the currency of India?", "Rupees", ["Indian rupee", "rupee"], True),
+    # a short reference with no longer one: nothing to tell another person by
+    ("Who wrote Hamlet?", "William Shakespeare", ["Shakespeare"], True),
+])
+def test_contains_a_short_reference_after_another_name_is_another_person(question, answer, refs,
+                                                                          correct):
+    verdict = _contains(question, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+NILE = ["Nile"]
+RIVER = "What is the longest river in Africa?"
+
+
+@pytest.mark.parametrize("answer, correct", [
+    # hearsay before a contrast, a correction after it: not the answer's claim
+    ("The Nile is often cited, but it's actually the Congo.", False),
+    ("People often say the Nile, but the answer is the Congo.", False),
+    ("Many people assume the Nile, but in fact the Congo is longer.", False),
+    ("I thought it was the Nile, but it is actually the Congo.", False),
+    ("The Nile is commonly cited. However, in fact it is the Congo.", False),
+    ("Although many people think it is the Nile, it is actually the Congo.", False),
+    # the correction names the reference, or one of the two is missing: it counts
+    ("Many say the Congo, but it is actually the Nile.", True),
+    ("Although many think it is the Congo, it is actually the Nile.", True),
+    ("The Nile, though some people say the Amazon is longer.", True),
+    ("The Nile is usually considered the longest, but measurements vary.", True),  # no correction
+    ("I think it's the Nile, but I'm not sure.", True),  # a first-person hedge, not hearsay
+    ("The Nile has many tributaries, but it is not the widest river.", True),  # "many" alone
+    ("It is often said to be the Nile, and it is.", True),  # no contrast
+    ("Although the Nile is often overlooked, it is the longest.", True),  # no correction
+])
+def test_contains_a_mention_others_make_and_the_answer_corrects(answer, correct):
+    verdict = _contains(RIVER, answer, NILE)
+    assert verdict.correct is correct, verdict.detail
+
+
+def test_contains_a_credit_the_answer_qualifies_still_counts():
+    question, refs = "Who discovered penicillin?", ["Alexander Fleming"]
+    assert _contains(question, "Alexander Fleming is credited with discovering penicillin in "
+                     "1928, but he did not mass-produce it.", refs).correct
+    assert not _contains(question, "Fleming is often credited, but he did not discover "
+                         "penicillin.", refs).correct
+
+
+COFFEE = "Which country is the largest producer of coffee?"
+
+
+@pytest.mark.parametrize("answer, refs, correct", [
+    # one example of several, several candidates: not committed
+    ("Coffee is grown in many countries, including Colombia, Vietnam, Ethiopia and Brazil.",
+     ["Brazil"], False),
+    ("Countries such as Brazil grow coffee.", ["Brazil"], False),
+    ("Colombia, Vietnam or Brazil.", ["Brazil"], False),
+    ("Brazil, Vietnam or Colombia.", ["Brazil"], False),
+    ("It's between Brazil and Vietnam.", ["Brazil"], False),
+    ("Maybe Brazil, maybe Vietnam.", ["Brazil"], False),
+    ("Probably Brazil, but it could also be Vietnam.", ["Brazil"], False),
+    ("Colombia, Vietnam and Brazil grow a lot; I can't say which grows most.", ["Brazil"],
+     False),
+    ("Brazil, which grows the most, and then Vietnam.", ["Brazil"], True),  # no "not sure which"
+    # a committed answer with more detail, an order, a reference that is a list: it counts
+    ("Brazil, followed by Vietnam and Colombia.", ["Brazil"], True),
+    ("Brazil, which exports to many countries, including the US, Germany and Japan.",
+     ["Brazil"], True),
+    ("Among all countries Brazil produces the most coffee.", ["Brazil"], True),
+    ("Producers such as Vietnam trail far behind Brazil.", ["Brazil"], True),
+    ("Maybe Brazil.", ["Brazil"], True),
+    ("Probably Brazil, though Vietnam is close.", ["Brazil"], True),
+    ("Brazil; it may also be called the coffee giant.", ["Brazil"], True),
+    ("Brazil, located between Peru and the Atlantic.", ["Brazil"], True),
+    ("Brazil and Vietnam grow the most.", ["Brazil"], True),  # two parts: not a candidate list
+    ("Kangaroos live in Australia, New Guinea and nearby islands.", ["Australia"], True),
+    ("Water is made of hydrogen and oxygen.", ["Hydrogen and oxygen"], True),
+    ("Red, green, and blue.", ["Red, green and blue"], True),
+    ("The primary colours are red, green and blue.", ["Red, green and blue"], True),
+    ("Insects such as butterflies and moths.", ["butterfly", "moth"], True),
+    ("The border between Canada and the United States.", ["Canada and the United States"],
+     True),
+])
+def test_contains_examples_and_candidate_lists(answer, refs, correct):
+    verdict = _contains(COFFEE, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+@pytest.mark.parametrize("question, answer, refs, correct", [
+    # dates: ordinal days, "of", the month first or second
+    ("When did Apollo 11 land?", "On 20th July 1969.", ["20 July 1969"], True),
+    ("When did Apollo 11 land?", "On July 20, 1969.", ["20 July 1969"], True),
+    ("When did Apollo 11 land?", "On the 20th of July, 1969.", ["July 20, 1969"], True),
+    ("When did Apollo 11 land?", "On 21 July 1969.", ["20 July 1969"], False),
+    ("When did the war end in Europe?", "On May 8th, 1945.", ["8 May 1945"], True),
+    ("When is Independence Day?", "July the 4th.", ["4 July"], True),
+    ("When is Independence Day?", "On the 4th.", ["July 4"], False),
+    ("When is Independence Day?", "The 4th may be it.", ["4 May"], False),  # "may", a verb
+    # powers, scaled numbers, roman years
+    ("How many metres are in a kilometre?", "10^3 metres", ["1000"], True),
+    ("How many metres are in a kilometre?", "10³", ["1000"], True),
+    ("How many metres are in a kilometre?", "10^4", ["1000"], False),
+    ("How many seconds are in an hour?", "3.6 × 10^3 seconds", ["3600"], True),
+    ("How many people live there?", "About 1.5 million.", ["1,500,000"], True),
+    ("What is the speed of light in km/s?", "About 3 × 10^5 km/s.", ["300,000"], True),
+    ("What is the speed of light in km/s?", "About 300 thousand km/s.", ["300,000"], True),
+    ("How many people live there?", "About 2 million.", ["1,500,000"], False),
+    ("How many eggs are in a box of two dozen?", "Two dozen is 24.", ["24"], True),
+    ("In what year did the First World War begin?", "MCMXIV", ["1914"], True),
+    ("In what year did the First World War begin?", "MCMXV", ["1914"], False),
+    ("Where is the White House?", "In Washington DC", ["Washington, D.C."], True),
+    ("Which city was Leningrad?", "It is St. Petersburg.", ["St Petersburg"], True),
+    # already read before this round: digit groups with a space, units
+    ("How many minutes are in a day?", "1 440 minutes", ["1440"], True),
+    ("How many degrees are in a full circle?", "360°", ["360"], True),
+    ("How many centimetres are in one inch?", "2.54 cm", ["2.54"], True),
+])
+def test_contains_dates_powers_and_roman_years(question, answer, refs, correct):
+    verdict = _contains(question, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+DONOR = "Which blood type is the universal donor?"
+
+
+@pytest.mark.parametrize("question, answer, refs, correct", [
+    # a sign that normalization would drop carries the meaning
+    (DONOR, "O positive", ["O negative", "O-"], False),
+    (DONOR, "O-", ["O negative", "O-"], True),
+    (DONOR, "Type O\u2212.", ["O-"], True),  # a minus sign
+    ("Which is the universal recipient?", "AB-", ["AB+"], False),
+    ("Which language?", "C", ["C#"], False),
+    # a one-character reference keeps its case and stands alone
+    ("Which vitamin does sunlight make?", "D", ["Vitamin D", "D"], True),
+    ("Which vitamin does sunlight make?", "It makes vitamin D.", ["D"], True),
+    ("Which vitamin does sunlight make?", "Vitamin D3, made in the skin.", ["D"], False),
+])
+def test_contains_signs_and_one_character_references(question, answer, refs, correct):
+    verdict = _contains(question, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+@pytest.mark.parametrize("question, answer, refs, correct", [
+    ("Which planet is sixth from the Sun?", "Saturn is the seventh planet; the sixth is Uranus.",
+     ["Saturn"], False),
+    ("Who was the 35th President?", "Kennedy was the 36th president.", ["Kennedy"], False),
+    ("Which planet is sixth from the Sun?", "Saturn is the sixth planet.", ["Saturn"], True),
+    ("Which is the second largest planet?", "Saturn is the sixth planet and the second largest.",
+     ["Saturn"], True),  # the rank asked, in the same sentence
+    # the question's ordinal is not the rank asked for, or there is none
+    ("Who was president during the first Moon landing?", "Nixon was the 37th president.",
+     ["Richard Nixon", "Nixon"], True),
+    ("Which planet is known as the Red Planet?", "Mars is the fourth planet from the Sun.",
+     ["Mars"], True),
+])
+def test_contains_a_rank_other_than_the_one_asked(question, answer, refs, correct):
+    verdict = _contains(question, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+@pytest.mark.parametrize("question, answer, refs, correct", [
+    ("Which president?", "JFK", ["John F. Kennedy"], True),
+    ("Which city is the Big Apple?", "NYC", ["New York City"], True),
+    ("Which country?", "The U.S.A.", ["United States of America"], True),
+    ("Which country?", "the US", ["United States"], True),
+    ("Who gave the speech?", "MLK", ["Martin Luther King Jr."], True),
+    ("Which war ended in 1945?", "WWII", ["World War II"], True),
+    ("Which war ended in 1945?", "WW2", ["World War II"], True),
+    # written in capitals only, the same letters, not denied, not a word
+    ("Which president?", "RFK", ["John F. Kennedy"], False),
+    ("Which war ended in 1945?", "WWI", ["World War II"], False),
+    ("Which war ended in 1945?", "It was not WW2.", ["World War II"], False),
+    ("Which country?", "Tell us more.", ["United States"], False),
+    ("Which country?", "The US", ["United Kingdom"], False),
+    ("Which city?", "NO, it is Baton Rouge.", ["New Orleans"], False),
+    ("Which president?", "Kennedy", ["JFK"], False),  # one way only: the reference's letters
+])
+def test_contains_initialisms_of_a_reference(question, answer, refs, correct):
+    verdict = _contains(question, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+@pytest.mark.parametrize("answer, correct", [
+    ("Sydney? No, Canberra.", True), ("Canberra? No, Sydney.", False),
+    ("Canberra - no, wait, Sydney.", False), ("Canberra is wrong; it is Sydney.", False),
+    ("It's Canberra, no?", True), ("Canberra. No doubt about it.", True),
+    ("Canberra is the right answer.", True),
+])
+def test_contains_a_mention_taken_back(answer, correct):
+    verdict = _contains(CAPITAL, answer, ["Canberra"])
+    assert verdict.correct is correct, verdict.detail
+
+
+@pytest.mark.parametrize("question, answer, refs, correct", [
+    ("Who wrote War and Peace?", "Leo Tolstoy's contemporary Fyodor Dostoevsky wrote it.",
+     ["Leo Tolstoy", "Tolstoy"], False),
+    ("Who wrote The Magic Flute?", "Mozart's father Leopold wrote it.", ["Mozart"], False),
+    ("Who wrote Hamlet?", "Shakespeare's play Hamlet.", ["Shakespeare"], True),
+    ("Who invented the phonograph?", "Edison's company General Electric made it.", ["Edison"],
+     True),
+    ("Who taught Plato?", "Socrates's student Plato wrote his dialogues.", ["Socrates"], True),
+    ("Who wrote Pride and Prejudice?", "Austen's sister Cassandra kept her letters.",
+     ["Jane Austen", "Austen"], False),
+])
+def test_contains_a_possessive_that_names_a_relative(question, answer, refs, correct):
+    verdict = _contains(question, answer, refs)
+    assert verdict.correct is correct, verdict.detail
+
+
+@pytest.mark.parametrize("text, texts", [
+    ("John F. Kennedy was president.", ["john", "f", "kennedy", "was", "president", "|"]),
+    ("J. K. Rowling", ["j", "k", "rowling"]),
+    ("It is vitamin C. It is sour.", ["it", "is", "vitamin", "c", "|", "it", "is", "sour", "|"]),
+    ("The U.S. army", ["us", "army"]),
+    ("On July 20th, 1969", ["on", "20", "july", "|", "1969"]),
+    ("It may be March 3", ["it", "may", "be", "3", "march"]),
+    ("2^10 and 10³", ["1024", "and", "1000"]),
+    ("MMXX, DC, CIV, XIV", ["2020", "|", "dc", "|", "civ", "|", "14"]),
+])
+def test_answer_words_initials_dates_powers_numerals(text, texts):
+    from mars_demo.evaluation.answer_words import words
+
+    assert [w.text for w in words(text)] == texts
+
+
+def test_answer_words_keep_signs_capitals_and_boundary_marks():
+    from mars_demo.evaluation.answer_words import BOUNDARY, words
+
+    said = words("Although O- and AB+, JFK's; but not C#.")
+    assert [(w.text, w.sign) for w in said if w.sign] == [("o", "-"), ("ab", "+"), ("c", "#")]
+    assert [w.raw for w in said if w.text == BOUNDARY] == ["although", ",", "; but", "."]
+    jfk = next(w for w in said if w.text == "jfk")
+    assert jfk.upper and jfk.possessive and jfk.capital
+    assert not next(w for w in said if w.text == "not").upper
+
+
 # ---- the NLI judge -----------------------------------------------------------------------------
 
 
@@ -267,6 +535,18 @@ def test_the_shipped_check_set_and_the_default_judges_figures():
     agree = sum(judge(r["question"], r["answer"], r["answers"]).correct == r["correct"]
                 for r in rows)
     assert agree / len(rows) >= 0.95
+
+
+def test_the_second_annotators_set_and_the_default_judges_figures():
+    """data/judge_check_holdout.jsonl (a second annotator's, now a development set): the
+    default judge keeps at least 92% agreement and accepts no answer labelled wrong."""
+    rows = [json.loads(x) for x in (ROOT / "data" / "judge_check_holdout.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    assert len(rows) == 183 and len({r["id"] for r in rows}) == 183
+    judge = J.make_judge(J.DEFAULT_JUDGE)
+    said = [judge(r["question"], r["answer"], r["answers"]).correct for r in rows]
+    assert sum(s == r["correct"] for s, r in zip(said, rows)) / len(rows) >= 0.92
+    assert not any(s and not r["correct"] for s, r in zip(said, rows))
 
 
 @pytest.mark.parametrize("reply, verdict", [
@@ -391,8 +671,8 @@ def test_llm_judge_api_key_from_a_named_variable(fake, monkeypatch):
 def test_the_worked_examples_in_the_docstrings_hold():
     import doctest
 
-    from mars_demo.evaluation import answer_words, containment
+    from mars_demo.evaluation import answer_words, candidates, claims, containment
 
-    for module in (answer_words, containment):
+    for module in (answer_words, candidates, claims, containment):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted >= 3, module.__name__

@@ -2,7 +2,9 @@
 
 - :mod:`.metrics`: AUROC, AUPRC, PRR, AURAC, bootstrap intervals (numpy + scikit-learn only).
 - :mod:`.judges`: is the greedy answer correct? The ``contains`` judge that reads sentences
-  (:mod:`.containment`), exact match, token F1, ROUGE-L, NLI, an LLM judge.
+  (:mod:`.answer_words` splits the words, :mod:`.containment` finds a reference,
+  :mod:`.claims` and :mod:`.candidates` say whether the answer claims it), exact match, token
+  F1, ROUGE-L, NLI, an LLM judge.
 - :mod:`.judge_check`: a judge's agreement with human labels (``--judge-check``).
 - :mod:`.calibration`: isotonic map from an uncertainty to P(correct), saved as JSON, with its
   cross-validated Brier score and calibration error.

@@ -3,7 +3,8 @@
 A check file is JSONL, one labelled answer a line: ``question``, ``answers`` (the references),
 ``answer`` (the answer to judge), ``correct`` (the human label: true/false or 1/0), and
 optionally ``kind`` (a category, e.g. "sentence" or "denial", for the figures per kind). The
-project ships ``data/judge_check.jsonl`` (labelled by hand before any judge was run on it).
+project ships ``data/judge_check.jsonl`` (labelled by hand before any judge was run on it)
+and ``data/judge_check_holdout.jsonl`` (written by a second annotator; see ``data/README.md``).
 A bad line is reported with its number and skipped, as everywhere in ``evaluate``.
 
 A judge's figures: agreement (the share of rows where its verdict is the label), false accepts
