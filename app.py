@@ -5,13 +5,14 @@ MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
 MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
 MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT,
 MARS_DEMO_TRUSTED_PROXIES, MARS_DEMO_LLM_NAME, MARS_DEMO_IMPORTANCE_NAME, MARS_DEMO_NLI_NAME,
-MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS); a flag wins over its variable.
+MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS, MARS_DEMO_LOAD_IN_4BIT); a flag wins over its variable.
 
 ``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
 answer's chance of being right; a calibration of other models than the ones named here is
 refused before the page is served. ``--runs DIR`` offers the evaluation runs under DIR in the
 page's Evaluation view. The models load once, in a background thread, so the page opens at once and says
-when they are ready.
+when they are ready; on a ZeroGPU Space (SPACES_ZERO_GPU) they load before the page serves, in the
+main thread, and each analysis gets a GPU through @spaces.GPU (mars_demo/zerogpu.py).
 
 The page is public with --share, a --host that is not a loopback address, or on a Hugging Face
 Space (SPACE_ID set): then nobody can switch models, and each question and each client is limited
@@ -28,7 +29,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from mars_demo import texts
+from mars_demo import texts, zerogpu
 from mars_demo.options import OPTIONS
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
 from mars_demo.access import (
@@ -88,6 +89,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
             type=float if OPTIONS[name].kind is float else None,
             help=OPTIONS[name].describe() + f" (variable MARS_DEMO_{name.upper()})",
         )
+    parser.add_argument(
+        "--4bit", dest="load_in_4bit", action=argparse.BooleanOptionalAction, default=None,
+        help=texts.APP_HELP_4BIT,
+    )
     parser.add_argument(
         "--host", default=env.get("MARS_DEMO_HOST") or None, help=texts.APP_HELP_HOST
     )
@@ -214,6 +219,12 @@ def parse_args(
             args.port = port_number("MARS_DEMO_PORT", env["MARS_DEMO_PORT"])
         if args.allow_model_switch is None:
             args.allow_model_switch = env_bool(env, "MARS_DEMO_ALLOW_MODEL_SWITCH")
+        if args.load_in_4bit is None and env.get("MARS_DEMO_LOAD_IN_4BIT", "").strip():
+            args.load_in_4bit = env_bool(env, "MARS_DEMO_LOAD_IN_4BIT")
+        if args.load_in_4bit is None and zerogpu.requested(env):
+            # A ZeroGPU slice (48 GB and more) holds the 7B unquantized (bf16, about 15 GB), and
+            # bitsandbytes' 4-bit there is unverified (docs/zerogpu.md): --4bit opts in.
+            args.load_in_4bit = False
         for name in ("max_sample_tokens", "per_client"):
             variable = "MARS_DEMO_" + name.upper()
             if getattr(args, name) is None:
@@ -228,6 +239,7 @@ def parse_args(
             llm_endpoint=args.llm_endpoint,
             llm_model=args.llm_model,
             llm_api_key_env=args.llm_api_key_env,
+            load_in_4bit=args.load_in_4bit,
             **({"llm_timeout": args.llm_timeout} if args.llm_timeout is not None else {}),
             **{name: value for name, value in models.items() if value},
         )
@@ -250,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    # On a ZeroGPU Space: imports `spaces` before anything touches CUDA (mars_demo/zerogpu.py).
+    zero_gpu = zerogpu.active()
 
     from mars_demo.engine import Engine
     from mars_demo.ui import build_demo, launch_options
@@ -282,9 +296,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             logging.getLogger("mars_demo.app").warning(note)
         logging.getLogger("mars_demo.app").info(
             "calibration: %s", args.calibration_data.describe())
-    # starts loading the models in the background
+    # Loads the models in the background while the page opens; on ZeroGPU first, in this (the
+    # main) thread, where `spaces` emulates CUDA: models must be on "cuda" before the launch.
+    if zero_gpu:
+        logging.getLogger("mars_demo.app").info(texts.APP_ZEROGPU_LOG)
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
-                      runs_dir=args.runs)
+                      runs_dir=args.runs, load_here=zero_gpu)
     demo.launch(
         server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
     )

@@ -47,6 +47,7 @@ from mars_demo.ui.api import Api
 from mars_demo.ui.host import EngineHost, EngineNotReady
 from mars_demo.ui.pasted import pasted_answers
 from mars_demo.ui.redact import Redactor
+from mars_demo.zerogpu import GpuRefused
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def error_message(exc: BaseException) -> str:
         return texts.ERROR_BAD_INPUT.format(error=str(exc).rstrip("."))
     if isinstance(exc, (EngineNotReady, ModelLoadError)):
         return str(exc)
-    if isinstance(exc, (AnalysisOutOfMemory, InvalidModelOutput)):  # the message says what to do
+    if isinstance(exc, (AnalysisOutOfMemory, InvalidModelOutput, GpuRefused)):  # says what to do
         return str(exc)
     if is_out_of_memory(exc):
         return texts.ERROR_OUT_OF_MEMORY
@@ -385,7 +386,7 @@ class Controller:
             return
         name = LLM_PRESETS[model].label if model in LLM_PRESETS else model
         events = worker.Worker(
-            lambda progress, _text, _stop: worker.gpu_switch(self.host, settings, progress),
+            lambda progress, _text, _stop: worker.switch_models(self.host, settings, progress),
             "mars-switch-model",
         ).events
         yield {

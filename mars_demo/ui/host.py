@@ -7,9 +7,10 @@ refuses with :class:`EngineNotReady` instead of blocking or failing obscurely.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -120,13 +121,22 @@ class EngineHost:
         """Load the models in a background thread, so the page can open meanwhile."""
         self._set_status(state="loading", stage="", fraction=0.0, error="")
         thread = threading.Thread(
-            target=self._load_in_background, name="mars-load-models", daemon=True
+            target=self._load, name="mars-load-models", daemon=True
         )
         thread.start()
         return thread
 
-    def _load_in_background(self) -> None:
-        """Thread target: a failure is logged and kept in the status, which the page shows."""
+    def load_here(self) -> None:
+        """Load the models in this thread, before the page serves (a ZeroGPU Space must place
+        its models at start-up in the thread that imported ``spaces``: see
+        :mod:`mars_demo.zerogpu`). A failure is logged and kept in the status, as in the
+        background."""
+        self._set_status(state="loading", stage="", fraction=0.0, error="")
+        self._load()
+
+    def _load(self) -> None:
+        """Load now (or take the loaded models); a failure is logged and kept in the status, which
+        the page shows."""
         with self._lock:
             if self.engine.ready:
                 self._set_status(state="ready", stage="", fraction=1.0, error="")
@@ -170,6 +180,22 @@ class EngineHost:
         if status.state == "failed":
             raise EngineNotReady(texts.ERROR_LOAD_FAILED.format(error=status.error))
 
+    @contextlib.contextmanager
+    def holding(self, settings: Settings, progress: Progress | None = None
+                ) -> Iterator[tuple[EngineLike, Settings]]:
+        """Hold the engine for one request: yields the engine and ``settings`` with its models.
+
+        Refuses with :class:`EngineNotReady` while loading or after a failed load; models that
+        are not loaded yet load first. The page and the API never choose models per request:
+        ``settings``' models are replaced by the engine's as they are once this request holds
+        the engine, so a model switch that ran while it waited is followed (and the old models
+        are not loaded again). One request at a time: the next waits until this one is done."""
+        self.check_ready()
+        with self._lock:
+            if not self.engine.ready:
+                self._run_load(lambda p: self.engine.load(progress=p), progress)
+            yield self.engine, settings.with_models_of(self.engine.settings)
+
     def analyze(
         self,
         question: str,
@@ -179,20 +205,12 @@ class EngineHost:
         on_text: Callable[[str], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> AnalysisResult:
-        """Run the engine on one question; models that are not loaded yet load first.
-
-        The page and the API never choose models per request: ``settings``' models are
-        replaced by the engine's as they are once this request holds the engine, so a model
-        switch that ran while it waited is followed (and the old models are not loaded again).
+        """Run the engine on one question (held as :meth:`holding` says).
 
         ``should_stop`` is the engine's cancel check: once it returns True the analysis ends
         with ``AnalysisCancelled`` and the lock is released for the next request."""
-        self.check_ready()
-        with self._lock:
-            if not self.engine.ready:
-                self._run_load(lambda p: self.engine.load(progress=p), progress)
-            settings = settings.with_models_of(self.engine.settings)
-            return self.engine.analyze(
+        with self.holding(settings, progress) as (engine, settings):
+            return engine.analyze(
                 question, settings, progress=progress, on_text=on_text, should_stop=should_stop
             )
 
@@ -207,11 +225,7 @@ class EngineHost:
     ) -> AnalysisResult:
         """Score answers (an answer set, its JSON, or an earlier result to re-score) with the
         engine's models, like :meth:`analyze` but without generating."""
-        self.check_ready()
-        with self._lock:
-            if not self.engine.ready:
-                self._run_load(lambda p: self.engine.load(progress=p), progress)
-            settings = settings.with_models_of(self.engine.settings)
-            return self.engine.score(
+        with self.holding(settings, progress) as (engine, settings):
+            return engine.score(
                 answers, settings, progress=progress, should_stop=should_stop, reuse=reuse
             )

@@ -113,6 +113,7 @@ def build_demo(
     engine: EngineLike,
     *,
     load: bool = True,
+    load_here: bool = False,
     queue_max_size: int = QUEUE_MAX_SIZE,
     access: Access | None = None,
     calibration: Any = None,
@@ -121,7 +122,9 @@ def build_demo(
     """Build the page around ``engine``.
 
     With ``load`` (the default) the engine's models start loading in a background thread right
-    away, unless they are loaded already; the page opens meanwhile and says so. Launch the result
+    away, unless they are loaded already; the page opens meanwhile and says so. With
+    ``load_here`` they load in this thread before the page is built (what a ZeroGPU Space needs,
+    see :mod:`mars_demo.zerogpu`); a failure shows on the page all the same. Launch the result
     with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
     ``queue_max_size``: requests that may wait in Gradio's queue (tests use a small one).
     ``access``: what visitors may do (:mod:`mars_demo.ui.access`); the default is a local page
@@ -132,7 +135,9 @@ def build_demo(
     """
     access = access or Access()
     host = EngineHost(engine)
-    if load and not engine.ready:
+    if load_here:
+        host.load_here()
+    elif load and not engine.ready:
         host.start_loading()
     controller = Controller(host, access, calibration=calibration)
 

@@ -5,27 +5,39 @@ the streaming answer and the stage progress, at least every :data:`HEARTBEAT_S` 
 report nothing. Closing the handler (a closed tab, a cancelled request) cancels the worker, so an
 analysis stops at its next generated token or stage.
 
-Every call that runs the models (and so a GPU) is one of the functions under "GPU work" below,
-the one place to decorate them (e.g. for a Space's ZeroGPU).
+Every call that runs the models (and so a GPU) goes through the two functions under "GPU work",
+decorated with ``@spaces.GPU`` (:mod:`mars_demo.zerogpu`; a no-op off a ZeroGPU Space). On
+ZeroGPU they run in another process, so they take only what pickles (the question, the settings,
+the answers, a :class:`GpuCall` naming the engine) and yield their progress, streamed text and
+result as events instead of calling back; :func:`gpu_analyze` and :func:`gpu_score` hold the
+engine here and turn those events into the callbacks. The same path runs everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import itertools
 import logging
+import os
+import pickle
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator
+import weakref
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
+from mars_demo import zerogpu
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
 from mars_demo.ui import render
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.host import EngineHost, EngineLike
 
 log = logging.getLogger(__name__)
 
@@ -34,31 +46,172 @@ STREAM_INTERVAL_S = 0.05  # at most ~20 page updates per second while the answer
 # again) this often: Gradio notices a closed tab or a cancel only between two updates of a
 # streaming event, and closing the handler is what stops the analysis.
 HEARTBEAT_S = 0.5
+# The GPU work yields an event at least this often too, so that a cancel reaches it (on ZeroGPU
+# only as the closing of its generator, which the GPU process notices at its next event).
+GPU_HEARTBEAT_S = 0.2
 CANCELLED_LOG = "analysis cancelled; the models are free"  # logged when a cancel stopped one
 
 
 # --- GPU work: every call that runs the models ----------------------------------------------
 
+Event = tuple[str, Any]  # ("progress", (stage, fraction)), ("text", partial answer), ("wait",
+# None), then ("done", result) or ("error", exception)
+
+# The engines the GPU functions can reach, by id. A ZeroGPU process is forked from this one at
+# its first call, so it holds the engine as it was then (models included: they are loaded at
+# start-up there, see app.py).
+_ENGINES: weakref.WeakValueDictionary[int, EngineLike] = weakref.WeakValueDictionary()
+# The cancel checks of the calls running now, by call number (only this process can read them).
+_CANCEL_CHECKS: dict[int, Callable[[], bool]] = {}
+_CALLS = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class GpuCall:
+    """What a GPU function needs besides the request, in a form that pickles: the engine (by id)
+    and the calling process and call, whose cancel check it reads directly when it runs in that
+    same process (off ZeroGPU): a cancel then lands at the very next token."""
+
+    engine: int
+    pid: int
+    call: int
+
 
 def gpu_analyze(host: EngineHost, question: str, settings: Settings, *,
                 progress: Progress | None = None, on_text: Callable[[str], None] | None = None,
                 should_stop: Callable[[], bool] | None = None) -> AnalysisResult:
-    """Generate and score the answers to ``question`` (:meth:`EngineHost.analyze`)."""
-    return host.analyze(question, settings, progress=progress, on_text=on_text,
-                        should_stop=should_stop)
+    """Generate and score the answers to ``question`` with ``host``'s engine
+    (:func:`analyze_on_gpu`; held as :meth:`EngineHost.holding` says)."""
+    with host.holding(settings, progress) as (engine, settings):
+        with _calling(engine, should_stop) as where:
+            return _follow(analyze_on_gpu(where, question, settings), progress, on_text,
+                           should_stop)
 
 
 def gpu_score(host: EngineHost, answers: Any, settings: Settings, *,
               progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
               reuse: AnalysisResult | None = None) -> AnalysisResult:
-    """Score given answers, or re-score a result (:meth:`EngineHost.score`)."""
-    return host.score(answers, settings, progress=progress, should_stop=should_stop,
-                      reuse=reuse)
+    """Score given answers, or re-score a result (:func:`score_on_gpu`)."""
+    with host.holding(settings, progress) as (engine, settings):
+        with _calling(engine, should_stop) as where:
+            return _follow(score_on_gpu(where, answers, settings, reuse), progress, None,
+                           should_stop)
 
 
-def gpu_switch(host: EngineHost, settings: Settings, progress: Progress | None = None) -> None:
-    """Free the models and load the ones ``settings`` names (:meth:`EngineHost.switch`)."""
+@zerogpu.gpu(duration=zerogpu.analysis_seconds)
+def analyze_on_gpu(where: GpuCall, question: str, settings: Settings) -> Iterator[Event]:
+    """:meth:`Engine.analyze <mars_demo.engine.Engine.analyze>` as events (on ZeroGPU, in the
+    GPU process)."""
+    engine = _engine(where)
+    yield from _events(where, lambda progress, on_text, should_stop: engine.analyze(
+        question, settings, progress=progress, on_text=on_text, should_stop=should_stop))
+
+
+@zerogpu.gpu(duration=zerogpu.scoring_seconds)
+def score_on_gpu(where: GpuCall, answers: Any, settings: Settings,
+                 reuse: AnalysisResult | None = None) -> Iterator[Event]:
+    """:meth:`Engine.score <mars_demo.engine.Engine.score>` as events."""
+    engine = _engine(where)
+    yield from _events(where, lambda progress, _text, should_stop: engine.score(
+        answers, settings, progress=progress, should_stop=should_stop, reuse=reuse))
+
+
+def switch_models(host: EngineHost, settings: Settings, progress: Progress | None = None) -> None:
+    """Free the models and load the ones ``settings`` names (:meth:`EngineHost.switch`). Not GPU
+    work in ZeroGPU's sense: models load in this process (a public page, a Space included, has
+    no switch)."""
     host.switch(settings, progress=progress)
+
+
+@contextlib.contextmanager
+def _calling(engine: EngineLike, should_stop: Callable[[], bool] | None) -> Iterator[GpuCall]:
+    """Register the engine and the cancel check of one call; yields its :class:`GpuCall`."""
+    _ENGINES[id(engine)] = engine
+    where = GpuCall(id(engine), os.getpid(), next(_CALLS))
+    if should_stop is not None:
+        _CANCEL_CHECKS[where.call] = should_stop
+    try:
+        yield where
+    finally:
+        _CANCEL_CHECKS.pop(where.call, None)
+
+
+def _engine(where: GpuCall) -> EngineLike:
+    engine = _ENGINES.get(where.engine)
+    if engine is None:  # a GPU process forked before this engine existed (not the app's case)
+        raise RuntimeError("the GPU process does not know this engine; restart the app")
+    return engine
+
+
+def _events(where: GpuCall, task: Callable[[Progress, Callable[[str], None],
+                                            Callable[[], bool]], Any]) -> Iterator[Event]:
+    """Run ``task(progress, on_text, should_stop)`` in a thread and yield what it reports, a
+    ("wait", None) at least every :data:`GPU_HEARTBEAT_S`, and last ("done", value) or
+    ("error", exception). Closing the generator stops the task (``should_stop()`` turns True)
+    and waits for it to end, so the models are free when ``close()`` returns."""
+    here = os.getpid() == where.pid
+    caller = _CANCEL_CHECKS.get(where.call) if here else None
+    work = Worker(task, "mars-gpu-work", log_cancel=False, stop_also=caller)
+    try:
+        while True:
+            try:
+                kind, payload = work.events.get(timeout=GPU_HEARTBEAT_S)
+            except queue.Empty:
+                yield "wait", None
+                continue
+            if kind == "error" and not here:
+                payload = _portable(payload)
+            yield kind, payload
+            if kind in ("done", "error"):
+                return
+    finally:
+        work.cancel()
+        work.thread.join()
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling (it crosses into the app's process), else a RuntimeError
+    with its type and message. Logged here with its traceback, which does not cross."""
+    if not isinstance(exc, (AnalysisCancelled, ValueError)):  # ValueError: bad input
+        log.warning("the GPU work failed", exc_info=exc)
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _follow(events: Generator[Event, None, None], progress: Progress | None,
+            on_text: Callable[[str], None] | None,
+            should_stop: Callable[[], bool] | None) -> Any:
+    """Turn the events of a GPU function into the callbacks; return its result or raise its
+    error. Once ``should_stop()`` is True the GPU work is stopped (its generator closed) and
+    :class:`AnalysisCancelled` raised."""
+    try:
+        for kind, payload in _refusals_explained(events):
+            if kind == "done":
+                return payload
+            if kind == "error":
+                raise payload
+            if kind == "text" and on_text is not None:
+                on_text(payload)
+            elif kind == "progress" and progress is not None:
+                progress(*payload)
+            if should_stop is not None and should_stop():
+                raise AnalysisCancelled("the analysis was cancelled")
+        raise RuntimeError("the GPU work ended without a result")
+    finally:
+        events.close()
+
+
+def _refusals_explained(events: Iterator[Event]) -> Iterator[Event]:
+    """``events``, with ZeroGPU's refusals (no quota left, no GPU free, a task aborted: the
+    ``spaces`` package raises them as ``gr.Error``; nothing else in the GPU work does) turned
+    into :class:`~mars_demo.zerogpu.GpuRefused`, whose message the page shows as it is."""
+    try:
+        yield from events
+    except gr.Error as err:
+        raise zerogpu.GpuRefused(str(getattr(err, "message", err))) from err
 
 
 # --- the thread and its relay --------------------------------------------------------------------
@@ -69,19 +222,31 @@ class Worker:
 
     ``events`` is the queue of what it reports: ("progress", (stage, fraction)) and ("text",
     partial answer) while it runs, then ("done", its return value) or ("error", the exception).
-    :meth:`cancel` makes ``should_stop()`` True, so an analysis ends at its next generated token
-    or stage (with ``AnalysisCancelled``) and frees the models.
+    :meth:`cancel` (or ``stop_also()`` turning True) makes ``should_stop()`` True, so an
+    analysis ends at its next generated token or stage (with ``AnalysisCancelled``) and frees
+    the models. The thread runs in a copy of the creator's context (``contextvars``): Gradio's
+    request, which ZeroGPU reads to charge the visitor's quota, stays visible there.
     """
 
     def __init__(
         self,
         task: Callable[[Progress, Callable[[str], None], Callable[[], bool]], Any],
         name: str,
+        *,
+        log_cancel: bool = True,
+        stop_also: Callable[[], bool] | None = None,
     ) -> None:
         self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._work, args=(task,), name=name, daemon=True)
+        self._log_cancel = log_cancel
+        self._stop_also = stop_also
+        context = contextvars.copy_context()
+        self.thread = threading.Thread(target=context.run, args=(self._work, task), name=name,
+                                       daemon=True)
         self.thread.start()
+
+    def _should_stop(self) -> bool:
+        return self._stop.is_set() or (self._stop_also is not None and self._stop_also())
 
     def _work(self, task: Callable[..., Any]) -> None:
         events = self.events
@@ -89,10 +254,10 @@ class Worker:
             value = task(
                 lambda stage, fraction: events.put(("progress", (stage, fraction))),
                 lambda text: events.put(("text", text)),
-                self._stop.is_set,
+                self._should_stop,
             )
         except BaseException as exc:
-            if isinstance(exc, AnalysisCancelled):
+            if isinstance(exc, AnalysisCancelled) and self._log_cancel:
                 log.info(CANCELLED_LOG)
             events.put(("error", exc))
             if not isinstance(exc, Exception):
