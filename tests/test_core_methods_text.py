@@ -48,6 +48,8 @@ def test_lexical_similarity_extremes():
     assert lexical_similarity(["red apple", "blue sky", "green grass"]) == 0.0
     assert math.copysign(1, lexical_similarity(["red", "blue"])) == 1.0  # 0.0, not -0.0
     assert lexical_similarity(["Paris"]) == -1.0  # one answer agrees with itself
+    # identical samples count as a pair of similarity 1 (the papers' code skips them)
+    assert lexical_similarity(["Paris", "Paris", "Lyon"]) == pytest.approx(-1 / 3)
     # ties: every pair equally similar
     assert lexical_similarity(["a b", "a c", "a d"]) == pytest.approx(-0.5)
 

@@ -41,9 +41,12 @@ def lexical_similarity(texts, use_stemmer: bool = False) -> float:
     """Negated mean pairwise ROUGE-L among the sampled answers (``lexical_similarity``).
 
     ``U = -(2 / (m (m - 1))) * sum_{i<j} ROUGE-L_F(s_i, s_j)`` over the m answers, within
-    [-1, 0]; higher = less trustworthy. ROUGE-L's F-measure is symmetric, so the unordered pairs
-    give the same mean as the ordered ones of the reference code of Lin et al. One answer has no
-    pair: it agrees with itself, U = -1 (as that code's similarity of 1).
+    [-1, 0]; higher = less trustworthy. Every pair of samples counts, identical ones too (they
+    score 1), as the papers define it and lm-polygraph computes it; the papers' code skips pairs
+    of identical texts, so there repeated answers add no agreement. ROUGE-L's F-measure is
+    symmetric, so unordered pairs give the mean of ordered ones. One answer has no pair: it
+    agrees with itself, U = -1 (the similarity of 1 that Lin et al.'s code gives when it has
+    no pair).
 
     ``use_stemmer=False`` (default) is the papers' code (Hugging Face ``evaluate``'s ROUGE,
     which does not stem); ``use_stemmer=True`` (Porter stemmer) is lm-polygraph's
