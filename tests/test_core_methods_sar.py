@@ -62,6 +62,15 @@ def test_token_sar_score_is_relevance_weighted_mean_log_prob():
     assert token_sar_score(logprobs, [0.3] * 3) == pytest.approx(length_normalized(logprobs))
 
 
+def test_token_sar_score_at_the_float_limit_stays_finite():
+    # these weights sum to a hair over 1 in float64, so sum(w * -MAX) overflowed to -inf
+    sims = [0.7222015953741584, 0.5381887415507687, 0.9257216995498906, 0.8076950185803168]
+    sims.append(0.002711115168446614)
+    maximum = np.finfo(np.float64).max
+    assert token_sar_score([-maximum] * 5, sims) == -maximum
+    assert token_sar([[-maximum] * 5], [sims]) == maximum
+
+
 def test_token_sar_is_mean_over_answers():
     answers = [[LOG(0.9), LOG(0.5)], [LOG(0.3)]]
     sims = [[0.8, 0.2], [0.6]]

@@ -123,8 +123,8 @@ def text(value, name: str) -> str:
     return value
 
 
-def spans(values, text: str, name: str) -> list[tuple[int, int]]:
-    """Return character spans ``(start, end)`` into ``text`` as int pairs, end exclusive.
+def spans(values, source: str, name: str) -> list[tuple[int, int]]:
+    """Return character spans ``(start, end)`` into ``source`` as int pairs, end exclusive.
 
     Checks that each is a pair of integers within the text with start <= end, and that the
     spans are sorted and do not overlap (gaps are allowed). May be empty.
@@ -145,9 +145,9 @@ def spans(values, text: str, name: str) -> list[tuple[int, int]]:
             ) from error
         if start > end:
             raise ValueError(f"{name}[{i}] = {span!r} has start > end")
-        if start < 0 or end > len(text):
+        if start < 0 or end > len(source):
             raise ValueError(
-                f"{name}[{i}] = {span!r} is out of range for a text of {len(text)} characters"
+                f"{name}[{i}] = {span!r} is out of range for a text of {len(source)} characters"
             )
         if checked and start < checked[-1][1]:
             raise ValueError(

@@ -127,7 +127,14 @@ def token_sar_score(token_logprobs, token_similarities) -> float:
     logprobs = check.log_scores(token_logprobs, "token_logprobs")
     weights = token_relevance(token_similarities)
     check.same_length(logprobs, "token_logprobs", weights, "token_similarities")
-    return min(0.0, float(weights @ logprobs))
+    with np.errstate(over="ignore"):
+        score = float(weights @ logprobs)
+    if not np.isfinite(score):
+        # Only near float64's limit (-1.8e308), where rounding can push the convex combination
+        # past it: scale by the largest magnitude, which keeps it within [min log p, 0].
+        scale = -float(logprobs.min())
+        score = max(float(weights @ (logprobs / scale)), -1.0) * scale
+    return min(0.0, score)
 
 
 def token_sar(sample_token_logprobs, sample_token_similarities) -> float:
