@@ -219,6 +219,14 @@ def test_kle_of_four_answers_against_expm():
     assert kernel_language_entropy(GENERIC) == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.parametrize("t", [1e-300, 1e-10, 1e3, 1e300])
+def test_kle_at_extreme_times(t):
+    # t -> 0: no diffusion, K~ = I/m, log m; t -> inf: K~ projects on the constant vector of
+    # a connected graph, 0
+    value = kernel_language_entropy(GENERIC, t=t)
+    assert value == pytest.approx(math.log(4) if t < 1 else 0.0, abs=1e-9)
+
+
 def test_kle_label_weights_and_one_hot_verdicts():
     # one-hot verdicts (the reference code's "manual" graph): entailment + neutral = 1.5
     assert kernel_language_entropy(pair(E, N), t=1.0) == pytest.approx(two_answer_kle(1.5, 1.0))
@@ -292,9 +300,16 @@ def test_permuting_the_answers_changes_no_value(nli, random):
 
 
 @settings(max_examples=150, deadline=None)
-@given(nli_arrays(max_m=8), st.sampled_from(["entail", "contra"]), st.floats(0.2, 5.0))
-def test_bounds(nli, affinity, temperature):
+@given(
+    nli_arrays(max_m=8),
+    st.sampled_from(["entail", "contra"]),
+    st.floats(0.2, 5.0),
+    st.floats(1e-300, 1e300),
+)
+def test_bounds(nli, affinity, temperature, t):
     m = nli.shape[0]
+    finite_or_value_error(lambda: kernel_language_entropy(nli, t=t))
+    assert 0 <= kernel_language_entropy(nli, t=t) <= math.log(m) + 1e-9
     assert 1 - 1e-9 <= eigv(nli, affinity, temperature) <= m + 1e-9
     assert 0 <= degree(nli, affinity, temperature) <= 1
     assert 0 <= eccentricity(nli, affinity, temperature=temperature) <= math.sqrt(m - 1) + 1e-9

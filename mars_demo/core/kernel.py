@@ -78,9 +78,13 @@ def kernel_language_entropy(nli, t: float = HEAT_TIME, label_weights=LABEL_WEIGH
     graph = semantic_graph(nli, label_weights)
     laplacian = np.diag(graph.sum(axis=1)) - graph
     mu, vectors = np.linalg.eigh(laplacian)
-    # expm(-t L) from the eigen-decomposition of the symmetric L; eigenvalues >= 0 (rounding
-    # may give -1e-16, harmless in exp).
-    kernel = (vectors * np.exp(-t * mu)) @ vectors.T
+    # expm(-t L) from the eigen-decomposition of the symmetric L. L is positive semidefinite
+    # with an exact eigenvalue 0 per connected part of the graph; rounding leaves them at
+    # +-1e-16, which a large t would turn into exp(+huge) or 0. Snap them to 0.
+    rank_tolerance = max(float(mu.max()), 0.0) * mu.size * np.finfo(np.float64).eps
+    mu = np.where(mu <= rank_tolerance, 0.0, mu)
+    with np.errstate(under="ignore"):
+        kernel = (vectors * np.exp(-t * mu)) @ vectors.T
     diagonal = np.sqrt(np.diag(kernel))
     unit_trace = kernel / np.outer(diagonal, diagonal) / kernel.shape[0]
     eigenvalues = np.linalg.eigvalsh((unit_trace + unit_trace.T) / 2)
