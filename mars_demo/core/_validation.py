@@ -6,6 +6,7 @@ value, so a caller can tell what to fix without reading this code.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -113,6 +114,48 @@ def same_length(first: Sequence, first_name: str, second: Sequence, second_name:
             f"{first_name} has {len(first)} entries but {second_name} has {len(second)}; "
             f"they must have one entry per item"
         )
+
+
+def text(value, name: str) -> str:
+    """Return ``value`` if it is a string."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def spans(values, source: str, name: str) -> list[tuple[int, int]]:
+    """Return character spans ``(start, end)`` into ``source`` as int pairs, end exclusive.
+
+    Checks that each is a pair of integers within the text with start <= end, and that the
+    spans are sorted and do not overlap (gaps are allowed). May be empty.
+    """
+    try:
+        items = list(values)
+    except TypeError as error:
+        raise ValueError(
+            f"{name} must be a sequence of (start, end) pairs, got {values!r}"
+        ) from error
+    checked: list[tuple[int, int]] = []
+    for i, span in enumerate(items):
+        try:
+            start, end = (operator.index(value) for value in span)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{name}[{i}] = {span!r} is not a (start, end) pair of integers"
+            ) from error
+        if start > end:
+            raise ValueError(f"{name}[{i}] = {span!r} has start > end")
+        if start < 0 or end > len(source):
+            raise ValueError(
+                f"{name}[{i}] = {span!r} is out of range for a text of {len(source)} characters"
+            )
+        if checked and start < checked[-1][1]:
+            raise ValueError(
+                f"{name}[{i}] = {span!r} starts before {name}[{i - 1}] = {checked[-1]} ends; "
+                f"spans must be sorted and must not overlap"
+            )
+        checked.append((start, end))
+    return checked
 
 
 def one_of(value, options: tuple[str, ...], name: str) -> str:

@@ -109,9 +109,9 @@ def align_tokens_to_phrases(
     >>> align_tokens_to_phrases("It is Mars", [(0, 2), (2, 5), (5, 10)], [(0, 2), (3, 5), (6, 10)])
     Alignment(phrase_of_token=[0, 1, 2], unaligned_phrases=[], fallback_tokens=[], warnings=[])
     """
-    _check_text(text)
-    tokens = _checked_spans(token_spans, text, "token_spans")
-    phrases = _checked_spans(phrase_spans, text, "phrase_spans")
+    check.text(text, "text")
+    tokens = check.spans(token_spans, text, "token_spans")
+    phrases = check.spans(phrase_spans, text, "phrase_spans")
     if not phrases:
         raise ValueError("phrase_spans is empty; at least one phrase is needed to align tokens")
     starts = [start for start, _ in phrases]
@@ -205,8 +205,8 @@ def align_phrases(
     [0, 0, 1, 1]
     """
     rule = check.one_of(rule, ALIGNMENT_RULES, "rule")
-    _check_text(text)
-    phrases = _checked_spans(phrase_spans, text, "phrase_spans")
+    check.text(text, "text")
+    phrases = check.spans(phrase_spans, text, "phrase_spans")
     if not phrases:
         raise ValueError("phrase_spans is empty; at least one phrase is needed to align tokens")
     scores = check.nonnegative_vector(phrase_scores, "phrase_scores")
@@ -219,7 +219,7 @@ def align_phrases(
         phrase_of_token = [local[k] for k in al.phrase_of_token]
         warnings = list(al.warnings)
     else:
-        tokens = _checked_spans(token_spans, text, "token_spans")
+        tokens = check.spans(token_spans, text, "token_spans")
         groups, phrase_of_token, warnings = _paper_code_groups(text, tokens, phrases)
     covered = {k for group in groups for k in group}
     dropped = [k for k in range(len(phrases)) if k not in covered]
@@ -336,7 +336,7 @@ def word_spans(text: str) -> list[Span]:
     >>> word_spans('It is "Mars".')
     [(0, 2), (3, 5), (6, 7), (7, 11), (11, 12), (12, 13)]
     """
-    _check_text(text)
+    check.text(text, "text")
     return [match.span() for match in re.finditer(r"\w+|[^\w\s]", text)]
 
 
@@ -377,42 +377,6 @@ def phrase_spans_from_starts(
         )
     ends = [*starts[1:], len(word_spans)]
     return [(word_spans[first][0], word_spans[last - 1][1]) for first, last in zip(starts, ends)]
-
-
-def _checked_spans(spans: Sequence[Span], text: str, name: str) -> list[Span]:
-    """Return ``spans`` as int pairs after checking range, order and overlap."""
-    try:
-        spans = list(spans)
-    except TypeError as error:
-        raise ValueError(
-            f"{name} must be a sequence of (start, end) pairs, got {spans!r}"
-        ) from error
-    checked: list[Span] = []
-    for i, span in enumerate(spans):
-        try:
-            start, end = (operator.index(value) for value in span)
-        except (TypeError, ValueError) as error:
-            raise ValueError(
-                f"{name}[{i}] = {span!r} is not a (start, end) pair of integers"
-            ) from error
-        if start > end:
-            raise ValueError(f"{name}[{i}] = {span!r} has start > end")
-        if start < 0 or end > len(text):
-            raise ValueError(
-                f"{name}[{i}] = {span!r} is out of range for a text of {len(text)} characters"
-            )
-        if checked and start < checked[-1][1]:
-            raise ValueError(
-                f"{name}[{i}] = {span!r} starts before {name}[{i - 1}] = {checked[-1]} ends; "
-                f"spans must be sorted and must not overlap"
-            )
-        checked.append((start, end))
-    return checked
-
-
-def _check_text(text) -> None:
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a string, got {type(text).__name__} {text!r}")
 
 
 def _most_overlapping_phrase(
