@@ -8,7 +8,7 @@
 //   details, the CSS tooltip of its data-tip.
 // - The tooltip hangs below the token itself, moved left where it would leave the answer's box.
 // - The queue line: Gradio writes "queue: 2/3 | 4.1/9.0s" over a waiting visitor's answer box;
-//   it is put into words (window.marsTexts, from mars_demo/texts.py) above the answer box
+//   it is put into words (window.marsTexts, from mars_demo/texts/) above the answer box
 //   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line.
 // - The work note under a public page's sliders says samples x max new tokens as they move.
 (() => {

@@ -1,0 +1,149 @@
+"""The strings of the Evaluation view and of the answer explained (see :mod:`mars_demo.texts`)."""
+
+from __future__ import annotations
+
+# --- the Evaluation view (mars_demo/ui/evaluation.py) --------------------------------------------
+
+EVAL_TAB = "Evaluation: does MARS help on labelled questions?"
+EVAL_EXPLAIN = (
+    "Open an evaluation run made by `python -m mars_demo evaluate --data SOURCE --out RUN_DIR`: "
+    "its report.json gives the tables, like the paper's Table 1: how well each uncertainty "
+    "predicts a wrong answer as AUROC (0.5 = chance, 1 = perfect), AUPRC (wrong answers as "
+    "positive), PRR (0 = random, 1 = perfect rejection) and AURAC (accuracy as the most "
+    "uncertain answers are rejected), with 95% bootstrap intervals in brackets. "
+    "The curves need the run's results.jsonl too. Uploads are "
+    "limited to {limit}. Uploaded files are removed from the server by its cache cleanup within "
+    "two hours; other visitors never see them."
+)
+EVAL_RUN_LABEL = "A run on this server"
+EVAL_REPORT_LABEL = "report.json"
+EVAL_RESULTS_LABEL = "results.jsonl (optional: for the curves)"
+EVAL_OPEN_BUTTON = "Show"
+EVAL_NOTHING = "Choose a run, or upload its report.json."
+EVAL_BAD_REPORT = "This is not a readable evaluation report: {error}"
+EVAL_BAD_RESULTS = "The results file cannot be used for the curves: {error}"
+EVAL_TOO_BIG = "{name} is {size} bytes; this page reads at most {limit} bytes"
+EVAL_UNKNOWN_RUN = "There is no run {name!r} on this server"
+EVAL_CURVES_FROM = (
+    "Curves drawn from {source}: {n} questions (the table above comes from report.json)."
+)
+EVAL_SCORING_SUFFIX = {"length_normalized": " (LN)", "mars": " + MARS"}
+EVAL_LABELS_GIVEN = "; {given} labels given, {judged} judged"
+EVAL_ALL_LABELS_GIVEN = "all {given} labels given"
+EVAL_JUDGE_CHECK = (
+    "On the judge check {file} (n = {n}) this judge agreed with the human labels on "
+    "{agreement:.1f}% ({accepts} false accepts, {rejects} false rejects)."
+)
+EVAL_TABLE_NOTE = (
+    "Values x100 with the 95% percentile bootstrap interval ({resamples} resamples); each "
+    "uncertainty predicts a wrong answer."
+)
+EVAL_PAIRED_CAPTION = (
+    "MARS minus length-normalized per measure, with the paired bootstrap interval (both on the "
+    "same resampled questions):"
+)
+EVAL_CALIBRATION = (
+    "Calibration of {method}, held out by {folds}-fold cross-validation: Brier score "
+    "{brier:.3f} (the accuracy alone: {constant:.3f}), expected calibration error {ece:.3f}."
+)
+EVAL_NO_CURVES = (
+    "No curves: they need the run's results.jsonl (one line per question with its correctness "
+    "and uncertainties), which was not given."
+)
+EVAL_MISMATCH = (
+    "The results file has {n_results} questions and the report {n_report}: they are not from "
+    "the same run, so the curves are not drawn."
+)
+
+# --- why MARS differs: the answer explained (mars_demo/ui/render.py) -----------------------------
+
+VERDICT_LESS = (
+    "MARS finds this answer less trustworthy than length-normalized scoring: confidence "
+    "uncertainty {mars:.3f} vs {ln:.3f} (+{diff:.3f} nats)."
+)
+VERDICT_MORE = (
+    "MARS finds this answer more trustworthy than length-normalized scoring: confidence "
+    "uncertainty {mars:.3f} vs {ln:.3f} (−{diff:.3f} nats)."
+)
+VERDICT_SAME = (
+    "MARS and length-normalized scoring agree on this answer: confidence uncertainty {mars:.3f} "
+    "vs {ln:.3f} (a difference below 0.0005 nats)."
+)
+VERDICT_BECAUSE = (
+    " The largest part of the difference comes from the token {token} (probability {prob:.2f}): "
+    "it carries {u:.1%} of the importance u, against the 1/L = {uniform:.1%} that every token "
+    "gets under length-normalized scoring, so MARS counts it {direction}."
+)
+VERDICT_MORE_WEIGHT = "more"
+VERDICT_LESS_WEIGHT = "less"
+GREEDY_CLUSTER = (
+    "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one; "
+    "{samples} the same text as the greedy answer and {are} in {clusters} "
+    "({share} of the {scoring} probability mass of the samples)."
+)
+GREEDY_CLUSTER_NONE = (
+    "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one, and "
+    "no sampled answer has the same text, so the greedy answer is in no cluster here."
+)
+
+TOKENS_LABEL = "Token by token: where the two scores differ"
+TOKENS_EXPLAIN = (
+    "Each token's log-probability log p and importance u, its weight under length-normalized "
+    "scoring (1/L) and under MARS (w = 1/(2L) + u/2), and what it adds to each score (weight × "
+    "log p). The last row adds them up: the two scores of the answer."
+)
+TOKENS_COLUMNS = ("#", "Token", "log p", "p", "Importance u", "Phrase", "LN weight 1/L",
+                  "MARS weight w", "LN: w × log p", "MARS: w × log p")
+TOKENS_TOTAL = "Sum (the score)"
+TOKENS_EMPTY = "(empty)"
+
+CONTEXT_LABEL = "Prompt and settings behind this result"
+CONTEXT_PROMPT = "Prompt the language model read"
+CONTEXT_NO_PROMPT = "(no prompt recorded: the answers were pasted or came from elsewhere)"
+CONTEXT_SETTINGS = "Settings"
+CONTEXT_NAMES = {
+    "llm": "Language model",
+    "importance": "Importance model",
+    "nli": "NLI model",
+    "recipe": "Recipe",
+    "prompt": "Prompt preset",
+    "samples": "Sampled answers",
+    "temperature": "Sampling temperature",
+    "max_new_tokens": "Max new tokens",
+    "seed": "Seed",
+    "importance_method": "Importance method",
+    "normalization": "Phrase-score normalization",
+    "softmax_temperature": "Softmax temperature",
+    "distribution": "Phrase weight to tokens",
+    "cluster_rule": "Same-meaning rule",
+    "logprob_source": "Token log-probs from",
+}
+CONTEXT_UNSET = "(default)"
+
+FORMULAS_LABEL = "Formulas"
+FORMULAS = (
+    "Natural logs; every uncertainty: higher = less trustworthy. An answer of L tokens with "
+    "probabilities p_l; B sampled answers; C the meaning clusters of the samples.",
+    ("Length-normalized score", "LN = (1/L) Σ_l log p_l"),
+    ("MARS token weight", "w_l = 1/(2L) + u_l/2, with u_l ≥ 0 and Σ_l u_l = 1"),
+    ("MARS score", "MARS = Σ_l w_l log p_l"),
+    ("Confidence", "−score(greedy answer)"),
+    ("Entropy", "−(1/B) Σ_b score(sample_b)"),
+    ("Semantic entropy (paper, eq. 8)", "−(1/|C|) Σ_c log Σ_{b∈c} exp(score(sample_b))"),
+    ("Semantic entropy, normalized (Farquhar et al. 2024)",
+     "p(c) = Σ_{b∈c} exp(score_b) / Σ_b exp(score_b);  SE = −Σ_c p(c) log p(c), in [0, log |C|]"),
+    "\"score\" is LN for the length-normalized column and MARS for the MARS column. The "
+    "importance u_l of a token is its phrase's weight U_k (normalized importances) split over "
+    "the phrase's tokens.",
+)
+
+SE_NORMALIZED_ROW = (
+    "Semantic entropy, normalized",
+    "the entropy of the cluster masses (Farquhar et al. 2024), between 0 and log |C|",
+)
+SE_NEGATIVE_NOTE = (
+    "Semantic entropy is negative here ({values}): the paper's estimator is not a true entropy. "
+    "It averages −log of each cluster's summed sample probabilities, which are not normalized, "
+    "so a cluster of several probable answers sums to more than 1 and its −log is below 0. The "
+    "normalized row is a true entropy of the same clusters."
+)
