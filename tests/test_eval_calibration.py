@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mars_demo.evaluation import calibration as K
+from mars_demo.evaluation import calibration
 
 MODELS = {"llm": "Qwen/Qwen2.5-7B-Instruct", "importance": "duygunuryldz/MARS",
           "nli": "microsoft/deberta-large-mnli"}
 
 
 def fitted(u, c):
-    return K.fit(u, c, measure="semantic_entropy", scoring="mars", models=MODELS,
+    return calibration.fit(u, c, measure="semantic_entropy", scoring="mars", models=MODELS,
                  data="data/facts.jsonl", auroc=0.8, judge={"name": "em", "threshold": None})
 
 
@@ -44,7 +44,7 @@ def test_predictions_equal_scikit_learns_and_survive_json(tmp_path):
     grid = np.linspace(-4, 5, 97)
     assert cal.predict(grid) == pytest.approx(iso.predict(grid), abs=1e-12)
     path = cal.save(tmp_path / "cal.json")
-    again = K.load(path)
+    again = calibration.load(path)
     assert again.predict(grid) == pytest.approx(cal.predict(grid), abs=1e-12)
     assert isinstance(again.predict(0.3), float)
     data = json.loads(path.read_text())
@@ -60,7 +60,7 @@ def test_a_calibration_for_other_models_is_refused():
     cal = fitted([0.1, 0.5, 0.9, 1.3], [True, True, False, False])
     cal.check_models(dict(MODELS))
     other = {**MODELS, "llm": "meta-llama/Llama-2-7b-hf"}
-    with pytest.raises(K.CalibrationError, match="other models .*llm: calibrated with "
+    with pytest.raises(calibration.CalibrationError, match="other models .*llm: calibrated with "
                        "'Qwen/Qwen2.5-7B-Instruct', loaded 'meta-llama/Llama-2-7b-hf'"):
         cal.check_models(other)
 
@@ -68,31 +68,31 @@ def test_a_calibration_for_other_models_is_refused():
 def test_bad_files_are_refused_with_a_message(tmp_path):
     p = tmp_path / "x.json"
     p.write_text("{not json")
-    with pytest.raises(K.CalibrationError, match="cannot read"):
-        K.load(p)
+    with pytest.raises(calibration.CalibrationError, match="cannot read"):
+        calibration.load(p)
     p.write_text(json.dumps({"format": "something else"}))
-    with pytest.raises(K.CalibrationError, match="not a calibration file"):
-        K.load(p)
+    with pytest.raises(calibration.CalibrationError, match="not a calibration file"):
+        calibration.load(p)
     good = fitted([0.1, 0.5, 0.9, 1.3], [True, False, True, False]).to_dict()
     good["x"] = [0.1, 1.3]
     good["y"] = [0.2, 0.9]  # increasing chance with uncertainty: not what fit makes
     p.write_text(json.dumps(good))
-    with pytest.raises(K.CalibrationError, match="breakpoints"):
-        K.load(p)
+    with pytest.raises(calibration.CalibrationError, match="breakpoints"):
+        calibration.load(p)
 
 
 def test_answers_made_with_other_settings_get_no_chance():
     made = {**MODELS, "samples": 5, "temperature": 0.5, "prompt": "paper", "recipe": "default",
             "normalization": "sum"}
-    cal = K.fit([0.1, 0.5, 0.9, 1.3], [True, True, False, False], measure="entropy",
+    cal = calibration.fit([0.1, 0.5, 0.9, 1.3], [True, True, False, False], measure="entropy",
                 scoring="mars", models=MODELS, data="d", auroc=0.8, settings=made)
-    assert cal.settings["samples"] == 5 and set(cal.settings) == set(K.SETTING_KEYS)
+    assert cal.settings["samples"] == 5 and set(cal.settings) == set(calibration.SETTING_KEYS)
     result = {"settings": dict(made), "uncertainty": {"entropy": {"mars": 0.7}}}
     assert cal.chance(result) == pytest.approx(cal.predict(0.7))
-    with pytest.raises(K.OtherSettings, match="samples 10 here, 5 in the calibration"):
+    with pytest.raises(calibration.OtherSettings, match="samples 10 here, 5 in the calibration"):
         cal.chance({**result, "settings": {**made, "samples": 10}})
-    again = K.Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
-    with pytest.raises(K.OtherSettings, match="normalization 'softmax' here"):
+    again = calibration.Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    with pytest.raises(calibration.OtherSettings, match="normalization 'softmax' here"):
         again.chance({**result, "settings": {**made, "normalization": "softmax"}})
 
 
@@ -109,7 +109,7 @@ def test_cross_validation_matches_an_independent_computation():
     rng = np.random.default_rng(4)
     c = rng.random(120) < 0.55
     u = rng.normal(size=120) + (~c) * 1.0
-    quality = K.cross_validate(u, c, folds=5, bins=10, seed=11)
+    quality = calibration.cross_validate(u, c, folds=5, bins=10, seed=11)
     chance, constant = np.empty(120), np.empty(120)
     for train, test in StratifiedKFold(5, shuffle=True, random_state=11).split(u, c):
         iso = IsotonicRegression(increasing=False, y_min=0, y_max=1, out_of_bounds="clip")
@@ -133,7 +133,8 @@ def test_cross_validation_matches_an_independent_computation():
 def test_ece_by_hand_on_five_answers():
     # chances 0.05, 0.15, 0.15, 0.95, 1.0 -> bins [0, .1]: 1 (0 right), (.1, .2]: 2 (1 right),
     # (.9, 1]: 2 (2 right): ECE = 1/5 * .05 + 2/5 * |.5 - .15| + 2/5 * |1 - .975|
-    ece, bins = K.reliability([0.05, 0.15, 0.15, 0.95, 1.0], [False, True, False, True, True])
+    ece, bins = calibration.reliability([0.05, 0.15, 0.15, 0.95, 1.0],
+                                        [False, True, False, True, True])
     assert ece == pytest.approx(0.2 * 0.05 + 0.4 * 0.35 + 0.4 * 0.025)
     assert [(b["low"], b["n"]) for b in bins] == [(0.0, 1), (0.1, 2), (0.9, 2)]
 
@@ -145,5 +146,5 @@ def test_ece_by_hand_on_five_answers():
     ([False] * 11 + [True], "only 1 of the 12 answers is correct"),
 ])
 def test_one_class_missing_or_too_rare_is_refused_with_the_reason(correct, message):
-    with pytest.raises(K.TooFewAnswers, match=message):
-        K.cross_validate(np.linspace(0, 1, 12), correct)
+    with pytest.raises(calibration.TooFewAnswers, match=message):
+        calibration.cross_validate(np.linspace(0, 1, 12), correct)

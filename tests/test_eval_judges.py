@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mars_demo.evaluation import judges as J
+from mars_demo.evaluation import judges
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -29,11 +29,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
     ("A.D. 1066", "ad 1066"),
 ])
 def test_squad_normalization(text, expected):
-    assert J.normalize_answer(text) == expected
+    assert judges.normalize_answer(text) == expected
 
 
 def test_exact_match_against_any_reference():
-    judge = J.make_judge("em")
+    judge = judges.make_judge("em")
     assert judge("q", "the Pacific Ocean.", ["Atlantic", "Pacific ocean"]).correct
     assert not judge("q", "Pacific", ["Pacific Ocean"]).correct
     assert judge.describe() == {"name": "em", "threshold": None}
@@ -41,13 +41,13 @@ def test_exact_match_against_any_reference():
 
 def test_token_f1_by_hand():
     # pred {canberra, city}, ref {canberra}: P = 1/2, R = 1, F1 = 2/3
-    assert J.token_f1("Canberra city", "Canberra") == pytest.approx(2 / 3)
-    assert J.token_f1("the", "a") == 1.0  # both empty after normalization
-    assert J.token_f1("Paris", "London") == 0.0
-    judge = J.make_judge("f1", 0.6)
+    assert judges.token_f1("Canberra city", "Canberra") == pytest.approx(2 / 3)
+    assert judges.token_f1("the", "a") == 1.0  # both empty after normalization
+    assert judges.token_f1("Paris", "London") == 0.0
+    judge = judges.make_judge("f1", 0.6)
     v = judge("q", "Canberra city", ["Sydney", "Canberra"])
     assert v.correct and v.score == pytest.approx(2 / 3)
-    assert not J.make_judge("f1", 0.7)("q", "Canberra city", ["Canberra"]).correct
+    assert not judges.make_judge("f1", 0.7)("q", "Canberra city", ["Canberra"]).correct
     assert judge.describe() == {"name": "f1", "threshold": 0.6}
 
 
@@ -75,7 +75,7 @@ def rouge_l_by_hand(pred: str, ref: str) -> float:
     ("Mars", "Venus"),
 ])
 def test_rouge_l_matches_an_lcs_by_hand(pred, ref):
-    judge = J.make_judge("rouge", 0.3)
+    judge = judges.make_judge("rouge", 0.3)
     v = judge("q", pred, [ref])
     assert v.score == pytest.approx(rouge_l_by_hand(pred, ref))
     assert v.correct == (rouge_l_by_hand(pred, ref) >= 0.3)
@@ -83,17 +83,17 @@ def test_rouge_l_matches_an_lcs_by_hand(pred, ref):
 
 def test_bad_thresholds_and_names_are_refused():
     with pytest.raises(ValueError, match="from 0 to 1"):
-        J.make_judge("f1", 1.5)
+        judges.make_judge("f1", 1.5)
     with pytest.raises(ValueError, match="takes no threshold"):
-        J.make_judge("em", 0.5)
+        judges.make_judge("em", 0.5)
     with pytest.raises(ValueError, match="one of contains, em, f1, rouge, nli, llm"):
-        J.make_judge("bleu")
+        judges.make_judge("bleu")
     with pytest.raises(ValueError, match="takes no threshold"):
-        J.make_judge("contains", 0.5)
+        judges.make_judge("contains", 0.5)
     with pytest.raises(ValueError, match="needs the NLI model"):
-        J.make_judge("nli")
+        judges.make_judge("nli")
     with pytest.raises(ValueError, match="--judge-endpoint"):
-        J.make_judge("llm")
+        judges.make_judge("llm")
 
 
 # ---- the contains judge -------------------------------------------------------------------------
@@ -122,7 +122,7 @@ CAPITAL = "What is the capital city of Australia?"
     ("", False),
 ])
 def test_contains_reads_sentences_denials_and_hedges(answer, correct):
-    verdict = J.make_judge("contains")(CAPITAL, answer, ["Canberra"])
+    verdict = judges.make_judge("contains")(CAPITAL, answer, ["Canberra"])
     assert verdict.correct is correct, verdict.detail
     assert verdict.detail  # it says why
 
@@ -156,7 +156,7 @@ def test_contains_reads_sentences_denials_and_hedges(answer, correct):
     ("What is the formula of water?", "It is H₂O.", ["H2O"], True),
 ])
 def test_contains_numbers_question_words_and_names(question, answer, refs, correct):
-    verdict = J.make_judge("contains")(question, answer, refs)
+    verdict = judges.make_judge("contains")(question, answer, refs)
     assert verdict.correct is correct, verdict.detail
 
 
@@ -175,7 +175,7 @@ def test_number_words_by_hand(words, numbers):
 
 
 def _contains(question, answer, refs):
-    return J.make_judge("contains")(question, answer, refs)
+    return judges.make_judge("contains")(question, answer, refs)
 
 
 MOZART = ["Wolfgang Amadeus Mozart", "Mozart"]
@@ -458,7 +458,7 @@ class FakeNLI:
 
 def test_nli_judge_asks_both_ways_with_the_question_in_front():
     nli = FakeNLI()
-    judge = J.make_judge("nli", nli=nli)
+    judge = judges.make_judge("nli", nli=nli)
     verdicts = judge.judge_many([
         ("Capital of Australia?", "It is Canberra", ["Canberra"]),
         ("Capital of Australia?", "Sydney", ["Canberra", "canberra."]),
@@ -478,7 +478,7 @@ def test_nli_judge_asks_both_ways_with_the_question_in_front():
     # entailment one way only is not enough
     one_way = FakeNLI()
     one_way.verdicts = lambda pairs, truncated=None: ["entailment", "neutral"]
-    assert not J.NLIJudge(one_way)("Q?", "Canberra city", ["Canberra"]).correct
+    assert not judges.NLIJudge(one_way)("Q?", "Canberra city", ["Canberra"]).correct
     assert judge.describe() == {"name": "nli", "threshold": None, "model": "fake/nli"}
 
 
@@ -486,7 +486,7 @@ def test_nli_judge_loads_the_engines_nli_model(tiny_models):
     from mars_demo.models import registry
     from mars_demo.settings import Settings
 
-    judge = J.NLIJudge.load(Settings(nli=str(tiny_models["nli"])))
+    judge = judges.NLIJudge.load(Settings(nli=str(tiny_models["nli"])))
     assert judge.nli is registry.load_nli(str(tiny_models["nli"]))  # the cached one, not a copy
     verdict = judge("What is the capital of France?", "Paris is the capital.", ["Lyon"])
     assert isinstance(verdict.correct, bool) and "Lyon" in verdict.detail
@@ -501,7 +501,7 @@ def test_nli_judge_reads_paraphrases_with_the_trained_nli_model(trained_tiny_mod
     paths = trained_tiny_models
     from mars_demo.settings import Settings
 
-    judge = J.NLIJudge.load(Settings(nli=str(paths["nli"])))
+    judge = judges.NLIJudge.load(Settings(nli=str(paths["nli"])))
     items, expected = [], []
     for fact in load_facts():
         for para in fact.paraphrases:
@@ -531,7 +531,7 @@ def test_the_shipped_check_set_and_the_default_judges_figures():
                  "shares-question", "hedge", "denial", "wrong"):
         assert kinds[kind] >= 10, kind
     assert 0.3 < sum(r["correct"] for r in rows) / len(rows) < 0.7
-    judge = J.make_judge(J.DEFAULT_JUDGE)
+    judge = judges.make_judge(judges.DEFAULT_JUDGE)
     agree = sum(judge(r["question"], r["answer"], r["answers"]).correct == r["correct"]
                 for r in rows)
     assert agree / len(rows) >= 0.95
@@ -543,7 +543,7 @@ def test_the_second_annotators_set_and_the_default_judges_figures():
     rows = [json.loads(x) for x in (ROOT / "data" / "judge_check_holdout.jsonl").read_text(
         encoding="utf-8").splitlines()]
     assert len(rows) == 183 and len({r["id"] for r in rows}) == 183
-    judge = J.make_judge(J.DEFAULT_JUDGE)
+    judge = judges.make_judge(judges.DEFAULT_JUDGE)
     said = [judge(r["question"], r["answer"], r["answers"]).correct for r in rows]
     assert sum(s == r["correct"] for s, r in zip(said, rows)) / len(rows) >= 0.92
     assert not any(s and not r["correct"] for s, r in zip(said, rows))
@@ -554,12 +554,12 @@ def test_the_second_annotators_set_and_the_default_judges_figures():
     ("false", False), ("False.", False), ("incorrect", False),
 ])
 def test_verdicts_are_read_from_the_first_word(reply, verdict):
-    assert J.parse_verdict(reply) is verdict
+    assert judges.parse_verdict(reply) is verdict
 
 
 def test_an_unclear_verdict_is_an_error_not_a_guess():
-    with pytest.raises(J.JudgeError, match="neither 'correct' nor 'false'"):
-        J.parse_verdict("I think the answer is right")
+    with pytest.raises(judges.JudgeError, match="neither 'correct' nor 'false'"):
+        judges.parse_verdict("I think the answer is right")
 
 
 # ---- the LLM judge over HTTP ---------------------------------------------------------------
@@ -620,7 +620,7 @@ def fake():
 
 
 def test_llm_judge_chat_request_carries_the_papers_prompt(fake):
-    judge = J.make_judge("llm", endpoint=fake.url)
+    judge = judges.make_judge("llm", endpoint=fake.url)
     assert judge.model == "fake-judge"  # the only model /models lists
     v = judge("What is the capital of Australia?", "Canberra is the capital",
               ["Canberra", "Canberra, ACT"])
@@ -639,7 +639,7 @@ def test_llm_judge_chat_request_carries_the_papers_prompt(fake):
 
 
 def test_llm_judge_completions_api(fake):
-    judge = J.make_judge("llm", endpoint=fake.url.removesuffix("/v1"), model="m",
+    judge = judges.make_judge("llm", endpoint=fake.url.removesuffix("/v1"), model="m",
                          api="completions")
     assert judge("Who wrote Hamlet", "William Shakespeare", ["Shakespeare"]).correct
     path, body = fake.requests[-1]
@@ -651,20 +651,20 @@ def test_llm_judge_completions_api(fake):
 def test_llm_judge_unclear_reply_and_dead_server_are_errors():
     server = FakeServer(reply="maybe")
     try:
-        judge = J.make_judge("llm", endpoint=server.url)
-        with pytest.raises(J.JudgeError, match="neither"):
+        judge = judges.make_judge("llm", endpoint=server.url)
+        with pytest.raises(judges.JudgeError, match="neither"):
             judge("q?", "a", ["b"])
     finally:
         server.close()
-    with pytest.raises(J.JudgeError, match="cannot be reached|cannot list"):
-        J.make_judge("llm", endpoint=server.url, model="m")("q?", "a", ["b"])
+    with pytest.raises(judges.JudgeError, match="cannot be reached|cannot list"):
+        judges.make_judge("llm", endpoint=server.url, model="m")("q?", "a", ["b"])
 
 
 def test_llm_judge_api_key_from_a_named_variable(fake, monkeypatch):
     with pytest.raises(ValueError, match="JUDGE_KEY is not set"):
-        J.make_judge("llm", endpoint=fake.url, api_key_env="JUDGE_KEY")
+        judges.make_judge("llm", endpoint=fake.url, api_key_env="JUDGE_KEY")
     monkeypatch.setenv("JUDGE_KEY", "sekret")
-    judge = J.make_judge("llm", endpoint=fake.url, api_key_env="JUDGE_KEY", model="m")
+    judge = judges.make_judge("llm", endpoint=fake.url, api_key_env="JUDGE_KEY", model="m")
     assert "sekret" not in json.dumps(judge.describe())
 
 

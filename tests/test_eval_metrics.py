@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mars_demo.evaluation import metrics as M
+from mars_demo.evaluation import metrics
 
 
 def mann_whitney_auroc(u, correct) -> float:
@@ -59,19 +59,20 @@ C = [True, False, True, False, True, False, True]
 
 
 def test_auroc_matches_the_pair_count():
-    assert M.auroc(U, C) == pytest.approx(mann_whitney_auroc(U, C), abs=1e-12)
-    assert M.auroc(U, C) == pytest.approx(9.5 / 12)  # by hand: 9 wins and 1 tie of 3 x 4 pairs
+    assert metrics.auroc(U, C) == pytest.approx(mann_whitney_auroc(U, C), abs=1e-12)
+    # by hand: 9 wins and 1 tie of 3 x 4 pairs
+    assert metrics.auroc(U, C) == pytest.approx(9.5 / 12)
 
 
 def test_aurac_and_prr_match_loops_over_every_tie_order():
-    assert M.aurac(U, C) == pytest.approx(loop_aurac(U, C), abs=1e-12)
-    assert M.prr(U, C) == pytest.approx(loop_prr(U, C), abs=1e-12)
+    assert metrics.aurac(U, C) == pytest.approx(loop_aurac(U, C), abs=1e-12)
+    assert metrics.prr(U, C) == pytest.approx(loop_prr(U, C), abs=1e-12)
 
 
 def test_rejection_curve_matches_the_loop_without_ties():
     u = [0.5, 0.1, 0.9, 0.3, 0.7]
     c = [True, True, False, True, False]
-    frac, acc = M.rejection_curve(u, c)
+    frac, acc = metrics.rejection_curve(u, c)
     order = [c[i] for i in np.argsort(u)[::-1]]
     assert list(frac) == pytest.approx([0, 0.2, 0.4, 0.6, 0.8])
     assert list(acc) == pytest.approx(loop_curve(order))
@@ -82,46 +83,46 @@ def test_rejection_curve_matches_the_loop_without_ties():
 def test_every_metric_matches_the_loops_on_random_small_sets(pairs):
     u = [float(x) for x, _ in pairs]  # few distinct values: many ties
     c = [b for _, b in pairs]
-    assert M.aurac(u, c) == pytest.approx(loop_aurac(u, c), abs=1e-12)
+    assert metrics.aurac(u, c) == pytest.approx(loop_aurac(u, c), abs=1e-12)
     if 0 < sum(c) < len(c):
-        assert M.auroc(u, c) == pytest.approx(mann_whitney_auroc(u, c), abs=1e-12)
-        assert M.prr(u, c) == pytest.approx(loop_prr(u, c), abs=1e-12)
+        assert metrics.auroc(u, c) == pytest.approx(mann_whitney_auroc(u, c), abs=1e-12)
+        assert metrics.prr(u, c) == pytest.approx(loop_prr(u, c), abs=1e-12)
     else:
-        with pytest.raises(M.UndefinedMetric):
-            M.auroc(u, c)
-        with pytest.raises(M.UndefinedMetric):
-            M.prr(u, c)
+        with pytest.raises(metrics.UndefinedMetric):
+            metrics.auroc(u, c)
+        with pytest.raises(metrics.UndefinedMetric):
+            metrics.prr(u, c)
 
 
 def test_a_perfect_separator_gives_auroc_1_and_prr_1():
     rng = np.random.default_rng(3)
     correct = rng.random(50) < 0.6
     u = np.where(correct, rng.uniform(0, 1, 50), rng.uniform(2, 3, 50))
-    assert M.auroc(u, correct) == 1.0
-    assert M.prr(u, correct) == pytest.approx(1.0, abs=1e-12)
-    assert M.aurac(u, correct) == pytest.approx(M.oracle_aurac(correct), abs=1e-12)
+    assert metrics.auroc(u, correct) == 1.0
+    assert metrics.prr(u, correct) == pytest.approx(1.0, abs=1e-12)
+    assert metrics.aurac(u, correct) == pytest.approx(metrics.oracle_aurac(correct), abs=1e-12)
     # and the reverse order is the worst: AUROC 0, PRR below 0
-    assert M.auroc(-u, correct) == 0.0
-    assert M.prr(-u, correct) < 0
+    assert metrics.auroc(-u, correct) == 0.0
+    assert metrics.prr(-u, correct) < 0
 
 
 def test_a_constant_uncertainty_is_random():
     c = [True, False, True, True, False]
-    assert M.auroc([1.0] * 5, c) == 0.5
-    assert M.prr([1.0] * 5, c) == pytest.approx(0.0, abs=1e-12)
-    assert M.aurac([1.0] * 5, c) == pytest.approx(0.6)
+    assert metrics.auroc([1.0] * 5, c) == 0.5
+    assert metrics.prr([1.0] * 5, c) == pytest.approx(0.0, abs=1e-12)
+    assert metrics.aurac([1.0] * 5, c) == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize("correct", [[True] * 6, [False] * 6])
 def test_one_class_only_gives_none_and_a_reason_not_a_crash(correct):
     u = [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]
     for name in ("auroc", "prr"):
-        out = M.summarize(name, u, correct, resamples=50)
+        out = metrics.summarize(name, u, correct, resamples=50)
         assert out.value is None and out.ci95 is None
         assert ("every one of the 6 answers is " + ("correct" if correct[0] else "wrong")) in out.reason
-        d = M.paired_difference(name, u, u[::-1], correct, resamples=50)
+        d = metrics.paired_difference(name, u, u[::-1], correct, resamples=50)
         assert d.value is None and "every one" in d.reason
-    aurac = M.summarize("aurac", u, correct, resamples=50)  # defined: flat at the accuracy
+    aurac = metrics.summarize("aurac", u, correct, resamples=50)  # defined: flat at the accuracy
     assert aurac.value == (1.0 if correct[0] else 0.0)
 
 
@@ -130,7 +131,7 @@ def test_bootstrap_interval_matches_an_independent_resampling():
     n = 40
     c = rng.random(n) < 0.5
     u = rng.normal(size=n) + (~c) * 0.8
-    out = M.summarize("auroc", u, c, resamples=200, seed=7)
+    out = metrics.summarize("auroc", u, c, resamples=200, seed=7)
     draws = np.random.default_rng(7).integers(0, n, size=(200, n))
     values = []
     for idx in draws:
@@ -143,8 +144,8 @@ def test_bootstrap_interval_matches_an_independent_resampling():
     assert out.resamples_used == len(values)
     assert out.ci95[0] <= out.value <= out.ci95[1]
     # seeded: the same seed gives the same interval, another seed another one
-    assert M.summarize("auroc", u, c, resamples=200, seed=7).ci95 == out.ci95
-    assert M.summarize("auroc", u, c, resamples=200, seed=8).ci95 != out.ci95
+    assert metrics.summarize("auroc", u, c, resamples=200, seed=7).ci95 == out.ci95
+    assert metrics.summarize("auroc", u, c, resamples=200, seed=8).ci95 != out.ci95
 
 
 def test_paired_difference_uses_the_same_indices_for_both():
@@ -153,7 +154,7 @@ def test_paired_difference_uses_the_same_indices_for_both():
     c = rng.random(n) < 0.5
     a = rng.normal(size=n) + (~c) * 1.0
     b = a + rng.normal(scale=0.5, size=n)
-    out = M.paired_difference("prr", a, b, c, resamples=100, seed=3)
+    out = metrics.paired_difference("prr", a, b, c, resamples=100, seed=3)
     draws = np.random.default_rng(3).integers(0, n, size=(100, n))
     diffs = []
     for idx in draws:
@@ -163,7 +164,7 @@ def test_paired_difference_uses_the_same_indices_for_both():
     assert out.value == pytest.approx(loop_prr_fast(a, c.tolist()) - loop_prr_fast(b, c.tolist()))
     assert out.ci95 == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), abs=1e-12)
     # a difference of an uncertainty with itself is exactly 0, interval included
-    same = M.paired_difference("auroc", a, a, c, resamples=50)
+    same = metrics.paired_difference("auroc", a, a, c, resamples=50)
     assert same.value == 0.0 and same.ci95 == (0.0, 0.0)
 
 
@@ -179,11 +180,11 @@ def loop_prr_fast(u, correct) -> float:
 
 def test_bad_input_is_refused_with_a_message():
     with pytest.raises(ValueError, match="same length"):
-        M.auroc([0.1, 0.2], [True])
+        metrics.auroc([0.1, 0.2], [True])
     with pytest.raises(ValueError, match="finite"):
-        M.aurac([0.1, float("nan")], [True, False])
-    with pytest.raises(M.UndefinedMetric, match="no answers"):
-        M.aurac([], [])
+        metrics.aurac([0.1, float("nan")], [True, False])
+    with pytest.raises(metrics.UndefinedMetric, match="no answers"):
+        metrics.aurac([], [])
 
 
 def average_precision_by_hand(u, correct) -> float:
@@ -208,8 +209,8 @@ def test_auprc_by_hand_and_by_scikit_learn():
     # 0.3 (3 of 6: a wrong and a correct tie); recall steps 1/3 at 2.5, 1/3 at 2.0, 1/3 at 0.3
     by_hand = (1 / 3) * 1 + (1 / 3) * 1 + (1 / 3) * (3 / 6)
     assert average_precision_by_hand(U, C) == pytest.approx(by_hand)
-    assert M.auprc(U, C) == pytest.approx(by_hand, abs=1e-12)
-    assert M.auprc(U, C) == pytest.approx(
+    assert metrics.auprc(U, C) == pytest.approx(by_hand, abs=1e-12)
+    assert metrics.auprc(U, C) == pytest.approx(
         average_precision_score([not c for c in C], U), abs=1e-12)
 
 
@@ -219,10 +220,10 @@ def test_auprc_matches_the_walk_on_random_small_sets(pairs):
     u = [float(x) for x, _ in pairs]
     c = [b for _, b in pairs]
     if 0 < sum(c) < len(c):
-        assert M.auprc(u, c) == pytest.approx(average_precision_by_hand(u, c), abs=1e-12)
+        assert metrics.auprc(u, c) == pytest.approx(average_precision_by_hand(u, c), abs=1e-12)
     else:
-        with pytest.raises(M.UndefinedMetric):
-            M.auprc(u, c)
+        with pytest.raises(metrics.UndefinedMetric):
+            metrics.auprc(u, c)
 
 
 def test_paired_difference_with_each_sides_own_labels():
@@ -235,7 +236,7 @@ def test_paired_difference_with_each_sides_own_labels():
     cb[:4] = ~cb[:4]  # another judge disagrees on four questions
     a = rng.normal(size=n) + (~ca) * 1.0
     b = rng.normal(size=n) + (~cb) * 0.5
-    out = M.paired_difference("auroc", a, b, ca, correct_b=cb, resamples=80, seed=2)
+    out = metrics.paired_difference("auroc", a, b, ca, correct_b=cb, resamples=80, seed=2)
     assert out.value == pytest.approx(mann_whitney_auroc(a.tolist(), ca.tolist())
                                       - mann_whitney_auroc(b.tolist(), cb.tolist()))
     diffs = []
@@ -245,4 +246,4 @@ def test_paired_difference_with_each_sides_own_labels():
                          - mann_whitney_auroc(b[idx].tolist(), cb[idx].tolist()))
     assert out.ci95 == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), abs=1e-12)
     with pytest.raises(ValueError, match="same questions"):
-        M.paired_difference("auroc", a, b[:5], ca, correct_b=cb[:5])
+        metrics.paired_difference("auroc", a, b[:5], ca, correct_b=cb[:5])

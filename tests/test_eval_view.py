@@ -24,7 +24,7 @@ from mars_demo import texts
 from mars_demo.access import public_access
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS
-from mars_demo.evaluation import calibration as K
+from mars_demo.evaluation import calibration as calibration_module
 from mars_demo.result import AnalysisResult
 from mars_demo.ui import controls
 from mars_demo.ui.controller import Controller
@@ -85,7 +85,7 @@ def first_result(run: pathlib.Path) -> AnalysisResult:
 
 
 def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
-    cal = K.load(given_run / "calibration.json")
+    cal = calibration_module.load(given_run / "calibration.json")
     result = first_result(given_run)
     update = controller(cal).show(result, "mars")
     expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
@@ -108,7 +108,7 @@ def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
 
 
 def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
-    cal = K.load(given_run / "calibration.json")
+    cal = calibration_module.load(given_run / "calibration.json")
     result = first_result(given_run)
     assert "Careful" not in controller(cal).show(result, "mars")["trust"]
     cal.auroc = None  # as fit on answers that were all wrong (or all right)
@@ -116,7 +116,7 @@ def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
 
 
 def test_answers_of_other_models_get_no_chance(given_run):
-    cal = K.load(given_run / "calibration.json")
+    cal = calibration_module.load(given_run / "calibration.json")
     other = make_result()  # made by other models (the page's defaults)
     html = controller(cal).show(other, "mars")["trust"]
     assert "No chance of being right" in html and "likely to be right" not in html
@@ -126,7 +126,7 @@ def test_answers_of_other_models_get_no_chance(given_run):
 
 
 def test_the_api_result_gets_a_calibration_field(given_run):
-    cal = K.load(given_run / "calibration.json")
+    cal = calibration_module.load(given_run / "calibration.json")
     result = first_result(given_run)
     data = controller(cal, result=result).api.analyze("What is the capital of Australia?")
     field = data["calibration"]
@@ -146,10 +146,12 @@ def test_chance_of_is_the_library_function(given_run):
     result = first_result(given_run)
     path = given_run / "calibration.json"
     expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
-    assert K.chance_of(result, path) == pytest.approx(expected, abs=1e-12)
-    assert K.chance_of(result.to_dict(), K.load(path)) == pytest.approx(expected, abs=1e-12)
-    with pytest.raises(K.CalibrationError, match="other models"):
-        K.chance_of(make_result(), path)
+    assert calibration_module.chance_of(result, path) == pytest.approx(expected, abs=1e-12)
+    loaded = calibration_module.load(path)
+    assert calibration_module.chance_of(result.to_dict(), loaded) == pytest.approx(expected,
+                                                                                   abs=1e-12)
+    with pytest.raises(calibration_module.CalibrationError, match="other models"):
+        calibration_module.chance_of(make_result(), path)
 
 
 # --- app.py --calibration ---------------------------------------------------------------------
@@ -189,16 +191,16 @@ def test_check_calibration_uses_the_ids_known_before_loading(given_run):
     import app
     from mars_demo.settings import Settings
 
-    cal = K.load(given_run / "calibration.json")
+    cal = calibration_module.load(given_run / "calibration.json")
     info = {"llm": cal.models["llm"], "importance": cal.models["importance"],
             "nli": cal.models["nli"]}
     assert app.check_calibration(cal, info, Settings()) is None
-    with pytest.raises(K.CalibrationError):
+    with pytest.raises(calibration_module.CalibrationError):
         app.check_calibration(cal, {**info, "nli": "another/nli"}, Settings())
     served = Settings(llm_endpoint="http://127.0.0.1:1/v1")
     note = app.check_calibration(cal, {**info, "llm": "x (served over HTTP)"}, served)
     assert note == texts.APP_CALIBRATION_LLM_LATER
-    with pytest.raises(K.CalibrationError):
+    with pytest.raises(calibration_module.CalibrationError):
         app.check_calibration(cal, info, Settings(llm_endpoint="http://127.0.0.1:1/v1",
                                                   llm_model="another-model"))
 

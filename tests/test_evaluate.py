@@ -16,7 +16,7 @@ import pytest
 
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
-from mars_demo.evaluation import calibration as K
+from mars_demo.evaluation import calibration
 from mars_demo.evaluation.judges import normalize_answer
 from test_eval_metrics import (average_precision_by_hand, loop_aurac, loop_prr,
                                mann_whitney_auroc)
@@ -510,7 +510,7 @@ def test_calibrate_reports_held_out_quality(full_run, capsys):
     from sklearn.metrics import brier_score_loss
     from sklearn.model_selection import StratifiedKFold
 
-    cal = K.load(full_run / "calibration.json")
+    cal = calibration.load(full_run / "calibration.json")
     records = lines(full_run / "results.jsonl")
     u = np.array([r["uncertainty"]["semantic_entropy"]["mars"] for r in records])
     c = np.array([r["correct"] for r in records])
@@ -552,17 +552,17 @@ def test_calibrate_refuses_too_few_of_a_class_with_the_reason(pregenerated_run, 
 def test_a_calibration_keeps_the_runs_settings(full_run):
     from mars_demo.evaluation.run import calibrate
 
-    cal = K.load(calibrate(full_run, "entropy", "mars", full_run / "cal-entropy.json",
+    cal = calibration.load(calibrate(full_run, "entropy", "mars", full_run / "cal-entropy.json",
                            plots=False))
     first = lines(full_run / "results.jsonl")[0]["analysis"]["settings"]
-    assert cal.settings == {k: first.get(k) for k in K.SETTING_KEYS}
+    assert cal.settings == {k: first.get(k) for k in calibration.SETTING_KEYS}
     assert cal.models == {"llm": "hand-written (data/make_facts_answers.py)",
                           "importance": first["importance"], "nli": first["nli"]}
     # an analysis made by the calibrated models gets its chance; another model's is refused
     record = lines(full_run / "results.jsonl")[0]
     assert cal.chance(record["analysis"]) == pytest.approx(
         cal.predict(record["uncertainty"]["entropy"]["mars"]))
-    with pytest.raises(K.CalibrationError, match="other models"):
+    with pytest.raises(calibration.CalibrationError, match="other models"):
         cal.chance({**record["analysis"], "settings": {**record["analysis"]["settings"],
                                                        "nli": "another/nli"}})
 
@@ -700,7 +700,7 @@ def test_hub_rows_without_references_are_left_out_with_a_warning_in_the_report(
         monkeypatch, tiny_settings, tmp_path):
     import datasets
 
-    from mars_demo.evaluation import run as R
+    from mars_demo.evaluation import run as evaluation_run
     from mars_demo.evaluation.data import load_source, read_jsonl
     from mars_demo.evaluation.judges import make_judge
 
@@ -717,10 +717,11 @@ def test_hub_rows_without_references_are_left_out_with_a_warning_in_the_report(
     # the warning reaches report.json (and stderr) of a run
     given = read_jsonl(str(ANSWERS))
     given.warnings = list(source.warnings)
-    monkeypatch.setattr(R, "load_source", lambda data: given)
+    monkeypatch.setattr(evaluation_run, "load_source", lambda data: given)
     messages = []
-    report = R.evaluate(R.EvalConfig(data=str(ANSWERS), out=tmp_path / "run",
-                                     judge=make_judge("em"), settings=tiny_settings, limit=2,
-                                     resamples=20, plots=False, messages=messages.append))
+    config = evaluation_run.EvalConfig(data=str(ANSWERS), out=tmp_path / "run",
+                                       judge=make_judge("em"), settings=tiny_settings, limit=2,
+                                       resamples=20, plots=False, messages=messages.append)
+    report = evaluation_run.evaluate(config)
     assert source.warnings[0] in report["warnings"]
     assert f"warning: {source.warnings[0]}" in messages

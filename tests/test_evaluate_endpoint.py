@@ -10,7 +10,7 @@ import pytest
 from conftest_endpoint import API_KEY, API_KEY_ENV
 
 from mars_demo.cli import main
-from mars_demo.evaluation import judges as J
+from mars_demo.evaluation import judges
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FACTS = ROOT / "data" / "facts.jsonl"
@@ -40,11 +40,11 @@ def test_the_llm_judge_talks_to_a_real_server(llama_server, llama_api_key, api):
     """The tiny model's reply is random text: the judge must get it through the real server's
     API and then either read a verdict or say that the reply was neither word; an HTTP error or
     a reply of the wrong shape would be a different error."""
-    judge = J.make_judge("llm", endpoint=llama_server, api=api, api_key_env=API_KEY_ENV)
+    judge = judges.make_judge("llm", endpoint=llama_server, api=api, api_key_env=API_KEY_ENV)
     assert judge.model  # listed by the server's /v1/models
     try:
         verdict = judge("Which planet is known as the Red Planet?", "Mars", ["Mars"])
-    except J.JudgeError as err:
+    except judges.JudgeError as err:
         assert str(err).startswith("the judge replied "), err
     else:
         assert isinstance(verdict.correct, bool) and isinstance(verdict.detail, str)
@@ -52,6 +52,6 @@ def test_the_llm_judge_talks_to_a_real_server(llama_server, llama_api_key, api):
 
 def test_the_llm_judge_reports_a_refused_api_key(llama_server, monkeypatch):
     monkeypatch.setenv("WRONG_KEY", "not-the-key")
-    judge = J.LLMJudge(llama_server, model="any", api_key_env="WRONG_KEY")
-    with pytest.raises(J.JudgeError, match="answered HTTP 401"):
+    judge = judges.LLMJudge(llama_server, model="any", api_key_env="WRONG_KEY")
+    with pytest.raises(judges.JudgeError, match="answered HTTP 401"):
         judge("q?", "a", ["b"])
