@@ -58,7 +58,7 @@ PAGE_OPTIONS = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "defaul
 SPACE = ClientIdentity.for_deployment(space=True)
 HOSTILE, VISITOR = "81.2.69.1", "81.2.69.2"  # public addresses, as a Space's proxy appends them
 ENGINE_EVENTS = ("ask", "rescore_options", "score_own", "analyze", "score")
-GROUPS = {"rescore_1": "rescore", "banner": "banner", "banner_1": "banner",
+GROUPS = {"show_scoring_1": "scoring_view", "banner": "banner", "banner_1": "banner",
           "evaluation_show": "evaluation", **{name: "engine" for name in ENGINE_EVENTS}}
 OWN = [QUESTION, "Mars", "Mars\nJupiter", ""]  # score_own's pasted answers (before scoring)
 
@@ -184,7 +184,7 @@ def flood_once(url: str, name: str, ip: str, http=httpx) -> int:
                     http, headers).status_code
     data = {
         "ask": [QUESTION, "mars", *PAGE_OPTIONS],
-        "rescore_1": [None, "length_normalized"],
+        "show_scoring_1": [None, "length_normalized"],
         "rescore_options": [None, "mars", *PAGE_OPTIONS],
         "score_own": [*OWN, "mars", *PAGE_OPTIONS],
         "banner": [], "banner_1": [],
@@ -224,7 +224,7 @@ def test_one_client_holds_a_few_queue_places_whatever_it_calls(runs_dir, monkeyp
     is refused at once (429), never with "queue full". Another visitor is let in meanwhile and
     its analysis starts right after the one of the flood's that was running."""
     engine = GatedEngine()
-    for cls, name in ((Controller, "banner"), (Controller, "rescore"),
+    for cls, name in ((Controller, "banner"), (Controller, "show_scoring"),
                       (Controller, "rescore_options"), (EvaluationView, "show")):
         slow = getattr(cls, name)
 

@@ -25,7 +25,7 @@ from mars_demo.ui import build_demo, explain, launch_options, load_examples, plo
 from mars_demo.ui.controller import (
     COMMAND_LINE_MODEL,
     ASK_OUTPUTS,
-    RESCORE_OUTPUTS,
+    SCORING_VIEW_OUTPUTS,
     Controller,
     model_choices,
 )
@@ -266,9 +266,9 @@ def test_toggle_recolors_tokens_and_moves_the_highlight_without_recomputing():
     controller = make_controller(engine)
     result = ask(controller)[-1]["result"]
     calls = len(engine.calls)
-    mars = controller.rescore(result, "mars")
-    ln = controller.rescore(result, "length_normalized")
-    assert set(mars) == set(ln) == set(RESCORE_OUTPUTS) - {"error"}  # errors stay as they are
+    mars = controller.show_scoring(result, "mars")
+    ln = controller.show_scoring(result, "length_normalized")
+    assert set(mars) == set(ln) == set(SCORING_VIEW_OUTPUTS) - {"error"}  # errors stay as they are
     assert len(engine.calls) == calls  # nothing recomputed
 
     ln_colors, mars_colors = token_colors(ln["answer"]), token_colors(mars["answer"])
@@ -301,7 +301,7 @@ def test_toggle_recolors_tokens_and_moves_the_highlight_without_recomputing():
 
 
 def test_toggle_before_any_result_changes_nothing():
-    assert make_controller().rescore(None, "mars") == {}
+    assert make_controller().show_scoring(None, "mars") == {}
 
 
 def test_token_tooltip_has_text_probability_phrase_and_weight():
@@ -604,9 +604,9 @@ def test_a_new_ask_and_an_error_clear_the_last_warnings():
     assert visible(updates[-1]["error"]) and not visible(updates[-1]["warnings"])
 
 
-def test_the_ask_event_is_followed_by_a_rescore_with_the_toggles_value_then():
+def test_the_ask_event_is_followed_by_a_re_render_with_the_toggles_value_then():
     """A toggle flipped while the answer streams must still win: the Ask is chained (``.then``)
-    to the rescore, which reads the result state and the toggle when the Ask ends."""
+    to the re-render, which reads the result state and the toggle when the Ask ends."""
     demo = build_demo(FakeEngine())
     config = demo.get_config_file()
     by_id = {c["id"]: c for c in config["components"]}
@@ -625,7 +625,7 @@ def test_the_ask_event_is_followed_by_a_rescore_with_the_toggles_value_then():
     controller = make_controller()
     final = ask(controller, scoring="mars")[-1]
     assert 'data-scoring="mars"' in final["answer"]
-    flipped = controller.rescore(final["result"], "length_normalized")
+    flipped = controller.show_scoring(final["result"], "length_normalized")
     assert 'data-scoring="length_normalized"' in flipped["answer"]
 
 
@@ -643,7 +643,7 @@ def test_a_failing_renderer_becomes_a_message_and_the_next_ask_works(monkeypatch
         assert "ValueError: renderer bug &lt;b&gt;" in value(final["error"])
         assert final["answer"] == render.placeholder_html()
         assert "result" not in final and not visible(updates[0]["results"])
-        assert controller.rescore(make_result(), "mars") == {
+        assert controller.show_scoring(make_result(), "mars") == {
             "error": render.error_html(
                 texts.ERROR_UNEXPECTED.format(error="ValueError: renderer bug <b>")
             )

@@ -15,7 +15,7 @@ from ui_helpers import FakeEngine, make_answer, make_result
 from mars_demo import texts
 from mars_demo.result import Pair
 from mars_demo.ui import build_demo, explain, tables
-from mars_demo.ui.controller import ASK_OUTPUTS, RESCORE_OUTPUTS, Controller
+from mars_demo.ui.controller import ASK_OUTPUTS, SCORING_VIEW_OUTPUTS, Controller
 from mars_demo.ui.host import EngineHost
 
 QUESTION = "Which planet is known as the Red Planet?"
@@ -208,11 +208,11 @@ def test_ask_and_the_scoring_toggle_fill_the_token_table_and_the_context():
     controller = Controller(EngineHost(FakeEngine()))
     final = list(controller.ask(QUESTION, "mars", 5, 0.5, 64, 0, "auto", "model", "sum",
                                 "equal", "strict"))[-1]
-    assert {"tokens", "context"} <= set(ASK_OUTPUTS) and "tokens" in RESCORE_OUTPUTS
+    assert {"tokens", "context"} <= set(ASK_OUTPUTS) and "tokens" in SCORING_VIEW_OUTPUTS
     result = final["result"]
     assert final["tokens"].count("data-token=") == len(result.greedy.tokens)
     assert "Question: Which planet" in final["context"]
-    flipped = controller.rescore(result, "length_normalized")
+    flipped = controller.show_scoring(result, "length_normalized")
     assert 'data-col="length_normalized" class="mars-active"' in flipped["tokens"]
     assert 'data-col="mars" class="mars-active"' in final["tokens"]
 

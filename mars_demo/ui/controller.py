@@ -73,8 +73,8 @@ ASK_OUTPUTS = (
     "tokens",  # the token-by-token table (an accordion of the results column)
     "context",  # the prompt and settings behind the result (an accordion)
 )
-RESCORE_OUTPUTS = (
-    "error",  # only set when rendering fails; a successful rescore leaves it as it is
+SCORING_VIEW_OUTPUTS = (
+    "error",  # only set when rendering fails; a successful re-render leaves it as it is
     "answer",
     "uncertainty_table",
     "uncertainty_plot",
@@ -260,7 +260,7 @@ class Controller:
 
     # --- scoring toggle -------------------------------------------------------------------------
 
-    def rescore(self, result: AnalysisResult | None, scoring: str) -> dict[str, Any]:
+    def show_scoring(self, result: AnalysisResult | None, scoring: str) -> dict[str, Any]:
         """Re-render what depends on the scoring from the stored result (nothing is recomputed).
 
         Runs on the toggle and once more after every Ask (with the toggle's value then, which the

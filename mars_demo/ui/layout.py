@@ -34,7 +34,7 @@ from mars_demo.ui import controls, evaluation, explain, render
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
     BANNER_OUTPUTS,
-    RESCORE_OUTPUTS,
+    SCORING_VIEW_OUTPUTS,
     SWITCH_OUTPUTS,
     Controller,
 )
@@ -294,10 +294,10 @@ def build_demo(
             return [components[name] for name in names]
 
         options = [option_controls[name] for name in controls.PAGE_OPTIONS]
-        rescore = dict(  # re-render from the stored result; touches no model, so no limit
-            fn=packed_once(controller.rescore, RESCORE_OUTPUTS),
+        show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
+            fn=packed_once(controller.show_scoring, SCORING_VIEW_OUTPUTS),
             inputs=[result, scoring],
-            outputs=outputs(RESCORE_OUTPUTS),
+            outputs=outputs(SCORING_VIEW_OUTPUTS),
             api_visibility="private",
             concurrency_limit=None,
             show_progress="hidden",
@@ -312,7 +312,7 @@ def build_demo(
             concurrency_limit=1,
             show_progress=QUEUE_STATUS,
             show_progress_on=[answer],
-        ).then(**rescore)  # the toggle may have been flipped while the answer streamed
+        ).then(**show_scoring)  # the toggle may have been flipped while the answer streamed
         gr.on(
             [ask.click, question.submit],
             None,
@@ -321,7 +321,7 @@ def build_demo(
             queue=False,
             show_progress="hidden",
         )
-        scoring.change(**rescore)
+        scoring.change(**show_scoring)
         # A scoring option changed: score the answers on screen again (models, so the queue).
         # A quick check outside the queue first: with nothing on screen, or nothing changed,
         # no event joins the queue (nor counts against the visitor's one place in it).
@@ -351,7 +351,7 @@ def build_demo(
             concurrency_limit=1,
             show_progress=QUEUE_STATUS,
             show_progress_on=[answer],
-        ).then(**rescore)
+        ).then(**show_scoring)
         if switch:  # only when the host allowed it: otherwise the handler does not exist at all
             switch["load"].click(
                 packed(controller.switch_model, SWITCH_OUTPUTS),
