@@ -62,8 +62,18 @@ def _add_llm_help(parser: argparse.ArgumentParser) -> None:
             )
 
 
+def _prog() -> str:
+    """How the user called the command line: ``mars-demo`` (the installed script) or
+    ``python -m mars_demo``, so help and errors show the command they typed."""
+    import os
+    import sys
+
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "mars-demo" if name.startswith("mars-demo") else "python -m mars_demo"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m mars_demo", description="MARS: meaning-aware uncertainty of LLM answers.")
+    p = _Parser(prog=_prog(), description="MARS: meaning-aware uncertainty of LLM answers.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     ask = sub.add_parser("ask", help="generate answers to one question and score them")

@@ -223,3 +223,13 @@ def test_the_report_escapes_control_and_direction_characters():
         assert ch == "\n" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp"), repr(ch)
     assert "\\x1b[2J\\x1b[31mMars\\x07\\r\\u202eder\\u200b" in report
     assert report.count("\\x1b[2J") >= 5  # question, answer, phrase, sample, warning
+
+
+def test_help_names_the_command_as_it_was_called(monkeypatch):
+    """The installed script shows `mars-demo` in its help; `python -m mars_demo` shows that."""
+    from mars_demo.cli import build_parser
+
+    monkeypatch.setattr("sys.argv", ["/venv/bin/mars-demo", "--help"])
+    assert build_parser().format_usage().startswith("usage: mars-demo ")
+    monkeypatch.setattr("sys.argv", ["/repo/mars_demo/__main__.py", "--help"])
+    assert build_parser().format_usage().startswith("usage: python -m mars_demo ")
