@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest_endpoint import API_KEY, API_KEY_ENV, free_port
+from endpoint_servers import API_KEY, API_KEY_ENV, free_port
 
 from mars_demo.errors import EndpointError, GenerationCancelled, ModelLoadError
 from mars_demo.models.completions import parse_choice, to_answer
