@@ -67,3 +67,22 @@ def test_without_a_tokenizer_ids_are_not_decoded(tok):
     ids = tok(" Mars", add_special_tokens=False)["input_ids"]
     with pytest.raises(EndpointError, match="do not match the answer text"):
         parse_choice(_payload(" Mars", ids), "u")
+
+
+def test_tokens_a_server_returned_without_text_are_said():
+    """llama.cpp's server: a special token (or a byte that forms no character) comes back as an
+    empty token the text leaves out; scored, and the answer says so. A character split over
+    byte tokens is not such a case."""
+    text = " Mars is red"
+    data = {"choices": [{"text": text, "finish_reason": "length", "logprobs": {
+        "tokens": [" Mars", "", " is", " red"], "token_logprobs": [-1.0, -2.0, -3.0, -4.0],
+        "text_offset": [5, 10, 10, 13]}}]}
+    gen, _ = to_answer(parse_choice(data, "u"), ())
+    assert gen.text == "Mars is red" and gen.token_texts == ["Mars", "", " is", " red"]
+    assert gen.logprobs == [-1.0, -2.0, -3.0, -4.0]
+    assert any("1 token(s) of this answer without any text" in w for w in gen.warnings)
+    split = {"choices": [{"text": " café ok", "finish_reason": "stop", "logprobs": {
+        "tokens": [" caf", "", "", " ok"], "token_logprobs": [-1.0, -2.0, -3.0, -4.0],
+        "text_offset": [10, 14, 14, 15]}}]}
+    gen, _ = to_answer(parse_choice(split, "u"), ())
+    assert gen.token_texts == ["caf", "", "é", " ok"] and gen.warnings == []

@@ -36,6 +36,7 @@ class ServerChoice:
     logprobs: list[float]
     finish_reason: str  # the server's
     token_ids: list[int] | None = None  # when the server gave them (see the module doc)
+    textless: list[int] | None = None  # tokens in the text without text of their own
 
 
 def _bad(base_url: str, what: str) -> EndpointError:
@@ -99,7 +100,30 @@ def parse_choice(data: Any, base_url: str, tokenizer: Any = None) -> ServerChoic
             pieces.append(piece)
         else:
             pieces.append(tok)
-    return ServerChoice(text=text, pieces=pieces, in_text=n_in, logprobs=logprobs, finish_reason=finish)
+    return ServerChoice(text=text, pieces=pieces, in_text=n_in, logprobs=logprobs,
+                        finish_reason=finish, textless=_textless(tokens, pieces, n_in))
+
+
+def _textless(tokens: list[str], pieces: list[str], n_in: int) -> list[int]:
+    """The tokens inside the text that the server returned without any text of theirs: runs of
+    empty token strings that neither end in a character (a split UTF-8 character: its last
+    byte's token carries it) nor pass U+FFFD on to the next token. llama.cpp's server leaves out
+    special tokens and bytes that form no character so; in-process they show as their text
+    ("<|endoftext|>") or U+FFFD."""
+    out: list[int] = []
+    i = 0
+    while i < n_in:
+        if tokens[i] != "":
+            i += 1
+            continue
+        j = i
+        while j < n_in and tokens[j] == "":
+            j += 1
+        carried = j < n_in and pieces[j] != tokens[j] and pieces[j].startswith("\ufffd")
+        if not carried and not any(pieces[i:j]):
+            out += range(i, j)
+        i = j
+    return out
 
 
 def token_ids_of(tokens: list[str]) -> list[int] | None:
@@ -249,6 +273,13 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
     else:
         finish = "stop"
     warnings = list(extra_warnings or [])
+    lost = sum(1 for i in answer.textless or () if i < keep)
+    if lost:
+        warnings.append(
+            f"The LLM server returned {lost} token(s) of this answer without any text (special "
+            "tokens such as <|endoftext|>, or bytes that form no character; llama.cpp's server "
+            "leaves them out): they are scored, but the answer's text does not show them."
+        )
     if keep == 0:
         # Stopped at once: the answer is empty and its score is that of stopping here, the stop
         # token itself (as in-process).
