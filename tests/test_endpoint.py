@@ -17,6 +17,7 @@ import time
 import pytest
 from endpoint_servers import API_KEY, API_KEY_ENV, free_port
 
+from mars_demo.answers import Answer
 from mars_demo.errors import EndpointError, GenerationCancelled, ModelLoadError
 from mars_demo.models.completions import parse_choice, to_answer
 from mars_demo.models.contract import GenerationRequest, Prompt
@@ -765,3 +766,32 @@ def test_answers_given_as_text_through_llama_cpp_are_refused_with_a_message(
     with pytest.raises(EndpointError, match=r"no log-prob for a re-scored answer token|echo\) "
                                             r"log-probs that do not belong"):
         engine.score({"question": QUESTION, "greedy": "Paris", "samples": ["Paris"]})
+
+
+@pytest.mark.parametrize("next_top, ok", [(-0.5, True), (-1.5, False)])
+def test_answers_given_as_text_check_the_echo_first(fake, next_top, ok):
+    """Teacher forcing of answers given as text reads the echo's log-probs only when the most
+    probable token right after the prompt has there the log-prob a generation gives it (a
+    server whose echo is shifted by one position fails this)."""
+    def reply(handler):
+        if handler.command == "GET":
+            return 200, _models("fake-model")
+        body = handler.body
+        if not body.get("echo"):  # the one-token greedy request for the prompt
+            return 200, json.dumps(_completion(" X", [" X"], [next_top])).encode()
+        prompt, n = body["prompt"], len(body["prompt"]) - len(" Mars")
+        lp = {"tokens": [prompt[:n], " Mars"], "token_logprobs": [None, -2.0],
+              "text_offset": [0, n], "top_logprobs": [None, {" Mars": -0.5}]}
+        return 200, json.dumps({"choices": [{"text": prompt, "logprobs": lp,
+                                             "finish_reason": "length"}]}).encode()
+
+    url, _ = fake(reply)
+    llm = EndpointLLM.load(url)
+    prompt = llm.build_prompt(QUESTION, "paper")
+    given = [Answer.text_only("Mars")]
+    if ok:
+        (scored,) = llm.teacher_forced(prompt, given)
+        assert (scored.text, scored.token_texts, scored.logprobs) == ("Mars", ["Mars"], [-2.0])
+    else:
+        with pytest.raises(EndpointError, match="do not belong to their tokens"):
+            llm.teacher_forced(prompt, given)
