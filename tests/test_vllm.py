@@ -292,3 +292,14 @@ def test_many_requests_at_once(vllm_llm):
     for result in together:
         assert [a.text for a in result.samples] == [a.text for a in alone.samples]
         assert result.greedy.text == alone.greedy.text
+
+
+def test_make_tiny_models_writes_the_vllm_shape_and_refuses_to_train_it(tmp_path, capsys):
+    from mars_demo.cli import main
+
+    assert main(["make-tiny-models", str(tmp_path / "a"), "--llm-shape", "vllm"]) == 0
+    config = json.loads((tmp_path / "a" / "llm" / "config.json").read_text())
+    assert config["hidden_size"] // config["num_attention_heads"] == 64  # what vLLM's CPU needs
+    assert main(["make-tiny-models", str(tmp_path / "b"), "--trained", "--llm-shape",
+                 "vllm"]) == 2
+    assert "only the tiny shapes can be trained" in capsys.readouterr().err
