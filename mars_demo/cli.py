@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the LLM, importance and NLI models on a few dozen facts, so that they give "
         "real answers to those questions (a few minutes on 2 CPU cores); default: random weights",
     )
+    tiny.add_argument(
+        "--llm-shape", choices=("tiny", "vllm"), default="tiny",
+        help="the LLM's shape: tiny (default), or vllm (attention heads of 64 dimensions, which "
+        "vLLM's CPU build needs; random weights only)",
+    )
     return p
 
 
@@ -222,10 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if args.trained:
                 print("training the tiny models on their facts (a few minutes)...", file=sys.stderr)
-            paths = make_tiny_models(args.dir, seed=args.seed, trained=args.trained)
+            paths = make_tiny_models(args.dir, seed=args.seed, trained=args.trained,
+                                     llm_shape=args.llm_shape)
         except OSError as err:
             print(f"error: cannot write the tiny models to {args.dir!r}: {err}", file=sys.stderr)
             return EXIT_FAILURE
+        except ValueError as err:  # --trained with --llm-shape vllm
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_USAGE
         for name, path in paths.items():
             print(f"{name}: {path}")
         return 0

@@ -91,8 +91,8 @@ def tiny_gguf(tiny_models, tmp_path_factory):
 @pytest.fixture(scope="session")
 def llama_server(tiny_gguf, tmp_path_factory):
     """URL (".../v1") of a real llama.cpp OpenAI-compatible server serving the tiny LLM; it wants
-    ``conftest_endpoint.API_KEY`` as a Bearer token (see the ``llama_api_key`` fixture)."""
-    from conftest_endpoint import llama_server
+    ``endpoint_servers.API_KEY`` as a Bearer token (see the ``llama_api_key`` fixture)."""
+    from endpoint_servers import llama_server
 
     with llama_server(tiny_gguf, tmp_path_factory.mktemp("llama-server")) as url:
         yield url
@@ -100,8 +100,8 @@ def llama_server(tiny_gguf, tmp_path_factory):
 
 @pytest.fixture
 def llama_api_key(monkeypatch):
-    """Sets ``conftest_endpoint.API_KEY_ENV`` to the test server's key; returns the key."""
-    from conftest_endpoint import API_KEY, API_KEY_ENV
+    """Sets ``endpoint_servers.API_KEY_ENV`` to the test server's key; returns the key."""
+    from endpoint_servers import API_KEY, API_KEY_ENV
 
     monkeypatch.setenv(API_KEY_ENV, API_KEY)
     return API_KEY

@@ -27,12 +27,13 @@ MARKS_BY_FIXTURE = {
     "llama_server": ("slow", "endpoint"),  # llama.cpp's OpenAI-compatible server
     "trained_tiny_models": ("slow",),  # trains the tiny models (make-tiny-models --trained)
 }
-#: a fixture whose name starts so -> marks (a vLLM server runs on a GPU machine only)
+#: a fixture whose name starts so -> marks (tests/test_vllm.py's vLLM server and its models)
 MARKS_BY_FIXTURE_PREFIX = {"vllm": ("slow", "endpoint")}
 #: a function called (by name or as an attribute) in a test's or fixture's code -> marks
 MARKS_BY_CALL = {
     "running_app": ("slow",),  # an app.py server of the test's own
     "llama_server": ("slow", "endpoint"),
+    "vllm_server": ("slow", "endpoint"),
     "sync_playwright": ("slow", "browser"),  # a headless Chromium
 }
 #: a keyword given to any call -> marks

@@ -119,7 +119,7 @@ def test_the_llm_server_flags_and_their_variables():
 
 def test_app_serves_with_its_llm_behind_a_real_server(llama_server, llama_api_key, tiny_models):
     """python app.py --llm-endpoint: the page's /analyze goes through the llama.cpp server."""
-    from conftest_endpoint import API_KEY_ENV
+    from endpoint_servers import API_KEY_ENV
     from ui_helpers import running_app
     from gradio_client import Client
 

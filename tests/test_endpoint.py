@@ -15,8 +15,9 @@ import threading
 import time
 
 import pytest
-from conftest_endpoint import API_KEY, API_KEY_ENV, free_port
+from endpoint_servers import API_KEY, API_KEY_ENV, free_port
 
+from mars_demo.answers import Answer
 from mars_demo.errors import EndpointError, GenerationCancelled, ModelLoadError
 from mars_demo.models.completions import parse_choice, to_answer
 from mars_demo.models.contract import GenerationRequest, Prompt
@@ -466,6 +467,24 @@ def test_bad_payloads_give_one_clear_error(fake, status, body, match):
         _generate(llm, samples=2)
 
 
+def test_a_server_that_says_it_returns_other_logprobs_is_refused(fake):
+    """vLLM's /server_info answer (development mode) with --logprobs-mode processed_logprobs;
+    the real server's raw_logprobs is read in tests/test_vllm.py."""
+    info = {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs"}}}
+
+    def reply(handler):
+        if handler.path.startswith("/server_info"):
+            return 200, json.dumps(info).encode()
+        return 200, _models("fake-model")
+
+    url, _ = fake(reply)
+    with pytest.raises(ModelLoadError, match="--logprobs-mode raw_logprobs"):
+        EndpointLLM.load(url)
+    # re-scoring every answer by teacher forcing does not use the sampled log-probs
+    llm = EndpointLLM.load(url, logprobs_mode="teacher-forced")
+    assert llm.server_logprobs_mode == "processed_logprobs"
+
+
 def test_load_errors_from_the_model_list(fake):
     url, _ = fake(lambda h: (200, _models("a", "b")))
     with pytest.raises(ModelLoadError, match="serves 2 models.*--llm-model"):
@@ -537,6 +556,9 @@ def test_request_body_is_plain_sampling(fake):
         assert b["model"] == "fake-model" and b["max_tokens"] == 9 and b["logprobs"] == 1
         assert b["top_k"] == 0 and b["min_p"] == 0.0 and b["repeat_penalty"] == 1.0
         assert b["stop"] == [".", "\n"] and b["n"] == 1
+        # special tokens in the text; no token ids asked for without the model's tokenizer
+        assert b["skip_special_tokens"] is False and b["spaces_between_special_tokens"] is False
+        assert "return_tokens_as_token_ids" not in b
 
 
 # --------------------------------------------------------------------------------------------
@@ -731,12 +753,45 @@ def test_both_adapters_satisfy_the_llm_contract(hf):
     assert hf.bos_token_id == hf.tokenizer.bos_token_id and server.bos_token_id is None
 
 
-def test_answers_without_logprobs_through_a_server_are_refused_with_a_message(fake):
+def test_answers_given_as_text_through_llama_cpp_are_refused_with_a_message(
+        llama_server, llama_api_key, tiny_settings):
+    """Answers without log-probs are scored by teacher forcing on the server (echo), whose
+    log-probs are checked first: llama-cpp-python's are missing or shifted by one position, so
+    it is refused with a message rather than giving wrong numbers (vLLM's pass:
+    tests/test_vllm.py)."""
     from mars_demo.engine import Engine
-    from mars_demo.settings import Settings
 
-    url, srv = fake(_router(lambda h: (500, b"{}")))
-    engine = Engine(Settings(llm_endpoint=url))
-    with pytest.raises(EndpointError, match="without log-probs cannot be scored through"):
+    engine = Engine(tiny_settings.replace(llm_endpoint=llama_server, llm_api_key_env=API_KEY_ENV))
+    # (llama-cpp-python 0.3.36 gives no log-prob for this answer's echoed token at all)
+    with pytest.raises(EndpointError, match=r"no log-prob for a re-scored answer token|echo\) "
+                                            r"log-probs that do not belong"):
         engine.score({"question": QUESTION, "greedy": "Paris", "samples": ["Paris"]})
-    assert not [b for b in srv.bodies if b]  # no completion was asked for
+
+
+@pytest.mark.parametrize("next_top, ok", [(-0.5, True), (-1.5, False)])
+def test_answers_given_as_text_check_the_echo_first(fake, next_top, ok):
+    """Teacher forcing of answers given as text reads the echo's log-probs only when the most
+    probable token right after the prompt has there the log-prob a generation gives it (a
+    server whose echo is shifted by one position fails this)."""
+    def reply(handler):
+        if handler.command == "GET":
+            return 200, _models("fake-model")
+        body = handler.body
+        if not body.get("echo"):  # the one-token greedy request for the prompt
+            return 200, json.dumps(_completion(" X", [" X"], [next_top])).encode()
+        prompt, n = body["prompt"], len(body["prompt"]) - len(" Mars")
+        lp = {"tokens": [prompt[:n], " Mars"], "token_logprobs": [None, -2.0],
+              "text_offset": [0, n], "top_logprobs": [None, {" Mars": -0.5}]}
+        return 200, json.dumps({"choices": [{"text": prompt, "logprobs": lp,
+                                             "finish_reason": "length"}]}).encode()
+
+    url, _ = fake(reply)
+    llm = EndpointLLM.load(url)
+    prompt = llm.build_prompt(QUESTION, "paper")
+    given = [Answer.text_only("Mars")]
+    if ok:
+        (scored,) = llm.teacher_forced(prompt, given)
+        assert (scored.text, scored.token_texts, scored.logprobs) == ("Mars", ["Mars"], [-2.0])
+    else:
+        with pytest.raises(EndpointError, match="do not belong to their tokens"):
+            llm.teacher_forced(prompt, given)

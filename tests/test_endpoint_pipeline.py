@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest_endpoint import API_KEY, API_KEY_ENV
+from endpoint_servers import API_KEY, API_KEY_ENV
 
 from mars_demo.engine import Engine
 from mars_demo.errors import ModelLoadError

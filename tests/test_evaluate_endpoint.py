@@ -7,7 +7,7 @@ import json
 import pathlib
 
 import pytest
-from conftest_endpoint import API_KEY, API_KEY_ENV
+from endpoint_servers import API_KEY, API_KEY_ENV
 
 from mars_demo.cli import main
 from mars_demo.evaluation import judges

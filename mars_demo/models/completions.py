@@ -2,20 +2,27 @@
 its tokens and their log-probs, the characters each token covers, and the answer cut at its stop
 string exactly as an in-process answer is (:mod:`mars_demo.models.decoding`).
 
-Token texts and character spans come from the server's ``tokens`` / ``text_offset``, checked
-against the returned text; a token that is only part of a UTF-8 character has an empty span, and
-the token that completes the character carries it (as in-process). Pure Python: no HTTP here
-(:mod:`mars_demo.models.endpoint` sends the requests).
+When the server returns its tokens as ids (vLLM's ``return_tokens_as_token_ids``: "token_id:N")
+and the served model's tokenizer is known here, the answer is decoded from those ids exactly as an
+in-process answer is (the same decoder, the same text, token pieces and ids; a special token such as
+"<|endoftext|>" generated inside the answer is in its text). Otherwise token texts and character
+spans come from the server's ``tokens`` / ``text_offset``, checked against the returned text; a
+token that is only part of a UTF-8 character has an empty span, and the token that completes the
+character carries it (as in-process). Pure Python: no HTTP here (:mod:`mars_demo.models.endpoint`
+sends the requests).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..answers import Answer
 from ..errors import EndpointError
-from .decoding import cut_answer, trim_answer
+from .decoding import IncrementalDecoder, cut_answer, trim_answer
+
+_TOKEN_ID = re.compile(r"token_id:(\d+)")
 
 
 @dataclass
@@ -28,7 +35,8 @@ class ServerChoice:
     in_text: int  # tokens [0, in_text) lie inside ``text``
     logprobs: list[float]
     finish_reason: str  # the server's
-
+    token_ids: list[int] | None = None  # when the server gave them (see the module doc)
+    textless: list[int] | None = None  # tokens in the text without text of their own
 
 
 def _bad(base_url: str, what: str) -> EndpointError:
@@ -39,7 +47,9 @@ def _bad(base_url: str, what: str) -> EndpointError:
     )
 
 
-def parse_choice(data: Any, base_url: str) -> ServerChoice:
+def parse_choice(data: Any, base_url: str, tokenizer: Any = None) -> ServerChoice:
+    """The choice of a ``/completions`` answer; ``tokenizer`` (the served model's, when known)
+    decodes tokens the server returned as ids."""
     try:
         choice = data["choices"][0]
         text = choice["text"]
@@ -65,9 +75,13 @@ def parse_choice(data: Any, base_url: str) -> ServerChoice:
             f"The LLM server at {base_url} ended an answer with finish_reason {finish!r}; "
             "retry, or check the server's log."
         )
+    ids = token_ids_of(tokens) if tokenizer is not None else None
+    if ids is not None:
+        return _choice_of_ids(text, ids, logprobs, finish, tokenizer, base_url)
     starts = _token_starts(text, tokens, offsets)
     if starts is None:
-        raise _bad(base_url, "token texts and offsets that do not match the answer text")
+        raise _bad(base_url, "token texts and offsets that do not match the answer text (with "
+                             "vLLM: a special token it left out of the text?)")
     # Tokens inside the text: those starting before its end, and empty ones at its very end (a
     # lone byte of a character the server could not render). A non-empty token at or past the
     # end holds the stop string or is an end-of-sequence token the text does not show.
@@ -86,7 +100,69 @@ def parse_choice(data: Any, base_url: str) -> ServerChoice:
             pieces.append(piece)
         else:
             pieces.append(tok)
-    return ServerChoice(text=text, pieces=pieces, in_text=n_in, logprobs=logprobs, finish_reason=finish)
+    return ServerChoice(text=text, pieces=pieces, in_text=n_in, logprobs=logprobs,
+                        finish_reason=finish, textless=_textless(tokens, pieces, n_in))
+
+
+def _textless(tokens: list[str], pieces: list[str], n_in: int) -> list[int]:
+    """The tokens inside the text that the server returned without any text of theirs: runs of
+    empty token strings that neither end in a character (a split UTF-8 character: its last
+    byte's token carries it) nor pass U+FFFD on to the next token. llama.cpp's server leaves out
+    special tokens and bytes that form no character so; in-process they show as their text
+    ("<|endoftext|>") or U+FFFD."""
+    out: list[int] = []
+    i = 0
+    while i < n_in:
+        if tokens[i] != "":
+            i += 1
+            continue
+        j = i
+        while j < n_in and tokens[j] == "":
+            j += 1
+        carried = j < n_in and pieces[j] != tokens[j] and pieces[j].startswith("\ufffd")
+        if not carried and not any(pieces[i:j]):
+            out += range(i, j)
+        i = j
+    return out
+
+
+def token_ids_of(tokens: list[str]) -> list[int] | None:
+    """The ids of tokens returned as "token_id:N" (all of them), else None."""
+    ids = []
+    for tok in tokens:
+        m = _TOKEN_ID.fullmatch(tok)
+        if m is None:
+            return None
+        ids.append(int(m.group(1)))
+    return ids or None
+
+
+def _choice_of_ids(text: str, ids: list[int], logprobs: list[float], finish: str, tokenizer,
+                   base_url: str) -> ServerChoice:
+    """The choice decoded from its token ids as in-process (:func:`~.decoding.build_answer`):
+    an answer the server stopped at a special token (end of sequence) ends before it; a stop
+    string is cut later, by :func:`to_answer`."""
+    special = set(getattr(tokenizer, "all_special_ids", None) or ())
+    special |= {i for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items()
+                if getattr(t, "special", False)}
+    n_in = len(ids) - 1 if finish == "stop" and ids and ids[-1] in special else len(ids)
+    decoder = IncrementalDecoder(tokenizer)
+    pieces = [decoder.push(t) for t in ids[:n_in]]
+    tail = decoder.flush()
+    if tail and pieces:
+        pieces[-1] += tail
+    pieces += [tokenizer.decode([t], skip_special_tokens=False) for t in ids[n_in:]]
+    decoded = "".join(pieces[:n_in])
+    # The server's text ends before a stop string and may hold back an incomplete character at
+    # the token limit; it must still be where the decoded answer starts (whitespace aside).
+    if not "".join(decoded.split()).startswith("".join(text.split())):
+        raise EndpointError(
+            f"The LLM server at {base_url} returned tokens that the tokenizer given with --llm "
+            "does not decode to the server's text: give the served model's own tokenizer (its "
+            "Hub id or directory) with --llm."
+        )
+    return ServerChoice(text=decoded, pieces=pieces, in_text=n_in, logprobs=logprobs,
+                        finish_reason=finish, token_ids=ids)
 
 
 def clean_token(tok: str) -> bool:
@@ -129,11 +205,21 @@ def _token_starts(text: str, tokens: list[str], offsets) -> list[int] | None:
             pending = []
             continue
         j = text.find(tok, pos)
+        if j == -1 and pending and n - pos <= 4 * len(pending):
+            # The text ends in characters of the partial tokens (bytes that never formed a
+            # character, shown as U+FFFD); this token lies past the text (the stop string).
+            starts.append(n)
+            pos = n
+            pending = []
+            continue
         if j == -1 or not pending or j - pos > 4 * len(pending):
             return None
         # The skipped characters [pos, j) were completed by the last partial token: every
         # partial token starts at pos, so the last one's piece runs up to this token's start j.
-        starts.append(j)
+        # Bytes that never formed a character (U+FFFD only) show up, as in-process, with the
+        # token that follows them: this one starts at pos.
+        gap = text[pos:j]
+        starts.append(pos if gap and set(gap) == {"\ufffd"} else j)
         pos = j + len(tok)
         pending = []
     return starts
@@ -175,6 +261,7 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
     Returns the Answer and the answer's text before stripping (cut at the stop string)."""
     pieces = answer.pieces
     in_text = answer.in_text
+    ids: list[int | None] = list(answer.token_ids or [None] * len(pieces))
     if limit is not None and len(pieces) > limit:
         pieces, in_text = pieces[:limit], min(in_text, limit)
         if cut_answer(pieces, stops, keep_stop)[1] is None:
@@ -186,6 +273,13 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
     else:
         finish = "stop"
     warnings = list(extra_warnings or [])
+    lost = sum(1 for i in answer.textless or () if i < keep)
+    if lost:
+        warnings.append(
+            f"The LLM server returned {lost} token(s) of this answer without any text (special "
+            "tokens such as <|endoftext|>, or bytes that form no character; llama.cpp's server "
+            "leaves them out): they are scored, but the answer's text does not show them."
+        )
     if keep == 0:
         # Stopped at once: the answer is empty and its score is that of stopping here, the stop
         # token itself (as in-process).
@@ -196,7 +290,7 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
             )
         gen = Answer(
             text="",
-            token_ids=[None],  # type: ignore[list-item]
+            token_ids=ids[:1],
             token_texts=[pieces[0]],
             spans=[(0, 0)],
             logprobs=[float(answer.logprobs[0])],
@@ -211,7 +305,7 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
     warnings += notes
     gen = Answer(
         text=stripped,
-        token_ids=[None] * keep,  # type: ignore[list-item]
+        token_ids=ids[:keep],
         token_texts=[stripped[a:b] for a, b in spans],
         spans=spans,
         logprobs=[float(x) for x in answer.logprobs[:keep]],

@@ -17,7 +17,12 @@ prompts built by :mod:`mars_demo.models.prompts`. It generates through ``POST
   applies its defaults 40 / 0.05 / 1.1; vLLM accepts ``top_k=0`` since 0.9 and ignores the
   field it does not know); the request's stop strings ("." and newline for the paper prompt) are
   sent to the server and applied again to the returned tokens, exactly as in-process
-  (:func:`mars_demo.models.decoding.cut_answer`).
+  (:func:`mars_demo.models.decoding.cut_answer`);
+* special tokens stay in the text (``skip_special_tokens=false``, no spaces around them), and with
+  the served model's tokenizer known here the tokens come back as ids
+  (``return_tokens_as_token_ids``), decoded here as in-process: a special token generated inside
+  an answer ("<|endoftext|>") is part of its text and its tokens, as in-process
+  (:mod:`mars_demo.models.completions`).
 
 Log-probs must be the model's own (temperature 1). ``logprobs_mode``:
 
@@ -29,13 +34,17 @@ Log-probs must be the model's own (temperature 1). ``logprobs_mode``:
   servers that return raw log-probs (vLLM's current engine by default, llama-cpp-python's server:
   measured in tests/test_endpoint.py); otherwise the answers are re-scored by teacher forcing.
 
+A server that says which log-probs it returns (vLLM's ``/server_info``, served in its
+development mode only) and says anything but ``raw_logprobs`` is refused at load, unless
+``logprobs_mode="teacher-forced"``; where it says nothing, the probe above decides.
+
 The source used is each result's ``logprob_source``: ``"endpoint"`` (the server's sampled
 log-probs) or ``"endpoint-teacher-forced"``.
 
-Teacher-forced re-scoring checks itself: under correct prompt log-probs every token of the greedy
-answer is the most probable one at its place. llama-cpp-python 0.3.36's ``echo`` log-probs fail
-that check (each token gets the log-prob of the *next* position), so with that server teacher
-forcing is refused with a message rather than returning wrong numbers.
+Teacher forcing (re-scoring, and answers given as text) lives in :mod:`mars_demo.models.echo`
+and checks the server's echo log-probs first. llama-cpp-python 0.3.36's fail that check (each
+token gets the log-prob of the *next* position), so with that server teacher forcing is refused
+with a message rather than returning wrong numbers; vLLM's pass it.
 
 HTTP goes through ``httpx`` (already a dependency of gradio), not the ``openai`` client: the
 requests carry server-specific fields (``top_k``, ``min_p``, ``repeat_penalty``), the raw JSON
@@ -56,17 +65,24 @@ from typing import Callable, Sequence
 
 from ..answers import Answer
 from ..errors import (
-    EndpointError,
     InvalidModelOutput,
     ModelLoadError,
     OptionError,
     explain_load_error,
 )
 from ..recipes import Recipe, recipe_of
-from . import prompts
-from .completions import ServerChoice, clean_token, parse_choice, parse_echo, to_answer, token_end
+from . import echo, prompts
+from .completions import ServerChoice, clean_token, parse_choice, to_answer
 from .contract import GenerationRequest, GenerationResult, Prompt
-from .server import DEFAULT_TIMEOUT, ServerClient, served_models, stop_checker, wait_all
+from .server import (
+    DEFAULT_TIMEOUT,
+    ServerClient,
+    check_logprobs_mode,
+    served_logprobs_mode,
+    served_models,
+    stop_checker,
+    wait_all,
+)
 
 LOGPROB_MODES = ("auto", "server", "teacher-forced")
 SOURCE_SERVER = "endpoint"
@@ -76,8 +92,6 @@ SOURCE_TEACHER_FORCED = "endpoint-teacher-forced"
 #: server returns raw log-probs (the same forward pass; only float noise between two requests).
 #: Processed log-probs at temperature 0.5 differ by about the log-prob itself (several nats).
 _PROBE_TOLERANCE = 1e-3
-#: Self-check of echo log-probs: the greedy token's log-prob may trail the top one by float noise.
-_ARGMAX_TOLERANCE = 1e-3
 _MAX_WORKERS = 16
 
 
@@ -110,6 +124,8 @@ class EndpointLLM(ServerClient):
         self.tokenizer_id = tokenizer_id
         self.logprobs_mode = logprobs_mode
         self._probe_cache: dict[tuple[float, float], bool] = {}
+        #: the log-prob mode the server says it returns (vLLM in its development mode), or None
+        self.server_logprobs_mode: str | None = None
 
     # ---- loading -------------------------------------------------------------------------
     @classmethod
@@ -136,6 +152,9 @@ class EndpointLLM(ServerClient):
                   logprobs_mode=logprobs_mode, preset=preset)
         with httpx.Client(timeout=llm._timeouts(), headers=llm._headers()) as client:
             data = llm._request(client, "GET", "/models", None, what="list its models")
+            llm.server_logprobs_mode = served_logprobs_mode(client, llm.base_url, llm._headers())
+        if logprobs_mode != "teacher-forced":
+            check_logprobs_mode(llm.server_logprobs_mode, llm.base_url)
         served = served_models(data)
         if served is None:
             raise ModelLoadError(
@@ -259,7 +278,8 @@ class EndpointLLM(ServerClient):
 
         def body(temp: float, p: float, seed_: int) -> dict:
             return self.completion_body(prompt.text, max_tokens=r.max_new_tokens, temperature=temp,
-                              top_p=p, seed=seed_, stop=server_stops, logprobs=1, top_k=r.top_k)
+                                        top_p=p, seed=seed_, stop=server_stops, logprobs=1,
+                                        top_k=r.top_k, **self._ids_field())
 
         check = stop_checker(should_stop)
         check()
@@ -298,7 +318,8 @@ class EndpointLLM(ServerClient):
             answers = {k: g for k, (g, _) in built.items()}
             t1 = time.perf_counter()
             if mode == "teacher-forced":
-                answers = self._teacher_force(client, pool, prompt.text, built, check)
+                answers = echo.rescore_generated(self, client, pool, prompt.text, built,
+                                                 check)
         except BaseException:
             # Abandon requests still running (cancelled, or another one failed): their threads
             # end with the server's answer or the timeout; nobody waits for them.
@@ -366,12 +387,11 @@ class EndpointLLM(ServerClient):
         return out
 
     def teacher_forced(self, prompt: Prompt, answers: Sequence[Answer]) -> list[Answer]:
-        """Not offered: answers given as text alone cannot be scored through a server."""
-        raise EndpointError(
-            f"The answers without log-probs cannot be scored through the LLM server at "
-            f"{self.base_url}; give every token's logprob, or score them with an in-process LLM "
-            "(--llm without --llm-endpoint)."
-        )
+        """Token log-probs of answers given as text, by teacher forcing on the server (prompt +
+        answer echoed with ``logprobs``), each tokenized as the model continues the prompt, as
+        ``LLM.teacher_forced`` does; refused with a message by a server without correct echo
+        log-probs (see :func:`mars_demo.models.echo.score_texts`)."""
+        return echo.score_texts(self, prompt, answers)
 
     def completion_body(self, prompt: str, **kw) -> dict:
         """The JSON body of a ``/completions`` request for ``prompt`` (``kw``: its other
@@ -379,15 +399,25 @@ class EndpointLLM(ServerClient):
         body = {"model": self.model, "prompt": prompt, "n": 1, "stream": False,
                 # plain sampling: llama.cpp's server would otherwise apply top-k 40, min-p 0.05
                 # and a repeat penalty 1.1 (vLLM's defaults are already off)
-                "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}
+                "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0,
+                # vLLM: a special token generated inside an answer (say "<|endoftext|>") is in
+                # the text as its own characters, as in-process, rather than left out of the
+                # text while its token and offset still count; and no spaces around it
+                "skip_special_tokens": False, "spaces_between_special_tokens": False}
         body.update(kw)
         if not body.get("stop"):
             body.pop("stop", None)
         return body
 
+    def _ids_field(self) -> dict:
+        """With the served model's tokenizer known here, ask for the answer's token ids (vLLM's
+        ``return_tokens_as_token_ids``; llama.cpp's server ignores it and returns token texts),
+        so that the answer is decoded exactly as in-process."""
+        return {"return_tokens_as_token_ids": True} if self.tokenizer is not None else {}
+
     def _complete(self, client, body: dict) -> ServerChoice:
         data = self._request(client, "POST", "/completions", body, what="generate an answer")
-        return parse_choice(data, self.base_url)
+        return parse_choice(data, self.base_url, self.tokenizer)
 
     def _probe(self, client, prompt: str, temperature: float, top_p: float, seed: int) -> bool:
         """True when the server's log-probs at (temperature, top_p) are its raw ones."""
@@ -407,77 +437,6 @@ class EndpointLLM(ServerClient):
         if not common:
             return False
         return max(abs(tops[0][k] - tops[1][k]) for k in common) <= _PROBE_TOLERANCE
-
-    # ---- teacher forcing -----------------------------------------------------------------
-    def _teacher_force(self, client, pool, prompt: str, built: dict[str, tuple[Answer, str]],
-                       check: Callable[[], None]) -> dict[str, Answer]:
-        jobs = {
-            name: pool.submit(self._echo_score, client, prompt, gen, raw)
-            for name, (gen, raw) in built.items()
-        }
-        out = wait_all(jobs, check, None)
-        greedy_tf, greedy_top = out["greedy"]
-        # A re-tokenized answer may split a word differently from generation, so one token in
-        # three may miss; a server whose echo log-probs are misaligned misses nearly all.
-        misses = sum(1 for lp, top in zip(greedy_tf.logprobs, greedy_top)
-                     if top is not None and lp < top - _ARGMAX_TOLERANCE)
-        if misses and misses * 3 > len(greedy_tf.logprobs):
-            raise EndpointError(
-                f"The LLM server at {self.base_url} returns prompt (echo) log-probs that do not "
-                "belong to their tokens (the greedy answer's tokens are not the most probable ones "
-                "under them), so the answers cannot be re-scored by teacher forcing. "
-                "llama-cpp-python's server has this bug; its sampled log-probs are raw, so use "
-                "logprobs mode 'server' (or 'auto') with it, or serve the model with vLLM."
-            )
-        return {name: gen for name, (gen, _) in out.items()}
-
-    def _echo_score(self, client, prompt: str, gen: Answer, raw: str) -> tuple[Answer, list]:
-        """Score one answer by teacher forcing: echo prompt + answer with ``logprobs``; returns
-        (the new Answer, the top-1 log-prob at each of its tokens).
-
-        An empty answer is scored, as in-process, by its stop token: prompt + the stop text."""
-        empty = gen.text == "" and gen.finish_reason == "stop" and raw == ""
-        scored = gen.token_texts[0] if empty else raw
-        if not clean_token(scored):
-            raise EndpointError(
-                f"The LLM server at {self.base_url} gave an empty answer that stopped at a token "
-                "with no text (end of sequence), which cannot be re-scored by teacher forcing; "
-                "use logprobs mode 'server' with a server that returns raw log-probs."
-            )
-        body = self.completion_body(prompt + scored, max_tokens=1, temperature=0.0, top_p=1.0,
-                                    logprobs=1, echo=True, seed=0)
-        data = self._request(client, "POST", "/completions", body, what="re-score an answer")
-        tokens, starts, lps, tops = parse_echo(data, self.base_url, prompt + scored)
-        start, end = len(prompt), len(prompt) + len(scored)
-        idx = [i for i in range(len(tokens))
-               if starts[i] < end and token_end(i, starts, tokens, end) > start]
-        if not idx or any(lps[i] is None for i in idx):
-            raise EndpointError(
-                f"The LLM server at {self.base_url} returned no log-prob for a re-scored answer "
-                "token; use a server that supports echo with logprobs, or logprobs mode 'server'."
-            )
-        warnings: list[str] = []
-        if starts[idx[0]] < start:
-            warnings.append(
-                "The server's tokenizer joined the end of the prompt and the start of the answer "
-                "into one token; that token's log-prob was used for the answer."
-            )
-        if empty:
-            i = idx[0]
-            new = Answer(
-                text="", token_ids=[None], token_texts=[scored],  # type: ignore[list-item]
-                spans=[(0, 0)], logprobs=[float(lps[i])], finish_reason="stop",
-                warnings=warnings + list(gen.warnings),
-            )
-            return new, [tops[i]]
-        bounds = [max(starts[i], start) - start for i in idx] + [len(raw)]
-        pieces = [raw[bounds[k]:bounds[k + 1]] for k in range(len(idx))]
-        answer = ServerChoice(text=raw, pieces=pieces, in_text=len(pieces),
-                              logprobs=[float(lps[i]) for i in idx],
-                              finish_reason=gen.finish_reason)
-        new, _ = to_answer(answer, (), finish=gen.finish_reason, extra_warnings=warnings)
-        return new, [tops[i] for i in idx]
-
 
 def _load_tokenizer(source: str):
     from transformers import AutoTokenizer

@@ -14,7 +14,7 @@ import os
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from ..errors import EndpointError, GenerationCancelled, OptionError
+from ..errors import EndpointError, GenerationCancelled, ModelLoadError, OptionError
 
 DEFAULT_TIMEOUT = 120.0
 POLL_S = 0.05  # how often a cancel check is polled while requests run
@@ -123,6 +123,42 @@ def served_models(data: Any) -> list[str] | None:
         return [str(m["id"]) for m in data["data"]]
     except (KeyError, TypeError):
         return None
+
+
+#: vLLM's log-prob modes (``--logprobs-mode``); MARS needs the first: log-probs at temperature 1,
+#: before penalties, top-k and top-p.
+RAW_LOGPROBS = "raw_logprobs"
+
+
+def served_logprobs_mode(client, base_url: str, headers: dict[str, str]) -> str | None:
+    """The log-prob mode the server says it returns, or None where it says nothing.
+
+    vLLM says it on ``GET /server_info?config_format=json`` (``model_config.logprobs_mode``),
+    a route it serves only in its development mode (``VLLM_SERVER_DEV_MODE=1``); other servers
+    have no such route. Any failure here means "not said"."""
+    import httpx
+
+    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+    try:
+        resp = client.get(root + "/server_info", params={"config_format": "json"},
+                          headers=headers)
+        if resp.status_code != 200:
+            return None
+        mode = resp.json()["vllm_config"]["model_config"]["logprobs_mode"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+    return mode if isinstance(mode, str) else None
+
+
+def check_logprobs_mode(mode: str | None, base_url: str) -> None:
+    """Refuse a server that says it returns anything but raw log-probs (``mode``: what
+    :func:`served_logprobs_mode` read; None: it said nothing)."""
+    if mode is not None and mode != RAW_LOGPROBS:
+        raise ModelLoadError(
+            f"The LLM server at {base_url} says it returns {mode} (vLLM's --logprobs-mode); MARS "
+            "needs the model's own log-probs at temperature 1, before penalties, top-k and "
+            f"top-p: start it with --logprobs-mode {RAW_LOGPROBS} (vLLM's default)."
+        )
 
 
 def error_detail(resp) -> str:
