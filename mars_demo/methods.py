@@ -22,8 +22,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from .core import graph, kernel, lexical, uncertainty
-
 VARIANTS = ("length_normalized", "mars", "value")  # how a method's values are named
 SCORED_VARIANTS = VARIANTS[:2]  # the two scorings of a method that reads a sequence score
 NEEDS = ("samples", "nli_probabilities", "similarity_model", "llm_pass")
@@ -202,9 +200,10 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
             f"{', '.join(missing)} cannot be computed from it; score its answers again "
             f"(python -m mars_demo score FILE) to get them"
         )
+    formulas = _formulas()
     out: dict[str, dict[str, float]] = {}
     for method_id in ids:
-        compute = _COMPUTE[method_id]
+        compute = formulas[method_id]
         method = METHODS[method_id]
         if method.scored:
             values = {k: compute(inputs, inputs.scores[k]) for k in SCORED_VARIANTS}
@@ -225,22 +224,28 @@ def _method(method_id: str) -> Method:
     return METHODS[method_id]
 
 
-def _graph(fn: Callable[..., float], affinity: str) -> Callable[[MethodInputs, Any], float]:
-    return lambda x, _: fn(x.nli_probabilities, affinity=affinity)
+def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
+    """Each method's value from its inputs and, for a scored method, one scoring's sample
+    scores. The math (numpy, scipy) is imported here, on first use: importing the registry
+    (as the settings do) stays cheap."""
+    from .core import graph, kernel, lexical, uncertainty
 
+    def lin(fn: Callable[..., float], affinity: str) -> Callable[[MethodInputs, Any], float]:
+        return lambda x, _: fn(x.nli_probabilities, affinity=affinity)
 
-_COMPUTE: dict[str, Callable[[MethodInputs, Any], float]] = {
-    "semantic_entropy": lambda x, scores: uncertainty.semantic_entropy(scores, x.cluster_ids),
-    "semantic_entropy_normalized":
-        lambda x, scores: uncertainty.semantic_entropy_normalized(scores, x.cluster_ids),
-    "semantic_entropy_discrete": lambda x, _: uncertainty.semantic_entropy_discrete(x.cluster_ids),
-    "num_sets": lambda x, _: graph.num_sets(x.cluster_ids),
-    "eigv": _graph(graph.eigv, "entail"),
-    "eigv_contra": _graph(graph.eigv, "contra"),
-    "degree": _graph(graph.degree, "entail"),
-    "degree_contra": _graph(graph.degree, "contra"),
-    "eccentricity": _graph(graph.eccentricity, "entail"),
-    "eccentricity_contra": _graph(graph.eccentricity, "contra"),
-    "lexical_similarity": lambda x, _: lexical.lexical_similarity(x.texts),
-    "kernel_language_entropy": lambda x, _: kernel.kernel_language_entropy(x.nli_probabilities),
-}
+    return {
+        "semantic_entropy": lambda x, scores: uncertainty.semantic_entropy(scores, x.cluster_ids),
+        "semantic_entropy_normalized":
+            lambda x, scores: uncertainty.semantic_entropy_normalized(scores, x.cluster_ids),
+        "semantic_entropy_discrete":
+            lambda x, _: uncertainty.semantic_entropy_discrete(x.cluster_ids),
+        "num_sets": lambda x, _: graph.num_sets(x.cluster_ids),
+        "eigv": lin(graph.eigv, "entail"),
+        "eigv_contra": lin(graph.eigv, "contra"),
+        "degree": lin(graph.degree, "entail"),
+        "degree_contra": lin(graph.degree, "contra"),
+        "eccentricity": lin(graph.eccentricity, "entail"),
+        "eccentricity_contra": lin(graph.eccentricity, "contra"),
+        "lexical_similarity": lambda x, _: lexical.lexical_similarity(x.texts),
+        "kernel_language_entropy": lambda x, _: kernel.kernel_language_entropy(x.nli_probabilities),
+    }
