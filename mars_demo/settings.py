@@ -129,7 +129,11 @@ class Settings:
         return {name: getattr(self, name) for name in REQUEST_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as JSON has them (``methods`` a list), so a saved copy compares equal."""
+        out = dataclasses.asdict(self)
+        if out["methods"] is not None:
+            out["methods"] = list(out["methods"])
+        return out
 
 
 def validate(s: Settings) -> None:
