@@ -208,6 +208,17 @@ def format_report(result) -> str:
     lines += ["", "Uncertainty (higher = less trustworthy)   length-normalized      MARS"]
     for name, pair in (("Confidence", u.confidence), ("Entropy", u.entropy), ("Semantic entropy", u.semantic_entropy)):
         lines.append(f"  {name:<39} {pair.length_normalized:17.4f} {pair.mars:9.4f}")
+    if result.methods:
+        from .methods import METHODS
+
+        lines += ["", "Other methods (higher = less trustworthy; see docs/methods.md)"]
+        for method_id, values in result.methods.items():
+            name = METHODS[method_id].label if method_id in METHODS else method_id
+            if "value" in values:
+                lines.append(f"  {name:<39} {values['value']:9.4f}")
+            else:
+                lines.append(f"  {name:<39} {values['length_normalized']:9.4f} (LN) "
+                             f"{values['mars']:9.4f} (MARS)")
     lines += ["", "Time (s): " + ", ".join(f"{k} {v:.2f}" for k, v in result.timings_s.items())]
     if result.warnings:
         lines += ["", "Warnings:"] + [f"  - {safe(w)}" for w in result.warnings]

@@ -184,3 +184,15 @@ def test_visitors_may_ask_only_for_the_methods_the_server_offers():
         narrow.settings_from("eigv,degree", names=("methods",))
     with pytest.raises(OptionError, match="not offered"):  # the default asks for every free one
         narrow.settings_from("auto", names=("methods",))
+
+
+def test_the_readable_report_lists_the_methods(analysis):
+    from mars_demo.cli import format_report
+
+    report = format_report(analysis)
+    assert "Other methods (higher = less trustworthy" in report
+    eigv = analysis.methods["eigv"]["value"]
+    se = analysis.methods["semantic_entropy_normalized"]
+    assert f"Eigenvalue (entail.){'':<19} {eigv:9.4f}" in report
+    assert (f"Semantic entropy, normalized{'':<11} {se['length_normalized']:9.4f} (LN) "
+            f"{se['mars']:9.4f} (MARS)") in report
