@@ -113,6 +113,37 @@ def test_score_on_a_saved_analysis_recomputes_every_method(saved, tiny_models):
     assert close(again["methods"], stored["methods"])
 
 
+def test_score_methods_only_recomputes_them_without_loading_a_model(saved, tmp_path):
+    """``score --methods-only`` in a fresh process: every method within 1e-9 of the saved
+    value, torch never imported; with --methods, only those; an answer set is refused."""
+    code = (
+        "import sys\n"
+        "from mars_demo.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), 'a model library was loaded'\n"
+        "sys.exit(code)\n"
+    )
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-c", code, "score", *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+
+    stored = json.loads(saved.read_text(encoding="utf-8"))
+    proc = run(str(saved), "--methods-only", "--json")
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    assert list(again["methods"]) == list(FREE) and close(again["methods"], stored["methods"])
+    assert {k: v for k, v in again.items() if k != "methods"} == {
+        k: v for k, v in stored.items() if k != "methods"}
+    proc = run(str(saved), "--methods-only", "--json", "--methods", "eigv_contra")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["methods"] == {"eigv_contra": stored["methods"]["eigv_contra"]}
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"question": QUESTION, "samples": [{"text": "Mars"}]}))
+    proc = run(str(answers), "--methods-only")
+    assert proc.returncode == 2 and "--methods-only needs a saved analysis" in proc.stderr
+
+
 def test_score_and_the_library_take_the_methods_asked_for(saved, tiny_models, tiny_settings):
     code, out, err = cli("score", str(saved), *model_flags(tiny_models), "--json",
                          "--methods", "kernel_language_entropy,num_sets")
