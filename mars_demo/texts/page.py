@@ -214,6 +214,7 @@ STAGES_EXTRA = {  # other entries of timings_s
     "logprobs": "Token probabilities",
     "alignment": "Align phrases to tokens",
     "teacher_forced": "Token probabilities (read by the model)",
+    "methods": "Other uncertainty methods",
 }
 PROGRESS_TOTAL = "Total {seconds:.2f} s"
 STAGE_SECONDS = "{seconds:.2f} s"
