@@ -201,6 +201,9 @@ class NLIModel:
         shares: list[list[float]] = []
         verdicts = (self.verdicts(pairs, truncated, unknown, input_format, shares)
                     if pairs else [])
+        if len(shares) != len(pairs):
+            raise RuntimeError(f"the NLI model gave {len(shares)} probability triples for "
+                               f"{len(pairs)} pairs")
         out = []
         for (norm, needed, keys, start), notes in zip(plans, warnings):
             found = dict(zip(keys, verdicts[start:start + len(keys)]))
