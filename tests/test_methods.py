@@ -163,3 +163,10 @@ def test_labels():
         label("semantic_entropy", "value")
     with pytest.raises(ValueError, match="unknown method"):
         label("nope", "value")
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(methods)
+    assert result.attempted > 0 and result.failed == 0
