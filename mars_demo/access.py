@@ -15,7 +15,9 @@ A page is **public** when anyone but the host can reach it: ``--share`` (a *.gra
   :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of any other event, and
   :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused at once (HTTP 429).
 
-Everywhere, BEM importance (``importance_method="bem"``) is offered only when the host named its
+Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
+default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
+computes), and BEM importance (``importance_method="bem"``) is offered only when the host named its
 two models (``--bem`` and ``--chunker``); in public mode they must be local paths, so that no
 visitor's request ever starts a download.
 """
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mars_demo import texts
+from mars_demo.methods import FREE
 from mars_demo.options import OptionError
 
 PUBLIC_MAX_SAMPLE_TOKENS = 640  # samples x max new tokens per request, public default (5 x 128)
@@ -171,7 +174,8 @@ class Access:
     ``max_sample_tokens`` / ``per_client``: None = no limit. ``bem``: the host named BEM's models,
     so BEM importance is offered. ``identity``: how a request's client is decided.
     ``model_names``: names the host gave its models for visitors (``--llm-name``...; "llm",
-    "importance", "nli" -> name)."""
+    "importance", "nli" -> name). ``methods``: the uncertainty methods a visitor may ask for
+    (the server-side allowed set; the free ones unless the host says otherwise)."""
 
     public: bool = False
     allow_model_switch: bool = False
@@ -180,11 +184,19 @@ class Access:
     per_client: int | None = None
     identity: ClientIdentity = ClientIdentity()
     model_names: Mapping[str, str] = field(default_factory=dict)
+    methods: frozenset[str] = frozenset(FREE)
 
     def check_models(self, settings: Any) -> None:
-        """Raise :class:`OptionError` when ``settings`` need models the host did not set up."""
+        """Raise :class:`OptionError` when ``settings`` need models the host did not set up,
+        or methods this page does not offer (:attr:`methods`)."""
         if settings.importance_method == "bem" and not self.bem:
             raise OptionError(texts.ACCESS_NO_BEM)
+        asked = settings.method_ids
+        refused = [m for m in asked if m not in self.methods]
+        if refused:
+            offered = [m for m in FREE if m in self.methods] + sorted(self.methods - set(FREE))
+            raise OptionError(texts.ACCESS_METHODS_NOT_OFFERED.format(
+                methods=", ".join(refused), offered=", ".join(offered) or "none"))
 
     def check_work(self, settings: Any) -> None:
         """Raise :class:`OptionError` when a question asks for more generated tokens

@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
             _add_option(score, opt, keep_default=False)
     score.add_argument("--json", action="store_true",
                        help="print the analysis as JSON (JSONL input always gives JSONL)")
+    score.add_argument("--methods-only", action="store_true",
+                       help="recompute only the methods (--methods, else those the file "
+                       "recorded) of a saved analysis, from its JSON alone: no model is loaded "
+                       "and nothing else changes")
 
     from .evaluation.cli import add_parser as add_evaluate_parser
 
@@ -213,6 +217,17 @@ def format_report(result) -> str:
     lines += ["", "Uncertainty (higher = less trustworthy)   length-normalized      MARS"]
     for name, pair in (("Confidence", u.confidence), ("Entropy", u.entropy), ("Semantic entropy", u.semantic_entropy)):
         lines.append(f"  {name:<39} {pair.length_normalized:17.4f} {pair.mars:9.4f}")
+    if result.methods:
+        from .methods import METHODS
+
+        lines += ["", "Other methods (higher = less trustworthy; see docs/methods.md)"]
+        for method_id, values in result.methods.items():
+            name = METHODS[method_id].label if method_id in METHODS else method_id
+            if "value" in values:
+                lines.append(f"  {name:<39} {values['value']:9.4f}")
+            else:
+                lines.append(f"  {name:<39} {values['length_normalized']:9.4f} (LN) "
+                             f"{values['mars']:9.4f} (MARS)")
     lines += ["", "Time (s): " + ", ".join(f"{k} {v:.2f}" for k, v in result.timings_s.items())]
     if result.warnings:
         lines += ["", "Warnings:"] + [f"  - {safe(w)}" for w in result.warnings]
@@ -335,8 +350,8 @@ def _score_command(args: argparse.Namespace) -> int:
     if single is not None:
         recorded = single.get("settings") if isinstance(single, dict) else None
         result, code = _run(
-            lambda: engine.score(single, _settings(args, recorded if isinstance(recorded, dict)
-                                                   else None))
+            lambda: _score_one(engine, args, single, recorded if isinstance(recorded, dict)
+                               else None)
         )
         if code is not None:
             return code
@@ -383,12 +398,33 @@ def _score_line(engine, args: argparse.Namespace, line: str):
         return None, f"not valid JSON ({err})"
     try:
         recorded = data.get("settings") if isinstance(data, dict) else None
-        settings = _settings(args, recorded if isinstance(recorded, dict) else None)
-        return engine.score(data, settings), None
+        return _score_one(engine, args, data, recorded if isinstance(recorded, dict)
+                          else None), None
     except (OptionError, ModelLoadError, AnalysisOutOfMemory, InvalidModelOutput) as err:
         return None, str(err)
     except Exception as err:  # a defect: this line fails, the others go on
         return None, _unexpected(err)
+
+
+def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, Any] | None):
+    """One answer set scored, or with ``--methods-only`` one saved analysis' methods
+    recomputed from its JSON (no model is loaded)."""
+    settings = _settings(args, recorded)
+    if not args.methods_only:
+        return engine.score(data, settings)
+    from .methods import compute_methods
+    from .result import AnalysisResult
+
+    if not isinstance(data, dict) or not {"cluster_ids", "nli", "uncertainty"} <= set(data):
+        raise OptionError("--methods-only needs a saved analysis (the JSON of ask --json or "
+                          "score --json), not an answer set")
+    try:
+        result = AnalysisResult.from_dict(data)
+        result.methods = compute_methods(data, settings.method_ids)
+    except (KeyError, TypeError, ValueError) as err:
+        raise OptionError(f"cannot recompute the methods of this analysis: {err}") from err
+    result.settings["methods"] = list(settings.method_ids)
+    return result
 
 
 def _stderr_progress(stage: str, fraction: float) -> None:

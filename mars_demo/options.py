@@ -38,7 +38,8 @@ RECIPES = ("default", "paper-code")
 
 @dataclass(frozen=True)
 class Option:
-    """One option. ``kind`` is int, float, str or bool; ``bounds`` (lo, hi) for numbers,
+    """One option. ``kind`` is int, float, str, bool or tuple (names: one text of names
+    separated by commas, or a list of names); ``bounds`` (lo, hi) for numbers,
     ``choices`` for names; ``optional``: None is allowed (it means "automatic", see ``help``).
     ``stage``: "model", "generation" or "scoring" (see the module's docstring)."""
 
@@ -82,6 +83,13 @@ class Option:
             if not isinstance(value, bool):
                 auto = " or None (automatic)" if self.optional else ""
                 raise OptionError(f"{self.name} must be true, false{auto}; got {_shown(value)}")
+        elif self.kind is tuple:  # which names are known is checked where they are defined
+            names = value.split(",") if isinstance(value, str) else value
+            if (not isinstance(names, (list, tuple)) or not names
+                    or not all(isinstance(n, str) for n in names)
+                    or not any(n.strip() for n in names)):
+                what = self.help.split(": ", 1)[-1]
+                raise OptionError(f"{self.name} must be {what}; got {_shown(value)}")
         elif self.choices is not None:
             if value not in self.choices:
                 raise OptionError(
@@ -195,6 +203,11 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("recipe", str, "default",
            "default (this project's documented choices) or paper-code (the published code's "
            "choices, see the README's table)", "scoring", choices=RECIPES, label="Recipe"),
+    Option("methods", tuple, None,
+           "other uncertainty methods: method ids separated by commas, e.g. "
+           "eigv,degree,lexical_similarity (see docs/methods.md)", "scoring",
+           optional=True, label="Methods",
+           auto="every method that needs no extra model (mars_demo.methods.FREE)"),
 )
 
 OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}

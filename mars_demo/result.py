@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .answers import AnswerSet
 
-SCHEMA_VERSION = 2  # 2: nli.warnings, settings.recipe/logprob_source, token ids may be null
+# 2: nli.warnings, settings.recipe/logprob_source, token ids may be null
+# 3: nli.probabilities (every ordered pair of samples) and "methods" (issue 19's other
+#    uncertainty methods); a schema-2 analysis still loads, without them
+SCHEMA_VERSION = 3
 
 # The one list of each, in display order: every uncertainty measure is computed under both
 # scorings (LN = length-normalized, the baseline; MARS = meaning-aware weights).
@@ -89,12 +92,16 @@ class ScoredAnswer:
 @dataclass
 class NLIResult:
     """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
-    ``warnings``: what the NLI model could not see (inputs cut at its window, unknown
-    characters); they are in the result's warnings too."""
+    ``probabilities[i][j]``: the model's (entailment, neutral, contradiction) probabilities for
+    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical answers
+    (no model call; their label is "entailment"); None in an analysis made before they were
+    saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
+    unknown characters); they are in the result's warnings too."""
 
     answers: list[str]
     labels: list[list[str]]
     warnings: list[str] = field(default_factory=list)
+    probabilities: list[list[list[float]]] | None = None
 
 
 @dataclass
@@ -128,6 +135,9 @@ class AnalysisResult:
     timings_s: dict[str, float]
     warnings: list[str]
     schema_version: int = SCHEMA_VERSION
+    # the other uncertainty methods asked for (mars_demo.methods): {id: {variant: value}},
+    # variants "length_normalized" and "mars" for a method that reads a score, else "value"
+    methods: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -222,6 +232,7 @@ class AnalysisResult:
                 answers=list(data["nli"]["answers"]),
                 labels=[list(row) for row in data["nli"]["labels"]],
                 warnings=list(data["nli"].get("warnings", [])),
+                probabilities=data["nli"].get("probabilities"),
             ),
             cluster_ids=list(data["cluster_ids"]),
             uncertainty=Uncertainty(
@@ -233,4 +244,6 @@ class AnalysisResult:
             timings_s=dict(data["timings_s"]),
             warnings=list(data["warnings"]),
             schema_version=data.get("schema_version", SCHEMA_VERSION),
+            methods={name: {k: float(v) for k, v in values.items()}
+                     for name, values in (data.get("methods") or {}).items()},
         )

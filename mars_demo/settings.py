@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import OptionError
+from .methods import FREE, parse_methods
 from .options import (  # noqa: F401  (re-exported: the names callers have always used)
     CLUSTER_RULES,
     CPU_NLI,
@@ -94,9 +95,23 @@ class Settings:
     distribution: str = "equal"  # phrase weight -> tokens: "equal" | "max" | "min"
     cluster_rule: str = "strict"  # "strict": entailment both ways; "lenient": no contradiction
     recipe: str = "default"  # "default" | "paper-code" (the published code's choices)
+    # the other uncertainty methods (mars_demo.methods): ids, in order; None = methods.FREE.
+    # Given as "id,id" or a list, kept as a tuple.
+    methods: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.methods is not None:
+            try:
+                ids = parse_methods(self.methods)
+            except ValueError as err:
+                raise OptionError(str(err)) from err
+            object.__setattr__(self, "methods", ids)  # frozen: set once, here
+
+    @property
+    def method_ids(self) -> tuple[str, ...]:
+        """The methods to compute: those asked for, else every free one."""
+        return FREE if self.methods is None else self.methods
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -114,7 +129,11 @@ class Settings:
         return {name: getattr(self, name) for name in REQUEST_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as JSON has them (``methods`` a list), so a saved copy compares equal."""
+        out = dataclasses.asdict(self)
+        if out["methods"] is not None:
+            out["methods"] = list(out["methods"])
+        return out
 
 
 def validate(s: Settings) -> None:

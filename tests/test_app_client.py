@@ -68,6 +68,17 @@ def test_the_api_page_lists_the_two_endpoints_with_every_option(client):
         assert names == [first, *controls.API_OPTIONS]
 
 
+def test_the_api_computes_the_methods_asked_for(client):
+    data = client.predict(QUESTION, samples=2, max_new_tokens=4, methods="eigv, semantic_entropy",
+                          api_name="/analyze")
+    assert list(data["methods"]) == ["eigv", "semantic_entropy"]
+    assert set(data["methods"]["semantic_entropy"]) == {"length_normalized", "mars"}
+    assert len(data["nli"]["probabilities"]) == 2
+    again = client.predict(json.dumps(data), api_name="/score")  # "auto": the free methods
+    assert "eigv" in again["methods"] and "kernel_language_entropy" in again["methods"]
+    assert again["methods"]["eigv"] == pytest.approx(data["methods"]["eigv"], abs=1e-9)
+
+
 def test_the_score_endpoint_rescores_an_analysis_without_generating(client):
     data = client.predict(QUESTION, samples=2, max_new_tokens=4, api_name="/analyze")
     again = client.predict(json.dumps(data), normalization="softmax", api_name="/score")

@@ -18,6 +18,7 @@ from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
 from mars_demo.evaluation import calibration
 from mars_demo.evaluation.judges import normalize_answer
+from mars_demo.methods import FREE
 from test_eval_metrics import (average_precision_by_hand, loop_aurac, loop_prr,
                                mann_whitney_auroc)
 
@@ -70,6 +71,7 @@ def test_results_lines_hold_what_the_issue_asks(pregenerated_run):
         ok = any(normalize_answer(r["greedy"]) == normalize_answer(a) for a in row["answers"])
         assert r["correct"] is ok
         assert set(r["uncertainty"]) == set(MEASURES)
+        assert list(r["methods"]) == list(FREE) and r["methods"] == r["analysis"]["methods"]
         for m in MEASURES:
             for s in SCORINGS:
                 assert r["uncertainty"][m][s] == r["analysis"]["uncertainty"][m][s]
@@ -147,6 +149,26 @@ def test_a_finished_run_started_again_recomputes_nothing(pregenerated_run, tiny_
     assert code == 0
     assert (pregenerated_run / "results.jsonl").read_bytes() == before
     assert "12 of 12 questions already done" in capsys.readouterr().err
+
+
+def test_a_run_with_methods_asked_for_resumes_with_the_same_methods(tiny_settings, tmp_path,
+                                                                    no_llm):
+    from mars_demo.evaluation.judges import make_judge
+    from mars_demo.evaluation.run import EvalConfig, RunError, evaluate
+
+    def config(settings, limit):
+        return EvalConfig(data=str(ANSWERS), out=tmp_path / "run", judge=make_judge("em"),
+                          settings=settings, limit=limit, resamples=20, plots=False,
+                          messages=lambda m: None)
+
+    asked = tiny_settings.replace(methods="eigv,semantic_entropy")
+    evaluate(config(asked, 2))
+    evaluate(config(tiny_settings.replace(methods=["eigv", "semantic_entropy"]), 2))  # resumes
+    records = lines(tmp_path / "run" / "results.jsonl")
+    assert len(records) == 2
+    assert all(list(r["methods"]) == ["eigv", "semantic_entropy"] for r in records)
+    with pytest.raises(RunError, match="methods"):
+        evaluate(config(tiny_settings, 2))
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no_llm):

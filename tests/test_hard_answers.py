@@ -89,12 +89,20 @@ def test_all_samples_identical(engine, monkeypatch):
 
 def test_all_samples_different(engine, monkeypatch):
     nli = engine.models.nli
-    monkeypatch.setattr(nli, "verdicts", lambda pairs, *rest: ["contradiction"] * len(pairs))
+
+    def contradiction(pairs, truncated=None, unknown=None, input_format="pair",
+                      probabilities=None):
+        if probabilities is not None:
+            probabilities.extend([[0.0, 0.0, 1.0]] * len(pairs))
+        return ["contradiction"] * len(pairs)
+
+    monkeypatch.setattr(nli, "verdicts", contradiction)
     r = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus is hot", "the Pacific Ocean"])
     check_result(r)
     assert [a.text for a in r.samples] == ["Mars", "Venus is hot", "the Pacific Ocean"]
     assert r.cluster_ids == [0, 1, 2]
     assert all(r.nli.labels[i][j] == "contradiction" for i in range(3) for j in range(3) if i != j)
+    assert r.methods["eigv"]["value"] == pytest.approx(3.0)  # three meanings, none alike
     # one sample per cluster: SE = -(1/3) sum of the scores = the entropy
     for kind in ("length_normalized", "mars"):
         scores = [getattr(a.scores, kind) for a in r.samples]

@@ -29,7 +29,7 @@ def result(tiny_settings) -> AnalysisResult:
 def test_json_has_every_field_of_the_contract(result):
     d = json.loads(json.dumps(result.to_dict()))
     for key in ("question", "prompt", "prompt_token_ids", "greedy", "samples", "nli",
-                "cluster_ids", "uncertainty", "settings", "timings_s", "warnings"):
+                "cluster_ids", "uncertainty", "settings", "timings_s", "warnings", "methods"):
         assert key in d, key
     assert d["question"] == QUESTION
     for answer in [d["greedy"]] + d["samples"]:
@@ -39,11 +39,15 @@ def test_json_has_every_field_of_the_contract(result):
         for ph in answer["phrases"]:
             assert set(ph) >= {"text", "start", "end", "score", "weight"}
         assert set(answer["scores"]) == {"length_normalized", "mars"}
-    assert set(d["nli"]) == {"answers", "labels", "warnings"}
+    assert set(d["nli"]) == {"answers", "labels", "warnings", "probabilities"}
+    m = len(d["samples"])
+    assert [len(row) for row in d["nli"]["probabilities"]] == [m] * m
+    for method_id, values in d["methods"].items():
+        assert set(values) in ({"length_normalized", "mars"}, {"value"}), method_id
     for name in ("confidence", "entropy", "semantic_entropy"):
         assert set(d["uncertainty"][name]) == {"length_normalized", "mars"}
     for key in ("samples", "temperature", "cluster_rule", "normalization", "distribution",
-                "importance_method", "llm", "importance", "nli", "prompt"):
+                "importance_method", "llm", "importance", "nli", "prompt", "methods"):
         assert key in d["settings"], key
     assert {"generate", "logprobs", "importance", "nli", "uncertainty"} <= set(d["timings_s"])
     assert AnalysisResult.from_dict(d).to_dict() == d

@@ -54,9 +54,9 @@ def test_paper_code_reads_the_nli_input_as_published(engine, paper, monkeypatch)
     seen = {}
     original = NLIModel.matrix
 
-    def spy(self, question, answers, warnings=None, input_format="pair"):
+    def spy(self, question, answers, warnings=None, input_format="pair", **rest):
         seen["format"] = input_format
-        return original(self, question, answers, warnings, input_format=input_format)
+        return original(self, question, answers, warnings, input_format=input_format, **rest)
 
     monkeypatch.setattr(NLIModel, "matrix", spy)
     engine.score(paper, engine.settings.replace(recipe="paper-code"))

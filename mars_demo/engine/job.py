@@ -25,7 +25,7 @@ from .generation import teacher_force
 #: The fields a job has when it is made; the stages fill the others.
 INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings")
 #: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
-RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty")
+RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods")
 
 
 @dataclass
@@ -50,6 +50,7 @@ class ScoringJob:
     nli_model_id: str | None = None  # nli: the model that made (or once made) them
     cluster_ids: list[int] | None = None  # clustering: one meaning cluster per sample
     uncertainty: Uncertainty | None = None  # uncertainty: the measures under both scorings
+    methods: dict[str, dict[str, float]] | None = None  # methods: {id: {variant: value}}
 
 
 def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], run: Resolved,
@@ -101,7 +102,8 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
     used["samples"] = len(scored) - 1
     used.pop("llm_api_key_env", None)  # a variable's name is no setting of the result
     used.pop("llm_timeout", None)  # how long to wait changes no answer
-    used.update(nli=job.nli_model_id, logprob_source=job.logprob_source)
+    used.update(nli=job.nli_model_id, logprob_source=job.logprob_source,
+                methods=list(run.settings.method_ids))
     if used["device"] is None:
         used["device"] = "cuda" if registry.cuda_available() else "cpu"
     return AnalysisResult(
@@ -116,4 +118,5 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
         settings=used,
         timings_s={k: round(v, 6) for k, v in job.timings.items()},
         warnings=job.warnings + job.nli.warnings,
+        methods=job.methods,
     )

@@ -243,7 +243,8 @@ def _run_batches(config: EvalConfig, engine, todo: list[Item], total: int, f,
                     "label": "judged" if verdict is not None else "given",
                     "judge": None if verdict is None else {"score": verdict.score,
                                                            "detail": verdict.detail},
-                    "uncertainty": _uncertainty(result), "analysis": result.to_dict(),
+                    "uncertainty": _uncertainty(result), "methods": result.methods,
+                    "analysis": result.to_dict(),
                     "seconds": seconds,  # the batch's seconds per question
                     "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
                         timespec="milliseconds"),

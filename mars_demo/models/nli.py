@@ -18,7 +18,7 @@ Two input formats (``input_format``):
 
 from __future__ import annotations
 
-from ..core.clustering import normalize_answer
+from ..core.clustering import NLI_LABELS, normalize_answer
 from ..errors import ModelLoadError, check_finite
 from ._pairs import encode_pairs
 
@@ -27,6 +27,7 @@ BATCH = 64  # pairs per forward pass chunk; bounds memory for many samples
 INPUT_FORMATS = ("pair", "paper-code")
 DTYPES = ("auto", "float32")  # "auto": float16 on CUDA, float32 on CPU
 PAPER_CODE_SEPARATOR = " [SEP] "  # between the two texts of the published code's one string
+SAME = (1.0, 0.0, 0.0)  # probabilities of a text against itself (or an identical one): no call
 
 
 def paper_code_input(premise: str, hypothesis: str) -> str:
@@ -69,6 +70,8 @@ class NLIModel:
         self.tokenizer = tokenizer
         self.model_id = model_id
         self.labels = label_meaning(model.config.id2label)
+        # the output index of each of NLI_LABELS: probabilities are reported in that order
+        self.order = [next(k for k, v in self.labels.items() if v == name) for name in NLI_LABELS]
         self.device = next(model.parameters()).device
 
     @classmethod
@@ -95,6 +98,7 @@ class NLIModel:
         truncated: list[int] | None = None,
         unknown: list[int] | None = None,
         input_format: str = "pair",
+        probabilities: list[list[float]] | None = None,
     ) -> list[str]:
         """NLI label of each (premise, hypothesis) pair, batched.
 
@@ -102,6 +106,9 @@ class NLIModel:
         appended to ``truncated``, and of pairs holding characters the tokenizer does not know
         ([UNK]) to ``unknown``, when those lists are given. ``input_format`` ``"paper-code"``
         gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
+        ``probabilities``, when given, receives each pair's (entailment, neutral,
+        contradiction) probabilities, the softmax of the same logits in float64 (the label is
+        the arg-max of the logits, as always).
         """
         import torch
 
@@ -122,6 +129,10 @@ class NLIModel:
                 logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
             check_finite(logits, f"The NLI model {self.model_id}")
             out.extend(self.labels[int(j)] for j in logits.argmax(-1).tolist())
+            if probabilities is not None:
+                shares = logits.double().softmax(-1)[:, self.order]
+                shares = shares / shares.sum(-1, keepdim=True)  # a model with extra labels
+                probabilities.extend(shares.cpu().tolist())
         return out
 
     def matrix(
@@ -130,15 +141,22 @@ class NLIModel:
         answers: list[str],
         warnings: list[str] | None = None,
         input_format: str = "pair",
+        probabilities: list | None = None,
     ) -> list[list[str]]:
         """n x n verdicts, premise = row; identical answers and the diagonal are "entailment".
 
         Identical means equal after ``normalize_answer`` for ``input_format="pair"``, and
         exactly equal text for ``"paper-code"`` (see the module docstring). A sentence per
         degraded result (pairs cut to fit the model's window) is appended to ``warnings`` when
-        it is given.
+        it is given. ``probabilities``, when given, receives the n x n x 3 probabilities
+        (entailment, neutral, contradiction) of every ordered pair, (1, 0, 0) where the label
+        is "entailment" without a model call.
         """
-        return self.matrices([question], [answers], [warnings], input_format)[0]
+        many = [] if probabilities is not None else None
+        labels = self.matrices([question], [answers], [warnings], input_format, many)[0]
+        if many is not None:
+            probabilities.extend(many[0])
+        return labels
 
     def matrices(
         self,
@@ -146,12 +164,15 @@ class NLIModel:
         answers: list[list[str]],
         warnings: list[list[str] | None] | None = None,
         input_format: str = "pair",
+        probabilities: list | None = None,
     ) -> list[list[list[str]]]:
         """:meth:`matrix` for several questions: the needed pairs of ALL questions go through
         ONE :meth:`verdicts` call (batched in chunks of ``BATCH`` pairs as always); each
         question's pairs carry its own question. ``warnings[q]`` (when given) receives question
         ``q``'s sentences. The same verdicts as one :meth:`matrix` per question (up to float
-        rounding of another padding width, which can only matter for a near-tie)."""
+        rounding of another padding width, which can only matter for a near-tie).
+        ``probabilities``, when given, receives one n x n x 3 list per question (see
+        :meth:`matrix`)."""
         check_choice("input_format", input_format, INPUT_FORMATS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
@@ -177,10 +198,16 @@ class NLIModel:
             ]
         truncated: list[int] = []
         unknown: list[int] = []
-        verdicts = self.verdicts(pairs, truncated, unknown, input_format) if pairs else []
+        shares: list[list[float]] = []
+        verdicts = (self.verdicts(pairs, truncated, unknown, input_format, shares)
+                    if pairs else [])
+        if len(shares) != len(pairs):
+            raise RuntimeError(f"the NLI model gave {len(shares)} probability triples for "
+                               f"{len(pairs)} pairs")
         out = []
         for (norm, needed, keys, start), notes in zip(plans, warnings):
             found = dict(zip(keys, verdicts[start:start + len(keys)]))
+            found_shares = dict(zip(keys, shares[start:start + len(keys)]))
             mine = range(start, start + len(keys))
             cut = [k - start for k in truncated if k in mine]
             unk = [k - start for k in unknown if k in mine]
@@ -206,4 +233,10 @@ class NLIModel:
                  for j in range(n)]
                 for i in range(n)
             ])
+            if probabilities is not None:
+                probabilities.append([
+                    [list(SAME) if norm[i] == norm[j] else found_shares[(norm[i], norm[j])]
+                     for j in range(n)]
+                    for i in range(n)
+                ])
         return out

@@ -214,6 +214,7 @@ STAGES_EXTRA = {  # other entries of timings_s
     "logprobs": "Token probabilities",
     "alignment": "Align phrases to tokens",
     "teacher_forced": "Token probabilities (read by the model)",
+    "methods": "Other uncertainty methods",
 }
 PROGRESS_TOTAL = "Total {seconds:.2f} s"
 STAGE_SECONDS = "{seconds:.2f} s"
@@ -330,7 +331,8 @@ API_ANALYZE_DOC = (
     "Analyze one question with MARS and return the whole analysis as JSON.\n\n"
     "The result has the fields of mars_demo.result.AnalysisResult.to_dict(): question, prompt, "
     "prompt_token_ids, greedy, samples, nli, cluster_ids, uncertainty, settings, timings_s, "
-    "warnings, schema_version. Uncertainty values: higher = less trustworthy."
+    "warnings, schema_version, methods (the other uncertainty methods asked for with the "
+    "methods parameter). Uncertainty values: higher = less trustworthy."
 )
 API_SCORE_DOC = (
     "Score answers made anywhere (no generation) and return the analysis JSON.\n\n"

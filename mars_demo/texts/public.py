@@ -5,6 +5,10 @@ from __future__ import annotations
 
 # --- public mode and per-visitor limits (mars_demo/access.py) ------------------------------------
 
+ACCESS_METHODS_NOT_OFFERED = (
+    "method(s) {methods} are not offered on this server (they need an extra model or LLM pass); "
+    "offered: {offered}"
+)
 ACCESS_NO_BEM = (
     "importance_method bem is not available on this server: its two models were not set up by "
     "the host (app.py --bem DIR --chunker DIR). Use model or token"

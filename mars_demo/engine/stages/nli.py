@@ -1,5 +1,6 @@
-"""The NLI stage: the verdict of every ordered pair of sampled answers, all questions' needed
-pairs in one batched pass; verdicts of an earlier result of the same answers are reused."""
+"""The NLI stage: the verdict and the (entailment, neutral, contradiction) probabilities of every
+ordered pair of sampled answers, all questions' needed pairs in one batched pass; those of an
+earlier result of the same answers are reused."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from .base import ScoringContext
 
 def reusable(job: ScoringJob, run: Resolved) -> bool:
     """Whether the job's earlier result (``reuse``) holds NLI verdicts valid for it now: the
-    same question, the same sample texts, the same NLI model and recipe."""
+    same question, the same sample texts, the same NLI model and recipe, and their
+    probabilities (an analysis of schema 2 has only the labels: its NLI runs again)."""
     reuse, s = job.reuse, run.settings
     return (
         reuse is not None
+        and reuse.nli.probabilities is not None
         and reuse.question == job.answers.question
         and reuse.nli.answers == [a.text for a in job.answers.samples]
         and reuse.settings.get("nli") == resolve_nli(s.nli, registry.cuda_available())
@@ -27,9 +30,9 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
 
 
 class NLIStage:
-    """NLI verdicts among each job's samples (``nli``) and the model that gave them
-    (``nli_model_id``), in the recipe's input format. Identical answers need no model call;
-    all other needed pairs of all questions go through one batched call."""
+    """NLI verdicts and probabilities among each job's samples (``nli``) and the model that
+    gave them (``nli_model_id``), in the recipe's input format. Identical answers need no model
+    call; all other needed pairs of all questions go through one batched call."""
 
     name = "nli"
     reads = ("scored", "question", "reuse")
@@ -48,7 +51,8 @@ class NLIStage:
             if reusable(job, ctx.run):  # the same NLI model already judged these answers
                 reuse = job.reuse
                 job.nli = NLIResult(answers=texts, labels=reuse.nli.labels,
-                                    warnings=list(reuse.nli.warnings))
+                                    warnings=list(reuse.nli.warnings),
+                                    probabilities=reuse.nli.probabilities)
                 job.nli_model_id = reuse.settings["nli"]
             else:
                 job.nli = NLIResult(answers=texts, labels=[], warnings=[])
@@ -56,10 +60,15 @@ class NLIStage:
                 fresh.append(job)
         if len(fresh) == 1:
             job = fresh[0]
+            job.nli.probabilities = []
             job.nli.labels = ctx.nli.matrix(job.question, job.nli.answers, job.nli.warnings,
-                                            input_format=fmt)
+                                            input_format=fmt,
+                                            probabilities=job.nli.probabilities)
         elif fresh:
+            shares: list = []
             labels = ctx.nli.matrices([j.question for j in fresh], [j.nli.answers for j in fresh],
-                                      [j.nli.warnings for j in fresh], input_format=fmt)
-            for job, lab in zip(fresh, labels):
+                                      [j.nli.warnings for j in fresh], input_format=fmt,
+                                      probabilities=shares)
+            for job, lab, share in zip(fresh, labels, shares):
                 job.nli.labels = lab
+                job.nli.probabilities = share

@@ -1,0 +1,251 @@
+"""The uncertainty methods beside MARS's three measures: which exist, what each needs, and how
+each is computed from what an analysis holds.
+
+Every method is an uncertainty (higher = less trustworthy, natural logs); the math is
+:mod:`mars_demo.core`'s (see ``docs/methods.md`` for each formula, its source and its peers).
+A method that reads a sequence score (``scored``) is computed twice, with length-normalized and
+with MARS scores: ``{"length_normalized": x, "mars": y}``; any other gives ``{"value": x}``.
+
+:func:`compute_methods` reads only what a saved analysis JSON holds (the sample texts, their two
+scores, the meaning clusters and the NLI probabilities of every ordered pair of samples), so a
+saved analysis gives the same values again without any model.
+
+>>> parse_methods("eigv, degree")
+('eigv', 'degree')
+>>> label("semantic_entropy_normalized", "mars")
+'Semantic entropy, normalized (MARS)'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+VARIANTS = ("length_normalized", "mars", "value")  # how a method's values are named
+SCORED_VARIANTS = VARIANTS[:2]  # the two scorings of a method that reads a sequence score
+NEEDS = ("samples", "nli_probabilities", "similarity_model", "llm_pass")
+FREE_NEEDS = frozenset({"samples", "nli_probabilities"})  # what every analysis already has
+#: Methods of issue 19 that need an extra model or LLM pass and are not available yet.
+NOT_YET = ("token_sar", "sentence_sar", "sar", "p_true")
+
+
+@dataclass(frozen=True)
+class Method:
+    """One uncertainty method: its id (CLI, JSON, page), a short ``label`` for tables, a
+    one-line ``explain`` of what it measures, what it ``needs`` (of :data:`NEEDS`), whether it
+    reads a sequence score (``scored``: LN and MARS variants) and its ``source`` (paper)."""
+
+    id: str
+    label: str
+    explain: str
+    needs: frozenset[str]
+    scored: bool
+    source: str
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return SCORED_VARIANTS if self.scored else ("value",)
+
+    @property
+    def free(self) -> bool:
+        """Whether it needs nothing beyond what every analysis computes."""
+        return self.needs <= FREE_NEEDS
+
+
+_SAMPLES = frozenset({"samples"})
+_NLI = frozenset({"samples", "nli_probabilities"})
+_LIN = "Lin, Trivedi and Sun 2023"
+
+METHODS: dict[str, Method] = {m.id: m for m in (
+    Method("semantic_entropy", "Semantic entropy",
+           "spread of the samples' probability over their meaning clusters (the paper's eq. 8)",
+           _SAMPLES, True, "Kuhn et al. 2023; Bakman et al. 2024"),
+    Method("semantic_entropy_normalized", "Semantic entropy, normalized",
+           "entropy of the meaning clusters' probability shares, renormalized over the samples",
+           _SAMPLES, True, "Farquhar et al. 2024"),
+    Method("semantic_entropy_discrete", "Semantic entropy, discrete",
+           "entropy of how many samples fall in each meaning cluster (no scores)",
+           _SAMPLES, False, "Farquhar et al. 2024"),
+    Method("num_sets", "Number of meanings",
+           "how many meaning clusters the samples form", _SAMPLES, False, _LIN),
+    Method("eigv", "Eigenvalue (entail.)",
+           "a soft count of meanings from the entailment graph among the samples",
+           _NLI, False, _LIN),
+    Method("eigv_contra", "Eigenvalue (contra.)",
+           "a soft count of meanings from the no-contradiction graph among the samples",
+           _NLI, False, _LIN),
+    Method("degree", "Degree (entail.)",
+           "how little the samples entail each other on average", _NLI, False, _LIN),
+    Method("degree_contra", "Degree (contra.)",
+           "how much the samples contradict each other on average", _NLI, False, _LIN),
+    Method("eccentricity", "Eccentricity (entail.)",
+           "how far apart the samples lie in a spectral embedding of the entailment graph",
+           _NLI, False, _LIN),
+    Method("eccentricity_contra", "Eccentricity (contra.)",
+           "how far apart the samples lie in a spectral embedding of the no-contradiction graph",
+           _NLI, False, _LIN),
+    Method("lexical_similarity", "Lexical similarity",
+           "how little the samples share their words (negated mean ROUGE-L)",
+           _SAMPLES, False, "Fomicheva et al. 2020; Kuhn et al. 2023"),
+    Method("kernel_language_entropy", "Kernel language entropy",
+           "von Neumann entropy of a heat kernel over the samples' NLI graph",
+           _NLI, False, "Nikitin et al. 2024"),
+)}
+
+#: The methods computed when none are asked for: all that need no extra model or pass.
+FREE: tuple[str, ...] = tuple(m.id for m in METHODS.values() if m.free)
+
+
+def parse_methods(text_or_list: str | Sequence[str]) -> tuple[str, ...]:
+    """Method ids from ``"id,id,..."`` (spaces allowed) or a list of ids, in the order given,
+    each once. Raises ``ValueError`` naming an unknown id and listing the known ones.
+
+    >>> parse_methods(["num_sets", "eigv", "num_sets"])
+    ('num_sets', 'eigv')
+    """
+    if isinstance(text_or_list, str):
+        items = text_or_list.split(",")
+    elif isinstance(text_or_list, (list, tuple)):
+        items = list(text_or_list)
+    else:
+        raise ValueError(
+            f"methods must be method ids separated by commas or a list of ids; got "
+            f"{type(text_or_list).__name__}"
+        )
+    ids: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"methods must be method ids (text); got {item!r}")
+        name = item.strip()
+        if not name:
+            continue
+        if name in NOT_YET:
+            raise ValueError(
+                f"method {name!r} is not available yet (it needs an extra model or LLM pass); "
+                f"available: {', '.join(METHODS)}"
+            )
+        if name not in METHODS:
+            shown = name if len(name) <= 40 else name[:37] + "..."
+            raise ValueError(f"unknown method {shown!r}; known: {', '.join(METHODS)}")
+        if name not in ids:
+            ids.append(name)
+    if not ids:
+        raise ValueError(f"methods is empty; name at least one of {', '.join(METHODS)}")
+    return tuple(ids)
+
+
+def label(method_id: str, variant: str) -> str:
+    """The name of one method's value in a table: the method's label, with "(LN)" or "(MARS)"
+    for the two scorings of a scored method.
+
+    >>> label("eigv", "value"), label("semantic_entropy", "length_normalized")
+    ('Eigenvalue (entail.)', 'Semantic entropy (LN)')
+    """
+    method = _method(method_id)
+    if variant not in method.variants:
+        raise ValueError(
+            f"{method_id} has the variants {', '.join(method.variants)}; got {variant!r}"
+        )
+    suffix = {"length_normalized": " (LN)", "mars": " (MARS)"}.get(variant, "")
+    return method.label + suffix
+
+
+@dataclass(frozen=True)
+class MethodInputs:
+    """What the methods read of one analysis: the sampled answers' texts, their scores under
+    each scoring (``{"length_normalized": [...], "mars": [...]}``), their meaning clusters and
+    the NLI probabilities (entailment, neutral, contradiction) of every ordered pair of samples
+    (m x m x 3; None when the analysis predates them, schema 2)."""
+
+    texts: list[str]
+    scores: Mapping[str, list[float]]
+    cluster_ids: list[int]
+    nli_probabilities: list | None
+
+
+def inputs_of(result: Any) -> MethodInputs:
+    """:class:`MethodInputs` of an :class:`~mars_demo.result.AnalysisResult` or its JSON
+    (:meth:`~mars_demo.result.AnalysisResult.to_dict`)."""
+    data = result if isinstance(result, Mapping) else result.to_dict()
+    try:
+        samples = data["samples"]
+        return MethodInputs(
+            texts=[s["text"] for s in samples],
+            scores={k: [float(s["scores"][k]) for s in samples] for k in SCORED_VARIANTS},
+            cluster_ids=list(data["cluster_ids"]),
+            nli_probabilities=(data.get("nli") or {}).get("probabilities"),
+        )
+    except (KeyError, TypeError) as err:
+        raise ValueError(
+            f"not an analysis: it lacks the samples, their scores or the cluster ids ({err!r})"
+        ) from err
+
+
+def compute_methods(result: Any, ids: Sequence[str] | str) -> dict[str, dict[str, float]]:
+    """``{method id: {variant: value}}`` of the methods ``ids`` for one analysis (an
+    :class:`~mars_demo.result.AnalysisResult` or its JSON), from what it holds alone: no model
+    runs. Raises ``ValueError`` for an unknown id, or for a method that needs NLI
+    probabilities of an analysis made before they were saved (schema 2)."""
+    return compute_from(inputs_of(result), ids)
+
+
+def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, dict[str, float]]:
+    """:func:`compute_methods` from :class:`MethodInputs`."""
+    ids = parse_methods(ids)
+    missing = [i for i in ids if "nli_probabilities" in METHODS[i].needs]
+    if missing and inputs.nli_probabilities is None:
+        raise ValueError(
+            f"this analysis predates the saved NLI probabilities (schema 2): "
+            f"{', '.join(missing)} cannot be computed from it; score its answers again "
+            f"(python -m mars_demo score FILE) to get them"
+        )
+    formulas = _formulas()
+    out: dict[str, dict[str, float]] = {}
+    for method_id in ids:
+        compute = formulas[method_id]
+        method = METHODS[method_id]
+        if method.scored:
+            values = {k: compute(inputs, inputs.scores[k]) for k in SCORED_VARIANTS}
+        else:
+            values = {"value": compute(inputs, None)}
+        for variant, value in values.items():
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{method_id} ({variant}) is not finite: {value}")
+            values[variant] = value
+        out[method_id] = values
+    return out
+
+
+def _method(method_id: str) -> Method:
+    if method_id not in METHODS:
+        raise ValueError(f"unknown method {method_id!r}; known: {', '.join(METHODS)}")
+    return METHODS[method_id]
+
+
+def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
+    """Each method's value from its inputs and, for a scored method, one scoring's sample
+    scores. The math (numpy, scipy) is imported here, on first use: importing the registry
+    (as the settings do) stays cheap."""
+    from .core import graph, kernel, lexical, uncertainty
+
+    def lin(fn: Callable[..., float], affinity: str) -> Callable[[MethodInputs, Any], float]:
+        return lambda x, _: fn(x.nli_probabilities, affinity=affinity)
+
+    return {
+        "semantic_entropy": lambda x, scores: uncertainty.semantic_entropy(scores, x.cluster_ids),
+        "semantic_entropy_normalized":
+            lambda x, scores: uncertainty.semantic_entropy_normalized(scores, x.cluster_ids),
+        "semantic_entropy_discrete":
+            lambda x, _: uncertainty.semantic_entropy_discrete(x.cluster_ids),
+        "num_sets": lambda x, _: graph.num_sets(x.cluster_ids),
+        "eigv": lin(graph.eigv, "entail"),
+        "eigv_contra": lin(graph.eigv, "contra"),
+        "degree": lin(graph.degree, "entail"),
+        "degree_contra": lin(graph.degree, "contra"),
+        "eccentricity": lin(graph.eccentricity, "entail"),
+        "eccentricity_contra": lin(graph.eccentricity, "contra"),
+        "lexical_similarity": lambda x, _: lexical.lexical_similarity(x.texts),
+        "kernel_language_entropy": lambda x, _: kernel.kernel_language_entropy(x.nli_probabilities),
+    }

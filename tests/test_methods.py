@@ -1,0 +1,172 @@
+"""The methods registry (mars_demo/methods.py): ids, parsing, labels, and each method computed
+from what an analysis holds, equal to the core function on the same hand-made inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mars_demo import methods
+from mars_demo.core import graph, kernel, lexical, uncertainty
+from mars_demo.methods import FREE, METHODS, VARIANTS, compute_methods, label, parse_methods
+
+E, N, C = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
+TEXTS = ["Mars", "It is Mars", "Venus"]
+LN = [-0.2, -0.5, -1.5]
+MARS = [-0.1, -0.7, -2.5]  # differ from LN, so a method reading the wrong scores is caught
+CLUSTERS = [0, 0, 1]
+NLI = [
+    [E, [0.7, 0.2, 0.1], [0.05, 0.15, 0.8]],
+    [[0.6, 0.3, 0.1], E, [0.1, 0.2, 0.7]],
+    [[0.1, 0.1, 0.8], [0.2, 0.2, 0.6], E],
+]
+
+
+def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI) -> dict:
+    """The part of an analysis JSON the methods read."""
+    samples = [{"text": t, "scores": {"length_normalized": a, "mars": b}}
+               for t, a, b in zip(texts, ln, mars)]
+    out = {"samples": samples, "cluster_ids": list(clusters),
+           "nli": {"answers": list(texts), "labels": []}}
+    if nli is not None:
+        out["nli"]["probabilities"] = nli
+    return out
+
+
+EXPECTED_VALUE = {
+    "semantic_entropy_discrete": lambda: uncertainty.semantic_entropy_discrete(CLUSTERS),
+    "num_sets": lambda: 2.0,
+    "eigv": lambda: graph.eigv(NLI, "entail"),
+    "eigv_contra": lambda: graph.eigv(NLI, "contra"),
+    "degree": lambda: graph.degree(NLI, "entail"),
+    "degree_contra": lambda: graph.degree(NLI, "contra"),
+    "eccentricity": lambda: graph.eccentricity(NLI, "entail"),
+    "eccentricity_contra": lambda: graph.eccentricity(NLI, "contra"),
+    "lexical_similarity": lambda: lexical.lexical_similarity(TEXTS),
+    "kernel_language_entropy": lambda: kernel.kernel_language_entropy(NLI),
+}
+EXPECTED_SCORED = {
+    "semantic_entropy": uncertainty.semantic_entropy,
+    "semantic_entropy_normalized": uncertainty.semantic_entropy_normalized,
+}
+
+
+def test_every_method_is_computed_and_named():
+    assert set(EXPECTED_VALUE) | set(EXPECTED_SCORED) == set(METHODS) == set(methods._formulas())
+    assert FREE == tuple(METHODS)  # every registered method needs no extra model yet
+    for m in METHODS.values():
+        assert m.needs <= set(methods.NEEDS) and m.label and m.explain and m.source
+        assert m.scored == (m.id in EXPECTED_SCORED)
+
+
+@pytest.mark.parametrize("method_id", sorted(EXPECTED_VALUE))
+def test_value_methods_equal_the_core_function(method_id):
+    got = compute_methods(analysis(), [method_id])
+    assert list(got) == [method_id] and list(got[method_id]) == ["value"]
+    assert got[method_id]["value"] == EXPECTED_VALUE[method_id]()
+    assert isinstance(got[method_id]["value"], float)
+
+
+@pytest.mark.parametrize("method_id", sorted(EXPECTED_SCORED))
+def test_scored_methods_give_ln_and_mars_from_their_own_scores(method_id):
+    got = compute_methods(analysis(), method_id)[method_id]
+    fn = EXPECTED_SCORED[method_id]
+    assert got == {"length_normalized": fn(LN, CLUSTERS), "mars": fn(MARS, CLUSTERS)}
+    assert got["length_normalized"] != got["mars"]
+    swapped = compute_methods(analysis(ln=MARS, mars=LN), method_id)[method_id]
+    assert swapped == {"length_normalized": got["mars"], "mars": got["length_normalized"]}
+
+
+def test_the_paper_semantic_entropy_is_hand_computed():
+    # clusters {Mars, It is Mars} and {Venus}: -(logsumexp(-0.1, -0.7) + (-2.5)) / 2 under MARS
+    got = compute_methods(analysis(), ["semantic_entropy"])["semantic_entropy"]["mars"]
+    assert got == pytest.approx(-(np.logaddexp(-0.1, -0.7) - 2.5) / 2, abs=1e-12)
+
+
+def test_the_graph_methods_use_the_probabilities_not_the_labels():
+    agree = [[E, E, E]] * 3
+    values = compute_methods(analysis(nli=agree), ["eigv", "degree", "eccentricity"])
+    assert values == {"eigv": {"value": pytest.approx(1.0)}, "degree": {"value": 0.0},
+                      "eccentricity": {"value": pytest.approx(0.0, abs=1e-12)}}
+    apart = [[E, C, C], [C, E, C], [C, C, E]]
+    values = compute_methods(analysis(nli=apart), ["eigv", "eccentricity", "degree_contra"])
+    assert values["eigv"]["value"] == pytest.approx(3.0)
+    assert values["eccentricity"]["value"] == pytest.approx(math.sqrt(2))
+    assert values["degree_contra"]["value"] == pytest.approx(1 - 3 / 9)
+
+
+def test_one_sample_and_all_identical_samples():
+    one = compute_methods(analysis(["Mars"], [-0.3], [-0.4], [0], [[E]]), FREE)
+    assert one["num_sets"] == {"value": 1.0} and one["eigv"]["value"] == pytest.approx(1.0)
+    assert one["lexical_similarity"] == {"value": -1.0}
+    assert one["semantic_entropy"] == {"length_normalized": 0.3, "mars": 0.4}
+    same = compute_methods(analysis(["Mars"] * 3, [-0.3] * 3, [-0.4] * 3, [0] * 3,
+                                    [[E] * 3] * 3), FREE)
+    assert same["lexical_similarity"] == {"value": -1.0}
+    assert same["semantic_entropy_discrete"] == {"value": 0.0}
+    # identical answers: below log 3 (no two related), not 0 (the heat kernel's t is 0.3)
+    assert 0 < same["kernel_language_entropy"]["value"] < math.log(3) - 0.3
+    for values in list(one.values()) + list(same.values()):
+        assert all(math.isfinite(v) for v in values.values())
+
+
+def test_an_analysis_object_and_its_json_give_the_same_values():
+    class Result:  # anything with to_dict(), as AnalysisResult
+        def to_dict(self):
+            return analysis()
+
+    assert compute_methods(Result(), FREE) == compute_methods(analysis(), FREE)
+
+
+def test_an_analysis_without_probabilities_says_it_predates_them():
+    old = analysis(nli=None)
+    assert set(compute_methods(old, ["semantic_entropy", "num_sets", "lexical_similarity"]))
+    with pytest.raises(ValueError, match="predates.*eigv, kernel_language_entropy"):
+        compute_methods(old, ["eigv", "num_sets", "kernel_language_entropy"])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("eigv", ("eigv",)),
+    (" eigv , degree_contra,,", ("eigv", "degree_contra")),
+    (["num_sets", "num_sets", "eigv"], ("num_sets", "eigv")),
+    (FREE, FREE),
+])
+def test_parse_methods(text, expected):
+    assert parse_methods(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("eigv,eigenvalue", "unknown method 'eigenvalue'; known: semantic_entropy, .*eigv"),
+    ("token_sar", "'token_sar' is not available yet"),
+    ("p_true", "'p_true' is not available yet"),
+    ("", "methods is empty"),
+    ([3], "method ids"),
+    (3, "method ids separated by commas"),
+])
+def test_parse_methods_refuses_with_a_clear_message(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_methods(text)
+    if isinstance(text, str) and text:
+        with pytest.raises(ValueError, match=message):
+            compute_methods(analysis(), text)
+
+
+def test_labels():
+    assert VARIANTS == ("length_normalized", "mars", "value")
+    assert label("eigv", "value") == "Eigenvalue (entail.)"
+    assert label("eigv_contra", "value") == "Eigenvalue (contra.)"
+    assert label("semantic_entropy_normalized", "mars") == "Semantic entropy, normalized (MARS)"
+    assert label("semantic_entropy", "length_normalized") == "Semantic entropy (LN)"
+    with pytest.raises(ValueError, match="variants length_normalized, mars"):
+        label("semantic_entropy", "value")
+    with pytest.raises(ValueError, match="unknown method"):
+        label("nope", "value")
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(methods)
+    assert result.attempted > 0 and result.failed == 0

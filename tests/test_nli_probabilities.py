@@ -1,0 +1,134 @@
+"""The NLI probabilities of every ordered pair of samples (schema 3): from the model's own
+logits, in the order (entailment, neutral, contradiction), with the verdicts unchanged; saved in
+the analysis JSON, reused with the verdicts, and absent (said so) in a schema-2 analysis."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mars_demo.core.clustering import NLI_LABELS
+from mars_demo.engine import Engine
+from mars_demo.methods import compute_methods
+from mars_demo.models.nli import NLIModel
+from mars_demo.models.registry import load_nli
+from mars_demo.result import SCHEMA_VERSION, AnalysisResult
+
+QUESTION = "Which planet is known as the Red Planet?"
+ANSWERS = ["Mars.", "mars", "Venus", "It is Jupiter", "MARS "]
+
+
+def model_probabilities(nli, premise: str, hypothesis: str) -> list[float]:
+    """The model's (entailment, neutral, contradiction) probabilities, computed here."""
+    enc = nli.tokenizer([premise], [hypothesis], return_tensors="pt").to(nli.device)
+    with torch.inference_mode():
+        shares = nli.model(**enc).logits.double().softmax(-1)[0].cpu().tolist()
+    index = {name: k for k, name in nli.labels.items()}
+    return [shares[index[name]] for name in NLI_LABELS]
+
+
+@pytest.mark.parametrize("input_format", ["pair", "paper-code"])
+def test_probabilities_agree_with_the_verdicts(tiny_models, input_format):
+    nli = load_nli(str(tiny_models["nli"]))
+    probabilities: list = []
+    labels = nli.matrix(QUESTION, ANSWERS, input_format=input_format,
+                        probabilities=probabilities)
+    assert labels == nli.matrix(QUESTION, ANSWERS, input_format=input_format)  # unchanged
+    p = np.asarray(probabilities)
+    assert p.shape == (5, 5, 3)
+    assert np.allclose(p.sum(axis=2), 1.0, atol=1e-12) and (p >= 0).all()
+    for i in range(5):
+        assert p[i, i].tolist() == [1.0, 0.0, 0.0]
+        for j in range(5):
+            if labels[i][j] != "entailment" or p[i, j].tolist() != [1.0, 0.0, 0.0]:
+                assert NLI_LABELS[int(p[i, j].argmax())] == labels[i][j]
+    # "Mars." and "mars" are one answer for the pair format (no call), two for paper-code
+    assert (p[0, 1].tolist() == [1.0, 0.0, 0.0]) == (input_format == "pair")
+
+
+def test_probabilities_are_the_models_softmax_in_entailment_neutral_contradiction_order(
+        tiny_models):
+    nli = load_nli(str(tiny_models["nli"]))
+    assert [nli.labels[k] for k in nli.order] == list(NLI_LABELS)
+    probabilities: list = []
+    nli.matrix(QUESTION, ["Mars", "Venus"], probabilities=probabilities)
+    expected = model_probabilities(nli, f"{QUESTION} Mars", f"{QUESTION} Venus")
+    assert probabilities[0][1] == pytest.approx(expected, abs=1e-6)
+    expected = model_probabilities(nli, f"{QUESTION} Venus", f"{QUESTION} Mars")
+    assert probabilities[1][0] == pytest.approx(expected, abs=1e-6)
+
+
+def test_several_questions_give_each_its_own_probabilities(tiny_models):
+    nli = load_nli(str(tiny_models["nli"]))
+    questions = [QUESTION, "What is 2 + 2?"]
+    answers = [ANSWERS[:3], ["4", "Four", "five", "4"]]
+    many: list = []
+    nli.matrices(questions, answers, probabilities=many)
+    for q, a, got in zip(questions, answers, many):
+        one: list = []
+        nli.matrix(q, a, probabilities=one)
+        assert np.allclose(got, one, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def analysis(tiny_settings) -> AnalysisResult:
+    return Engine(tiny_settings).analyze(QUESTION)
+
+
+def test_an_analysis_holds_the_probabilities_in_its_json(analysis):
+    m = len(analysis.samples)
+    p = np.asarray(analysis.nli.probabilities)
+    assert p.shape == (m, m, 3) and analysis.schema_version == SCHEMA_VERSION == 3
+    for i in range(m):
+        for j in range(m):
+            if i != j and analysis.nli.labels[i][j] != "entailment":
+                assert NLI_LABELS[int(p[i, j].argmax())] == analysis.nli.labels[i][j]
+    data = json.loads(json.dumps(analysis.to_dict()))
+    assert data["nli"]["probabilities"] == analysis.nli.probabilities
+    assert AnalysisResult.from_dict(data).nli.probabilities == analysis.nli.probabilities
+
+
+def test_rescoring_reuses_the_probabilities_without_the_nli_model(tiny_settings, analysis,
+                                                                 monkeypatch):
+    engine = Engine(tiny_settings)
+    calls = []
+    original = NLIModel.matrix
+    monkeypatch.setattr(NLIModel, "matrix",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    again = engine.rescore(analysis, normalization="softmax")
+    assert calls == [] and again.nli.probabilities == analysis.nli.probabilities
+    assert again.nli.labels == analysis.nli.labels
+
+
+def schema_2(analysis: AnalysisResult) -> dict:
+    """The analysis as the project wrote it before schema 3: no probabilities, no methods."""
+    data = copy.deepcopy(analysis.to_dict())
+    del data["nli"]["probabilities"], data["methods"]
+    data["schema_version"] = 2
+    return data
+
+
+def test_a_schema_2_analysis_loads_and_says_it_predates_the_probabilities(analysis):
+    old = AnalysisResult.from_dict(schema_2(analysis))
+    assert old.nli.probabilities is None and old.methods == {} and old.schema_version == 2
+    assert old.nli.labels == analysis.nli.labels
+    with pytest.raises(ValueError, match="predates the saved NLI probabilities"):
+        compute_methods(schema_2(analysis), ["eigv"])
+    assert compute_methods(schema_2(analysis), ["num_sets"]) == {
+        "num_sets": {"value": float(len(set(analysis.cluster_ids)))}}
+
+
+def test_rescoring_a_schema_2_analysis_runs_the_nli_again(tiny_settings, analysis, monkeypatch):
+    calls = []
+    original = NLIModel.matrix
+    monkeypatch.setattr(NLIModel, "matrix",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    old = AnalysisResult.from_dict(schema_2(analysis))
+    again = Engine(tiny_settings).rescore(old, normalization="softmax")
+    assert calls == [1]
+    assert again.nli.labels == analysis.nli.labels
+    assert np.allclose(again.nli.probabilities, analysis.nli.probabilities, atol=1e-6)
