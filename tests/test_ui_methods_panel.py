@@ -84,6 +84,11 @@ def test_place_counts_strictly_lower_values_and_ties_apart():
         place([], 1.0)
 
 
+def test_shares_are_whole_percents_that_never_round_to_all_or_none():
+    assert [methods_panel.whole_percent(x) for x in (0.0, 0.004, 0.583, 0.995, 1.0)] == [
+        "0%", "<1%", "58%", "99%", "100%"]
+
+
 # --- without a run ------------------------------------------------------------------------------
 
 

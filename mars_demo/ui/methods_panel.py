@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from mars_demo import texts
 from mars_demo.methods import METHODS, SCORED_VARIANTS
 from mars_demo.result import AnalysisResult
-from mars_demo.ui.render import esc, fmt, percent
+from mars_demo.ui.render import esc, fmt
 from mars_demo.ui.tables import Cell, table
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,17 @@ def models_differ(result: AnalysisResult, run: RunValues) -> bool:
 # --- the HTML ---------------------------------------------------------------------------------
 
 
+def whole_percent(share: float) -> str:
+    """A share in whole percents that never says "all" or "none" when it is not: 0.995 ->
+    "99%", 0.004 -> "<1%", 0.583 -> "58%"."""
+    shown = round(share * 100)
+    if shown == 100 and share < 1:
+        return "99%"
+    if shown == 0 and share > 0:
+        return "<1%"
+    return f"{shown}%"
+
+
 def _value_cell(value: float, where: Place | None, run: RunValues | None) -> Cell:
     html = f'<span class="mars-method-value">{esc(fmt(value))}</span>'
     if run is None:
@@ -164,9 +175,9 @@ def _value_cell(value: float, where: Place | None, run: RunValues | None) -> Cel
     if where is None:
         return Cell(f'<span class="mars-method-cell">{html}<span class="mars-small '
                     f'mars-method-absent">{esc(texts.METHODS_ABSENT)}</span></span>')
-    line = texts.METHODS_PERCENTILE.format(below=percent(where.below).replace(".0%", "%"))
+    line = texts.METHODS_PERCENTILE.format(below=whole_percent(where.below))
     if where.equal:
-        line += "; " + texts.METHODS_TIES.format(ties=percent(where.ties).replace(".0%", "%"))
+        line += "; " + texts.METHODS_TIES.format(ties=whole_percent(where.ties))
     title = texts.METHODS_PERCENTILE_TITLE.format(
         lower=where.lower, equal=where.equal, higher=where.higher, n=where.n)
     return Cell(f'<span class="mars-method-cell">{html}<span class="mars-small '
@@ -188,7 +199,7 @@ def methods_panel_html(result: AnalysisResult, scoring: str, reference: Referenc
         notes.append(texts.METHODS_RUN.format(n=run.n, run=run.name, data=run.data))
         if other_models:
             notes.append(texts.METHODS_RUN_OTHER_MODELS)
-    head = f'<p class="mars-explain">{esc(" ".join(notes[:2]))}</p>'
+    head = "".join(f'<p class="mars-explain">{esc(n)}</p>' for n in notes[:2])
     extra = [n for n in (reference.note, *notes[2:]) if n]
     head += "".join(f'<p class="mars-small mars-methods-note">{esc(n)}</p>' for n in extra)
     ids = [m for m in METHODS if m in result.methods]
