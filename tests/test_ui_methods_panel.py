@@ -49,8 +49,9 @@ def cell(row: str, col: str) -> str:
 
 
 def write_run(folder, records: list[dict], n: int | None = None, data: str = "hand.jsonl",
-              models: dict | None = None):
-    """A finished run by hand: run.json, report.json and results.jsonl."""
+              models: dict | None = None, settings: dict | None = None):
+    """A finished run by hand: run.json, report.json and results.jsonl (each record's
+    ``methods`` given; with ``settings``, each holds an analysis that recorded them)."""
     models = models if models is not None else {
         "llm": "tiny-llm", "importance": "tiny-imp", "nli": "tiny-nli"}
     folder.mkdir(parents=True)
@@ -66,6 +67,8 @@ def write_run(folder, records: list[dict], n: int | None = None, data: str = "ha
                                 "semantic_entropy": se}}
         if methods:
             line["methods"] = methods
+        if settings is not None:
+            line["analysis"] = {"settings": settings}
         lines.append(json.dumps(line) + "\n")
     (folder / "results.jsonl").write_text("".join(lines))
     return folder
@@ -210,16 +213,28 @@ def test_a_run_that_cannot_be_read_is_said_on_the_panel(tmp_path):
     assert esc(reference.note) in html and esc(texts.METHODS_NOT_COMPARABLE) in html
 
 
-def test_the_controller_renders_the_panel_and_says_when_the_run_has_other_models(tmp_path):
+def test_the_controller_renders_the_panel_and_says_how_the_run_was_made_otherwise(tmp_path):
     records = [{"eigv": {"value": v}} for v in (0.5, 1.5)]
     result = result_with({"eigv": {"value": 1.0}})
     same = {k: result.settings[k] for k in ("llm", "importance", "nli")}
-    for models, differ in ((same, False), ({**same, "nli": "other-nli"}, True)):
-        folder = write_run(tmp_path / f"run-{differ}", records, models=models)
+    samples = result.settings["samples"]
+    cases = (
+        ("alike", same, {"samples": samples}, []),
+        ("models", {**same, "nli": "/srv/secret/other-nli"}, None, [texts.METHODS_RUN_MODELS]),
+        ("settings", same, {"samples": samples + 3, "prompt": result.settings["prompt"]},
+         [f"samples {samples} here, {samples + 3} in the run"]),
+    )
+    for name, models, settings, unlike in cases:
+        folder = write_run(tmp_path / name, records, models=models, settings=settings,
+                           data="/srv/secret/facts.jsonl")
         controller = Controller(EngineHost(FakeEngine()), reference=load_reference(folder))
         panel = controller.show(result, "mars")["methods_panel"]
         assert "less trustworthy than 50% of the run" in panel
-        assert (esc(texts.METHODS_RUN_OTHER_MODELS) in panel) is differ
+        assert "(data facts.jsonl)" in panel and "/srv/secret" not in panel  # no server folders
+        if unlike:
+            assert esc(texts.METHODS_RUN_OTHER.format(what="; ".join(unlike))) in panel, name
+        else:
+            assert "made otherwise" not in panel
         again = controller.show_scoring(result, "length_normalized")["methods_panel"]
         assert '<th scope="col" data-col="length_normalized" class="mars-active">' in again
     plain = Controller(EngineHost(FakeEngine())).show(result, "mars")["methods_panel"]

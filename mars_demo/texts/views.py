@@ -169,10 +169,12 @@ METHODS_RUN = (
     "with a lower value. Answers with the same value are not counted as lower; their share is "
     "given apart."
 )
-METHODS_RUN_OTHER_MODELS = (
-    "That run was made with other models than this answer (LLM, importance or NLI model), so "
-    "where a value falls among its answers is only a rough guide."
+METHODS_RUN_OTHER = (
+    "That run's answers were made otherwise than this one ({what}), which changes the values' "
+    "scale, so where a value falls among them is only a rough guide."
 )
+METHODS_RUN_MODELS = "other models"
+METHODS_RUN_SETTING = "{name} {here} here, {run} in the run"
 METHODS_RUN_UNREADABLE = (
     "The evaluation run \"{run}\" could not be read ({error}), so the values are not placed "
     "among a run's answers."

@@ -283,10 +283,10 @@ class Controller:
         """What depends on the scoring, from ``result`` as visitors see it; ``original`` (not
         redacted) says which models made it, to compare with the methods panel's run."""
         run = self.reference.run
-        other = run is not None and methods_panel.models_differ(original, run)
+        unlike = methods_panel.differences(original, run) if run is not None else []
         return {
             "methods_panel": methods_panel.methods_panel_html(result, scoring, self.reference,
-                                                              other_models=other),
+                                                              unlike=unlike),
             "answer": explain.answer_html(result, scoring),
             "uncertainty_table": tables.uncertainty_table_html(result, scoring),
             "uncertainty_plot": plots.uncertainty_figure(result, scoring),

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 COLUMNS = ("method", "length_normalized", "mars", "value")
 MODEL_KEYS = ("llm", "importance", "nli")  # the models that set the values' scale
+#: the settings that set the values' scale too (those a calibration checks)
+SETTING_KEYS = ("prompt", "samples", "temperature", "top_p", "max_new_tokens",
+                "importance_method", "normalization", "softmax_temperature", "distribution",
+                "cluster_rule", "recipe")
 RUN_FILES = ("run.json", "report.json", "results.jsonl")
 
 
@@ -65,12 +69,15 @@ def place(sorted_values: list[float], value: float) -> Place:
 @dataclass(frozen=True)
 class RunValues:
     """Every method's values among one evaluation run's answers: ``values[(id, variant)]``
-    sorted; ``name`` (the run folder's last part), ``data`` and ``n`` to say which run."""
+    sorted; ``name`` (the run folder's last part), ``data`` (its file name) and ``n`` to say
+    which run; ``models`` and ``settings`` (:data:`SETTING_KEYS` of its answers, where the
+    records hold their analysis) to say when an answer was made otherwise."""
 
     name: str
     data: str
     n: int
     models: dict[str, str | None] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
     values: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def place(self, method_id: str, variant: str, value: float) -> Place | None:
@@ -94,8 +101,14 @@ def run_values(run, name: str | None = None) -> RunValues:
             for variant, value in by_variant.items():
                 collected.setdefault((method_id, variant), []).append(float(value))
     models = {k: run.report.models.get(k) for k in MODEL_KEYS}
-    return RunValues(name or run.path.name, run.report.data, len(run.records), models,
-                     {key: sorted(v) for key, v in collected.items()})
+    first = run.records[0].data.get("analysis") if run.records else None
+    recorded = first.get("settings") if isinstance(first, dict) else None
+    settings = ({k: recorded[k] for k in SETTING_KEYS if k in recorded}
+                if isinstance(recorded, dict) else {})
+    data = pathlib.PurePath(run.report.data).name or run.report.data  # no server folders
+    return RunValues(name or run.path.name, data, len(run.records), models=models,
+                     settings=settings,
+                     values={key: sorted(v) for key, v in collected.items()})
 
 
 @dataclass(frozen=True)
@@ -147,11 +160,16 @@ def load_reference(folder: str | os.PathLike | None, note: str = "") -> Referenc
             run=folder.name, error=type(err).__name__))
 
 
-def models_differ(result: AnalysisResult, run: RunValues) -> bool:
-    """Whether ``result`` (the original, not the redacted one) was made by other models than
-    the run."""
+def differences(result: AnalysisResult, run: RunValues) -> list[str]:
+    """How ``result`` (the original, not the redacted one) was made otherwise than the run's
+    answers, in words that name no model ("other models", "samples 5 here, 2 in the run");
+    empty when alike."""
     settings = result.settings or {}
-    return any(settings.get(k) != run.models.get(k) for k in MODEL_KEYS)
+    out = [texts.METHODS_RUN_SETTING.format(name=k, here=settings.get(k), run=v)
+           for k, v in run.settings.items() if settings.get(k) != v]
+    if any(settings.get(k) != run.models.get(k) for k in MODEL_KEYS):
+        out.insert(0, texts.METHODS_RUN_MODELS)
+    return out
 
 
 # --- the HTML ---------------------------------------------------------------------------------
@@ -185,11 +203,11 @@ def _value_cell(value: float, where: Place | None, run: RunValues | None) -> Cel
 
 
 def methods_panel_html(result: AnalysisResult, scoring: str, reference: Reference | None = None,
-                       other_models: bool = False) -> str:
+                       unlike: list[str] | tuple[str, ...] = ()) -> str:
     """The panel: one row per method of ``result.methods`` in :data:`METHODS` order (label,
     what it measures, LN and MARS values or one value), each value placed among the run's
-    answers when ``reference`` has a run. ``other_models``: the run's models are not the
-    result's (:func:`models_differ`), which the panel says."""
+    answers when ``reference`` has a run. ``unlike``: how the run's answers were made
+    otherwise (:func:`differences`), which the panel says."""
     reference = reference or Reference()
     run = reference.run
     notes = [texts.METHODS_EXPLAIN]
@@ -197,8 +215,8 @@ def methods_panel_html(result: AnalysisResult, scoring: str, reference: Referenc
         notes.append(texts.METHODS_NOT_COMPARABLE)
     else:
         notes.append(texts.METHODS_RUN.format(n=run.n, run=run.name, data=run.data))
-        if other_models:
-            notes.append(texts.METHODS_RUN_OTHER_MODELS)
+        if unlike:
+            notes.append(texts.METHODS_RUN_OTHER.format(what="; ".join(unlike)))
     head = "".join(f'<p class="mars-explain">{esc(n)}</p>' for n in notes[:2])
     extra = [n for n in (reference.note, *notes[2:]) if n]
     head += "".join(f'<p class="mars-small mars-methods-note">{esc(n)}</p>' for n in extra)
