@@ -83,6 +83,10 @@ def test_place_counts_strictly_lower_values_and_ties_apart():
     assert where.below == 0.25 and where.ties == 0.5
     assert place([0.5, 1.0], 3.0).below == 1.0  # above every answer
     assert place([0.5, 1.0], 0.1).below == 0.0
+    # the same value computed twice, differing in its last bits, is a tie, not lower
+    where = place([0.0, 1.4686870114880517e-16, 1e-6], 0.0)
+    assert (where.lower, where.equal, where.higher) == (0, 2, 1)
+    assert place([1.0, 1.0 + 1e-9], 1.0 + 1e-9).lower == 1
     with pytest.raises(ValueError):
         place([], 1.0)
 

@@ -57,12 +57,19 @@ class Place:
         return self.equal / self.n
 
 
+#: values this close (relative to 1 or to the value, if larger) count as equal: the same value
+#: computed twice may differ in its last bits (an eigen-decomposition's 1e-16 for a 0)
+SAME = 1e-12
+
+
 def place(sorted_values: list[float], value: float) -> Place:
-    """Where ``value`` falls among ``sorted_values`` (ascending, not empty)."""
+    """Where ``value`` falls among ``sorted_values`` (ascending, not empty); values within
+    :data:`SAME` of it count as equal."""
     if not sorted_values:
         raise ValueError("a place among no values")
-    lower = bisect.bisect_left(sorted_values, value)
-    upper = bisect.bisect_right(sorted_values, value)
+    tolerance = SAME * max(1.0, abs(value))
+    lower = bisect.bisect_left(sorted_values, value - tolerance)
+    upper = bisect.bisect_right(sorted_values, value + tolerance)
     return Place(lower, upper - lower, len(sorted_values) - upper)
 
 
