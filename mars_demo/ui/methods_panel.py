@@ -19,6 +19,8 @@ import pathlib
 from dataclasses import dataclass, field
 
 from mars_demo import texts
+# the models and settings that set an uncertainty's scale (those a calibration checks)
+from mars_demo.evaluation.calibration import MODEL_KEYS, SETTING_KEYS
 from mars_demo.methods import METHODS, SCORED_VARIANTS
 from mars_demo.result import AnalysisResult
 from mars_demo.ui.render import esc, fmt
@@ -27,11 +29,6 @@ from mars_demo.ui.tables import Cell, table
 log = logging.getLogger(__name__)
 
 COLUMNS = ("method", "length_normalized", "mars", "value")
-MODEL_KEYS = ("llm", "importance", "nli")  # the models that set the values' scale
-#: the settings that set the values' scale too (those a calibration checks)
-SETTING_KEYS = ("prompt", "samples", "temperature", "top_p", "max_new_tokens",
-                "importance_method", "normalization", "softmax_temperature", "distribution",
-                "cluster_rule", "recipe")
 RUN_FILES = ("run.json", "report.json", "results.jsonl")
 
 
