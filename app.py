@@ -300,8 +300,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     # main) thread, where `spaces` emulates CUDA: models must be on "cuda" before the launch.
     if zero_gpu:
         logging.getLogger("mars_demo.app").info(texts.APP_ZEROGPU_LOG)
+    from mars_demo.ui import methods_panel
+
+    # the run whose answers the "Compared with other methods" panel places each value among
+    methods_run = methods_panel.load_reference(
+        *methods_panel.reference_folder(args.calibration, args.runs))
+    if methods_run.run is not None:
+        logging.getLogger("mars_demo.app").info(
+            "methods panel: placing values among the %d answers of run %s",
+            methods_run.run.n, methods_run.run.name)
+    elif methods_run.note:
+        logging.getLogger("mars_demo.app").warning("methods panel: %s", methods_run.note)
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
-                      runs_dir=args.runs, load_here=zero_gpu)
+                      runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run)
     demo.launch(
         server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
     )

@@ -173,7 +173,7 @@ def test_the_controller_passes_the_results_settings_to_the_phrase_table():
     result = make_result()
     result.greedy = softmax_answer()
     result.settings = {**result.settings, "normalization": "softmax", "softmax_temperature": 0.1}
-    shown = Controller(EngineHost(FakeEngine())).rescore(result, "mars")["phrases"]
+    shown = Controller(EngineHost(FakeEngine())).show_scoring(result, "mars")["phrases"]
     assert "softmax(importance / T) with T = 0.1" in shown
 
 

@@ -147,3 +147,50 @@ SE_NEGATIVE_NOTE = (
     "so a cluster of several probable answers sums to more than 1 and its −log is below 0. The "
     "normalized row is a true entropy of the same clusters."
 )
+
+# --- compared with other methods: the panel under the uncertainty table (ui/methods_panel.py) ---
+
+METHODS_HEADING = "Compared with other methods"
+METHODS_COLUMNS = ("Method", "Length-normalized", "MARS", "Value (no scoring)")
+METHODS_EXPLAIN = (
+    "Other published uncertainty methods on the same sampled answers. Higher = less "
+    "trustworthy, for every method. A method that reads the answers' scores is shown with "
+    "length-normalized and with MARS scoring; the others have one value."
+)
+METHODS_NOT_COMPARABLE = (
+    "The methods' raw values are on different scales, so they are not comparable across rows: "
+    "only a row's length-normalized and MARS values compare. Start the app with --runs (or a "
+    "--calibration file inside its run's folder) to see where each value falls among a run's "
+    "answers."
+)
+METHODS_RUN = (
+    "Under each value: where it falls among the {n} answers of the evaluation run "
+    "\"{run}\" (data {data}), for the same method and scoring: the share of the run's answers "
+    "with a lower value. Answers with the same value are not counted as lower; their share is "
+    "given apart."
+)
+METHODS_RUN_OTHER = (
+    "That run's answers were made otherwise than this one ({what}), which changes the values' "
+    "scale, so where a value falls among them is only a rough guide."
+)
+METHODS_RUN_MODELS = "other models"
+METHODS_RUN_SETTING = "{name} {here} here, {run} in the run"
+METHODS_RUN_UNREADABLE = (
+    "The evaluation run \"{run}\" could not be read ({error}), so the values are not placed "
+    "among a run's answers."
+)
+METHODS_RUN_NOT_FOUND = (
+    "The calibration file is not inside its run's folder (run.json, report.json, "
+    "results.jsonl), so no run is loaded to place the values among."
+)
+METHODS_PERCENTILE = "less trustworthy than {below} of the run's answers"
+METHODS_TIES = "as high as {ties} of them"
+METHODS_PERCENTILE_TITLE = (
+    "{lower} of the run's {n} answers have a lower value, {equal} the same value and {higher} a "
+    "higher one"
+)
+METHODS_ABSENT = "not in the run: no place among its answers"
+METHODS_NONE = (
+    "No other methods were computed for this answer (the methods option asked for none, or the "
+    "analysis was saved before they existed)."
+)

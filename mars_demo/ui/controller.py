@@ -42,7 +42,7 @@ from mars_demo.settings import (
     Settings,
     clean_question,
 )
-from mars_demo.ui import controls, explain, plots, render, tables, trust, worker
+from mars_demo.ui import controls, explain, methods_panel, plots, render, tables, trust, worker
 from mars_demo.ui.api import Api
 from mars_demo.ui.host import EngineHost, EngineNotReady
 from mars_demo.ui.pasted import pasted_answers
@@ -72,6 +72,7 @@ ASK_OUTPUTS = (
     "trust",  # the line under the answer: its chance of being right (mars_demo/ui/trust.py)
     "tokens",  # the token-by-token table (an accordion of the results column)
     "context",  # the prompt and settings behind the result (an accordion)
+    "methods_panel",  # compared with other methods (mars_demo/ui/methods_panel.py)
 )
 SCORING_VIEW_OUTPUTS = (
     "error",  # only set when rendering fails; a successful re-render leaves it as it is
@@ -82,6 +83,7 @@ SCORING_VIEW_OUTPUTS = (
     "samples",
     "clusters_plot",
     "tokens",
+    "methods_panel",
 )
 SWITCH_OUTPUTS = ("switch_status", "banner")
 BANNER_OUTPUTS = ("banner", "timer")
@@ -127,10 +129,13 @@ class Controller:
     """Event handlers of one page, over one :class:`EngineHost`."""
 
     def __init__(self, host: EngineHost, access: Access | None = None,
-                 calibration: Any = None) -> None:
+                 calibration: Any = None,
+                 reference: methods_panel.Reference | None = None) -> None:
         self.host = host
         self.access = access or Access()
         self.calibration = calibration  # evaluation.calibration.Calibration, or None
+        # the run the methods panel places values among (or why there is none)
+        self.reference = reference or methods_panel.Reference()
         self.downloads = DownloadStore()
         self.api = Api(self)
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
@@ -240,7 +245,7 @@ class Controller:
             "nli_plot": plots.nli_figure(shown),
             "warnings": render.warnings_html(shown.warnings),
             "context": explain.context_html(shown),
-            **self._rendered(shown, scoring),
+            **self._rendered(shown, scoring, result),
             "trust": self.trust_html(result),
         }
         try:
@@ -269,13 +274,19 @@ class Controller:
         if result is None:
             return {}
         try:
-            return self._rendered(self.redactor().result(result), scoring)
+            return self._rendered(self.redactor().result(result), scoring, result)
         except Exception as exc:
             return {"error": render.error_html(self.message(exc))}
 
-    @staticmethod
-    def _rendered(result: AnalysisResult, scoring: str) -> dict[str, Any]:
+    def _rendered(self, result: AnalysisResult, scoring: str,
+                  original: AnalysisResult) -> dict[str, Any]:
+        """What depends on the scoring, from ``result`` as visitors see it; ``original`` (not
+        redacted) says which models made it, to compare with the methods panel's run."""
+        run = self.reference.run
+        unlike = methods_panel.differences(original, run) if run is not None else []
         return {
+            "methods_panel": methods_panel.methods_panel_html(result, scoring, self.reference,
+                                                              unlike=unlike),
             "answer": explain.answer_html(result, scoring),
             "uncertainty_table": tables.uncertainty_table_html(result, scoring),
             "uncertainty_plot": plots.uncertainty_figure(result, scoring),

@@ -30,7 +30,7 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.access import ENGINE_GROUP, Access
 from mars_demo.settings import MAX_QUESTION_CHARS
-from mars_demo.ui import controls, evaluation, explain, render
+from mars_demo.ui import controls, evaluation, explain, methods_panel, render
 from mars_demo.ui.controller import (
     ASK_OUTPUTS,
     BANNER_OUTPUTS,
@@ -118,6 +118,7 @@ def build_demo(
     access: Access | None = None,
     calibration: Any = None,
     runs_dir: str | Path | None = None,
+    methods_run: Any = None,
 ) -> gr.Blocks:
     """Build the page around ``engine``.
 
@@ -132,6 +133,9 @@ def build_demo(
     :class:`~mars_demo.evaluation.calibration.Calibration` whose chance of being right is shown
     under each answer (checked against the engine's models by the caller, see app.py).
     ``runs_dir``: a folder of evaluation runs the Evaluation view offers by name.
+    ``methods_run``: the :class:`~mars_demo.ui.methods_panel.Reference` (a run's values, or why
+    there is none) among whose answers the "Compared with other methods" panel places each
+    value; by default the run of :func:`~mars_demo.ui.methods_panel.reference_folder`.
     """
     access = access or Access()
     host = EngineHost(engine)
@@ -139,7 +143,9 @@ def build_demo(
         host.load_here()
     elif load and not engine.ready:
         host.start_loading()
-    controller = Controller(host, access, calibration=calibration)
+    if methods_run is None:
+        methods_run = methods_panel.load_reference(*methods_panel.reference_folder(None, runs_dir))
+    controller = Controller(host, access, calibration=calibration, reference=methods_run)
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(f"# {texts.TITLE}\n\n{texts.INTRO}", elem_id="mars-intro")
@@ -240,6 +246,8 @@ def build_demo(
                         elem_id="mars-uncertainty-plot",
                         elem_classes="mars-plot",
                     )
+            gr.Markdown(f"### {texts.METHODS_HEADING}")
+            methods_table = gr.HTML(elem_id="mars-methods-panel")
             gr.Markdown(f"### {texts.PHRASES_HEADING}\n{texts.PHRASES_EXPLAIN}")
             phrases = gr.HTML(elem_id="mars-phrases")
             gr.Markdown(f"### {texts.SAMPLES_HEADING}\n{texts.SAMPLES_EXPLAIN}")
@@ -285,6 +293,7 @@ def build_demo(
             "trust": trust,
             "tokens": tokens_table,
             "context": context,
+            "methods_panel": methods_table,
             "switch_status": switch["status"] if switch else None,
             "banner": banner,
             "timer": timer,

@@ -68,6 +68,9 @@ def _table(
     )
 
 
+table = _table  # the same table for the other panels (mars_demo/ui/methods_panel.py)
+
+
 def score_shares(answer: Answer, scoring: str) -> tuple[list[float], float]:
     """Each phrase's share of sum_l w_l log p_l under ``scoring``, and the tokens-outside share.
 
