@@ -6,9 +6,10 @@ finite numbers in their range, the expected types, measure and scoring names tha
 identifiers, bounded counts; a file that fails gets one :class:`RunFileError` naming the place.
 
 - :func:`parse_report` -> :class:`Report` (the metric tables are data-driven: whatever
-  measures and scorings the report holds, in its order, so a new measure needs no new code).
+  measures and scorings the report holds, in its order, so a new measure needs no new code;
+  the ranked table of every method, ``methods_table``, as :class:`MethodRow`).
 - :func:`parse_records` / :class:`Record`: the lines of results.jsonl (each question's
-  correctness, where it came from, and its uncertainties).
+  correctness, where it came from, its uncertainties and its other methods' values).
 - :func:`read_run` -> :class:`Run`: a run directory; :func:`read_results` is the tolerant
   reader of a results file that a killed run may have left with a torn last line.
 """
@@ -27,10 +28,13 @@ RESULTS = "results.jsonl"
 MANIFEST = "run.json"
 REPORT = "report.json"
 DIFF = "mars_minus_length_normalized"  # the paired MARS - LN entry of a measure
+#: the variants of a method's values (issue 19's contract): scored with length-normalized or
+#: MARS scoring, or one value for a method that reads no sequence score
+VARIANTS = ("length_normalized", "mars", "value")
 MAX_MEASURES = 64
 MAX_WARNINGS = 50
 TEXT_CHARS = 500  # longer strings of a report are cut
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
+NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")  # a measure, method, scoring or variant name
 #: the range of each metric's value; the paired differences get +- the width
 RANGES = {"auroc": (0.0, 1.0), "auprc": (0.0, 1.0), "aurac": (0.0, 1.0), "prr": (-1e6, 1.0)}
 
@@ -77,7 +81,7 @@ def _text(value: Any) -> str:
 
 
 def _name(key: Any, where: str) -> str:
-    if not isinstance(key, str) or not _NAME.fullmatch(key):
+    if not isinstance(key, str) or not NAME.fullmatch(key):
         raise RunFileError(f"{where} has a key that is not a measure or scoring name")
     return key
 
@@ -109,6 +113,19 @@ class Entry:
 # --- report.json ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class MethodRow:
+    """A row of report.json's ``methods_table``: ``name`` and ``variant``, its ``label``,
+    ``metrics[metric]`` (auroc, auprc, prr) and ``vs_best``, its AUROC minus the best MARS
+    row's (paired)."""
+
+    name: str
+    variant: str
+    label: str
+    metrics: dict[str, Entry]
+    vs_best: Entry
+
+
 @dataclass
 class Report:
     """The parts of a report.json that readers use, checked. ``metrics[metric][measure][key]``
@@ -125,6 +142,8 @@ class Report:
     labels: dict[str, int] | None = None
     judge_check: dict[str, Any] | None = None
     calibration: dict[str, Any] | None = None
+    methods: list[MethodRow] = field(default_factory=list)  # methods_table, ranked
+    best_mars: str | None = None  # the label of the best MARS row
     warnings: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -205,6 +224,31 @@ def _calibration(raw: Any) -> dict[str, Any] | None:
     return out
 
 
+def _methods_table(raw: Any) -> tuple[list[MethodRow], str | None]:
+    """report.json's ``methods_table`` (absent in reports made before it: no rows)."""
+    if raw is None:
+        return [], None
+    w = "methods_table"
+    if not isinstance(raw, dict) or not isinstance(raw.get("rows"), list):
+        raise RunFileError(f"{w} has no \"rows\"")
+    if len(raw["rows"]) > MAX_MEASURES * len(VARIANTS):
+        raise RunFileError(f"{w} has more than {MAX_MEASURES * len(VARIANTS)} rows")
+    rows = []
+    for k, row in enumerate(raw["rows"], 1):
+        where = f"{w}.rows[{k}]"
+        if not isinstance(row, dict):
+            raise RunFileError(f"{where} is not an object")
+        name, variant = _name(row.get("name"), where), _name(row.get("variant"), where)
+        metrics = {m: Entry.from_dict(row.get(m), f"{where}.{m}", *RANGES[m])
+                   for m in ("auroc", "auprc", "prr")}
+        width = RANGES["auroc"][1] - RANGES["auroc"][0]
+        vs_best = Entry.from_dict(row.get("auroc_minus_best_mars"),
+                                  f"{where}.auroc_minus_best_mars", -width, width)
+        rows.append(MethodRow(name, variant, _text(row.get("label") or name), metrics, vs_best))
+    best = raw.get("best_mars")
+    return rows, _text(best.get("label")) if isinstance(best, dict) else None
+
+
 def parse_report(text: str, name: str = REPORT) -> Report:
     """A report.json, checked. Raises :class:`RunFileError`."""
     data = loads(text, name)
@@ -226,6 +270,7 @@ def parse_report(text: str, name: str = REPORT) -> Report:
     boot = _optional_dict(data.get("bootstrap"))
     resamples = boot.get("resamples")
     warnings = data.get("warnings") if isinstance(data.get("warnings"), list) else []
+    methods, best_mars = _methods_table(data.get("methods_table"))
     return Report(
         data=_text(data.get("data", "?")), n=n, accuracy=accuracy,
         judge=_optional_dict(data.get("judge")),
@@ -236,6 +281,7 @@ def parse_report(text: str, name: str = REPORT) -> Report:
         else None,
         metrics=metrics, labels=labels, judge_check=_judge_check(data.get("judge_check")),
         calibration=_calibration(data.get("calibration")),
+        methods=methods, best_mars=best_mars,
         warnings=[_text(w) for w in warnings[:MAX_WARNINGS]], raw=data)
 
 
@@ -246,10 +292,13 @@ def parse_report(text: str, name: str = REPORT) -> Report:
 class Record:
     """One question of a run: ``correct`` and ``label`` ("judged" by the run's judge, or
     "given" by the data or a label file), ``uncertainty[measure][scoring]``, and what a
-    re-judge needs (question, references, greedy answer). ``data``: the line as read."""
+    re-judge needs (question, references, greedy answer). ``methods[id][variant]``: the other
+    uncertainty methods' values (empty for a run made before they existed; the variants are
+    :data:`VARIANTS`). ``data``: the line as read."""
 
     correct: bool
     uncertainty: dict[str, dict[str, float]]
+    methods: dict[str, dict[str, float]] = field(default_factory=dict)
     index: int | None = None
     id: str | None = None
     question: str | None = None
@@ -265,22 +314,19 @@ class Record:
         unc = row.get("uncertainty")
         if not isinstance(unc, dict) or not unc or len(unc) > MAX_MEASURES:
             raise RunFileError(f"{where} has no \"uncertainty\"")
-        values: dict[str, dict[str, float]] = {}
-        for measure, by_scoring in unc.items():
-            _name(measure, f"{where}: uncertainty")
-            if not isinstance(by_scoring, dict) or not by_scoring:
-                raise RunFileError(f"{where} lacks uncertainty.{measure}")
-            values[measure] = {
-                _name(s, f"{where}: uncertainty.{measure}"):
-                    number(v, f"{where}: uncertainty.{measure}.{s}", -1e12, 1e12)
-                for s, v in by_scoring.items()}
+        values = _values(unc, f"{where}: uncertainty")
+        methods = row.get("methods")
+        if methods is not None and (not isinstance(methods, dict) or len(methods) > MAX_MEASURES):
+            raise RunFileError(f"{where}: \"methods\" is not an object of at most "
+                               f"{MAX_MEASURES} methods")
+        methods = _values(methods or {}, f"{where}: methods", VARIANTS)
         index = row.get("index")
         refs = row.get("references")
         label = row.get("label", "judged")
         if label not in ("judged", "given"):
             raise RunFileError(f"{where}: label must be \"judged\" or \"given\"")
         return cls(
-            correct=row["correct"], uncertainty=values,
+            correct=row["correct"], uncertainty=values, methods=methods,
             index=index if isinstance(index, int) and not isinstance(index, bool) else None,
             id=None if row.get("id") is None else str(row["id"]),
             question=row.get("question") if isinstance(row.get("question"), str) else None,
@@ -290,13 +336,40 @@ class Record:
             label=label, data=row)
 
 
+def _values(raw: dict, where: str,
+            variants: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
+    """``{name: {key: finite number}}`` checked: plain names, and with ``variants`` only those
+    keys."""
+    values: dict[str, dict[str, float]] = {}
+    for name, by_key in raw.items():
+        _name(name, where)
+        if not isinstance(by_key, dict) or not by_key:
+            raise RunFileError(f"{where} lacks {name}")
+        values[name] = {}
+        for key, v in by_key.items():
+            _name(key, f"{where}.{name}")
+            if variants is not None and key not in variants:
+                raise RunFileError(f"{where}.{name} has {key!r}, not one of "
+                                   f"{', '.join(variants)}")
+            values[name][key] = number(v, f"{where}.{name}.{key}", -1e12, 1e12)
+    return values
+
+
 def _same_keys(records: list[Record], name: str) -> None:
     if not records:
         return
-    keys = {m: sorted(v) for m, v in records[0].uncertainty.items()}
+
+    def keys(r: Record) -> tuple[dict, dict]:
+        return ({m: sorted(v) for m, v in r.uncertainty.items()},
+                {m: sorted(v) for m, v in r.methods.items()})
+
+    first = keys(records[0])
     for k, r in enumerate(records[1:], 2):
-        if {m: sorted(v) for m, v in r.uncertainty.items()} != keys:
+        mine = keys(r)
+        if mine[0] != first[0]:
             raise RunFileError(f"{name}: record {k} has other measures than the first")
+        if mine[1] != first[1]:
+            raise RunFileError(f"{name}: record {k} has other methods than the first")
 
 
 def parse_records(text: str, name: str = RESULTS, max_lines: int | None = None) -> list[Record]:
