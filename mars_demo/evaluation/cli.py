@@ -336,6 +336,11 @@ def _results_text(report: dict[str, Any], out: pathlib.Path) -> str:
             ln, ma = (entry.get(s, {}).get("value") for s in ("length_normalized", "mars"))
             cells.append("n/a" if ln is None or ma is None else f"{ln:.3f} -> {ma:.3f}")
         lines.append(f"  {m}: AUROC {cells[0]}, PRR {cells[1]}")
+    ranked = [row for row in (report.get("methods_table") or {}).get("rows", [])
+              if row["auroc"]["value"] is not None]
+    if ranked:
+        lines.append(f"every method ranked by AUROC ({len(ranked)} rows; the top 5): " + "; ".join(
+            f"{row['label']} {row['auroc']['value']:.3f}" for row in ranked[:5]))
     lines.append(f"report: {out / 'report.md'}")
     return "\n".join(lines)
 
