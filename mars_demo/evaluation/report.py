@@ -230,11 +230,13 @@ def write_figures(figs: dict[str, Any], out_dir: pathlib.Path) -> tuple[list[str
     return files, warnings
 
 
-def plots(records: Sequence[Record], out_dir: pathlib.Path) -> tuple[list[str], list[str]]:
+def plots(records: Sequence[Record], out_dir: pathlib.Path,
+          extra: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
     """roc.html/png (ROC per measure and scoring) and rejection.html/png (accuracy of the kept
-    answers vs. fraction rejected, with the oracle and random). Returns (files, warnings)."""
+    answers vs. fraction rejected, with the oracle and random), and the ``extra`` figures by
+    their stems. Returns (files, warnings)."""
     roc, rej, warnings = figures(records)
-    files, more = write_figures({"roc": roc, "rejection": rej}, out_dir)
+    files, more = write_figures({"roc": roc, "rejection": rej, **(extra or {})}, out_dir)
     return files, warnings + more
 
 

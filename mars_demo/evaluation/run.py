@@ -356,13 +356,11 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
     if manifest.get("rejudged_from"):
         report["rejudged_from"] = manifest["rejudged_from"]
     if plots and n:
-        files, plot_warnings = reporting.plots(records, out)
-        fig, more = methods_table.roc_figure(
+        top, top_warnings = methods_table.roc_figure(
             records, methods_table.ranked_rows(report["methods_table"]))
-        more_files, more_warnings = reporting.write_figures({"roc_methods": fig}, out)
-        report["plots"] = files + more_files
-        report["warnings"] += plot_warnings + more + [
-            w for w in more_warnings if w not in plot_warnings]
+        files, plot_warnings = reporting.plots(records, out, {"roc_methods": top})
+        report["plots"] = files
+        report["warnings"] += top_warnings + plot_warnings
     for w in report["warnings"]:
         messages(f"warning: {w}")
     save_report(out, report)
