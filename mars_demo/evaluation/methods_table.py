@@ -163,7 +163,7 @@ def roc_figure(records: Sequence[Record], ranked: Sequence[tuple[str, str]],
                         "table is in the results")
     fig.update_xaxes(title_text="false positive rate (correct flagged)", range=[0, 1])
     fig.update_yaxes(title_text="true positive rate (wrong flagged)", range=[0, 1.02])
-    fig.update_layout(title=f"ROC of the {shown} methods with the highest AUROC",
+    fig.update_layout(title=f"ROC of the top {shown} methods (by AUROC)",
                       width=800, height=550, template="plotly_white",
                       legend=dict(orientation="h", y=-0.2))
     return fig, warnings
