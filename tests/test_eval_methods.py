@@ -62,7 +62,8 @@ def make_records(with_methods: bool = True) -> list[dict]:
     return records
 
 
-def make_run(out: pathlib.Path, rows: list[dict], plots: bool = False) -> dict:
+def make_run(out: pathlib.Path, rows: list[dict], plots: bool = False,
+             resamples: int = RESAMPLES) -> dict:
     out.mkdir(parents=True)
     manifest = {"version": 1, "data": "hand-made.jsonl", "data_fingerprint": "x", "limit": None,
                 "seed": SEED, "questions": len(rows), "judge": {"name": "contains"},
@@ -71,7 +72,7 @@ def make_run(out: pathlib.Path, rows: list[dict], plots: bool = False) -> dict:
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
                                        encoding="utf-8")
     records = parse_records((out / "results.jsonl").read_text(encoding="utf-8"))
-    return write_report(out, records, manifest=manifest, resamples=RESAMPLES, plots=plots,
+    return write_report(out, records, manifest=manifest, resamples=resamples, plots=plots,
                         messages=lambda _: None)
 
 
@@ -186,14 +187,14 @@ def test_the_plot_draws_the_top_five(run, tmp_path):
     assert [t.name for t in fig.data] == [
         f"{r['label']}, AUROC {r['auroc']['value']:.3f}" for r in top] + ["random"]
     # the run's plots include it
-    again = make_run(tmp_path / "plotted", rows, plots=True)
+    again = make_run(tmp_path / "plotted", rows, plots=True, resamples=10)
     assert "roc_methods.html" in again["plots"]
     assert (tmp_path / "plotted" / "roc_methods.html").stat().st_size > 1000
 
 
 def test_a_run_without_methods_lists_the_measures(tmp_path):
     rows = make_records(with_methods=False)
-    report = make_run(tmp_path / "old", rows)
+    report = make_run(tmp_path / "old", rows, resamples=10)
     got = [(r["name"], r["variant"]) for r in report["methods_table"]["rows"]]
     assert set(got) == {(m, s) for m in MEASURES for s in SCORINGS}
     assert read_run(tmp_path / "old").records[0].methods == {}
