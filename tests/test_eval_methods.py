@@ -319,3 +319,29 @@ def test_a_calibration_file_names_an_uncertainty(run, tmp_path, capsys):
     with pytest.raises(ValueError, match="a method id with a variant"):
         calibration.fit([0.1, 0.2], [True, False], measure="eigv", scoring="mars_x",
                         models={}, data="d", auroc=None)
+
+
+def test_compare_takes_the_methods_both_runs_hold(run, tmp_path):
+    from mars_demo.evaluation.compare import compare_runs, markdown
+
+    out, rows, _ = run
+    other = make_records()
+    rng = np.random.default_rng(11)
+    for r in other:  # B's eigv is A's with noise; B has no lexical_similarity
+        r["methods"]["eigv"]["value"] += float(rng.normal())
+        del r["methods"]["lexical_similarity"]
+    make_run(tmp_path / "b", other, resamples=10)
+    result = compare_runs(read_run(out), read_run(tmp_path / "b"), "A", "B", resamples=20)
+    wrong = [not r["correct"] for r in rows]
+    entry = result["metrics"]["auroc"]["eigv"]["value"]
+    ua, ub = column(rows, "eigv", "value"), column(other, "eigv", "value")
+    assert entry["a"] == pytest.approx(roc_auc_score(wrong, ua), abs=1e-12)
+    assert entry["b_minus_a"]["value"] == pytest.approx(
+        roc_auc_score(wrong, ub) - roc_auc_score(wrong, ua), abs=1e-12)
+    assert "lexical_similarity" not in result["metrics"]["auroc"]
+    assert set(result["metrics"]["auroc"]["semantic_entropy"]) == set(SCORINGS)  # listed once
+    assert "| Eigenvalue (entail.) |" in markdown(result)
+    old = make_records(with_methods=False)
+    make_run(tmp_path / "old", old, resamples=10)
+    result = compare_runs(read_run(out), read_run(tmp_path / "old"), "A", "old", resamples=20)
+    assert set(result["metrics"]["auroc"]) == set(MEASURES)
