@@ -271,6 +271,9 @@ def test_calibrate_on_a_method(run, tmp_path, capsys):
     assert cal.chance(analysis) == pytest.approx(float(iso.predict([0.7])[0]), abs=1e-12)
     estimate = trust.calibration_estimate(analysis, cal)
     assert estimate["uncertainty"] == 0.7 and estimate["measure"] == "eigv"
+    shown = trust.trust_html(type("R", (), {"to_dict": lambda self: analysis})(), cal)
+    assert f"About <b>{round(100 * cal.chance(analysis))}%</b>" in shown
+    assert "this answer&#x27;s Eigenvalue (entail.) (no scoring) = 0.700" in shown
     # an analysis without that method gets no chance, and says why
     missing = trust.calibration_estimate({"settings": SETTINGS, "methods": {}}, cal)
     assert missing["chance_correct"] is None and missing["other"] == "settings"
