@@ -64,12 +64,21 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     assert "held out by 5-fold cross-validation: Brier score" in table
     assert "(facts-given): 40 questions" in page.inner_text("#mars-eval-note")
     assert page.locator("#mars-eval-roc .scatterlayer .trace").count() >= 6
+    # the table of every method, ranked, and the ROC curves of the top five (and random)
+    page.wait_for_selector("#mars-eval-roc-methods .main-svg", timeout=60_000)
+    assert page.locator("#mars-eval-table .mars-eval-methods tbody tr").count() == 6
+    assert "ranked by AUROC" in table and "AUROC − best MARS" in table
+    assert page.locator("#mars-eval-roc-methods .scatterlayer .trace").count() == 6
     page.evaluate("document.querySelector('#mars-eval').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view.png"))
     page.evaluate("document.querySelector('#mars-eval-table').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view-1280.png"), full_page=False)
     page.evaluate("document.querySelector('#mars-eval-roc').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view-curves.png"))
+    page.evaluate("document.querySelector('.mars-eval-methods').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view-methods.png"))
+    page.evaluate("document.querySelector('#mars-eval-roc-methods').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view-roc-methods.png"))
     # a phone: the page does not scroll sideways; the wide table scrolls inside its box
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(500)
@@ -94,6 +103,7 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     assert "not a readable evaluation report" in page.inner_text("#mars-eval-error")
     assert page.locator("#mars-eval-table table").count() == 0
     assert not page.locator("#mars-eval-roc").is_visible()  # no stale curves either
+    assert not page.locator("#mars-eval-roc-methods").is_visible()
     page.locator("#mars-eval-error").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "eval-bad-upload.png"))
     page.close()

@@ -127,10 +127,17 @@ def test_report_md_is_laid_out_like_table_1_and_plots_exist(pregenerated_run):
                         "SE + MARS"]
     value = report["metrics"]["auroc"]["entropy"]["mars"]["value"]
     assert f"| Entropy + MARS | {value * 100:.2f} [" in md
-    for name in ("roc.html", "rejection.html", "roc.png", "rejection.png"):
+    for name in ("roc.html", "rejection.html", "roc.png", "rejection.png", "roc_methods.html",
+                 "roc_methods.png"):
         assert (pregenerated_run / name).stat().st_size > 1000, name
         assert name in report["plots"]
     assert (pregenerated_run / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the table of every method: here (a run of the three measures) their six rows, ranked
+    ranked = report["methods_table"]["rows"]
+    assert len(ranked) == 6 and "## Every method, ranked by AUROC" in md
+    assert [r["auroc"]["value"] for r in ranked] == sorted(
+        (report["metrics"]["auroc"][m][s]["value"] for m in MEASURES for s in SCORINGS),
+        reverse=True)
 
 
 def test_a_finished_run_started_again_recomputes_nothing(pregenerated_run, tiny_models,
@@ -601,7 +608,7 @@ def test_png_export_that_fails_is_a_warning_not_a_fake_file(tiny_models, tmp_pat
     assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "4",
                  "--judge", "em", "--bootstrap", "20", *model_flags(tiny_models)]) == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["plots"] == ["roc.html", "rejection.html"]
+    assert report["plots"] == ["roc.html", "rejection.html", "roc_methods.html"]
     assert not list(out.glob("*.png"))
     warning = ("PNG plots were not written (plotly/kaleido image export failed: Kaleido "
                "requires Google Chrome to be installed); the HTML plots are complete")

@@ -13,6 +13,8 @@
   by ``--compare``, ``--calibrate``, ``--rejudge`` and the page's Evaluation view.
 - :mod:`.run`: the ``evaluate`` command: results.jsonl (resumable), report.json/.md, plots;
   :mod:`.rejudge` re-judges a run; :mod:`.compare` compares two runs.
+- :mod:`.methods_table`: every measure and method of a run in one table ranked by AUROC, each
+  row's paired difference from the best MARS row; :mod:`.labels` names its rows.
 
 Importing this package imports nothing heavy; each module imports what it needs.
 """

@@ -14,6 +14,10 @@ folds; the Brier score (scikit-learn's ``brier_score_loss``) and the expected ca
 those held-out chances, with the reliability table, are what ``evaluate --calibrate`` reports.
 :func:`check_classes` refuses labels where one class is missing or too rare for that.
 
+The uncertainty is a measure (``uncertainty.<measure>.<scoring>`` of an analysis) or any other
+method of issue 19 (``methods.<id>.<variant>``, variant ``length_normalized``, ``mars`` or
+``value``): :func:`uncertainty_of` reads either from an analysis.
+
 A calibration only holds for the models and the settings it was made with (the sample count,
 temperature, prompt, scoring options...: they move the uncertainty's scale):
 :meth:`Calibration.check` refuses an analysis made with other ones, with a message that names
@@ -31,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import MEASURES, SCORINGS
+from .runs import NAME, VARIANTS
 
 FORMAT = "mars-demo-calibration"
 VERSION = 1
@@ -54,6 +59,30 @@ class OtherSettings(CalibrationError):
 
 class TooFewAnswers(CalibrationError):
     """Labels where one class is missing or too rare to fit and check a calibration."""
+
+
+def valid_uncertainty(measure: Any, scoring: Any) -> bool:
+    """Whether (measure, scoring) names an uncertainty: a measure with one of its scorings, or
+    a method id (a plain name) with one of :data:`VARIANTS`."""
+    if measure in MEASURES:
+        return scoring in SCORINGS
+    return (isinstance(measure, str) and bool(NAME.fullmatch(measure))
+            and scoring in VARIANTS)
+
+
+def uncertainty_of(data: dict[str, Any], measure: str, scoring: str) -> float:
+    """The uncertainty ``measure``/``scoring`` of an analysis's JSON: ``uncertainty`` for a
+    measure, ``methods`` for another method. Raises :class:`OtherSettings` when the analysis
+    did not compute that method."""
+    if measure in MEASURES:
+        return float(data["uncertainty"][measure][scoring])
+    methods = data.get("methods") or {}
+    if measure not in methods or scoring not in (methods[measure] or {}):
+        have = ", ".join(methods) or "none"
+        raise OtherSettings(
+            f"this answer has no {measure} ({scoring}) value, the method the calibration "
+            f"reads (its methods: {have}); analyze it with that method asked for")
+    return float(methods[measure][scoring])
 
 
 @dataclass
@@ -80,11 +109,12 @@ class Calibration:
 
     def chance(self, result: Any) -> float:
         """P(correct) of an analysis (an :class:`~mars_demo.result.AnalysisResult` or its JSON)
-        from its own ``uncertainty.<measure>.<scoring>``, after checking that it was made by
-        this calibration's models and settings (its recorded ``settings``)."""
+        from its own ``uncertainty.<measure>.<scoring>`` (or ``methods.<id>.<variant>``),
+        after checking that it was made by this calibration's models and settings (its
+        recorded ``settings``)."""
         data = result.to_dict() if hasattr(result, "to_dict") else result
         self.check(data.get("settings") or {})
-        return float(self.predict(float(data["uncertainty"][self.measure][self.scoring])))
+        return float(self.predict(uncertainty_of(data, self.measure, self.scoring)))
 
     def estimate(self, result: Any) -> dict[str, Any]:
         """:meth:`chance` with where it comes from, as JSON (the API's ``calibration`` field):
@@ -95,7 +125,7 @@ class Calibration:
         data = result.to_dict() if hasattr(result, "to_dict") else result
         chance = self.chance(data)
         return {"chance_correct": chance,
-                "uncertainty": float(data["uncertainty"][self.measure][self.scoring]),
+                "uncertainty": uncertainty_of(data, self.measure, self.scoring),
                 "measure": self.measure, "scoring": self.scoring, "data": self.data,
                 "n": self.n, "accuracy": self.accuracy, "auroc": self.auroc,
                 "judge": dict(self.judge), "models": dict(self.models),
@@ -163,7 +193,12 @@ class Calibration:
                       held_out=dict(data.get("held_out") or {}))
         except (KeyError, TypeError, ValueError) as err:
             raise CalibrationError(f"the calibration file is incomplete or malformed ({err})") from err
-        if (out.measure not in MEASURES or out.scoring not in SCORINGS or not x
+        if not valid_uncertainty(out.measure, out.scoring):
+            raise CalibrationError(
+                f"the calibration's uncertainty {out.measure!r} ({out.scoring!r}) is neither a "
+                f"measure ({', '.join(MEASURES)}) with a scoring ({', '.join(SCORINGS)}) nor a "
+                f"method id with a variant ({', '.join(VARIANTS)})")
+        if (not x
                 or len(x) != len(y) or any(b < a for a, b in zip(x, x[1:]))
                 or any(b > a for a, b in zip(y, y[1:]))
                 or not all(0.0 <= v <= 1.0 for v in y) or not np.all(np.isfinite(x))):
@@ -196,8 +231,10 @@ def fit(
     kept and checked by :meth:`Calibration.check`."""
     from sklearn.isotonic import IsotonicRegression
 
-    if measure not in MEASURES or scoring not in SCORINGS:
-        raise ValueError(f"measure must be one of {MEASURES} and scoring one of {SCORINGS}")
+    if not valid_uncertainty(measure, scoring):
+        raise ValueError(f"measure must be one of {MEASURES} with a scoring of {SCORINGS}, or "
+                         f"a method id with a variant of {VARIANTS}; got {measure!r} "
+                         f"({scoring!r})")
     u = np.asarray(uncertainty, dtype=float)
     c = np.asarray(correct, dtype=float)
     if u.size < 2:

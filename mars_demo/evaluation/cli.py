@@ -8,9 +8,10 @@
   and metrics for a finished run, nothing generated or scored again.
 - ``evaluate --compare RUN_A RUN_B [--json]``: B - A over the shared questions with paired
   bootstrap intervals (markdown, or JSON).
-- ``evaluate --calibrate RUN_DIR [--measure M --scoring S --calibration-out FILE]``: fit the
-  isotonic P(correct) of a finished run and check it by cross-validation; ``--calibrate``
-  without a directory, after ``--data`` and ``--out``, calibrates the run just made.
+- ``evaluate --calibrate RUN_DIR [--measure ID --scoring S --calibration-out FILE]``: fit the
+  isotonic P(correct) of one uncertainty (a measure or any method the run holds) of a finished
+  run and check it by cross-validation; ``--calibrate`` without a directory, after ``--data``
+  and ``--out``, calibrates the run just made.
 
 Bad input is treated as ``score`` treats it: a line that cannot be used (data, judge check or
 label file) is reported with its number (from 1) and skipped, every problem is listed, a summary
@@ -27,7 +28,8 @@ import sys
 from typing import Any
 
 from .. import options
-from . import MEASURES, SCORINGS
+from . import MEASURES
+from .runs import VARIANTS
 from .judges import DEFAULT_JUDGE, DEFAULT_THRESHOLDS, JUDGES
 
 EXIT_USAGE = 2
@@ -97,10 +99,14 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     help="fit P(correct) from an uncertainty (isotonic) on RUN_DIR, or on the "
                     "run of --out when no directory is given, and report its cross-validated "
                     "Brier score and calibration error")
-    ev.add_argument("--measure", choices=MEASURES, default="semantic_entropy",
-                    help="measure of --calibrate (default semantic_entropy)")
-    ev.add_argument("--scoring", choices=SCORINGS, default="mars",
-                    help="scoring of --calibrate (default mars)")
+    ev.add_argument("--measure", default="semantic_entropy", metavar="ID",
+                    help="uncertainty of --calibrate: a measure (" + ", ".join(MEASURES)
+                    + ") or any method id the run holds (eigv, num_sets, ...); default "
+                    "semantic_entropy")
+    ev.add_argument("--scoring", choices=VARIANTS, default=None,
+                    help="its scoring or variant for --calibrate: length_normalized, mars, or "
+                    "value for a method that reads no sequence score (default: mars where the "
+                    "method has it, else value)")
     ev.add_argument("--calibration-out", metavar="FILE",
                     help="where --calibrate writes (default RUN_DIR/calibration.json)")
     for opt in options.MODEL_OPTIONS + options.REQUEST_OPTIONS:
@@ -330,6 +336,11 @@ def _results_text(report: dict[str, Any], out: pathlib.Path) -> str:
             ln, ma = (entry.get(s, {}).get("value") for s in ("length_normalized", "mars"))
             cells.append("n/a" if ln is None or ma is None else f"{ln:.3f} -> {ma:.3f}")
         lines.append(f"  {m}: AUROC {cells[0]}, PRR {cells[1]}")
+    ranked = [row for row in (report.get("methods_table") or {}).get("rows", [])
+              if row["auroc"]["value"] is not None]
+    if ranked:
+        lines.append(f"every method ranked by AUROC ({len(ranked)} rows; the top 5): " + "; ".join(
+            f"{row['label']} {row['auroc']['value']:.3f}" for row in ranked[:5]))
     lines.append(f"report: {out / 'report.md'}")
     return "\n".join(lines)
 

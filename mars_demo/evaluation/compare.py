@@ -6,7 +6,9 @@ for every metric and every method both runs hold computes metric(B) - metric(A) 
 questions, each run with its own verdicts and uncertainties. The interval is a paired bootstrap:
 each resample draws one set of shared questions and evaluates both runs on it, so what the runs
 have in common (the same hard questions) does not widen it. Warnings name what differs besides
-the method: the data, the judges, the models, the settings, the questions not shared.
+the method: the data, the judges, the models, the settings, the questions not shared. The
+methods compared are the rows of :mod:`.methods_table` (the measures, and the other methods)
+that both runs hold.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import METRIC_TITLES, METRICS
+from . import methods_table
 from . import metrics as metric_math
 from .report import judge_text, method_label
 from .runs import Run
@@ -77,22 +80,21 @@ def compare_runs(a: Run, b: Run, name_a: str, name_b: str, *, resamples: int = 1
     for name in METRICS:
         metric = metric_math.METRIC_FUNCTIONS[name]
         metrics[name] = {}
-        for m, by_scoring in ra[0].uncertainty.items():
-            for s in by_scoring:
-                if m not in rb[0].uncertainty or s not in rb[0].uncertainty[m]:
-                    continue
-                ua = np.array([r.uncertainty[m][s] for r in ra])
-                ub = np.array([r.uncertainty[m][s] for r in rb])
-                values = []
-                for u, c in ((ua, ca), (ub, cb)):
-                    try:
-                        values.append(metric(u, c))
-                    except metric_math.UndefinedMetric:
-                        values.append(None)
-                diff = metric_math.paired_difference(name, ub, ua, cb, correct_b=ca,
-                                                     resamples=resamples, seed=seed)
-                metrics[name].setdefault(m, {})[s] = {"a": values[0], "b": values[1],
-                                                      "b_minus_a": diff.to_dict()}
+        in_b = set(methods_table.rows(rb))
+        for m, s in methods_table.rows(ra):
+            if (m, s) not in in_b:
+                continue
+            ua, ub = methods_table.values(ra, m, s), methods_table.values(rb, m, s)
+            values = []
+            for u, c in ((ua, ca), (ub, cb)):
+                try:
+                    values.append(metric(u, c))
+                except metric_math.UndefinedMetric:
+                    values.append(None)
+            diff = metric_math.paired_difference(name, ub, ua, cb, correct_b=ca,
+                                                 resamples=resamples, seed=seed)
+            metrics[name].setdefault(m, {})[s] = {"a": values[0], "b": values[1],
+                                                  "b_minus_a": diff.to_dict()}
     return {
         "a": {"run": name_a, "data": a.report.data, "n": len(a.records),
               "accuracy_shared": float(ca.mean()), "judge": a.report.judge,

@@ -16,6 +16,7 @@ import numpy as np
 from . import METRIC_TITLES, METRICS
 from . import metrics as metric_math
 from .judges import WHOLE_ANSWER_JUDGES, normalize_answer
+from .labels import row_label
 from .runs import DIFF, Record
 
 LABELS = {"confidence": "Confidence", "entropy": "Entropy", "semantic_entropy": "SE"}
@@ -29,7 +30,10 @@ def label(measure: str) -> str:
 
 
 def method_label(measure: str, scoring: str) -> str:
-    """"SE + MARS", "Confidence", "p true (raw)" for a measure this module does not know."""
+    """"SE + MARS", "Confidence" (the paper's Table 1 names); another method by
+    :func:`.labels.row_label` ("Eigenvalue (entail.)")."""
+    if measure not in LABELS:
+        return row_label(measure, scoring)
     suffix = SCORING_SUFFIX.get(scoring, f" ({scoring.replace('_', ' ')})")
     return label(measure) + suffix
 
@@ -91,7 +95,8 @@ def long_answer_warning(records: Sequence[Record], judge: dict[str, Any]) -> str
 # --- report.md --------------------------------------------------------------------------------
 
 
-def _cell(entry: dict | None, scale: float = 100.0, signed: bool = False) -> str:
+def cell(entry: dict | None, scale: float = 100.0, signed: bool = False) -> str:
+    """A metric entry of report.json as "77.97 [74.10, 81.52]" (x ``scale``), or "n/a (why)"."""
     if not entry or entry.get("value") is None:
         return "n/a" + (f" ({entry['reason']})" if entry and entry.get("reason") else "")
     fmt = "{:+.2f}" if signed else "{:.2f}"
@@ -138,10 +143,11 @@ def check_text(check: dict[str, Any] | None) -> str | None:
             f"false accepts, {check['false_rejects']} false rejects).")
 
 
-def markdown(report: dict[str, Any]) -> str:
+def markdown(report: dict[str, Any], extra: Sequence[str] = ()) -> str:
     """report.md: one table per metric with the paper's Table 1 rows (the baselines, then
     each + MARS), values x100 with the 95% bootstrap interval, the paired MARS - LN
-    differences, the held-out calibration quality when the run was calibrated."""
+    differences, ``extra`` lines (the table of every method), the held-out calibration
+    quality when the run was calibrated."""
     model = report["models"].get("llm") or "the model"
     lines = [
         f"# MARS evaluation on {report['data']}",
@@ -165,7 +171,7 @@ def markdown(report: dict[str, Any]) -> str:
             continue
         lines += ["", f"## {METRIC_TITLES[name]}", "", f"| Method | {model} |", "|---|---|"]
         for m, s in rows:
-            lines.append(f"| {method_label(m, s)} | {_cell(report['metrics'][name][m][s])} |")
+            lines.append(f"| {method_label(m, s)} | {cell(report['metrics'][name][m][s])} |")
     paired = [m for m, row in report["metrics"]["auroc"].items() if DIFF in row]
     shown = [n for n in METRICS if n in report["metrics"]]
     if paired:
@@ -174,7 +180,8 @@ def markdown(report: dict[str, Any]) -> str:
                   "|---|" + "---|" * len(shown)]
         for m in paired:
             lines.append(f"| {label(m)} | " + " | ".join(
-                _cell(report["metrics"][n][m][DIFF], signed=True) for n in shown) + " |")
+                cell(report["metrics"][n][m][DIFF], signed=True) for n in shown) + " |")
+    lines += list(extra)
     if report.get("calibration"):
         lines += ["", *calibration_markdown(report["calibration"])]
     if report.get("plots"):
@@ -223,11 +230,13 @@ def write_figures(figs: dict[str, Any], out_dir: pathlib.Path) -> tuple[list[str
     return files, warnings
 
 
-def plots(records: Sequence[Record], out_dir: pathlib.Path) -> tuple[list[str], list[str]]:
+def plots(records: Sequence[Record], out_dir: pathlib.Path,
+          extra: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
     """roc.html/png (ROC per measure and scoring) and rejection.html/png (accuracy of the kept
-    answers vs. fraction rejected, with the oracle and random). Returns (files, warnings)."""
+    answers vs. fraction rejected, with the oracle and random), and the ``extra`` figures by
+    their stems. Returns (files, warnings)."""
     roc, rej, warnings = figures(records)
-    files, more = write_figures({"roc": roc, "rejection": rej}, out_dir)
+    files, more = write_figures({"roc": roc, "rejection": rej, **(extra or {})}, out_dir)
     return files, warnings + more
 
 

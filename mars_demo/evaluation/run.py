@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import judge_check
+from . import methods_table
 from . import report as reporting
 from .calibration import MODEL_KEYS
 from .data import Item, load_source, select
@@ -334,6 +335,7 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
     check = judge_check.load(out)
     if check is not None and check.get("judge") != manifest["judge"]:
         check = None  # a check of another judge
+    metrics = reporting.compute_metrics(records, resamples=resamples, seed=seed)
     report = {
         "data": manifest["data"], "n": n,
         "accuracy": sum(r.correct for r in records) / n if n else 0.0,
@@ -343,7 +345,9 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
         "settings": manifest["settings"], "limit": manifest.get("limit"), "seed": seed,
         "bootstrap": {"resamples": resamples, "seed": seed,
                       "interval": "percentile 2.5-97.5"},
-        "metrics": reporting.compute_metrics(records, resamples=resamples, seed=seed),
+        "metrics": metrics,
+        "methods_table": methods_table.compute(records, resamples=resamples, seed=seed,
+                                               metrics=metrics),
         "failed": list(failed), "skipped_lines": list(skipped_lines),
         "seconds_per_question": (round(sum(float(r.data.get("seconds") or 0.0)
                                            for r in records) / n, 4) if n else None),
@@ -353,9 +357,11 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
     if manifest.get("rejudged_from"):
         report["rejudged_from"] = manifest["rejudged_from"]
     if plots and n:
-        files, plot_warnings = reporting.plots(records, out)
+        top, top_warnings = methods_table.roc_figure(
+            records, methods_table.ranked_rows(report["methods_table"]))
+        files, plot_warnings = reporting.plots(records, out, {"roc_methods": top})
         report["plots"] = files
-        report["warnings"] += plot_warnings
+        report["warnings"] += top_warnings + plot_warnings
     for w in report["warnings"]:
         messages(f"warning: {w}")
     save_report(out, report)
@@ -364,19 +370,24 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
 
 def save_report(out: pathlib.Path, report: dict[str, Any]) -> None:
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(reporting.markdown(report), encoding="utf-8")
+    (out / "report.md").write_text(reporting.markdown(
+        report, methods_table.markdown_lines(report.get("methods_table"))), encoding="utf-8")
 
 
 def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
-              scoring: str = "mars", out: str | pathlib.Path | None = None, *,
+              scoring: str | None = "mars", out: str | pathlib.Path | None = None, *,
               plots: bool = True) -> pathlib.Path:
-    """Fit the isotonic calibration of ``measure``/``scoring`` on a finished run and check it
-    by cross-validation; writes ``out`` (default RUN_DIR/calibration.json), adds the held-out
-    Brier score, calibration error and reliability diagram to the run's report, and returns
-    the calibration's path. Raises :class:`RunError` for a run that is not finished or
-    unreadable, :class:`~.calibration.TooFewAnswers` (with the reason) when one class is
-    missing or too rare."""
+    """Fit the isotonic calibration of one uncertainty of a finished run and check it by
+    cross-validation: ``measure`` is a measure or any method id the run's records hold
+    (``methods``), ``scoring`` its variant (length_normalized, mars, or value for a method
+    that reads no sequence score; None: mars where the row has it, else value). Writes
+    ``out`` (default RUN_DIR/calibration.json), adds the held-out Brier score, calibration
+    error and reliability diagram to the run's report, and returns the calibration's path.
+    Raises :class:`RunError` for a run that is not finished or unreadable, or that has no such
+    uncertainty (naming the ones it has), :class:`~.calibration.TooFewAnswers` (with the
+    reason) when one class is missing or too rare."""
     from . import calibration
+    from . import metrics as metric_math
 
     try:
         run = read_run(run_dir)
@@ -384,13 +395,23 @@ def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
         raise RunError(str(err)) from err
     if not run.records:
         raise RunError(f"{run.path} has no results to calibrate on")
-    correct, u = reporting.arrays(run.records)
-    if (measure, scoring) not in u:
-        raise RunError(f"{run.path} has no {measure} ({scoring}) uncertainty")
-    quality = calibration.cross_validate(u[measure, scoring], correct,
-                                         seed=run.manifest.get("seed") or 0)
-    auroc = run.report.metrics["auroc"][measure][scoring].value
-    cal = calibration.fit(u[measure, scoring], correct, measure=measure, scoring=scoring,
+    correct, u = methods_table.arrays(run.records)
+    variants = [v for name, v in u if name == measure]
+    if not variants:
+        raise RunError(f"{run.path} has no uncertainty {measure!r}; it has "
+                       + ", ".join(dict.fromkeys(name for name, _ in u)))
+    if scoring is None:
+        scoring = "mars" if "mars" in variants else variants[0]
+    if scoring not in variants:
+        raise RunError(f"{run.path} has no {measure} ({scoring}) uncertainty; {measure} has "
+                       + ", ".join(variants))
+    values = u[measure, scoring]
+    quality = calibration.cross_validate(values, correct, seed=run.manifest.get("seed") or 0)
+    try:
+        auroc = metric_math.auroc(values, correct)
+    except metric_math.UndefinedMetric:
+        auroc = None
+    cal = calibration.fit(values, correct, measure=measure, scoring=scoring,
                           models=run.report.models, data=run.report.data, auroc=auroc,
                           judge=run.report.judge,
                           settings=run.records[0].data.get("analysis", {}).get("settings"))

@@ -171,6 +171,7 @@ TRUST_WORDS = (
 )
 # Only on a page the host opens: how to give the page a calibration.
 TRUST_HOST_HINT = " (Host: start the app with <code>--calibration FILE</code>.)"
+TRUST_NO_SCORING = "no scoring"  # a calibrated method that reads no sequence score
 MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",
                  "semantic_entropy": "Semantic Entropy"}
 API_CALIBRATION_DOC = (

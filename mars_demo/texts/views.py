@@ -42,6 +42,12 @@ EVAL_PAIRED_CAPTION = (
     "MARS minus length-normalized per measure, with the paired bootstrap interval (both on the "
     "same resampled questions):"
 )
+EVAL_METHODS_CAPTION = (
+    "Every method of the run, ranked by AUROC (best first), x100 with the 95% bootstrap "
+    "interval; the last column is each row's AUROC minus that of the best MARS row, {best}, "
+    "with the paired bootstrap interval (both on the same resampled questions):"
+)
+EVAL_METHODS_VS_BEST = "AUROC − best MARS"
 EVAL_CALIBRATION = (
     "Calibration of {method}, held out by {folds}-fold cross-validation: Brier score "
     "{brier:.3f} (the accuracy alone: {constant:.3f}), expected calibration error {ece:.3f}."

@@ -4,8 +4,10 @@ A run is made by ``python -m mars_demo evaluate --data SOURCE --out RUN_DIR``. T
 its ``report.json`` (the tables: every method's AUROC, AUPRC, PRR and AURAC with the 95%
 bootstrap interval, and the paired MARS - LN differences, x100 like the paper's Table 1; the
 judge, its threshold and its judge-check agreement; the held-out calibration quality when the
-run was calibrated; the report's warnings) and, for the curves, its ``results.jsonl`` (each
-question's correctness and uncertainties; report.json holds no curve). Both come from an upload
+run was calibrated; the table of every method ranked by AUROC, with each row's paired AUROC
+difference from the best MARS row; the report's warnings) and, for the curves, its
+``results.jsonl`` (each question's correctness and uncertainties; report.json holds no curve;
+the ROC curves of the top methods are drawn too). Both come from an upload
 (at most :data:`MAX_BYTES`, Gradio's upload limit too) or from a run of the folder given to
 ``app.py --runs DIR``. Both are read by :mod:`mars_demo.evaluation.runs`, the one reader of
 runs; this module only opens files (with their size limit) and renders.
@@ -28,6 +30,7 @@ from typing import Any
 
 from mars_demo import texts
 from mars_demo.evaluation import METRIC_TITLES, METRICS
+from mars_demo.evaluation.labels import row_label
 from mars_demo.evaluation.runs import (DIFF, RESULTS, Entry, Record, Report, RunFileError,
                                        parse_records, parse_report)
 from mars_demo.ui.render import error_html, esc
@@ -35,7 +38,8 @@ from mars_demo.ui.render import error_html, esc
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
 OUTPUTS = ("eval_error", "eval_table", "eval_note", "eval_roc", "eval_rejection",
-           "eval_report", "eval_results")
+           "eval_roc_methods", "eval_report", "eval_results")
+PLOTS = ("eval_roc", "eval_rejection", "eval_roc_methods")
 ReportError = RunFileError  # a report or results file that cannot be shown (one line: why)
 
 
@@ -76,8 +80,11 @@ def _local_name(text: str) -> str:
 
 
 def method_name(measure: str, scoring: str) -> str:
-    """"Semantic Entropy + MARS", "Confidence (LN)"; unknown names in words."""
-    name = texts.MEASURE_NAMES.get(measure, measure.replace("_", " "))
+    """"Semantic Entropy + MARS", "Confidence (LN)"; another method as the evaluation names it
+    (:func:`~mars_demo.evaluation.labels.row_label`: "Eigenvalue (entail.)")."""
+    if measure not in texts.MEASURE_NAMES:
+        return row_label(measure, scoring)
+    name = texts.MEASURE_NAMES[measure]
     return name + texts.EVAL_SCORING_SUFFIX.get(scoring, f" ({scoring.replace('_', ' ')})")
 
 
@@ -132,6 +139,26 @@ def _paired_table(report: Report) -> str:
             "</tbody></table></div>")
 
 
+def _methods_table(report: Report) -> str:
+    """The ranked table of every method (report.json's ``methods_table``; a report made
+    before it has none)."""
+    if not report.methods:
+        return ""
+    shown = ("auroc", "auprc", "prr")
+    head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
+    rows = "".join(
+        f'<tr><td>{k}</td><th scope="row">{esc(row.label)}</th>'
+        + "".join(f"<td>{_cell(row.metrics[m])}</td>" for m in shown)
+        + f"<td>{_cell(row.vs_best, signed=True)}</td></tr>"
+        for k, row in enumerate(report.methods, 1))
+    caption = texts.EVAL_METHODS_CAPTION.format(best=report.best_mars or "none")
+    return (f'<p class="mars-small">{esc(caption)}</p>'
+            '<div class="mars-table-wrap"><table class="mars-table mars-eval-methods">'
+            f'<thead><tr><th scope="col">#</th><th scope="col">Method</th>{head}'
+            f'<th scope="col">{esc(texts.EVAL_METHODS_VS_BEST)}</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table></div>")
+
+
 def _calibration(report: Report) -> str:
     cal = report.calibration
     if not cal:
@@ -158,20 +185,31 @@ def table_html(report: Report, public: bool = False) -> str:
     last part only."""
     note = texts.EVAL_TABLE_NOTE.format(resamples=esc(report.resamples or "?"))
     return (f'<div class="mars-eval">{_head(report, public)}{_metric_table(report)}'
-            f'<p class="mars-small">{note}</p>{_paired_table(report)}{_calibration(report)}'
+            f'<p class="mars-small">{note}</p>{_paired_table(report)}{_methods_table(report)}'
+            f"{_calibration(report)}"
             f"{_warnings(report, public)}</div>")
 
 
-def curves(records: list[Record]) -> tuple[Any, Any, list[str]]:
-    """The run's ROC and rejection figures (:func:`mars_demo.evaluation.report.figures`),
+def curves(records: list[Record], report: Report | None = None) -> tuple[Any, Any, Any, list[str]]:
+    """The run's ROC and rejection figures (:func:`mars_demo.evaluation.report.figures`) and
+    the ROC curves of the report's top methods
+    (:func:`mars_demo.evaluation.methods_table.roc_figure`; None without a methods table),
     sized for the page."""
+    from mars_demo.evaluation.methods_table import roc_figure
     from mars_demo.evaluation.report import figures
 
     roc, rej, warnings = figures(records)
-    for fig in (roc, rej):
-        fig.update_layout(width=None, height=380, autosize=True,
-                          margin=dict(l=50, r=20, t=70, b=50))
-    return roc, rej, warnings
+    top = None
+    if report is not None and report.methods:
+        top, more = roc_figure(records, [(r.name, r.variant) for r in report.methods])
+        warnings += more
+    for fig in (roc, rej, top):
+        if fig is not None:
+            fig.update_layout(width=None, height=380, autosize=True,
+                              margin=dict(l=50, r=20, t=70, b=50))
+    if top is not None:
+        top.update_layout(height=480)
+    return roc, rej, top, warnings
 
 
 # --- the handlers ---------------------------------------------------------------------------
@@ -207,7 +245,8 @@ class EvaluationView:
 
     def _show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
         cleared = {"eval_report": None, "eval_results": None}
-        empty = {"eval_table": "", "eval_note": "", "eval_roc": None, "eval_rejection": None}
+        empty = {"eval_table": "", "eval_note": "", "eval_roc": None, "eval_rejection": None,
+                 "eval_roc_methods": None}
         try:
             if report_file:
                 report = parse_report(_read_text(report_file, self.max_bytes, "report.json"))
@@ -235,7 +274,7 @@ class EvaluationView:
             return {"eval_error": error_html(texts.EVAL_BAD_REPORT.format(
                 error=type(err).__name__)), **empty, **cleared}
         update = {"eval_error": "", "eval_table": table_html(report, self.public), **cleared,
-                  "eval_roc": None, "eval_rejection": None}
+                  "eval_roc": None, "eval_rejection": None, "eval_roc_methods": None}
         if results_text is None:
             update["eval_note"] = _note(texts.EVAL_NO_CURVES)
             return update
@@ -248,9 +287,9 @@ class EvaluationView:
             update["eval_note"] = error_html(texts.EVAL_MISMATCH.format(
                 n_results=len(records), n_report=report.n))
             return update
-        roc, rej, warnings = curves(records)
+        roc, rej, top, warnings = curves(records, report)
         note = texts.EVAL_CURVES_FROM.format(source=source, n=len(records))
-        update.update(eval_roc=roc, eval_rejection=rej,
+        update.update(eval_roc=roc, eval_rejection=rej, eval_roc_methods=top,
                       eval_note=_note(" ".join([note, *warnings])))
         return update
 
@@ -289,12 +328,15 @@ def build(view: EvaluationView) -> None:
                       elem_classes="mars-plot")
         rejection = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-rejection",
                             elem_classes="mars-plot")
+        top = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-roc-methods",
+                      elem_classes="mars-plot")
     components = {"eval_error": error, "eval_table": table, "eval_note": note, "eval_roc": roc,
-                  "eval_rejection": rejection, "eval_report": report, "eval_results": results}
+                  "eval_rejection": rejection, "eval_roc_methods": top, "eval_report": report,
+                  "eval_results": results}
 
     def handler(run_name: Any, report_file: Any, results_file: Any) -> tuple:
         update = view.show(run_name, report_file, results_file)
-        for name in ("eval_roc", "eval_rejection"):  # a plot without curves takes no room
+        for name in PLOTS:  # a plot without curves takes no room
             fig = update[name]
             update[name] = gr.update(value=fig, visible=bool(fig is not None and fig.data))
         return tuple(update.get(name, gr.skip()) for name in OUTPUTS)

@@ -38,6 +38,14 @@ def public_reason(estimate: dict[str, Any]) -> str:
     return texts.TRUST_OTHER_MODELS
 
 
+def _measure_name(measure: str) -> str:
+    """"Semantic Entropy"; another method by the evaluation's name of it ("Eigenvalue
+    (entail.)")."""
+    from mars_demo.evaluation.labels import row_label
+
+    return texts.MEASURE_NAMES.get(measure) or row_label(measure, "value")
+
+
 def _judge(judge: dict[str, Any]) -> str:
     text = str(judge.get("name", "?"))
     if judge.get("threshold") is not None:
@@ -59,8 +67,8 @@ def trust_html(result: Any, calibration: Any = None, *, public: bool = False) ->
     percent = round(100 * estimate["chance_correct"])
     auroc = "undefined" if estimate["auroc"] is None else f"{estimate['auroc']:.2f}"
     source = texts.TRUST_SOURCE.format(
-        measure=texts.MEASURE_NAMES.get(estimate["measure"], estimate["measure"]),
-        scoring=texts.SCORING_NAMES.get(estimate["scoring"], estimate["scoring"]),
+        measure=_measure_name(estimate["measure"]),
+        scoring=texts.SCORING_NAMES.get(estimate["scoring"], texts.TRUST_NO_SCORING),
         value=f"{estimate['uncertainty']:.3f}".replace("-", "−"),
         data=public_model_name(estimate["data"]) if public else estimate["data"],
         n=estimate["n"],

@@ -1,0 +1,169 @@
+"""Every uncertainty method of a run in one table, ranked by AUROC (issue 19).
+
+A row is ``(name, variant)``: the three measures (confidence, entropy, semantic_entropy) with
+each of their scorings (length_normalized, mars), then every method of the records' top-level
+``methods`` (``{id: {variant: value}}``, variants :data:`~.runs.VARIANTS`) whose id is not
+also a measure (``semantic_entropy`` is the same numbers either way and is listed once). A run
+made before the records carried ``methods`` gets the measures' rows only.
+
+Each row has AUROC, AUPRC and PRR with their 95% percentile bootstrap intervals
+(:func:`.metrics.summarize`; a measure's entries are taken from the report's ``metrics``, the
+same seeded computation), and ``auroc_minus_best_mars``: its AUROC minus that of the best MARS
+row (the ``mars`` row with the highest AUROC), with the paired bootstrap interval of
+:func:`.metrics.paired_difference` (both on the same resampled questions; 0 for the best MARS
+row itself). Rows are ranked by AUROC, best first; a row whose AUROC is undefined comes last.
+
+report.json keeps the table under ``methods_table``; report.md shows it
+(:func:`markdown_lines`) and ``roc_methods.html/.png`` draws the ROC curves of its
+:data:`TOP` rows (:func:`roc_figure`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import METRIC_TITLES
+from . import metrics as metric_math
+from .labels import row_label
+from .report import cell
+from .runs import Record
+
+RANKED_BY = "auroc"
+TABLE_METRICS = ("auroc", "auprc", "prr")
+VS_BEST = "auroc_minus_best_mars"  # a row's paired AUROC difference from the best MARS row
+TOP = 5  # rows drawn in roc_methods
+
+def rows(records: Sequence[Record]) -> list[tuple[str, str]]:
+    """(name, variant) of every row the records hold: the measures, then the other methods,
+    in the records' order."""
+    if not records:
+        return []
+    first = records[0]
+    out = [(m, s) for m, scorings in first.uncertainty.items() for s in scorings]
+    out += [(m, v) for m, variants in first.methods.items() if m not in first.uncertainty
+            for v in variants]
+    return out
+
+
+def values(records: Sequence[Record], name: str, variant: str) -> np.ndarray:
+    """The uncertainty of every record for one row (a measure's, else a method's)."""
+    if name in records[0].uncertainty:
+        return np.array([r.uncertainty[name][variant] for r in records], dtype=float)
+    return np.array([r.methods[name][variant] for r in records], dtype=float)
+
+
+def arrays(records: Sequence[Record]) -> tuple[np.ndarray, dict[tuple[str, str], np.ndarray]]:
+    """(correct, {(name, variant): uncertainties}) of every row."""
+    correct = np.array([r.correct for r in records], dtype=bool)
+    return correct, {row: values(records, *row) for row in rows(records)}
+
+
+def _undefined(reason: str) -> dict[str, Any]:
+    return {"value": None, "ci95": None, "reason": reason}
+
+
+def _rank_key(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
+    k, row = item
+    value = row[RANKED_BY]["value"]
+    return (value is None, -(value or 0.0), k)  # best first, undefined last, ties as listed
+
+
+def compute(records: Sequence[Record], *, resamples: int, seed: int,
+            metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The table as JSON: ``ranked_by``, ``best_mars`` ({"name", "variant", "label"} or None)
+    and ``rows`` (ranked), each ``{"name", "variant", "label", "auroc", "auprc", "prr",
+    VS_BEST}`` with ``{"value", "ci95", ...}`` entries. ``metrics``: the report's
+    ``metrics`` (:func:`.report.compute_metrics` with the same resamples and seed), whose
+    measure entries are used as they are."""
+    if not records:
+        return {"ranked_by": RANKED_BY, "best_mars": None, "rows": []}
+    correct, u = arrays(records)
+    table = []
+    for name, variant in rows(records):
+        row: dict[str, Any] = {"name": name, "variant": variant,
+                               "label": row_label(name, variant)}
+        for metric in TABLE_METRICS:
+            known = ((metrics or {}).get(metric) or {}).get(name, {}).get(variant)
+            row[metric] = known if name in records[0].uncertainty and known else (
+                metric_math.summarize(metric, u[name, variant], correct, resamples=resamples,
+                                      seed=seed).to_dict())
+        table.append(row)
+    ranked = [row for _, row in sorted(enumerate(table), key=_rank_key)]
+    best = next((row for row in ranked
+                 if row["variant"] == "mars" and row[RANKED_BY]["value"] is not None), None)
+    for row in ranked:
+        if best is None:
+            row[VS_BEST] = _undefined("no MARS row has an AUROC")
+            continue
+        row[VS_BEST] = metric_math.paired_difference(
+            RANKED_BY, u[row["name"], row["variant"]], u[best["name"], best["variant"]],
+            correct, resamples=resamples, seed=seed).to_dict()
+    return {"ranked_by": RANKED_BY,
+            "best_mars": None if best is None else {k: best[k] for k in ("name", "variant",
+                                                                          "label")},
+            "rows": ranked}
+
+
+def markdown_lines(table: dict[str, Any] | None) -> list[str]:
+    """report.md's section: the ranked table, x100 with the intervals, and one line saying
+    what it is."""
+    if not table or not table.get("rows"):
+        return []
+    best = table.get("best_mars")
+    against = f"the best MARS row, {best['label']}" if best else "the best MARS row (none)"
+    lines = ["", "## Every method, ranked by AUROC", "",
+             f"Ranked by AUROC (best first); values x100 with the 95% bootstrap interval; the "
+             f"last column is the row's AUROC minus that of {against}, with the paired "
+             "bootstrap interval (both on the same resampled questions).", "",
+             "| # | Method | " + " | ".join(METRIC_TITLES[m] for m in TABLE_METRICS)
+             + " | AUROC − best MARS |", "|---|---|" + "---|" * (len(TABLE_METRICS) + 1)]
+    for k, row in enumerate(table["rows"], 1):
+        lines.append(f"| {k} | {row['label']} | "
+                     + " | ".join(cell(row[m]) for m in TABLE_METRICS)
+                     + f" | {cell(row[VS_BEST], signed=True)} |")
+    return lines
+
+
+def ranked_rows(table: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(name, variant) of a ``methods_table``'s rows in its order (best first)."""
+    return [(row["name"], row["variant"]) for row in (table or {}).get("rows", [])]
+
+
+def roc_figure(records: Sequence[Record], ranked: Sequence[tuple[str, str]],
+               top: int = TOP) -> tuple[Any, list[str]]:
+    """The ROC curves of the first ``top`` rows of ``ranked`` ((name, variant), best first)
+    that the records hold and whose AUROC is defined, in one plotly figure (the page's
+    Evaluation view draws it too), and warnings. Each AUROC in the legend is computed here
+    from the records."""
+    import plotly.graph_objects as go
+
+    correct, u = arrays(records)
+    fig, shown, warnings = go.Figure(), 0, []
+    two_classes = 0 < correct.sum() < correct.size
+    for name, variant in ranked:
+        if shown == top or not two_classes:
+            break
+        if (name, variant) not in u:
+            continue
+        fpr, tpr = metric_math.roc_points(u[name, variant], correct)
+        label = (f"{row_label(name, variant)}, AUROC "
+                 f"{metric_math.auroc(u[name, variant], correct):.3f}")
+        fig.add_trace(go.Scatter(x=fpr, y=tpr, mode="lines", name=label,
+                                 line=dict(dash="solid" if variant == "mars" else "dash"),
+                                 hovertemplate=f"{label}<br>FPR %{{x:.2f}}, TPR %{{y:.2f}}"
+                                 "<extra></extra>"))
+        shown += 1
+    if shown:
+        fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="random",
+                                 line=dict(color="#bbbbbb", dash="dot")))
+    elif two_classes:  # one class only: report.figures says so already
+        warnings.append("the ROC curves of the top methods are not drawn: no row of the "
+                        "table is in the results")
+    fig.update_xaxes(title_text="false positive rate (correct flagged)", range=[0, 1])
+    fig.update_yaxes(title_text="true positive rate (wrong flagged)", range=[0, 1.02])
+    fig.update_layout(title=f"ROC of the top {shown} methods (by AUROC)",
+                      width=800, height=550, template="plotly_white",
+                      legend=dict(orientation="h", y=-0.2))
+    return fig, warnings
