@@ -348,3 +348,17 @@ def test_compare_takes_the_methods_both_runs_hold(run, tmp_path):
     make_run(tmp_path / "old", old, resamples=10)
     result = compare_runs(read_run(out), read_run(tmp_path / "old"), "A", "old", resamples=20)
     assert set(result["metrics"]["auroc"]) == set(MEASURES)
+
+
+def test_rows_are_named_by_the_method_registry_so_a_method_has_one_name_everywhere():
+    import doctest
+
+    from mars_demo import methods
+    from mars_demo.evaluation import labels
+
+    for method in methods.METHODS.values():
+        for variant in method.variants:
+            assert labels.row_label(method.id, variant) == methods.label(method.id, variant)
+    assert labels.row_label("entropy", "mars") == "Entropy (MARS)"
+    assert labels.row_label("some_later_method", "value") == "some later method"
+    assert doctest.testmod(labels).failed == 0

@@ -1,32 +1,32 @@
 """The names of the uncertainty measures and methods in evaluation tables, figures and pages.
 
-One function, :func:`row_label`, names a row ``(name, variant)`` of an evaluation (a measure
-with its scoring, or a method of issue 19 with its variant). The method registry
-(``mars_demo.methods``, being written beside this) names its methods too; the two are to be
-one list when both exist. Standard library only, so the page can use it.
+One function, :func:`row_label`, names a row ``(name, variant)`` of an evaluation: one of the
+three measures with its scoring, or a method of :mod:`mars_demo.methods` with its variant, by
+the registry's own label, so a method has one name everywhere (the page's panel, the CLI, the
+report).
 """
 
 from __future__ import annotations
 
-#: short names of the measures and methods (issue 19's ids)
-_NAMES = {
-    "confidence": "Confidence", "entropy": "Entropy", "semantic_entropy": "Semantic entropy",
-    "semantic_entropy_normalized": "Semantic entropy, normalized",
-    "semantic_entropy_discrete": "Semantic entropy, discrete",
-    "num_sets": "Number of meaning sets",
-    "eigv": "Eigenvalue (entail.)", "eigv_contra": "Eigenvalue (contra.)",
-    "degree": "Degree (entail.)", "degree_contra": "Degree (contra.)",
-    "eccentricity": "Eccentricity (entail.)", "eccentricity_contra": "Eccentricity (contra.)",
-    "lexical_similarity": "Lexical similarity",
-    "kernel_language_entropy": "Kernel language entropy",
-    "token_sar": "TokenSAR", "sentence_sar": "SentenceSAR", "sar": "SAR", "p_true": "P(True)",
-    "lars": "LARS",
-}
+from .. import methods
+
+#: the three measures of every analysis (``uncertainty.<measure>.<scoring>``)
+_MEASURES = {"confidence": "Confidence", "entropy": "Entropy",
+             "semantic_entropy": "Semantic entropy"}
 _VARIANT_SUFFIX = {"length_normalized": " (LN)", "mars": " (MARS)", "value": ""}
 
 
 def row_label(name: str, variant: str) -> str:
     """"Eigenvalue (entail.)", "Semantic entropy, normalized (MARS)", "Confidence (LN)"; an
-    id this table does not know is shown in words."""
-    text = _NAMES.get(name, name.replace("_", " "))
+    id neither a measure nor a known method (a run made by a later version) is shown in words.
+
+    >>> row_label("eigv", "value"), row_label("confidence", "length_normalized")
+    ('Eigenvalue (entail.)', 'Confidence (LN)')
+    """
+    if name in _MEASURES:
+        text = _MEASURES[name]
+    elif name in methods.METHODS:
+        text = methods.METHODS[name].label
+    else:
+        text = name.replace("_", " ")
     return text + _VARIANT_SUFFIX.get(variant, f" ({variant.replace('_', ' ')})")
