@@ -33,8 +33,11 @@ def llm_name(run: Resolved) -> str | None:
 
 
 def prompt_of(job: ScoringJob, method_id: str) -> str:
-    return llm_pass_prompt(method_id, job.question, job.scored[0].text,
-                           [a.text for a in job.scored[1:]])
+    """The pass's prompt for the job's question, greedy answer and samples (from the answers,
+    so that it is known before any stage runs)."""
+    answers = job.answers
+    return llm_pass_prompt(method_id, job.question, answers.greedy.text,
+                           [a.text for a in answers.samples])
 
 
 def reused(job: ScoringJob, method_id: str, run: Resolved) -> dict | None:
@@ -55,7 +58,7 @@ class LLMPassStage:
     server that did not return it) is left out, with the LLM's warning."""
 
     name = "llm_pass"
-    reads = ("scored", "question", "reuse")
+    reads = ("answers", "question", "reuse")
     adds = ("method_inputs",)
     progress = "uncertainty"
     timing = "llm_pass"
