@@ -61,7 +61,7 @@ class LLMPassStage:
     reads = ("answers", "question", "reuse")
     adds = ("method_inputs",)
     progress = "uncertainty"
-    timing = "llm_pass"
+    timing = "methods"  # the methods' cost, pass included (no new key in every analysis)
 
     def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         ids = asked(run)
