@@ -245,6 +245,25 @@ def test_through_the_server_a_missing_logprob_leaves_p_true_out_with_warnings(
 # --- the public page ------------------------------------------------------------------------------
 
 
+def test_a_public_page_names_the_passs_llm_as_it_names_the_model(asked):
+    from mars_demo.ui.redact import Redactor
+
+    data = asked[0]
+    path = data["method_inputs"]["p_true"]["llm"]
+    assert path.startswith("/")
+    shown = Redactor(public=True, models=[("llm", path)]).result_dict(data)
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    assert shown["method_inputs"]["p_true"]["llm"] == shown["settings"]["llm"] == name
+    assert shown["method_inputs"]["p_true"]["logprob"] == data["method_inputs"]["p_true"]["logprob"]
+    served = Redactor(public=True).result_dict(  # a served model's name the page never saw
+        {**data, "method_inputs": {"p_true": {**data["method_inputs"]["p_true"],
+                                              "llm": "/srv/models/llama.gguf"}}})
+    assert served["method_inputs"]["p_true"]["llm"] == "llama.gguf"
+    host = Redactor(public=False, names={"llm": "Tiny"}).result_dict(data)
+    assert host["method_inputs"]["p_true"]["llm"] == "Tiny"
+    assert Redactor().result_dict(data) is data  # a host's own page: as it is
+
+
 def test_the_public_api_refuses_p_true_unless_the_host_offers_it():
     import gradio as gr
     from ui_helpers import FakeEngine
