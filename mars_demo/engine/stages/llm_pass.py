@@ -46,7 +46,8 @@ def reused(job: ScoringJob, method_id: str, run: Resolved) -> dict | None:
     if job.reuse is None:
         return None
     entry = job.reuse.method_inputs.get(method_id)
-    if (entry and entry.get("logprob") is not None and entry.get("prompt") == prompt_of(job, method_id)
+    if (entry and entry.get("logprob") is not None
+            and entry.get("prompt") == prompt_of(job, method_id)
             and entry.get("llm") is not None and entry.get("llm") == llm_name(run)):
         return dict(entry)
     return None
