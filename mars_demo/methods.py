@@ -7,8 +7,9 @@ A method that reads a sequence score (``scored``) is computed twice, with length
 with MARS scores: ``{"length_normalized": x, "mars": y}``; any other gives ``{"value": x}``.
 
 :func:`compute_methods` reads only what a saved analysis JSON holds (the sample texts, their two
-scores, the meaning clusters and the NLI probabilities of every ordered pair of samples), so a
-saved analysis gives the same values again without any model.
+scores, the meaning clusters, the NLI probabilities of every ordered pair of samples and, for
+P(True), the log-prob its extra LLM pass gave, ``method_inputs``), so a saved analysis gives the
+same values again without any model.
 
 >>> parse_methods("eigv, degree")
 ('eigv', 'degree')
