@@ -7,8 +7,9 @@ A method that reads a sequence score (``scored``) is computed twice, with length
 with MARS scores: ``{"length_normalized": x, "mars": y}``; any other gives ``{"value": x}``.
 
 :func:`compute_methods` reads only what a saved analysis JSON holds (the sample texts, their two
-scores, the meaning clusters and the NLI probabilities of every ordered pair of samples), so a
-saved analysis gives the same values again without any model.
+scores, the meaning clusters, the NLI probabilities of every ordered pair of samples and, for
+P(True), the log-prob its extra LLM pass gave, ``method_inputs``), so a saved analysis gives the
+same values again without any model.
 
 >>> parse_methods("eigv, degree")
 ('eigv', 'degree')
@@ -18,6 +19,7 @@ saved analysis gives the same values again without any model.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -26,8 +28,8 @@ VARIANTS = ("length_normalized", "mars", "value")  # how a method's values are n
 SCORED_VARIANTS = VARIANTS[:2]  # the two scorings of a method that reads a sequence score
 NEEDS = ("samples", "nli_probabilities", "similarity_model", "llm_pass")
 FREE_NEEDS = frozenset({"samples", "nli_probabilities"})  # what every analysis already has
-#: Methods of issue 19 that need an extra model or LLM pass and are not available yet.
-NOT_YET = ("token_sar", "sentence_sar", "sar", "p_true")
+#: Methods of issue 19 that need an extra model and are not available yet.
+NOT_YET = ("token_sar", "sentence_sar", "sar")
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ METHODS: dict[str, Method] = {m.id: m for m in (
     Method("kernel_language_entropy", "Kernel language entropy",
            "von Neumann entropy of a heat kernel over the samples' NLI graph",
            _NLI, False, "Nikitin et al. 2024"),
+    Method("p_true", "P(True)",
+           "how little the LLM itself believes its answer is true, asked in one extra pass",
+           frozenset({"llm_pass"}), False, "Kadavath et al. 2022"),
+    Method("p_true_sampling", "P(True), with samples",
+           "as P(True), the LLM shown its own sampled answers as brainstormed ideas first",
+           frozenset({"samples", "llm_pass"}), False, "Kadavath et al. 2022"),
 )}
 
 #: The methods computed when none are asked for: all that need no extra model or pass.
@@ -156,12 +164,15 @@ class MethodInputs:
     """What the methods read of one analysis: the sampled answers' texts, their scores under
     each scoring (``{"length_normalized": [...], "mars": [...]}``), their meaning clusters and
     the NLI probabilities (entailment, neutral, contradiction) of every ordered pair of samples
-    (m x m x 3; None when the analysis predates them, schema 2)."""
+    (m x m x 3; None when the analysis predates them, schema 2), and what the extra LLM passes
+    gave (``llm_pass``: ``{method id: {"logprob": x, "prompt": ..., ...}}``, see
+    :func:`llm_pass_prompt`; empty when none ran)."""
 
     texts: list[str]
     scores: Mapping[str, list[float]]
     cluster_ids: list[int]
     nli_probabilities: list | None
+    llm_pass: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def inputs_of(result: Any) -> MethodInputs:
@@ -175,6 +186,7 @@ def inputs_of(result: Any) -> MethodInputs:
             scores={k: [float(s["scores"][k]) for s in samples] for k in SCORED_VARIANTS},
             cluster_ids=list(data["cluster_ids"]),
             nli_probabilities=(data.get("nli") or {}).get("probabilities"),
+            llm_pass=dict(data.get("method_inputs") or {}),
         )
     except (KeyError, TypeError) as err:
         raise ValueError(
@@ -199,6 +211,14 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
             f"this analysis predates the saved NLI probabilities (schema 2): "
             f"{', '.join(missing)} cannot be computed from it; score its answers again "
             f"(python -m mars_demo score FILE) to get them"
+        )
+    passes = [i for i in ids if "llm_pass" in METHODS[i].needs
+              and (inputs.llm_pass.get(i) or {}).get("logprob") is None]
+    if passes:
+        raise ValueError(
+            f"this analysis holds no log-prob of the extra LLM pass that "
+            f"{', '.join(passes)} read{'s' if len(passes) == 1 else ''}; ask again (or score "
+            f"its answers again) with --methods {','.join(passes)}, which runs the LLM"
         )
     formulas = _formulas()
     out: dict[str, dict[str, float]] = {}
@@ -228,7 +248,7 @@ def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
     """Each method's value from its inputs and, for a scored method, one scoring's sample
     scores. The math (numpy, scipy) is imported here, on first use: importing the registry
     (as the settings do) stays cheap."""
-    from .core import graph, kernel, lexical, uncertainty
+    from .core import graph, kernel, lexical, p_true, uncertainty
 
     def lin(fn: Callable[..., float], affinity: str) -> Callable[[MethodInputs, Any], float]:
         return lambda x, _: fn(x.nli_probabilities, affinity=affinity)
@@ -248,4 +268,34 @@ def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
         "eccentricity_contra": lin(graph.eccentricity, "contra"),
         "lexical_similarity": lambda x, _: lexical.lexical_similarity(x.texts),
         "kernel_language_entropy": lambda x, _: kernel.kernel_language_entropy(x.nli_probabilities),
+        "p_true": lambda x, _: p_true.p_true(x.llm_pass["p_true"]["logprob"]),
+        "p_true_sampling": lambda x, _: p_true.p_true(x.llm_pass["p_true_sampling"]["logprob"]),
     }
+
+
+def llm_pass_prompt(method_id: str, question: str, answer: str,
+                    samples: Sequence[str]) -> str:
+    """The text the extra LLM pass of ``method_id`` reads; the log-prob of the next token
+    :data:`mars_demo.core.p_true.TARGET` after it is what the method turns into a value.
+
+    ``p_true`` is lm-polygraph's ``PTrue`` prompt (question and answer alone);
+    ``p_true_sampling`` its ``PTrueSampling`` prompt, which first shows the sampled answers as
+    brainstormed ideas (as Kadavath et al. do), joined by ", ". The answer is the greedy one,
+    put after a space (the template has none after "Possible answer:"; the generated text
+    lm-polygraph inserts starts with one); the samples follow the template's own space.
+
+    >>> print(llm_pass_prompt("p_true", "Capital of France?", "Paris", ["Paris", "Lyon"]))
+    Question: Capital of France?
+     Possible answer: Paris
+     Is the possible answer:
+     (A) True
+     (B) False
+     The possible answer is:
+    """
+    from .core.p_true import p_true_prompt
+
+    if method_id == "p_true":
+        return p_true_prompt(question, " " + answer)
+    if method_id == "p_true_sampling":
+        return p_true_prompt(question, " " + answer, list(samples))
+    raise ValueError(f"{method_id!r} runs no extra LLM pass")

@@ -205,7 +205,8 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "choices, see the README's table)", "scoring", choices=RECIPES, label="Recipe"),
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
-           "eigv,degree,lexical_similarity (see docs/methods.md)", "scoring",
+           "eigv,degree,lexical_similarity; p_true and p_true_sampling run one extra LLM pass "
+           "each (see docs/methods.md)", "scoring",
            optional=True, label="Methods",
            auto="every method that needs no extra model (mars_demo.methods.FREE)"),
 )

@@ -138,6 +138,10 @@ class AnalysisResult:
     # the other uncertainty methods asked for (mars_demo.methods): {id: {variant: value}},
     # variants "length_normalized" and "mars" for a method that reads a score, else "value"
     methods: dict[str, dict[str, float]] = field(default_factory=dict)
+    # what a method's extra LLM pass gave, so that it is recomputed without the LLM:
+    # {id: {"logprob": x, "prompt": text, "target": token text, "llm": model id}} (p_true);
+    # empty in an analysis made before it (still schema 3: the field is optional)
+    method_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -246,4 +250,6 @@ class AnalysisResult:
             schema_version=data.get("schema_version", SCHEMA_VERSION),
             methods={name: {k: float(v) for k, v in values.items()}
                      for name, values in (data.get("methods") or {}).items()},
+            method_inputs={name: dict(values)
+                           for name, values in (data.get("method_inputs") or {}).items()},
         )

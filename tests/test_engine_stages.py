@@ -26,7 +26,7 @@ def names(planned) -> list[str]:
 
 def test_the_result_needs_every_stage_in_order():
     assert names(stages.plan(RESULT_NEEDS)) == [
-        "importance", "alignment", "nli", "clustering", "uncertainty", "methods"]
+        "importance", "alignment", "nli", "clustering", "uncertainty", "llm_pass", "methods"]
 
 
 @pytest.mark.parametrize("wanted, expected", [
@@ -36,7 +36,8 @@ def test_the_result_needs_every_stage_in_order():
     (["cluster_ids"], ["importance", "alignment", "nli", "clustering"]),
     (["scored", "phrasings"], ["importance", "alignment"]),
     (["question"], []),  # an input: nothing to compute
-    (["methods"], ["importance", "alignment", "nli", "clustering", "methods"]),
+    (["methods"], ["importance", "alignment", "nli", "clustering", "llm_pass", "methods"]),
+    (["method_inputs"], ["llm_pass"]),  # from the answers themselves
 ])
 def test_only_the_stages_a_field_needs_are_planned(wanted, expected):
     assert names(stages.plan(wanted)) == expected

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mars_demo import methods
-from mars_demo.core import graph, kernel, lexical, uncertainty
+from mars_demo.core import graph, kernel, lexical, p_true, uncertainty
 from mars_demo.methods import FREE, METHODS, VARIANTS, compute_methods, label, parse_methods
 
 E, N, C = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
@@ -24,7 +24,11 @@ NLI = [
 ]
 
 
-def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI) -> dict:
+PASSES = {"p_true": {"logprob": -0.4, "prompt": "Question: ..."},
+          "p_true_sampling": {"logprob": -1.3, "prompt": "Question: ... brainstormed ..."}}
+
+
+def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI, passes=PASSES) -> dict:
     """The part of an analysis JSON the methods read."""
     samples = [{"text": t, "scores": {"length_normalized": a, "mars": b}}
                for t, a, b in zip(texts, ln, mars)]
@@ -32,6 +36,8 @@ def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI) -> dict:
            "nli": {"answers": list(texts), "labels": []}}
     if nli is not None:
         out["nli"]["probabilities"] = nli
+    if passes is not None:
+        out["method_inputs"] = passes
     return out
 
 
@@ -46,7 +52,10 @@ EXPECTED_VALUE = {
     "eccentricity_contra": lambda: graph.eccentricity(NLI, "contra"),
     "lexical_similarity": lambda: lexical.lexical_similarity(TEXTS),
     "kernel_language_entropy": lambda: kernel.kernel_language_entropy(NLI),
+    "p_true": lambda: p_true.p_true(-0.4),
+    "p_true_sampling": lambda: p_true.p_true(-1.3),
 }
+LLM_PASS = ("p_true", "p_true_sampling")
 EXPECTED_SCORED = {
     "semantic_entropy": uncertainty.semantic_entropy,
     "semantic_entropy_normalized": uncertainty.semantic_entropy_normalized,
@@ -55,8 +64,10 @@ EXPECTED_SCORED = {
 
 def test_every_method_is_computed_and_named():
     assert set(EXPECTED_VALUE) | set(EXPECTED_SCORED) == set(METHODS) == set(methods._formulas())
-    assert FREE == tuple(METHODS)  # every registered method needs no extra model yet
+    # every registered method but those of an extra LLM pass needs nothing more
+    assert FREE == tuple(m for m in METHODS if m not in LLM_PASS)
     for m in METHODS.values():
+        assert ("llm_pass" in m.needs) == (m.id in LLM_PASS) == (not m.free)
         assert m.needs <= set(methods.NEEDS) and m.label and m.explain and m.source
         assert m.scored == (m.id in EXPECTED_SCORED)
 
@@ -140,7 +151,7 @@ def test_parse_methods(text, expected):
 @pytest.mark.parametrize("text, message", [
     ("eigv,eigenvalue", "unknown method 'eigenvalue'; known: semantic_entropy, .*eigv"),
     ("token_sar", "'token_sar' is not available yet"),
-    ("p_true", "'p_true' is not available yet"),
+    ("sar", "'sar' is not available yet"),
     ("", "methods is empty"),
     ([3], "method ids"),
     (3, "method ids separated by commas"),
@@ -151,6 +162,26 @@ def test_parse_methods_refuses_with_a_clear_message(text, message):
     if isinstance(text, str) and text:
         with pytest.raises(ValueError, match=message):
             compute_methods(analysis(), text)
+
+
+def test_a_pass_method_without_its_saved_logprob_says_how_to_get_it():
+    with pytest.raises(ValueError, match="no log-prob of the extra LLM pass that p_true reads; "
+                                         "ask again .* with --methods p_true"):
+        compute_methods(analysis(passes=None), ["num_sets", "p_true"])
+    with pytest.raises(ValueError, match="p_true_sampling reads"):
+        compute_methods(analysis(passes={"p_true": PASSES["p_true"]}), LLM_PASS)
+    with pytest.raises(ValueError, match="p_true reads"):  # a pass that returned nothing
+        compute_methods(analysis(passes={"p_true": {"logprob": None}}), ["p_true"])
+
+
+def test_the_pass_prompts_are_the_core_templates():
+    question, greedy, samples = "Red planet?", "Mars", ["Mars", "Venus"]
+    assert methods.llm_pass_prompt("p_true", question, greedy, samples) == \
+        p_true.PROMPT.format(q=question, a=" Mars")
+    assert methods.llm_pass_prompt("p_true_sampling", question, greedy, samples) == \
+        p_true.SAMPLES_PROMPT.format(q=question, s="Mars, Venus", a=" Mars")
+    with pytest.raises(ValueError, match="runs no extra LLM pass"):
+        methods.llm_pass_prompt("eigv", question, greedy, samples)
 
 
 def test_labels():

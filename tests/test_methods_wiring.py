@@ -208,7 +208,13 @@ def test_visitors_may_ask_only_for_the_methods_the_server_offers():
     assert page.settings_from("eigv, degree", names=("methods",)).methods == ("eigv", "degree")
     assert page.settings_from("auto", names=("methods",)).methods is None  # the API's default
     with pytest.raises(OptionError, match="not available yet"):
-        page.settings_from("p_true", names=("methods",))
+        page.settings_from("token_sar", names=("methods",))
+    # an extra LLM pass is not a visitor's to ask for, unless the host offers it
+    with pytest.raises(OptionError, match="p_true are not offered on this server"):
+        page.settings_from("eigv,p_true", names=("methods",))
+    host_allows = Controller(EngineHost(FakeEngine()),
+                             access=Access(public=True, methods=frozenset(FREE) | {"p_true"}))
+    assert host_allows.settings_from("p_true", names=("methods",)).methods == ("p_true",)
     narrow = Controller(EngineHost(FakeEngine()),
                         access=Access(public=True, methods=frozenset({"eigv"})))
     with pytest.raises(OptionError, match="degree are not offered on this server.*offered: eigv"):

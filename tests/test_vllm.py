@@ -303,3 +303,32 @@ def test_make_tiny_models_writes_the_vllm_shape_and_refuses_to_train_it(tmp_path
     assert main(["make-tiny-models", str(tmp_path / "b"), "--trained", "--llm-shape",
                  "vllm"]) == 2
     assert "only the tiny shapes can be trained" in capsys.readouterr().err
+
+
+def test_p_true_pass_through_vllm_as_in_process(vllm_llm, vllm_hf):
+    """P(True)'s extra pass (issue 19) through vLLM: the target found by its id among vLLM's top
+    20 log-probs equals the in-process log-prob; a target below them gives no value, said."""
+    import torch
+
+    from mars_demo.core.p_true import TARGET
+    from mars_demo.methods import llm_pass_prompt
+
+    text = llm_pass_prompt("p_true", QUESTION, "Mars", ["Mars", "Venus"])
+    tok = vllm_hf.tokenizer
+    with torch.no_grad():
+        logp = vllm_hf.model(torch.tensor([tok(text)["input_ids"]])).logits[0, -1].log_softmax(-1)
+    top = [int(i) for i in logp.topk(20).indices]
+    # a target among the top 20 that tokenizes alone to its own id, so it is read exactly
+    target = next(tok.decode([i]) for i in top
+                  if tok(tok.decode([i]), add_special_tokens=False)["input_ids"] == [i])
+    local = vllm_hf.next_token_logprob(text, target)
+    served = vllm_llm.next_token_logprob(text, target)
+    assert served.warnings == local.warnings == []
+    assert abs(served.logprob - local.logprob) < LOGPROB_TOL
+    true_id = tok(TARGET, add_special_tokens=False)["input_ids"][0]
+    got = vllm_llm.next_token_logprob(text, TARGET)
+    if true_id in top:
+        assert abs(got.logprob - vllm_hf.next_token_logprob(text, TARGET).logprob) < LOGPROB_TOL
+    else:
+        assert got.logprob is None
+        assert any("among the 20 most probable next tokens" in w for w in got.warnings)

@@ -167,9 +167,11 @@ class Engine:
         ``answers`` is an :class:`~mars_demo.answers.AnswerSet`, its JSON form, or an earlier
         :class:`AnalysisResult` (re-scored with other options). No LLM is loaded unless an
         answer comes without log-probs: those are computed by a teacher-forced pass of the
-        settings' LLM, and the result says so. ``reuse``: an earlier result of the same
-        answers whose NLI verdicts are taken as they are (same NLI model, same answers), so a
-        re-score with another normalization, distribution or cluster rule costs no NLI pass.
+        settings' LLM, and the result says so; or a method that needs an extra LLM pass
+        (``p_true``) is asked for and ``reuse`` does not already hold it. ``reuse``: an
+        earlier result of the same answers whose NLI verdicts are taken as they are (same NLI
+        model, same answers), so a re-score with another normalization, distribution or
+        cluster rule costs no NLI pass (and whose P(True) pass is reused likewise).
         A bad answer set raises :class:`~mars_demo.errors.AnswerSetError` (a ``ValueError``)
         naming the answer and token at fault.
         """

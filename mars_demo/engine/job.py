@@ -25,7 +25,8 @@ from .generation import teacher_force
 #: The fields a job has when it is made; the stages fill the others.
 INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings")
 #: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
-RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods")
+RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods",
+                "method_inputs")
 
 
 @dataclass
@@ -50,6 +51,8 @@ class ScoringJob:
     nli_model_id: str | None = None  # nli: the model that made (or once made) them
     cluster_ids: list[int] | None = None  # clustering: one meaning cluster per sample
     uncertainty: Uncertainty | None = None  # uncertainty: the measures under both scorings
+    # llm_pass: what the extra LLM passes gave ({method id: {"logprob": x, "prompt": ...}})
+    method_inputs: dict[str, dict] | None = None
     methods: dict[str, dict[str, float]] | None = None  # methods: {id: {variant: value}}
 
 
@@ -119,4 +122,5 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
         timings_s={k: round(v, 6) for k, v in job.timings.items()},
         warnings=job.warnings + job.nli.warnings,
         methods=job.methods,
+        method_inputs=job.method_inputs,
     )

@@ -63,6 +63,16 @@ class Prompt(NamedTuple):
     warnings: list[str]
 
 
+class NextToken(NamedTuple):
+    """The log-prob of one token right after a text (:meth:`LanguageModel.next_token_logprob`):
+    ``logprob`` (natural log, temperature 1; None when a server did not return it, with a
+    warning saying so), the ``token`` read (its text) and ``warnings``."""
+
+    logprob: float | None
+    token: str
+    warnings: list[str]
+
+
 @dataclass
 class GenerationResult:
     """The answers to one prompt: ``greedy`` (None for a request with ``greedy=False``), the
@@ -108,3 +118,9 @@ class LanguageModel(Protocol):
     def teacher_forced(self, prompt: Prompt, answers: Sequence[Answer]) -> list[Answer]:
         """Answers given as text, tokenized and scored by a teacher-forced pass after
         ``prompt``: new :class:`~mars_demo.answers.Answer` objects with tokens and log-probs."""
+
+    def next_token_logprob(self, text: str, target: str) -> NextToken:
+        """The log-prob that the next token after ``text`` (the whole input, tokenized as the
+        model's tokenizer does, its beginning-of-sequence token included) is the first token of
+        ``target`` (tokenized alone, special tokens left out; a warning when ``target`` takes
+        several tokens). One forward pass; for P(True) (:mod:`mars_demo.core.p_true`)."""

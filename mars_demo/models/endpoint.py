@@ -71,9 +71,9 @@ from ..errors import (
     explain_load_error,
 )
 from ..recipes import Recipe, recipe_of
-from . import echo, prompts
+from . import echo, next_token, prompts
 from .completions import ServerChoice, clean_token, parse_choice, to_answer
-from .contract import GenerationRequest, GenerationResult, Prompt
+from .contract import GenerationRequest, GenerationResult, NextToken, Prompt
 from .server import (
     DEFAULT_TIMEOUT,
     ServerClient,
@@ -99,6 +99,8 @@ class EndpointLLM(ServerClient):
     """An LLM served by an OpenAI-compatible ``/v1/completions`` server (see module doc)."""
 
     quantized = False
+    #: how many top log-probs of the next token an extra LLM pass asks for (P(True))
+    top_logprobs = next_token.SERVER_TOP_LOGPROBS
 
     def __init__(
         self,
@@ -392,6 +394,11 @@ class EndpointLLM(ServerClient):
         ``LLM.teacher_forced`` does; refused with a message by a server without correct echo
         log-probs (see :func:`mars_demo.models.echo.score_texts`)."""
         return echo.score_texts(self, prompt, answers)
+
+    def next_token_logprob(self, text: str, target: str) -> NextToken:
+        """The next token's log-prob after ``text``, from the server's top log-probs (the LLM
+        contract; see :func:`mars_demo.models.next_token.served`)."""
+        return next_token.served(self, text, target)
 
     def completion_body(self, prompt: str, **kw) -> dict:
         """The JSON body of a ``/completions`` request for ``prompt`` (``kw``: its other

@@ -22,8 +22,8 @@ from ..answers import Answer
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import prompts
-from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, Prompt
+from . import next_token, prompts
+from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
 
@@ -422,6 +422,11 @@ class LLM:
         return answers
 
     # ---- teacher forcing -----------------------------------------------------------------
+    def next_token_logprob(self, text: str, target: str) -> NextToken:
+        """The next token's log-prob after ``text`` (the LLM contract; see
+        :func:`mars_demo.models.next_token.in_process`)."""
+        return next_token.in_process(self, text, target)
+
     def teacher_forced(self, prompt: Prompt, answers: Sequence[Answer]) -> list[Answer]:
         """Token log-probs of answers given as text: one batched forward pass over
         prompt + answer, read at temperature 1 (the same numbers generation would have given).

@@ -128,6 +128,12 @@ class Redactor:
             return data
         data = dict(data)
         data["settings"] = self.settings(data.get("settings") or {})
+        passes = data.get("method_inputs")
+        if isinstance(passes, dict):  # the LLM of an extra pass (P(True)), named as in settings
+            data["method_inputs"] = {
+                k: {**v, "llm": self.shown.get(str(v["llm"])) or self.model_name("llm", v["llm"])}
+                if isinstance(v, dict) and v.get("llm") is not None else v
+                for k, v in passes.items()}
         if not self.public:
             return data
         data = {k: (v if k == "settings" else self._walk(v)) for k, v in data.items()}

@@ -30,6 +30,7 @@ from .alignment import AlignmentStage
 from .base import MODELS, ScoringContext, Stage
 from .clustering import ClusteringStage
 from .importance import ImportanceStage
+from .llm_pass import LLMPassStage
 from .methods import MethodsStage
 from .nli import NLIStage
 from .uncertainty import UncertaintyStage
@@ -39,7 +40,7 @@ __all__ = ["SCORING", "MODELS", "ScoringContext", "Stage", "plan", "models_neede
 #: Every scoring stage, in the order they run.
 SCORING: tuple[Stage, ...] = (
     ImportanceStage(), AlignmentStage(), NLIStage(), ClusteringStage(), UncertaintyStage(),
-    MethodsStage(),
+    LLMPassStage(), MethodsStage(),
 )
 
 _FIELDS = {f.name for f in dataclasses.fields(ScoringJob)}

@@ -8,7 +8,8 @@ from typing import Any, Protocol, Sequence
 from ...recipes import Resolved
 from ..job import ScoringJob
 
-MODELS = ("importance", "nli")  # the models a stage may ask for, in the order they are loaded
+#: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass)
+MODELS = ("llm", "importance", "nli")
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class ScoringContext:
     recipe) and the loaded models (None: no planned stage needs it)."""
 
     run: Resolved
+    llm: Any = None  # a LanguageModel (mars_demo.models.contract), for an extra LLM pass
     importance: Any = None  # ImportanceModel or BEMImportance
     nli: Any = None  # NLIModel
 

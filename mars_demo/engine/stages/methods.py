@@ -1,6 +1,7 @@
 """The methods stage: the other uncertainty methods asked for (:mod:`mars_demo.methods`: graph
 measures, kernel entropy, lexical similarity, the semantic entropy variants), each from the
-scored samples, their clusters and the NLI probabilities; no model runs here."""
+scored samples, their clusters, the NLI probabilities and the log-probs of the extra LLM
+passes (:mod:`.llm_pass`); no model runs here."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class MethodsStage:
     that cannot be computed for these answers is left out with a warning naming it."""
 
     name = "methods"
-    reads = ("scored", "cluster_ids", "nli")
+    reads = ("scored", "cluster_ids", "nli", "method_inputs")
     adds = ("methods",)
     progress = "uncertainty"
     timing = "methods"
@@ -35,6 +36,7 @@ class MethodsStage:
                 scores={k: [getattr(a.scores, k) for a in samples] for k in SCORINGS},
                 cluster_ids=list(job.cluster_ids),
                 nli_probabilities=job.nli.probabilities,
+                llm_pass=job.method_inputs,
             )
             job.methods = {}
             for method_id in ids:
