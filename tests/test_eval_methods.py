@@ -210,7 +210,6 @@ def test_a_run_without_methods_lists_the_measures(tmp_path):
     (lambda r: r["methods"].update({"Bad id": {"value": 1.0}}), "not a measure or scoring"),
     (lambda r: r["methods"]["eigv"].update(value=1e300), "outside"),
     (lambda r: r.update(methods=[1]), "\"methods\" is not an object"),
-    (lambda r: r["methods"].pop("num_sets"), "record 2 has other methods than the first"),
 ])
 def test_bad_methods_in_records_are_refused(change, message):
     rows = make_records()[:3]
@@ -362,3 +361,21 @@ def test_rows_are_named_by_the_method_registry_so_a_method_has_one_name_everywhe
     assert labels.row_label("entropy", "mars") == "Entropy (MARS)"
     assert labels.row_label("some_later_method", "value") == "some later method"
     assert doctest.testmod(labels).failed == 0
+
+
+def test_a_method_some_answers_lack_is_left_out_of_the_table_with_a_warning(tmp_path):
+    """P(True) through a server has no value where "True" is not among the top log-probs: the
+    run still reads, the table leaves that method out (its metrics would rest on other
+    answers), and the report says so."""
+    rows = make_records()
+    for row in rows[:3]:
+        row["methods"].pop("num_sets")
+    assert len(parse_records("\n".join(json.dumps(r) for r in rows))) == len(rows)
+    report = make_run(tmp_path / "gaps", rows, resamples=10)
+    names = {r["name"] for r in report["methods_table"]["rows"]}
+    assert "num_sets" not in names and "eigv" in names
+    n = len(rows)
+    assert any(w.startswith(f"Number of meanings has a value for {n - 3} of {n} answers only")
+               for w in report["warnings"]), report["warnings"]
+    whole = parse_records("\n".join(json.dumps(r) for r in make_records()))
+    assert methods_table.incomplete(whole) == []

@@ -43,7 +43,26 @@ def rows(records: Sequence[Record]) -> list[tuple[str, str]]:
     first = records[0]
     out = [(m, s) for m, scorings in first.uncertainty.items() for s in scorings]
     out += [(m, v) for m, variants in first.methods.items() if m not in first.uncertainty
-            for v in variants]
+            for v in variants if all(v in r.methods.get(m, {}) for r in records)]
+    return out
+
+
+def incomplete(records: Sequence[Record]) -> list[str]:
+    """A warning for each method some records hold and others lack (it could not be computed
+    for those answers, as their warnings say, e.g. P(True) when the server's top log-probs
+    miss "True"): :func:`rows` leaves it out, since its metrics would rest on other answers
+    than every other row's."""
+    n, counts = len(records), {}
+    for r in records:
+        for m, variants in r.methods.items():
+            for v in variants:
+                counts[m, v] = counts.get((m, v), 0) + 1
+    out = []
+    for (m, v), k in counts.items():
+        if k < n and (m not in records[0].uncertainty):
+            out.append(f"{row_label(m, v)} has a value for {k} of {n} answers only (it could "
+                       "not be computed for the others, see their warnings); it is left out of "
+                       "the table of every method")
     return out
 
 

@@ -329,6 +329,7 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
         warnings.append(f"{manifest['questions'] - n} of {manifest['questions']} selected "
                         "questions have no result (failed, see above); the metrics use the "
                         f"{n} that have one")
+    warnings += methods_table.incomplete(records)
     long = reporting.long_answer_warning(records, manifest["judge"])
     if long:
         warnings.append(long)
