@@ -132,12 +132,21 @@ def test_report_md_is_laid_out_like_table_1_and_plots_exist(pregenerated_run):
         assert (pregenerated_run / name).stat().st_size > 1000, name
         assert name in report["plots"]
     assert (pregenerated_run / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # the table of every method: here (a run of the three measures) their six rows, ranked
+    # the table of every method: the three measures' six rows and every free method (the
+    # default) with its variants, semantic entropy once; ranked by AUROC
+    from mars_demo import methods
+
     ranked = report["methods_table"]["rows"]
-    assert len(ranked) == 6 and "## Every method, ranked by AUROC" in md
-    assert [r["auroc"]["value"] for r in ranked] == sorted(
-        (report["metrics"]["auroc"][m][s]["value"] for m in MEASURES for s in SCORINGS),
-        reverse=True)
+    expected = {(m, s) for m in MEASURES for s in SCORINGS} | {
+        (i, v) for i in methods.FREE if i not in MEASURES for v in methods.METHODS[i].variants}
+    assert {(r["name"], r["variant"]) for r in ranked} == expected
+    assert len(ranked) == len(expected) and "## Every method, ranked by AUROC" in md
+    aurocs = [r["auroc"]["value"] for r in ranked]
+    assert None not in aurocs and aurocs == sorted(aurocs, reverse=True)
+    for r in ranked:
+        if r["name"] in MEASURES:
+            assert r["auroc"]["value"] == report["metrics"]["auroc"][r["name"]][r["variant"]][
+                "value"]
 
 
 def test_a_finished_run_started_again_recomputes_nothing(pregenerated_run, tiny_models,
