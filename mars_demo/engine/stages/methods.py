@@ -1,7 +1,7 @@
 """The methods stage: the other uncertainty methods asked for (:mod:`mars_demo.methods`: graph
 measures, kernel entropy, lexical similarity, the semantic entropy variants), each from the
-scored samples, their clusters, the NLI probabilities and the log-probs of the extra LLM
-passes (:mod:`.llm_pass`); no model runs here."""
+scored samples, their clusters, the NLI probabilities, the log-probs of the extra LLM
+passes (:mod:`.llm_pass`) and SAR's similarities (:mod:`.similarity`); no model runs here."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class MethodsStage:
                 cluster_ids=list(job.cluster_ids),
                 nli_probabilities=job.nli.probabilities,
                 llm_pass=job.method_inputs,
+                token_logprobs=[[t.logprob for t in a.tokens] for a in samples],
             )
             job.methods = {}
             for method_id in ids:
