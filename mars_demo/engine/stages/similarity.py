@@ -1,7 +1,7 @@
 """The similarity stage of the SAR methods (``token_sar``, ``sentence_sar``, ``sar``; Duan et
 al. 2024, :mod:`mars_demo.core.sar`): what SAR's sentence-similarity cross-encoder says of each
-job's sampled answers, saved in the analysis (``method_inputs["sar"]``) so that the methods are
-recomputed from the JSON alone.
+job's sampled answers (the job's ``similarities``), saved in the analysis as
+``method_inputs["sar"]`` so that the methods are recomputed from the JSON alone.
 
 - ``token_similarities``: for each sample, one number per LLM token, the similarity of
   "question answer" with "question answer-without-that-token"
@@ -24,7 +24,7 @@ from ...recipes import Resolved
 from ..job import ScoringJob
 from .base import ScoringContext
 
-KEY = "sar"  # the entry of method_inputs
+KEY = "sar"  # the entry of the analysis' method_inputs
 
 
 def asked(run: Resolved) -> bool:
@@ -81,13 +81,12 @@ def entry_of(question: str, samples, values: list[float], counts: list[int],
 
 
 class SimilarityStage:
-    """SAR's similarities of each job's samples, added to ``method_inputs`` under ``"sar"``
-    (nothing when no SAR method is asked). One batched pass of the model over every job's
-    pairs."""
+    """SAR's similarities of each job's samples (``similarities``; ``{}`` when no SAR method
+    is asked). One batched pass of the model over every job's pairs."""
 
     name = "similarity"
-    reads = ("scored", "question", "reuse", "method_inputs")
-    adds = ("method_inputs",)
+    reads = ("scored", "question", "reuse")
+    adds = ("similarities",)
     progress = "uncertainty"
     timing = "methods"
 
@@ -97,6 +96,8 @@ class SimilarityStage:
         return ()
 
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+        for job in jobs:
+            job.similarities = {}
         if not asked(ctx.run):
             return
         fresh = []
@@ -105,7 +106,7 @@ class SimilarityStage:
             if entry is None:
                 fresh.append(job)
             else:
-                job.method_inputs[KEY] = entry
+                job.similarities = entry
         if not fresh:
             return
         every: list[tuple[str, str]] = []
@@ -117,6 +118,6 @@ class SimilarityStage:
         warnings: list[str] = []
         values = ctx.similarity.similarities(every, warnings)
         for job, (at, n, counts) in zip(fresh, spans):
-            job.method_inputs[KEY] = entry_of(job.question, job.scored[1:], values[at:at + n],
+            job.similarities = entry_of(job.question, job.scored[1:], values[at:at + n],
                                               counts, ctx.run.settings.similarity)
             job.warnings.extend(w for w in warnings if w not in job.warnings)
