@@ -102,6 +102,24 @@ def test_a_model_with_other_outputs_is_refused(tiny_models):
         load_similarity(str(tiny_models["nli"]))  # three outputs: an NLI model
 
 
+def test_a_cross_encoder_with_another_activation_is_refused(tiny_similarity, tmp_path):
+    import shutil
+
+    from mars_demo.errors import ModelLoadError
+    from mars_demo.models.registry import load_similarity
+
+    other = tmp_path / "identity"
+    shutil.copytree(tiny_similarity, other)
+    config = json.loads((other / "config.json").read_text())
+    config["sbert_ce_default_activation_function"] = "torch.nn.modules.linear.Identity"
+    (other / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="names the activation 'torch.nn.modules.linear"):
+        load_similarity(str(other))
+    config["sbert_ce_default_activation_function"] = "torch.nn.modules.activation.Sigmoid"
+    (other / "config.json").write_text(json.dumps(config))
+    assert load_similarity(str(other)).similarities([("a", "b")])
+
+
 def test_ask_gives_the_sar_methods_from_the_saved_similarities(asked, tiny_similarity):
     data, _ = asked
     assert list(data["methods"]) == ["token_sar", "sentence_sar", "sar", "num_sets"]

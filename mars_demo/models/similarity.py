@@ -4,7 +4,9 @@ are, a number in [0, 1].
 The model is a sequence classifier with one output (``num_labels=1``), trained on STS-B
 regression targets scaled to [0, 1], such as ``cross-encoder/stsb-roberta-large`` (the SAR
 paper's). Its similarity of ``(a, b)`` is the sigmoid of that one logit, as the cross-encoder
-is used in the paper's code. It reads the pair as the tokenizer's two segments; pairs longer than
+is used in the paper's code (sentence-transformers' ``CrossEncoder`` applies that sigmoid to a
+one-output model unless its config names another activation: such a model is refused, since its
+output would not be a similarity in [0, 1]). It reads the pair as the tokenizer's two segments; pairs longer than
 its window are cut to fit and reported. Load it through
 :func:`mars_demo.models.registry.load_similarity`, which caches it.
 """
@@ -18,6 +20,21 @@ BATCH = 32  # pairs per forward pass
 MAX_LENGTH = 512  # the window when the tokenizer states none (or an absurd one)
 
 
+def activation_of(config) -> str | None:
+    """The output activation a sentence-transformers cross-encoder's config names, if any
+    (``sbert_ce_default_activation_function``, or ``sentence_transformers.activation_fn`` in
+    newer saves).
+
+    >>> from types import SimpleNamespace
+    >>> activation_of(SimpleNamespace(sbert_ce_default_activation_function="torch.nn.Identity"))
+    'torch.nn.Identity'
+    """
+    named = getattr(config, "sbert_ce_default_activation_function", None)
+    if named is None:
+        named = (getattr(config, "sentence_transformers", None) or {}).get("activation_fn")
+    return None if named is None else str(named)
+
+
 class SimilarityModel:
     """A cross-encoder scoring text pairs (:meth:`similarities`); ``model_id`` names it."""
 
@@ -27,6 +44,13 @@ class SimilarityModel:
                 f"the similarity model {model_id!r} has {model.config.num_labels} outputs; a "
                 f"sentence-similarity cross-encoder has one (num_labels=1), e.g. "
                 f"cross-encoder/stsb-roberta-large"
+            )
+        named = activation_of(model.config)
+        if named is not None and named.rsplit(".", 1)[-1] != "Sigmoid":
+            raise ModelLoadError(
+                f"the similarity model {model_id!r} names the activation {named!r} for its "
+                f"output; SAR reads the sigmoid of a cross-encoder's one logit (a similarity in "
+                f"[0, 1]), e.g. cross-encoder/stsb-roberta-large"
             )
         self.model = model
         self.tokenizer = tokenizer
