@@ -211,7 +211,8 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
            "eigv,degree,lexical_similarity; p_true and p_true_sampling run one extra LLM pass "
-           "each (see docs/methods.md)", "scoring",
+           "each, token_sar, sentence_sar and sar the similarity model (see docs/methods.md)",
+           "scoring",
            optional=True, label="Methods",
            auto="every method that needs no extra model (mars_demo.methods.FREE)"),
 )
