@@ -8,7 +8,8 @@ with MARS scores: ``{"length_normalized": x, "mars": y}``; any other gives ``{"v
 
 :func:`compute_methods` reads only what a saved analysis JSON holds (the sample texts, their two
 scores, the meaning clusters, the NLI probabilities of every ordered pair of samples and, for
-P(True), the log-prob its extra LLM pass gave, ``method_inputs``), so a saved analysis gives the
+P(True), the log-prob its extra LLM pass gave, and for SAR the similarities its cross-encoder
+gave, ``method_inputs``), so a saved analysis gives the
 same values again without any model.
 
 >>> parse_methods("eigv, degree")
@@ -28,8 +29,6 @@ VARIANTS = ("length_normalized", "mars", "value")  # how a method's values are n
 SCORED_VARIANTS = VARIANTS[:2]  # the two scorings of a method that reads a sequence score
 NEEDS = ("samples", "nli_probabilities", "similarity_model", "llm_pass")
 FREE_NEEDS = frozenset({"samples", "nli_probabilities"})  # what every analysis already has
-#: Methods of issue 19 that need an extra model and are not available yet.
-NOT_YET = ("token_sar", "sentence_sar", "sar")
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,8 @@ class Method:
 _SAMPLES = frozenset({"samples"})
 _NLI = frozenset({"samples", "nli_probabilities"})
 _LIN = "Lin, Trivedi and Sun 2023"
+_SAR_NEEDS = frozenset({"samples", "similarity_model"})
+_SAR = "Duan et al. 2024"
 
 METHODS: dict[str, Method] = {m.id: m for m in (
     Method("semantic_entropy", "Semantic entropy",
@@ -99,6 +100,16 @@ METHODS: dict[str, Method] = {m.id: m for m in (
     Method("p_true_sampling", "P(True), with samples",
            "as P(True), the LLM shown its own sampled answers as brainstormed ideas first",
            frozenset({"samples", "llm_pass"}), False, "Kadavath et al. 2022"),
+    Method("token_sar", "TokenSAR",
+           "token log-probs weighted by how much dropping each token changes the answer's "
+           "meaning (a similarity model's verdict), averaged over the samples",
+           _SAR_NEEDS, False, _SAR),
+    Method("sentence_sar", "SentenceSAR",
+           "sentence entropy with probability shifted between samples a similarity model finds "
+           "alike", _SAR_NEEDS, True, _SAR),
+    Method("sar", "SAR",
+           "SentenceSAR over TokenSAR's relevance-weighted scores (the paper's full method)",
+           _SAR_NEEDS, False, _SAR),
 )}
 
 #: The methods computed when none are asked for: all that need no extra model or pass.
@@ -128,11 +139,6 @@ def parse_methods(text_or_list: str | Sequence[str]) -> tuple[str, ...]:
         name = item.strip()
         if not name:
             continue
-        if name in NOT_YET:
-            raise ValueError(
-                f"method {name!r} is not available yet (it needs an extra model or LLM pass); "
-                f"available: {', '.join(METHODS)}"
-            )
         if name not in METHODS:
             shown = name if len(name) <= 40 else name[:37] + "..."
             raise ValueError(f"unknown method {shown!r}; known: {', '.join(METHODS)}")
@@ -164,15 +170,18 @@ class MethodInputs:
     """What the methods read of one analysis: the sampled answers' texts, their scores under
     each scoring (``{"length_normalized": [...], "mars": [...]}``), their meaning clusters and
     the NLI probabilities (entailment, neutral, contradiction) of every ordered pair of samples
-    (m x m x 3; None when the analysis predates them, schema 2), and what the extra LLM passes
-    gave (``llm_pass``: ``{method id: {"logprob": x, "prompt": ..., ...}}``, see
-    :func:`llm_pass_prompt`; empty when none ran)."""
+    (m x m x 3; None when the analysis predates them, schema 2), what the extra LLM passes
+    gave (``llm_pass``: the analysis' ``method_inputs``, ``{method id: {"logprob": x, "prompt":
+    ..., ...}}``, see :func:`llm_pass_prompt`, and ``"sar"``: SAR's similarities, see
+    :mod:`mars_demo.engine.stages.similarity`; empty when none ran) and each sample's token
+    log-probs (``token_logprobs``; TokenSAR and SAR read them)."""
 
     texts: list[str]
     scores: Mapping[str, list[float]]
     cluster_ids: list[int]
     nli_probabilities: list | None
     llm_pass: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    token_logprobs: list[list[float]] = dataclasses.field(default_factory=list)
 
 
 def inputs_of(result: Any) -> MethodInputs:
@@ -187,6 +196,8 @@ def inputs_of(result: Any) -> MethodInputs:
             cluster_ids=list(data["cluster_ids"]),
             nli_probabilities=(data.get("nli") or {}).get("probabilities"),
             llm_pass=dict(data.get("method_inputs") or {}),
+            token_logprobs=[[float(t["logprob"]) for t in s.get("tokens") or []]
+                            for s in samples],
         )
     except (KeyError, TypeError) as err:
         raise ValueError(
@@ -220,6 +231,14 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
             f"{', '.join(passes)} read{'s' if len(passes) == 1 else ''}; ask again (or score "
             f"its answers again) with --methods {','.join(passes)}, which runs the LLM"
         )
+    sar_ids = [i for i in ids if "similarity_model" in METHODS[i].needs]
+    if sar_ids and not inputs.llm_pass.get("sar"):
+        raise ValueError(
+            f"this analysis holds no similarities of the SAR cross-encoder that "
+            f"{', '.join(sar_ids)} read{'s' if len(sar_ids) == 1 else ''}; ask again (or score "
+            f"its answers again) with --methods {','.join(sar_ids)}, which runs the similarity "
+            f"model (--similarity)"
+        )
     formulas = _formulas()
     out: dict[str, dict[str, float]] = {}
     for method_id in ids:
@@ -248,7 +267,7 @@ def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
     """Each method's value from its inputs and, for a scored method, one scoring's sample
     scores. The math (numpy, scipy) is imported here, on first use: importing the registry
     (as the settings do) stays cheap."""
-    from .core import graph, kernel, lexical, p_true, uncertainty
+    from .core import graph, kernel, lexical, p_true, sar, uncertainty
 
     def lin(fn: Callable[..., float], affinity: str) -> Callable[[MethodInputs, Any], float]:
         return lambda x, _: fn(x.nli_probabilities, affinity=affinity)
@@ -270,7 +289,19 @@ def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
         "kernel_language_entropy": lambda x, _: kernel.kernel_language_entropy(x.nli_probabilities),
         "p_true": lambda x, _: p_true.p_true(x.llm_pass["p_true"]["logprob"]),
         "p_true_sampling": lambda x, _: p_true.p_true(x.llm_pass["p_true_sampling"]["logprob"]),
+        "token_sar": lambda x, _: sar.token_sar(x.token_logprobs, _sar(x)["token_similarities"]),
+        "sentence_sar": lambda x, scores: sar.sentence_sar(scores, _sar(x)["sample_similarity"]),
+        "sar": lambda x, _: sar.sar(x.token_logprobs, _sar(x)["token_similarities"],
+                                    _sar(x)["sample_similarity"]),
     }
+
+
+def _sar(inputs: MethodInputs) -> Mapping[str, Any]:
+    """SAR's saved similarities, checked to be of these samples."""
+    entry = inputs.llm_pass["sar"]
+    if entry.get("answers") is not None and list(entry["answers"]) != list(inputs.texts):
+        raise ValueError("the saved SAR similarities are of other answers than these samples")
+    return entry
 
 
 def llm_pass_prompt(method_id: str, question: str, answer: str,

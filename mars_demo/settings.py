@@ -19,6 +19,7 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     DEFAULT_CHUNKER,
     DEFAULT_IMPORTANCE,
     DEFAULT_NLI,
+    DEFAULT_SIMILARITY,
     DISTRIBUTIONS,
     GENERATION_FIELDS,
     IMPORTANCE_METHODS,
@@ -74,6 +75,7 @@ class Settings:
     llm: str | None = None  # Hub id, local dir or preset name; None = GPU/CPU default preset
     importance: str = DEFAULT_IMPORTANCE
     nli: str | None = None  # None = deberta-large-mnli on GPU, deberta-base-mnli on CPU
+    similarity: str = DEFAULT_SIMILARITY  # SAR's cross-encoder, loaded only for SAR
     bem: str = DEFAULT_BEM
     chunker: str = DEFAULT_CHUNKER
     load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU

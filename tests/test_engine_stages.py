@@ -26,7 +26,8 @@ def names(planned) -> list[str]:
 
 def test_the_result_needs_every_stage_in_order():
     assert names(stages.plan(RESULT_NEEDS)) == [
-        "importance", "alignment", "nli", "clustering", "uncertainty", "llm_pass", "methods"]
+        "importance", "alignment", "nli", "clustering", "uncertainty", "llm_pass", "similarity",
+        "methods"]
 
 
 @pytest.mark.parametrize("wanted, expected", [
@@ -36,7 +37,9 @@ def test_the_result_needs_every_stage_in_order():
     (["cluster_ids"], ["importance", "alignment", "nli", "clustering"]),
     (["scored", "phrasings"], ["importance", "alignment"]),
     (["question"], []),  # an input: nothing to compute
-    (["methods"], ["importance", "alignment", "nli", "clustering", "llm_pass", "methods"]),
+    (["methods"], ["importance", "alignment", "nli", "clustering", "llm_pass", "similarity",
+                   "methods"]),
+    (["similarities"], ["importance", "alignment", "similarity"]),
     (["method_inputs"], ["llm_pass"]),  # from the answers themselves
 ])
 def test_only_the_stages_a_field_needs_are_planned(wanted, expected):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mars_demo import methods
-from mars_demo.core import graph, kernel, lexical, p_true, uncertainty
+from mars_demo.core import graph, kernel, lexical, p_true, sar, uncertainty
 from mars_demo.methods import FREE, METHODS, VARIANTS, compute_methods, label, parse_methods
 
 E, N, C = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
@@ -24,14 +24,21 @@ NLI = [
 ]
 
 
+TOKEN_LOGPROBS = [[-0.2], [-0.9, -0.3, -0.3], [-1.5]]  # "Mars", "It| is| Mars", "Venus"
+TOKEN_SIMILARITIES = [[0.4], [0.9, 0.8, 0.2], [0.3]]
+SAMPLE_SIMILARITY = [[1.0, 0.8, 0.1], [0.7, 1.0, 0.2], [0.05, 0.1, 1.0]]
 PASSES = {"p_true": {"logprob": -0.4, "prompt": "Question: ..."},
-          "p_true_sampling": {"logprob": -1.3, "prompt": "Question: ... brainstormed ..."}}
+          "p_true_sampling": {"logprob": -1.3, "prompt": "Question: ... brainstormed ..."},
+          "sar": {"similarity_model": "org/sts", "answers": TEXTS,
+                  "token_similarities": TOKEN_SIMILARITIES,
+                  "sample_similarity": SAMPLE_SIMILARITY}}
 
 
 def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI, passes=PASSES) -> dict:
     """The part of an analysis JSON the methods read."""
-    samples = [{"text": t, "scores": {"length_normalized": a, "mars": b}}
-               for t, a, b in zip(texts, ln, mars)]
+    samples = [{"text": t, "scores": {"length_normalized": a, "mars": b},
+                "tokens": [{"logprob": x} for x in logprobs]}
+               for t, a, b, logprobs in zip(texts, ln, mars, TOKEN_LOGPROBS)]
     out = {"samples": samples, "cluster_ids": list(clusters),
            "nli": {"answers": list(texts), "labels": []}}
     if nli is not None:
@@ -54,20 +61,26 @@ EXPECTED_VALUE = {
     "kernel_language_entropy": lambda: kernel.kernel_language_entropy(NLI),
     "p_true": lambda: p_true.p_true(-0.4),
     "p_true_sampling": lambda: p_true.p_true(-1.3),
+    "token_sar": lambda: sar.token_sar(TOKEN_LOGPROBS, TOKEN_SIMILARITIES),
+    "sar": lambda: sar.sar(TOKEN_LOGPROBS, TOKEN_SIMILARITIES, SAMPLE_SIMILARITY),
 }
 LLM_PASS = ("p_true", "p_true_sampling")
+SIMILARITY = ("token_sar", "sentence_sar", "sar")
 EXPECTED_SCORED = {
     "semantic_entropy": uncertainty.semantic_entropy,
     "semantic_entropy_normalized": uncertainty.semantic_entropy_normalized,
+    "sentence_sar": lambda scores, _: sar.sentence_sar(scores, SAMPLE_SIMILARITY),
 }
 
 
 def test_every_method_is_computed_and_named():
     assert set(EXPECTED_VALUE) | set(EXPECTED_SCORED) == set(METHODS) == set(methods._formulas())
-    # every registered method but those of an extra LLM pass needs nothing more
-    assert FREE == tuple(m for m in METHODS if m not in LLM_PASS)
+    # every registered method but those of an extra LLM pass or model needs nothing more
+    assert FREE == tuple(m for m in METHODS if m not in LLM_PASS + SIMILARITY)
     for m in METHODS.values():
-        assert ("llm_pass" in m.needs) == (m.id in LLM_PASS) == (not m.free)
+        assert ("llm_pass" in m.needs) == (m.id in LLM_PASS)
+        assert ("similarity_model" in m.needs) == (m.id in SIMILARITY)
+        assert (m.id in LLM_PASS + SIMILARITY) == (not m.free)
         assert m.needs <= set(methods.NEEDS) and m.label and m.explain and m.source
         assert m.scored == (m.id in EXPECTED_SCORED)
 
@@ -150,8 +163,6 @@ def test_parse_methods(text, expected):
 
 @pytest.mark.parametrize("text, message", [
     ("eigv,eigenvalue", "unknown method 'eigenvalue'; known: semantic_entropy, .*eigv"),
-    ("token_sar", "'token_sar' is not available yet"),
-    ("sar", "'sar' is not available yet"),
     ("", "methods is empty"),
     ([3], "method ids"),
     (3, "method ids separated by commas"),
@@ -162,6 +173,13 @@ def test_parse_methods_refuses_with_a_clear_message(text, message):
     if isinstance(text, str) and text:
         with pytest.raises(ValueError, match=message):
             compute_methods(analysis(), text)
+
+
+def test_a_sar_method_without_its_saved_similarities_says_how_to_get_it():
+    with pytest.raises(ValueError, match="no similarities of the SAR cross-encoder that "
+                                         "token_sar, sar read; ask again .* with --methods "
+                                         "token_sar,sar, which runs the similarity model"):
+        compute_methods(analysis(passes=None), ["num_sets", "token_sar", "sar"])
 
 
 def test_a_pass_method_without_its_saved_logprob_says_how_to_get_it():

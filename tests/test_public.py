@@ -182,8 +182,12 @@ def test_help_documents_the_new_flags_and_variables():
                  "--nli-name", "MARS_DEMO_BEM", "MARS_DEMO_CHUNKER",
                  "MARS_DEMO_ALLOW_MODEL_SWITCH", "MARS_DEMO_MAX_SAMPLE_TOKENS",
                  "MARS_DEMO_PER_CLIENT", "MARS_DEMO_TRUSTED_PROXIES", "MARS_DEMO_LLM_NAME",
-                 "MARS_DEMO_IMPORTANCE_NAME", "MARS_DEMO_NLI_NAME"):
+                 "MARS_DEMO_IMPORTANCE_NAME", "MARS_DEMO_NLI_NAME", "--similarity",
+                 "--similarity-name", "MARS_DEMO_SIMILARITY", "MARS_DEMO_SIMILARITY_NAME"):
         assert name in help_text, name
+    args = app.parse_args(["--similarity", "/srv/models/sts", "--similarity-name", "STS"], env={})
+    assert args.settings.similarity == "/srv/models/sts"
+    assert args.access.model_names == {"similarity": "STS"}
 
 
 # --- no model switch -------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from mars_demo.ui.methods_panel import (
 
 #: every registered method, values made up: scored ones get two, the others one
 VALUES = {
-    m.id: ({"length_normalized": 0.4 + k / 10, "mars": 0.9 + k / 10} if m.scored
+    m.id: ({"length_normalized": 0.4 + k / 100, "mars": 0.9 + k / 100} if m.scored
            else {"value": 1.0 + k})
     for k, m in enumerate(METHODS.values())
 }

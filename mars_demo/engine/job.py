@@ -26,7 +26,7 @@ from .generation import teacher_force
 INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings")
 #: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
 RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods",
-                "method_inputs")
+                "method_inputs", "similarities")
 
 
 @dataclass
@@ -53,6 +53,9 @@ class ScoringJob:
     uncertainty: Uncertainty | None = None  # uncertainty: the measures under both scorings
     # llm_pass: what the extra LLM passes gave ({method id: {"logprob": x, "prompt": ...}})
     method_inputs: dict[str, dict] | None = None
+    # similarity: what SAR's similarity model said of the samples ({} when no SAR method is
+    # asked), saved as method_inputs["sar"]
+    similarities: dict | None = None
     methods: dict[str, dict[str, float]] | None = None  # methods: {id: {variant: value}}
 
 
@@ -122,5 +125,11 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
         timings_s={k: round(v, 6) for k, v in job.timings.items()},
         warnings=job.warnings + job.nli.warnings,
         methods=job.methods,
-        method_inputs=job.method_inputs,
+        method_inputs=all_method_inputs(job),
     )
+
+
+def all_method_inputs(job: ScoringJob) -> dict[str, dict]:
+    """What the extra passes gave, as the analysis saves it (``method_inputs``): the LLM
+    passes' entries and SAR's similarities under ``"sar"``."""
+    return {**job.method_inputs, **({"sar": job.similarities} if job.similarities else {})}

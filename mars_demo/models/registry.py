@@ -35,6 +35,7 @@ from .importance import BEMImportance, ImportanceModel
 from .llm import LLM
 from .nli import DTYPES, NLIModel, check_choice
 from .server import normalize_url
+from .similarity import SimilarityModel
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,11 @@ def nli_key(model_id: str, dtype: str = "auto") -> tuple:
     return key if dtype == "auto" else (*key, dtype)
 
 
+def similarity_key(model_id: str) -> tuple:
+    """The key of SAR's similarity cross-encoder."""
+    return ("similarity", check_source(model_id, "similarity model"))
+
+
 def importance_key(model_id: str) -> tuple:
     return ("importance", check_source(model_id, "importance model"))
 
@@ -221,6 +227,13 @@ def load_nli(model_id: str, progress: Progress | None = None, dtype: str = "auto
                        lambda: NLIModel.from_pretrained(key[1], model_id, dtype), progress)
 
 
+def load_similarity(model_id: str, progress: Progress | None = None) -> SimilarityModel:
+    """SAR's sentence-similarity cross-encoder ``model_id``, loaded once."""
+    key = similarity_key(model_id)
+    return load_cached(key, "similarity model", model_id,
+                       lambda: SimilarityModel.from_pretrained(key[1], model_id), progress)
+
+
 # ---- the models a Settings names --------------------------------------------------------------
 
 
@@ -250,6 +263,12 @@ def nli_for(s: Settings, progress: Progress | None = None) -> NLIModel:
     return load_nli(resolve_nli(s.nli, cuda_available()), progress, dtype=nli_dtype(s))
 
 
+def similarity_for(s: Settings, progress: Progress | None = None) -> SimilarityModel:
+    """SAR's similarity model: loaded only by a stage that needs it (never by
+    :func:`load_all`)."""
+    return load_similarity(s.similarity, progress)
+
+
 def nli_dtype(s: Settings) -> str:
     """The NLI model's dtype for ``s``'s recipe. Without CUDA "auto" is float32 already, so a
     recipe's "float32" is the same model: it shares the loaded one instead of a second copy."""
@@ -262,14 +281,16 @@ def load_all(s: Settings, progress: Progress | None = None) -> Models:
     return Models(llm_for(s, progress), importance_for(s, progress), nli_for(s, progress))
 
 
-_FOR = {"llm": llm_for, "importance": importance_for, "nli": nli_for}
+_FOR = {"llm": llm_for, "importance": importance_for, "nli": nli_for,
+        "similarity": similarity_for}
 
 
 def model_for(which: str, s: Settings, progress: Progress | None,
               models: Models | None, models_settings: Settings) -> Any:
-    """The ``which`` model ("llm", "importance" or "nli") that ``s`` names: one of ``models``
-    (loaded for ``models_settings``) when it is the same, else :func:`llm_for` and its kin."""
-    if models is not None and same_models(s, models_settings, which):
+    """The ``which`` model ("llm", "importance", "nli" or "similarity") that ``s`` names: one
+    of ``models`` (loaded for ``models_settings``) when it is the same, else :func:`llm_for`
+    and its kin (the similarity model, never among ``models``, is always cached by id)."""
+    if models is not None and which != "similarity" and same_models(s, models_settings, which):
         return getattr(models, which)
     return _FOR[which](s, progress)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from mars_demo.result import AnalysisResult
 
-MODEL_KEYS = ("llm", "importance", "nli")
+MODEL_KEYS = ("llm", "importance", "nli", "similarity")
 #: Settings of an analysis JSON that a public page does not hand out: where the server keeps
 #: its BEM models and which server generates its answers.
 PRIVATE_SETTINGS = ("llm_endpoint", "bem", "chunker")
@@ -88,6 +88,16 @@ class Redactor:
         models += [(k, (describe or {}).get(k)) for k in MODEL_KEYS]
         return cls(access.public, models, access.model_names, _private(settings))
 
+    def _pass(self, entry: Any) -> Any:
+        if not isinstance(entry, dict):
+            return entry
+        entry = dict(entry)
+        for field, key in (("llm", "llm"), ("similarity_model", "similarity")):
+            if entry.get(field) is not None:
+                entry[field] = (self.shown.get(str(entry[field]))
+                                or self.model_name(key, entry[field]))
+        return entry
+
     def model_name(self, key: str, value: Any) -> str:
         """How visitors see model ``key``: the host's name for it, else (public) its folder's
         last part or its Hub id, else as it is."""
@@ -129,11 +139,9 @@ class Redactor:
         data = dict(data)
         data["settings"] = self.settings(data.get("settings") or {})
         passes = data.get("method_inputs")
-        if isinstance(passes, dict):  # the LLM of an extra pass (P(True)), named as in settings
-            data["method_inputs"] = {
-                k: {**v, "llm": self.shown.get(str(v["llm"])) or self.model_name("llm", v["llm"])}
-                if isinstance(v, dict) and v.get("llm") is not None else v
-                for k, v in passes.items()}
+        if isinstance(passes, dict):  # the LLM of an extra pass (P(True)) and SAR's similarity
+            data["method_inputs"] = {  # model, named as in settings
+                k: self._pass(v) for k, v in passes.items()}
         if not self.public:
             return data
         data = {k: (v if k == "settings" else self._walk(v)) for k, v in data.items()}

@@ -33,6 +33,7 @@ from .importance import ImportanceStage
 from .llm_pass import LLMPassStage
 from .methods import MethodsStage
 from .nli import NLIStage
+from .similarity import SimilarityStage
 from .uncertainty import UncertaintyStage
 
 __all__ = ["SCORING", "MODELS", "ScoringContext", "Stage", "plan", "models_needed", "run"]
@@ -40,7 +41,7 @@ __all__ = ["SCORING", "MODELS", "ScoringContext", "Stage", "plan", "models_neede
 #: Every scoring stage, in the order they run.
 SCORING: tuple[Stage, ...] = (
     ImportanceStage(), AlignmentStage(), NLIStage(), ClusteringStage(), UncertaintyStage(),
-    LLMPassStage(), MethodsStage(),
+    LLMPassStage(), SimilarityStage(), MethodsStage(),
 )
 
 _FIELDS = {f.name for f in dataclasses.fields(ScoringJob)}

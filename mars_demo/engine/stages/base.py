@@ -8,8 +8,9 @@ from typing import Any, Protocol, Sequence
 from ...recipes import Resolved
 from ..job import ScoringJob
 
-#: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass)
-MODELS = ("llm", "importance", "nli")
+#: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass;
+#: "similarity": SAR's cross-encoder)
+MODELS = ("llm", "importance", "nli", "similarity")
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class ScoringContext:
     llm: Any = None  # a LanguageModel (mars_demo.models.contract), for an extra LLM pass
     importance: Any = None  # ImportanceModel or BEMImportance
     nli: Any = None  # NLIModel
+    similarity: Any = None  # SimilarityModel (mars_demo.models.similarity), for SAR
 
 
 class Stage(Protocol):

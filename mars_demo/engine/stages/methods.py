@@ -1,7 +1,7 @@
 """The methods stage: the other uncertainty methods asked for (:mod:`mars_demo.methods`: graph
 measures, kernel entropy, lexical similarity, the semantic entropy variants), each from the
-scored samples, their clusters, the NLI probabilities and the log-probs of the extra LLM
-passes (:mod:`.llm_pass`); no model runs here."""
+scored samples, their clusters, the NLI probabilities, the log-probs of the extra LLM
+passes (:mod:`.llm_pass`) and SAR's similarities (:mod:`.similarity`); no model runs here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Sequence
 from ...methods import MethodInputs, compute_from
 from ...recipes import Resolved
 from ...result import SCORINGS
-from ..job import ScoringJob
+from ..job import ScoringJob, all_method_inputs
 from .base import ScoringContext
 
 
@@ -19,7 +19,7 @@ class MethodsStage:
     that cannot be computed for these answers is left out with a warning naming it."""
 
     name = "methods"
-    reads = ("scored", "cluster_ids", "nli", "method_inputs")
+    reads = ("scored", "cluster_ids", "nli", "method_inputs", "similarities")
     adds = ("methods",)
     progress = "uncertainty"
     timing = "methods"
@@ -36,7 +36,8 @@ class MethodsStage:
                 scores={k: [getattr(a.scores, k) for a in samples] for k in SCORINGS},
                 cluster_ids=list(job.cluster_ids),
                 nli_probabilities=job.nli.probabilities,
-                llm_pass=job.method_inputs,
+                llm_pass=all_method_inputs(job),
+                token_logprobs=[[t.logprob for t in a.tokens] for a in samples],
             )
             job.methods = {}
             for method_id in ids:

@@ -1,0 +1,123 @@
+"""The similarity stage of the SAR methods (``token_sar``, ``sentence_sar``, ``sar``; Duan et
+al. 2024, :mod:`mars_demo.core.sar`): what SAR's sentence-similarity cross-encoder says of each
+job's sampled answers (the job's ``similarities``), saved in the analysis as
+``method_inputs["sar"]`` so that the methods are recomputed from the JSON alone.
+
+- ``token_similarities``: for each sample, one number per LLM token, the similarity of
+  "question answer" with "question answer-without-that-token"
+  (:func:`mars_demo.core.sar.relevance_pairs`); TokenSAR's relevance is one minus it.
+- ``sample_similarity``: m x m, row j column k the similarity of "question s_j" with
+  "question s_k" (both orders are asked: a cross-encoder need not be symmetric; 1 on the
+  diagonal, which SentenceSAR does not read).
+
+The model is loaded only when a SAR method is asked for and no earlier result of the same
+answers (``reuse``) already holds what the same model said.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ...core.sar import relevance_pairs
+from ...methods import METHODS
+from ...recipes import Resolved
+from ..job import ScoringJob
+from .base import ScoringContext
+
+KEY = "sar"  # the entry of the analysis' method_inputs
+
+
+def asked(run: Resolved) -> bool:
+    """Whether a method that needs the similarity model is asked for."""
+    return any("similarity_model" in METHODS[m].needs for m in run.settings.method_ids)
+
+
+def reused(job: ScoringJob, run: Resolved) -> dict | None:
+    """The similarities of an earlier result of these answers and question by the model the
+    settings name, else None."""
+    if job.reuse is None:
+        return None
+    entry = job.reuse.method_inputs.get(KEY)
+    if (entry and entry.get("similarity_model") == run.settings.similarity
+            and entry.get("question") == job.question
+            and entry.get("answers") == [a.text for a in job.answers.samples]):
+        return dict(entry)
+    return None
+
+
+def pairs_of(question: str, samples) -> tuple[list[tuple[str, str]], list[int]]:
+    """Every text pair of one job (the token pairs of each sample, then the ordered sample
+    pairs) and how many token pairs each sample has."""
+    pairs: list[tuple[str, str]] = []
+    counts = []
+    for answer in samples:
+        spans = [(t.start, t.end) for t in answer.tokens]
+        mine = relevance_pairs(question, answer.text, spans) if spans else []
+        pairs.extend(mine)
+        counts.append(len(mine))
+    texts = [f"{question} {a.text}" for a in samples]
+    pairs.extend((texts[j], texts[k]) for j in range(len(texts))
+                 for k in range(len(texts)) if j != k)
+    return pairs, counts
+
+
+def entry_of(question: str, samples, values: list[float], counts: list[int],
+             model_id: str) -> dict:
+    """``method_inputs["sar"]`` from the similarities of :func:`pairs_of`'s pairs."""
+    token_similarities, at = [], 0
+    for n in counts:
+        token_similarities.append(values[at:at + n])
+        at += n
+    m = len(samples)
+    matrix = [[1.0] * m for _ in range(m)]
+    for j in range(m):
+        for k in range(m):
+            if j != k:
+                matrix[j][k] = values[at]
+                at += 1
+    return {"similarity_model": model_id, "question": question,
+            "answers": [a.text for a in samples], "token_similarities": token_similarities,
+            "sample_similarity": matrix}
+
+
+class SimilarityStage:
+    """SAR's similarities of each job's samples (``similarities``; ``{}`` when no SAR method
+    is asked). One batched pass of the model over every job's pairs."""
+
+    name = "similarity"
+    reads = ("scored", "question", "reuse")
+    adds = ("similarities",)
+    progress = "uncertainty"
+    timing = "methods"
+
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
+        if asked(run) and any(reused(job, run) is None for job in jobs):
+            return ("similarity",)
+        return ()
+
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+        for job in jobs:
+            job.similarities = {}
+        if not asked(ctx.run):
+            return
+        fresh = []
+        for job in jobs:
+            entry = reused(job, ctx.run)
+            if entry is None:
+                fresh.append(job)
+            else:
+                job.similarities = entry
+        if not fresh:
+            return
+        every: list[tuple[str, str]] = []
+        spans = []
+        for job in fresh:
+            pairs, counts = pairs_of(job.question, job.scored[1:])
+            spans.append((len(every), len(pairs), counts))
+            every.extend(pairs)
+        warnings: list[str] = []
+        values = ctx.similarity.similarities(every, warnings)
+        for job, (at, n, counts) in zip(fresh, spans):
+            job.similarities = entry_of(job.question, job.scored[1:], values[at:at + n],
+                                              counts, ctx.run.settings.similarity)
+            job.warnings.extend(w for w in warnings if w not in job.warnings)

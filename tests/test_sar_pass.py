@@ -1,0 +1,240 @@
+"""SAR's similarity pass (issue 19), end to end on the tiny models: the cross-encoder's
+similarities against transformers alone, the ``token_sar``, ``sentence_sar`` and ``sar``
+methods of ``ask --methods`` from the saved similarities, ``score --methods-only`` recomputing
+them without a model, the similarity model loaded only when a SAR method is asked, and the
+public API's refusal."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+
+import pytest
+
+from mars_demo.cli import main
+from mars_demo.core import sar
+from mars_demo.core.sar import relevance_pairs
+from mars_demo.engine import Engine, stages
+from mars_demo.engine.job import RESULT_NEEDS
+from mars_demo.methods import FREE
+from mars_demo.recipes import resolve
+
+QUESTION = "Which planet is known as the Red Planet?"
+SAR = ("token_sar", "sentence_sar", "sar")
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tiny_similarity(tiny_models, tmp_path_factory):
+    """A random tiny cross-encoder with one output (a BERT sequence classifier, num_labels=1,
+    the tiny BEM model's shape and tokenizer), saved as a Hub model is."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(str(tiny_models["bem"]))
+    config.num_labels = 1
+    config.id2label, config.label2id = {0: "LABEL_0"}, {"LABEL_0": 0}
+    torch.manual_seed(19)
+    model = BertForSequenceClassification(config).eval()
+    path = tmp_path_factory.mktemp("tiny-similarity") / "similarity"
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(str(tiny_models["bem"])).save_pretrained(path)
+    return path
+
+
+def flags(models, similarity) -> list[str]:
+    return ["--llm", str(models["llm"]), "--importance", str(models["importance"]),
+            "--nli", str(models["nli"]), "--similarity", str(similarity)]
+
+
+@pytest.fixture(scope="module")
+def asked(tiny_models, tiny_similarity, tmp_path_factory):
+    """``ask --methods token_sar,sentence_sar,sar,num_sets --json``, saved to a file."""
+    code, out, err = cli("ask", QUESTION, *flags(tiny_models, tiny_similarity),
+                         "--samples", "3", "--max-new-tokens", "6",
+                         "--methods", "token_sar,sentence_sar,sar,num_sets", "--json")
+    assert code == 0, err
+    path = tmp_path_factory.mktemp("sar") / "analysis.json"
+    path.write_text(out, encoding="utf-8")
+    return json.loads(out), path
+
+
+def transformers_similarities(path, pairs) -> list[float]:
+    """Sigmoid of the one logit of each pair, one pair at a time: transformers alone."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForSequenceClassification.from_pretrained(str(path)).eval()
+    out = []
+    for a, b in pairs:
+        with torch.no_grad():
+            logit = model(**tok(a, b, return_tensors="pt")).logits[0, 0]
+        out.append(float(torch.sigmoid(logit.double())))
+    return out
+
+
+def test_the_similarities_are_the_cross_encoders_sigmoid(tiny_similarity):
+    from mars_demo.models.registry import load_similarity
+
+    model = load_similarity(str(tiny_similarity))
+    pairs = relevance_pairs(QUESTION, "It is Mars", [(0, 2), (2, 5), (5, 10)])
+    pairs += [("Mars", "the red planet Mars is"), ("Venus", "Venus")]
+    got = model.similarities(pairs)
+    want = transformers_similarities(tiny_similarity, pairs)
+    assert got == pytest.approx(want, abs=1e-6)
+    assert all(0 < v < 1 for v in got) and len(set(got)) == len(got)  # a real model, not 0.5s
+
+
+def test_a_model_with_other_outputs_is_refused(tiny_models):
+    from mars_demo.errors import ModelLoadError
+    from mars_demo.models.registry import load_similarity
+
+    with pytest.raises(ModelLoadError, match="num_labels=1"):
+        load_similarity(str(tiny_models["nli"]))  # three outputs: an NLI model
+
+
+def test_a_cross_encoder_with_another_activation_is_refused(tiny_similarity, tmp_path):
+    import shutil
+
+    from mars_demo.errors import ModelLoadError
+    from mars_demo.models.registry import load_similarity
+
+    other = tmp_path / "identity"
+    shutil.copytree(tiny_similarity, other)
+    config = json.loads((other / "config.json").read_text())
+    config["sbert_ce_default_activation_function"] = "torch.nn.modules.linear.Identity"
+    (other / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="names the activation 'torch.nn.modules.linear"):
+        load_similarity(str(other))
+    config["sbert_ce_default_activation_function"] = "torch.nn.modules.activation.Sigmoid"
+    (other / "config.json").write_text(json.dumps(config))
+    assert load_similarity(str(other)).similarities([("a", "b")])
+
+
+def test_ask_gives_the_sar_methods_from_the_saved_similarities(asked, tiny_similarity):
+    data, _ = asked
+    assert list(data["methods"]) == ["token_sar", "sentence_sar", "sar", "num_sets"]
+    saved = data["method_inputs"]["sar"]
+    samples = data["samples"]
+    assert saved["similarity_model"] == str(tiny_similarity)
+    assert saved["answers"] == [s["text"] for s in samples]
+    logprobs = [[t["logprob"] for t in s["tokens"]] for s in samples]
+    tokens = saved["token_similarities"]
+    assert [len(t) for t in tokens] == [len(s["tokens"]) for s in samples]
+    matrix = saved["sample_similarity"]
+    assert len(matrix) == len(samples) == 3 and all(len(row) == 3 for row in matrix)
+    # the stored numbers are the model's on the pairs the stage names
+    first = samples[0]
+    pairs = relevance_pairs(QUESTION, first["text"],
+                            [(t["start"], t["end"]) for t in first["tokens"]])
+    pairs.append((f"{QUESTION} {samples[0]['text']}", f"{QUESTION} {samples[1]['text']}"))
+    want = transformers_similarities(tiny_similarity, pairs)
+    assert tokens[0] + [matrix[0][1]] == pytest.approx(want, abs=1e-6)
+    methods = data["methods"]
+    assert methods["token_sar"] == {"value": sar.token_sar(logprobs, tokens)}
+    assert methods["sar"] == {"value": sar.sar(logprobs, tokens, matrix)}
+    assert methods["sentence_sar"] == {
+        k: sar.sentence_sar([s["scores"][k] for s in samples], matrix)
+        for k in ("length_normalized", "mars")}
+    values = [v for m in SAR for v in methods[m].values()]
+    assert all(math.isfinite(v) for v in values) and len(set(values)) == len(values)
+    assert methods["token_sar"]["value"] > 0
+
+
+def test_score_methods_only_recomputes_sar_without_a_model(asked, tiny_similarity, monkeypatch):
+    from mars_demo.models import registry
+
+    data, path = asked
+    monkeypatch.setattr(registry, "load_cached", lambda *a, **k: pytest.fail("a model loaded"))
+    code, out, err = cli("score", str(path), "--methods-only", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    for method_id in SAR:
+        for variant, value in data["methods"][method_id].items():
+            assert abs(again["methods"][method_id][variant] - value) <= 1e-9
+    assert again["method_inputs"] == data["method_inputs"]
+    old = {k: v for k, v in data.items() if k != "method_inputs"}
+    path.with_name("old.json").write_text(json.dumps(old), encoding="utf-8")
+    code, out, err = cli("score", str(path.with_name("old.json")), "--methods-only",
+                         "--methods", "sar")
+    assert code == 2 and "no similarities of the SAR cross-encoder that sar reads" in err
+
+
+def test_the_similarity_model_is_needed_only_when_sar_is_asked(tiny_settings, asked,
+                                                                tiny_similarity):
+    from mars_demo.engine import job as job_module
+    from mars_demo.result import AnalysisResult
+
+    result = AnalysisResult.from_dict(asked[0])
+    planned = stages.plan(RESULT_NEEDS)
+    jobs = [job_module.ScoringJob(answers=result.answer_set(), question=QUESTION, reuse=None,
+                                  logprob_source="generation")]
+    settings = tiny_settings.replace(similarity=str(tiny_similarity))
+    for methods, needed in ((None, False), ("eigv,num_sets", False), ("token_sar", True),
+                            ("num_sets,sentence_sar", True), ("sar", True)):
+        run = resolve(settings.replace(methods=methods))
+        assert ("similarity" in stages.models_needed(planned, jobs, run)) == needed, methods
+    # the free methods alone: nothing of SAR saved
+    free = Engine(settings).rescore(result)
+    assert list(free.methods) == list(FREE) and "sar" not in free.method_inputs
+
+
+def test_a_rescore_reuses_the_saved_similarities(tiny_settings, asked, tiny_similarity,
+                                                 monkeypatch):
+    from mars_demo.models import registry
+    from mars_demo.result import AnalysisResult
+
+    result = AnalysisResult.from_dict(asked[0])
+    settings = tiny_settings.replace(similarity=str(tiny_similarity), methods="sar,token_sar")
+    loaded = []
+    real = registry.load_similarity
+    monkeypatch.setattr(registry, "load_similarity",
+                        lambda *a, **k: loaded.append(a) or real(*a, **k))
+    again = Engine(settings).rescore(result)
+    assert not loaded and again.method_inputs["sar"] == result.method_inputs["sar"]
+    assert again.methods["sar"] == result.methods["sar"]
+    result.method_inputs = {}  # as an analysis made without SAR: the model runs again
+    fresh = Engine(settings).rescore(result)
+    assert loaded and fresh.methods["sar"]["value"] == pytest.approx(
+        asked[0]["methods"]["sar"]["value"], abs=1e-9)
+
+
+def test_a_public_page_names_the_similarity_model_not_its_path(asked, tiny_similarity):
+    from mars_demo.ui.redact import Redactor
+
+    data = asked[0]
+    path = str(tiny_similarity)
+    shown = Redactor(public=True, models=[("similarity", path)]).result_dict(data)
+    assert shown["method_inputs"]["sar"]["similarity_model"] == "similarity"
+    assert shown["settings"]["similarity"] == "similarity"
+    assert path not in json.dumps(shown)
+    named = Redactor(public=True, names={"similarity": "Tiny STS"}).result_dict(data)
+    assert named["method_inputs"]["sar"]["similarity_model"] == "Tiny STS"
+
+
+def test_the_public_api_refuses_sar_unless_the_host_offers_it():
+    import gradio as gr
+    from ui_helpers import FakeEngine
+
+    from mars_demo.access import Access, public_access
+    from mars_demo.ui.api import Api
+    from mars_demo.ui.controller import Controller
+    from mars_demo.ui.host import EngineHost
+
+    api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))
+    for method_id in SAR:
+        with pytest.raises(gr.Error, match=f"{method_id} are not offered on this server"):
+            api.analyze(QUESTION, methods=f"eigv,{method_id}")
+        assert method_id not in public_access().methods and method_id not in Access().methods
+    offered = Access(public=True, methods=frozenset(FREE) | {"sar"})
+    host = Controller(EngineHost(FakeEngine()), access=offered)
+    assert host.settings_from("sar", names=("methods",)).methods == ("sar",)
