@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import cli, model_flags
 
 import mars_demo
 from mars_demo import methods
@@ -90,18 +91,6 @@ def test_a_saved_analysis_gives_every_method_again_without_any_model(saved):
     recomputed = json.loads(proc.stdout)
     stored = json.loads(saved.read_text(encoding="utf-8"))["methods"]
     assert list(recomputed) == list(FREE) and close(recomputed, stored)
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
-def model_flags(models) -> list[str]:
-    return ["--llm", str(models["llm"]), "--importance", str(models["importance"]),
-            "--nli", str(models["nli"])]
 
 
 def test_score_on_a_saved_analysis_recomputes_every_method(saved, tiny_models):

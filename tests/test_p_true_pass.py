@@ -5,14 +5,12 @@ when asked, the same pass through the real llama.cpp server, and the public API'
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 
 import pytest
+from cli_helpers import cli, model_flags
 
-from mars_demo.cli import main
 from mars_demo.core import p_true
 from mars_demo.core.p_true import TARGET
 from mars_demo.engine import Engine
@@ -24,18 +22,6 @@ from mars_demo.recipes import resolve
 
 QUESTION = "Which planet is known as the Red Planet?"
 PASSES = ("p_true", "p_true_sampling")
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
-def model_flags(models) -> list[str]:
-    return ["--llm", str(models["llm"]), "--importance", str(models["importance"]),
-            "--nli", str(models["nli"])]
 
 
 @pytest.fixture(scope="module")

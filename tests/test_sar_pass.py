@@ -6,14 +6,12 @@ public API's refusal."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 
 import pytest
+from cli_helpers import cli
 
-from mars_demo.cli import main
 from mars_demo.core import sar
 from mars_demo.core.sar import relevance_pairs
 from mars_demo.engine import Engine, stages
@@ -23,13 +21,6 @@ from mars_demo.recipes import resolve
 
 QUESTION = "Which planet is known as the Red Planet?"
 SAR = ("token_sar", "sentence_sar", "sar")
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
