@@ -11,12 +11,16 @@ Prints seconds and the ratio loop / vectorized; the two sides' intervals are che
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from mars_demo.evaluation import metrics, metrics_bootstrap
-from mars_demo.evaluation.methods_table import RANKED_BY, TABLE_METRICS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mars_demo.evaluation import metrics, metrics_bootstrap  # noqa: E402
+from mars_demo.evaluation.methods_table import RANKED_BY, TABLE_METRICS  # noqa: E402
 
 
 def loop_interval(name, u, c, idx):
