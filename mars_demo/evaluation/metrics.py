@@ -48,6 +48,9 @@ class only) are left out, and the interval is None when more than half of them a
 :func:`paired_difference` computes metric(a) - metric(b) on the SAME resampled indices for
 both uncertainties, so the interval of the difference accounts for their correlation; with
 ``correct_b`` each side has its own labels (two runs judged apart over the same questions).
+The resamples are evaluated all at once in numpy (:mod:`.metrics_bootstrap`), with the same
+definitions, ties included, as the functions here; the tests hold them to these functions
+called once per resample.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+
+from .metrics_bootstrap import resampled_values
 
 DEFAULT_RESAMPLES = 1000
 
@@ -182,7 +187,7 @@ def _resampled_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     return rng.integers(0, n, size=(resamples, n))
 
 
-def _interval(values: list[float], total: int) -> tuple[tuple[float, float] | None, str | None]:
+def _interval(values: np.ndarray, total: int) -> tuple[tuple[float, float] | None, str | None]:
     if len(values) * 2 < total:
         return None, (
             f"the metric is undefined on {total - len(values)} of {total} bootstrap resamples "
@@ -192,25 +197,35 @@ def _interval(values: list[float], total: int) -> tuple[tuple[float, float] | No
     return (float(lo), float(hi)), None
 
 
+def _metric_name(metric: str | Callable[[Sequence[float], Sequence[bool]], float]) -> str:
+    if isinstance(metric, str):
+        if metric not in METRIC_FUNCTIONS:
+            raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRIC_FUNCTIONS)}")
+        return metric
+    for name, function in METRIC_FUNCTIONS.items():
+        if metric is function:
+            return name
+    raise ValueError(
+        f"the bootstrap evaluates the metrics of METRIC_FUNCTIONS ({', '.join(METRIC_FUNCTIONS)})"
+        f" on every resample at once; {metric!r} is not one of them"
+    )
+
+
 def bootstrap_ci(
-    metric: Callable[[Sequence[float], Sequence[bool]], float],
+    metric: str | Callable[[Sequence[float], Sequence[bool]], float],
     uncertainty: Sequence[float],
     correct: Sequence[bool],
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> tuple[tuple[float, float] | None, int, str | None]:
-    """Percentile bootstrap 95% interval of ``metric``: ``(interval or None, resamples used,
-    reason when None)``."""
+    """Percentile bootstrap 95% interval of ``metric`` (a name or a function of
+    :data:`METRIC_FUNCTIONS`): ``(interval or None, resamples used, reason when None)``."""
     u, c = _arrays(uncertainty, correct)
-    values = []
-    for idx in _resampled_indices(u.size, resamples, seed):
-        try:
-            values.append(metric(u[idx], c[idx]))
-        except UndefinedMetric:
-            continue
-    ci, reason = _interval(values, resamples)
-    return ci, len(values), reason
+    values, defined = resampled_values(_metric_name(metric), u, c,
+                                       _resampled_indices(u.size, resamples, seed))
+    ci, reason = _interval(values[defined], resamples)
+    return ci, int(defined.sum()), reason
 
 
 def summarize(
@@ -228,7 +243,7 @@ def summarize(
         value = metric(uncertainty, correct)
     except UndefinedMetric as err:
         return MetricValue(None, None, str(err))
-    ci, used, reason = bootstrap_ci(metric, uncertainty, correct, resamples=resamples, seed=seed)
+    ci, used, reason = bootstrap_ci(name, uncertainty, correct, resamples=resamples, seed=seed)
     return MetricValue(value, ci, reason, used)
 
 
@@ -254,14 +269,12 @@ def paired_difference(
         value = metric(a, c) - metric(b, cb)
     except UndefinedMetric as err:
         return MetricValue(None, None, str(err))
-    diffs = []
-    for idx in _resampled_indices(c.size, resamples, seed):
-        try:
-            diffs.append(metric(a[idx], c[idx]) - metric(b[idx], cb[idx]))
-        except UndefinedMetric:
-            continue
-    ci, reason = _interval(diffs, resamples)
-    return MetricValue(float(value), ci, reason, len(diffs))
+    idx = _resampled_indices(c.size, resamples, seed)
+    values_a, defined_a = resampled_values(name, a, c, idx)
+    values_b, defined_b = resampled_values(name, b, cb, idx)
+    defined = defined_a & defined_b
+    ci, reason = _interval(values_a[defined] - values_b[defined], resamples)
+    return MetricValue(float(value), ci, reason, int(defined.sum()))
 
 
 def roc_points(uncertainty: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
