@@ -175,7 +175,7 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
         for k in range(other_nli_repeats):
             texts = runs[k % len(runs)]["sample_texts"]
             t = time.perf_counter()
-            fast_labels = other.matrix(question, texts)
+            fast_labels = other.matrix(question, texts).labels
             fast_s = time.perf_counter() - t
             t = time.perf_counter()
             ref_labels, calls = nli_per_pair(other, question, texts)
