@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from mars_demo.models.nli import NLIModel
@@ -74,10 +75,10 @@ def test_score_many_equals_one_score_per_question(engine, tiny_settings, recipe,
     sets = given_answer_sets(6)
     alone = [engine.score(a, settings) for a in sets]
     importance_passes = counting_calls(monkeypatch, engine.models.importance.model, "forward")
-    nli_calls = counting_calls(monkeypatch, NLIModel, "verdicts")  # paper-code: an fp32 copy
+    nli_calls = counting_calls(monkeypatch, NLIModel, "judge")  # paper-code: an fp32 copy
     batched = engine.score_many(sets, settings)
     assert len(importance_passes) == 1  # every question's answers in one pass
-    assert len(nli_calls) == 1  # every question's needed pairs in one verdicts call
+    assert len(nli_calls) == 1  # every question's needed pairs in one judge call
     assert len(batched) == 6
     for b, a in zip(batched, alone):
         assert_same_result(b, a)
@@ -130,11 +131,12 @@ def test_nli_matrices_equal_one_matrix_per_question(tiny_models):
     nli = load_nli(str(tiny_models["nli"]))
     questions = ["Red planet?", "Who wrote Hamlet?"]
     answers = [["Mars.", "mars", "Venus"], ["Shakespeare", "Marlowe", "Bacon", "marlowe"]]
-    warnings = [[], []]
-    many = nli.matrices(questions, answers, warnings)
+    many = nli.matrices(questions, answers)
     for q, a, m in zip(questions, answers, many):
-        assert m == nli.matrix(q, a)
-    assert warnings == [[], []]
+        one = nli.matrix(q, a)
+        assert m.labels == one.labels
+        assert np.allclose(m.probabilities, one.probabilities, atol=1e-6)
+        assert m.warnings == one.warnings == []
 
 
 def test_evaluate_batch_1_and_4_give_the_same_results(tiny_settings, tmp_path):

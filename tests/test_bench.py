@@ -16,9 +16,9 @@ REQUIRED_KEYS = {
     "shapes", "settings", "stage_share", "reference_stages", "reference_generation_s", "speedup",
     "llm_forward_passes", "first_token", "nli_models", "targets", "machine", "comparison",
     "generate_calls", "one_call_speedup", "two_call_generation_s", "analysis_over_greedy_only",
-    "greedy_only_generation_s",
+    "greedy_only_generation_s", "method_costs", "methods_share_of_after_generation",
 }
-STAGES = {"generation", "logprobs", "importance", "nli", "rest"}
+STAGES = {"generation", "logprobs", "importance", "nli", "methods", "rest"}
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def models_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def data(models_dir):
     return bench.run_benchmark("tiny", repeats=1, warmup=1, models_dir=models_dir,
-                               log=lambda msg: None)
+                               opt_in_methods=True, log=lambda msg: None)
 
 
 def test_json_has_every_required_key(data, tmp_path):
@@ -47,8 +47,28 @@ def test_json_has_every_required_key(data, tmp_path):
     # the report prints without error and names every stage
     text = bench.format_report(d)
     for word in ("log-probs", "importance", "NLI", "rest", "after generation", "peak RSS",
-                 "one_call_speedup", "analysis_over_greedy_only", "generate call"):
+                 "one_call_speedup", "analysis_over_greedy_only", "generate call",
+                 "other methods", "opt-in methods", "eigv"):
         assert word in text
+
+
+def test_every_method_has_its_cost(data):
+    """Each free method is timed, the methods stage is part of after generation, and each
+    opt-in group ran with its method really computed (a value, not a skipped method)."""
+    from mars_demo.methods import FREE
+
+    costs = data["method_costs"]
+    assert set(costs["free_s"]) == set(FREE) == set(costs["methods_asked"])
+    assert all(v > 0 and math.isfinite(v) for v in costs["free_s"].values())
+    assert data["stages"]["methods"] > 0
+    assert data["methods_share_of_after_generation"] == pytest.approx(
+        data["stages"]["methods"] / data["after_generation_s"])
+    assert data["targets"]["free_methods_share"]["met"] is None  # tiny: timings mean nothing
+    opt_in = costs["opt_in"]
+    assert set(opt_in) == {"p_true", "p_true_sampling", "token_sar, sentence_sar, sar"}
+    for group in opt_in.values():
+        assert group["seconds"] > 0
+        assert all(v is not None for v in group["values"].values()), group
 
 
 def test_results_match_and_no_extra_forward_pass(data):

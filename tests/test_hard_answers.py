@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from forced_answers import check_result, forced, has_warning, loaded_engine, run_forced
 
+from mars_demo.models.nli import PairVerdicts
 from mars_demo.settings import MAX_QUESTION_CHARS, clean_question
 
 
@@ -90,13 +91,10 @@ def test_all_samples_identical(engine, monkeypatch):
 def test_all_samples_different(engine, monkeypatch):
     nli = engine.models.nli
 
-    def contradiction(pairs, truncated=None, unknown=None, input_format="pair",
-                      probabilities=None):
-        if probabilities is not None:
-            probabilities.extend([[0.0, 0.0, 1.0]] * len(pairs))
-        return ["contradiction"] * len(pairs)
+    def contradiction(pairs, input_format="pair"):
+        return PairVerdicts(["contradiction"] * len(pairs), [[0.0, 0.0, 1.0]] * len(pairs))
 
-    monkeypatch.setattr(nli, "verdicts", contradiction)
+    monkeypatch.setattr(nli, "judge", contradiction)
     r = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus is hot", "the Pacific Ocean"])
     check_result(r)
     assert [a.text for a in r.samples] == ["Mars", "Venus is hot", "the Pacific Ocean"]

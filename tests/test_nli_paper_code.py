@@ -62,7 +62,7 @@ def test_paper_code_compares_every_pair_of_distinct_texts(tiny_models, monkeypat
     nli = load_nli(str(tiny_models["nli"]))
     seen = received_inputs(nli, monkeypatch)
     answers = ["Mars.", "mars", "Mars."]
-    labels = nli.matrix(QUESTION, answers, input_format="paper-code")
+    labels = nli.matrix(QUESTION, answers, input_format="paper-code").labels
     assert len(seen) == 2  # "Mars." / "mars" both ways; the repeated "Mars." is not asked
     assert labels[0][2] == labels[2][0] == "entailment"
     seen.clear()

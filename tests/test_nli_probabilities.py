@@ -34,11 +34,9 @@ def model_probabilities(nli, premise: str, hypothesis: str) -> list[float]:
 @pytest.mark.parametrize("input_format", ["pair", "paper-code"])
 def test_probabilities_agree_with_the_verdicts(tiny_models, input_format):
     nli = load_nli(str(tiny_models["nli"]))
-    probabilities: list = []
-    labels = nli.matrix(QUESTION, ANSWERS, input_format=input_format,
-                        probabilities=probabilities)
-    assert labels == nli.matrix(QUESTION, ANSWERS, input_format=input_format)  # unchanged
-    p = np.asarray(probabilities)
+    m = nli.matrix(QUESTION, ANSWERS, input_format=input_format)
+    labels = m.labels
+    p = np.asarray(m.probabilities)
     assert p.shape == (5, 5, 3)
     assert np.allclose(p.sum(axis=2), 1.0, atol=1e-12) and (p >= 0).all()
     for i in range(5):
@@ -54,8 +52,7 @@ def test_probabilities_are_the_models_softmax_in_entailment_neutral_contradictio
         tiny_models):
     nli = load_nli(str(tiny_models["nli"]))
     assert [nli.labels[k] for k in nli.order] == list(NLI_LABELS)
-    probabilities: list = []
-    nli.matrix(QUESTION, ["Mars", "Venus"], probabilities=probabilities)
+    probabilities = nli.matrix(QUESTION, ["Mars", "Venus"]).probabilities
     expected = model_probabilities(nli, f"{QUESTION} Mars", f"{QUESTION} Venus")
     assert probabilities[0][1] == pytest.approx(expected, abs=1e-6)
     expected = model_probabilities(nli, f"{QUESTION} Venus", f"{QUESTION} Mars")
@@ -66,12 +63,9 @@ def test_several_questions_give_each_its_own_probabilities(tiny_models):
     nli = load_nli(str(tiny_models["nli"]))
     questions = [QUESTION, "What is 2 + 2?"]
     answers = [ANSWERS[:3], ["4", "Four", "five", "4"]]
-    many: list = []
-    nli.matrices(questions, answers, probabilities=many)
+    many = nli.matrices(questions, answers)
     for q, a, got in zip(questions, answers, many):
-        one: list = []
-        nli.matrix(q, a, probabilities=one)
-        assert np.allclose(got, one, atol=1e-5)
+        assert np.allclose(got.probabilities, nli.matrix(q, a).probabilities, atol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +90,8 @@ def test_rescoring_reuses_the_probabilities_without_the_nli_model(tiny_settings,
                                                                  monkeypatch):
     engine = Engine(tiny_settings)
     calls = []
-    original = NLIModel.matrix
-    monkeypatch.setattr(NLIModel, "matrix",
+    original = NLIModel.judge
+    monkeypatch.setattr(NLIModel, "judge",
                         lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
     again = engine.rescore(analysis, normalization="softmax")
     assert calls == [] and again.nli.probabilities == analysis.nli.probabilities
@@ -124,11 +118,79 @@ def test_a_schema_2_analysis_loads_and_says_it_predates_the_probabilities(analys
 
 def test_rescoring_a_schema_2_analysis_runs_the_nli_again(tiny_settings, analysis, monkeypatch):
     calls = []
-    original = NLIModel.matrix
-    monkeypatch.setattr(NLIModel, "matrix",
+    original = NLIModel.judge
+    monkeypatch.setattr(NLIModel, "judge",
                         lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
     old = AnalysisResult.from_dict(schema_2(analysis))
     again = Engine(tiny_settings).rescore(old, normalization="softmax")
     assert calls == [1]
     assert again.nli.labels == analysis.nli.labels
     assert np.allclose(again.nli.probabilities, analysis.nli.probabilities, atol=1e-6)
+
+
+def counted_forwards(nli, monkeypatch) -> list:
+    """Each forward pass's batch of input ids (one list per pass), recorded."""
+    passes: list = []
+    original = nli.model.forward
+
+    def forward(*args, **kwargs):
+        passes.append(kwargs["input_ids"].tolist())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(nli.model, "forward", forward)
+    return passes
+
+
+def test_judge_gives_each_pair_what_it_gives_alone_in_the_order_asked(tiny_models, monkeypatch):
+    """Pairs of very different lengths are sorted and batched by length; what comes back is
+    each pair's own verdict and probabilities (as judged alone, unpadded), in the order asked,
+    and a pair asked twice is judged once."""
+    from mars_demo.models import nli as nli_module
+
+    nli = load_nli(str(tiny_models["nli"]))
+    long = " ".join(["red dusty planet"] * 40)
+    pairs = [(f"{QUESTION} Mars", f"{QUESTION} {long}"), (f"{QUESTION} Venus", f"{QUESTION} Mars"),
+             (f"{QUESTION} {long} Mars", f"{QUESTION} Venus"), (f"{QUESTION} Venus", f"{QUESTION} Mars"),
+             (f"{QUESTION} a", f"{QUESTION} b")]
+    alone = [model_probabilities(nli, p, h) for p, h in pairs]
+    monkeypatch.setattr(nli_module, "BATCH", 2)
+    passes = counted_forwards(nli, monkeypatch)
+    judged = nli.judge(pairs)
+    assert sum(len(batch) for batch in passes) == 4  # the repeated pair judged once
+    assert len(passes) == 2 and judged.passes == 2
+    widths = [len(batch[0]) for batch in passes]
+    assert widths == sorted(widths)  # shortest pairs first
+    assert judged.probabilities[1] == judged.probabilities[3]
+    for got, want, label in zip(judged.probabilities, alone, judged.labels):
+        assert got == pytest.approx(want, abs=1e-6)
+        assert NLI_LABELS[int(np.argmax(got))] == label
+    assert judged.truncated == [] and judged.unknown == []
+    assert nli.judge([]).labels == [] and nli.judge([]).passes == 0
+
+
+def test_length_batches_respect_both_limits_and_keep_every_pair():
+    from mars_demo.models.nli import length_batches
+
+    lengths = [7, 300, 12, 12, 90, 5, 512, 40, 41, 3]
+    for most_pairs, most_tokens in [(64, 8192), (3, 8192), (64, 400), (2, 100)]:
+        batches = length_batches(lengths, most_pairs, most_tokens)
+        assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+        flat = [lengths[i] for b in batches for i in b]
+        assert flat == sorted(flat)
+        for b in batches:
+            assert len(b) <= most_pairs
+            assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= most_tokens
+
+
+def test_a_pair_longer_than_the_window_is_cut_and_named(tiny_models):
+    nli = load_nli(str(tiny_models["nli"]))
+    long = " ".join(["planet"] * 600)
+    judged = nli.judge([(f"{QUESTION} Mars", f"{QUESTION} Venus"), (long, "Mars"),
+                        (f"{QUESTION} Mars", f"{QUESTION} Venus")])
+    assert judged.truncated == [1]
+    cut = nli.tokenizer(long, "Mars", truncation=True, max_length=512, return_tensors="pt")
+    with torch.inference_mode():
+        expected = nli.model(**cut).logits.double().softmax(-1)[0].tolist()
+    index = {name: k for k, name in nli.labels.items()}
+    assert judged.probabilities[1] == pytest.approx([expected[index[n]] for n in NLI_LABELS],
+                                                    abs=1e-6)

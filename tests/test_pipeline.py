@@ -175,11 +175,11 @@ def test_nli_reads_label_meaning_from_config(tiny_models):
 def test_nli_skips_identical_answers_and_batches_the_rest(tiny_models, monkeypatch):
     nli = load_nli(str(tiny_models["nli"]))
     asked = []
-    original = nli.verdicts
+    original = nli.judge
     monkeypatch.setattr(
-        nli, "verdicts", lambda pairs, *rest: asked.append(list(pairs)) or original(pairs, *rest)
+        nli, "judge", lambda pairs, *rest: asked.append(list(pairs)) or original(pairs, *rest)
     )
-    m = nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "])
+    m = nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "]).labels
     assert len(asked) == 1  # one batched call
     assert len(asked[0]) == 2  # only (mars, venus) and (venus, mars)
     assert m[0][1] == m[1][3] == m[3][0] == "entailment"

@@ -52,13 +52,13 @@ def test_paper_code_reads_the_nli_input_as_published(engine, paper, monkeypatch)
     from mars_demo.models.nli import NLIModel
 
     seen = {}
-    original = NLIModel.matrix
+    original = NLIModel.judge
 
-    def spy(self, question, answers, warnings=None, input_format="pair", **rest):
+    def spy(self, pairs, input_format="pair"):
         seen["format"] = input_format
-        return original(self, question, answers, warnings, input_format=input_format, **rest)
+        return original(self, pairs, input_format)
 
-    monkeypatch.setattr(NLIModel, "matrix", spy)
+    monkeypatch.setattr(NLIModel, "judge", spy)
     engine.score(paper, engine.settings.replace(recipe="paper-code"))
     assert seen["format"] == recipe_of("paper-code").nli_input_format == "paper-code"
     engine.score(paper, engine.settings)

@@ -227,7 +227,7 @@ def test_rescoring_calls_neither_the_llm_nor_the_nli_model(tiny_settings, analys
     engine.load()
     calls = {"llm": 0, "nli": 0}
     llm_forward = engine.models.llm.model.forward
-    nli_matrix = NLIModel.matrix
+    nli_judge = NLIModel.judge
 
     def counted_forward(*args, **kwargs):
         calls["llm"] += 1
@@ -235,10 +235,10 @@ def test_rescoring_calls_neither_the_llm_nor_the_nli_model(tiny_settings, analys
 
     def counted_matrix(self, *args, **kwargs):
         calls["nli"] += 1
-        return nli_matrix(self, *args, **kwargs)
+        return nli_judge(self, *args, **kwargs)
 
     monkeypatch.setattr(engine.models.llm.model, "forward", counted_forward)
-    monkeypatch.setattr(NLIModel, "matrix", counted_matrix)
+    monkeypatch.setattr(NLIModel, "judge", counted_matrix)
     base = uncertainties(analysis)
     changed = {}
     for change in ({"normalization": "softmax"}, {"distribution": "max"},

@@ -143,7 +143,7 @@ def test_nli_on_given_answers(trained_tiny_models):
     right = total = clean = 0
     for q, fact in FACTS.items():
         answers = [a.text for a in fact.correct] + [w.text for w in fact.wrong]
-        labels = nli.matrix(q, answers)
+        labels = nli.matrix(q, answers).labels
         n = len(fact.correct)
         for i in range(len(answers)):
             for j in range(len(answers)):

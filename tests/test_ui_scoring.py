@@ -62,7 +62,7 @@ def test_a_scoring_option_change_rescores_the_answer_on_screen(controller, shown
     llm = controller.host.engine.models.llm
     calls = {"llm": 0, "nli": 0}
     forward = llm.model.forward
-    matrix = NLIModel.matrix
+    judge = NLIModel.judge
 
     def count_llm(*a, **k):
         calls["llm"] += 1
@@ -70,10 +70,10 @@ def test_a_scoring_option_change_rescores_the_answer_on_screen(controller, shown
 
     def count_nli(self, *a, **k):
         calls["nli"] += 1
-        return matrix(self, *a, **k)
+        return judge(self, *a, **k)
 
     monkeypatch.setattr(llm.model, "forward", count_llm)
-    monkeypatch.setattr(NLIModel, "matrix", count_nli)
+    monkeypatch.setattr(NLIModel, "judge", count_nli)
     update = controller.rescore_options(shown, "mars", *page_options(distribution="max"))
     again = update["result"]
     assert again.settings["distribution"] == "max"

@@ -3,7 +3,14 @@
 The label meaning is read from the model's ``id2label`` (never hard-coded indices). The question is
 put in front of each answer, as in the original semantic-entropy code. Answers that are identical
 after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning without a model call;
-every other ordered pair goes through the model in one batched pass.
+every other ordered pair goes through the model.
+
+Cost without a changed verdict (:meth:`NLIModel.judge`): each distinct (premise, hypothesis)
+text pair is judged once, whichever questions or answers ask for it; the pairs are tokenized
+once, sorted by length and cut into batches of similar length (at most ``BATCH`` pairs and
+``BATCH_TOKENS`` padded tokens each), so padding stays small; one forward pass per batch. The
+answers come back in the order asked. Padding is masked, so it changes a probability only by
+float rounding (about 1e-7 in float32), never a verdict that is not a near-tie.
 
 Two input formats (``input_format``):
 
@@ -18,12 +25,15 @@ Two input formats (``input_format``):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..core.clustering import NLI_LABELS, normalize_answer
 from ..errors import ModelLoadError, check_finite
-from ._pairs import encode_pairs
+from ._pairs import length_batches, pad_rows, tokenize_pairs
 
 MAX_LENGTH = 512
-BATCH = 64  # pairs per forward pass chunk; bounds memory for many samples
+BATCH = 64  # at most this many pairs per forward pass; bounds memory for many samples
+BATCH_TOKENS = 8192  # at most this many padded tokens per forward pass (pairs x longest)
 INPUT_FORMATS = ("pair", "paper-code")
 DTYPES = ("auto", "float32")  # "auto": float16 on CUDA, float32 on CPU
 PAPER_CODE_SEPARATOR = " [SEP] "  # between the two texts of the published code's one string
@@ -37,6 +47,34 @@ def paper_code_input(premise: str, hypothesis: str) -> str:
     'Q? Paris [SEP] Q? Lyon'
     """
     return premise + PAPER_CODE_SEPARATOR + hypothesis
+
+
+@dataclass
+class PairVerdicts:
+    """What the NLI model said of a list of (premise, hypothesis) pairs, in the order asked.
+
+    ``labels[k]``: "entailment", "neutral" or "contradiction", the arg-max of the logits;
+    ``probabilities[k]``: (entailment, neutral, contradiction), the softmax of the same logits in
+    float64; ``truncated`` / ``unknown``: indices of the pairs cut to fit the model's window /
+    holding characters the tokenizer does not know ([UNK]); ``passes``: forward passes made.
+    """
+
+    labels: list[str] = field(default_factory=list)
+    probabilities: list[list[float]] = field(default_factory=list)
+    truncated: list[int] = field(default_factory=list)
+    unknown: list[int] = field(default_factory=list)
+    passes: int = 0
+
+
+@dataclass
+class NLIMatrix:
+    """The verdicts among one question's n answers: ``labels[i][j]`` with answer i as premise,
+    ``probabilities[i][j]`` (entailment, neutral, contradiction), and ``warnings`` (sentences for
+    the user when verdicts are degraded: pairs cut to fit, unknown characters)."""
+
+    labels: list[list[str]]
+    probabilities: list[list[list[float]]]
+    warnings: list[str] = field(default_factory=list)
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -92,98 +130,87 @@ class NLIModel:
         model.eval()
         return cls(model, tokenizer, model_id)
 
+    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair") -> PairVerdicts:
+        """Label and probabilities of each (premise, hypothesis) pair, in the order given.
+
+        Each distinct pair is judged once; the pairs are sorted by length into batches
+        (:func:`length_batches`), one forward pass each. ``input_format`` ``"paper-code"``
+        gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
+        """
+        import torch
+
+        check_choice("input_format", input_format, INPUT_FORMATS)
+        out = PairVerdicts()
+        if not pairs:
+            return out
+        first_of: dict[tuple[str, str], int] = {}
+        where = [first_of.setdefault(pair, len(first_of)) for pair in pairs]
+        distinct = list(first_of)
+        if input_format == "pair":
+            firsts, seconds = [p for p, _ in distinct], [h for _, h in distinct]
+        else:
+            firsts, seconds = [paper_code_input(p, h) for p, h in distinct], None
+        enc, cut, unk = tokenize_pairs(self.tokenizer, firsts, seconds, MAX_LENGTH)
+        labels: list[str] = [""] * len(distinct)
+        shares: list[list[float]] = [[]] * len(distinct)
+        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH, BATCH_TOKENS):
+            batch = pad_rows(self.tokenizer, enc, rows)
+            with torch.inference_mode():
+                logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
+            out.passes += 1
+            check_finite(logits, f"The NLI model {self.model_id}")
+            p = logits.double().softmax(-1)[:, self.order]
+            p = p / p.sum(-1, keepdim=True)  # a model with extra labels
+            for i, j, share in zip(rows, logits.argmax(-1).tolist(), p.cpu().tolist()):
+                labels[i], shares[i] = self.labels[int(j)], share
+        cut_set, unk_set = set(cut), set(unk)
+        out.labels = [labels[d] for d in where]
+        out.probabilities = [list(shares[d]) for d in where]
+        out.truncated = [k for k, d in enumerate(where) if d in cut_set]
+        out.unknown = [k for k, d in enumerate(where) if d in unk_set]
+        return out
+
     def verdicts(
         self,
         pairs: list[tuple[str, str]],
         truncated: list[int] | None = None,
         unknown: list[int] | None = None,
         input_format: str = "pair",
-        probabilities: list[list[float]] | None = None,
     ) -> list[str]:
-        """NLI label of each (premise, hypothesis) pair, batched.
+        """The labels of :meth:`judge`; the indices of pairs cut to fit the model's window, and
+        of pairs holding [UNK], are appended to ``truncated`` and ``unknown`` when given."""
+        judged = self.judge(pairs, input_format)
+        if truncated is not None:
+            truncated += judged.truncated
+        if unknown is not None:
+            unknown += judged.unknown
+        return judged.labels
 
-        The indices of pairs longer than the model's window (cut to fit before judging) are
-        appended to ``truncated``, and of pairs holding characters the tokenizer does not know
-        ([UNK]) to ``unknown``, when those lists are given. ``input_format`` ``"paper-code"``
-        gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
-        ``probabilities``, when given, receives each pair's (entailment, neutral,
-        contradiction) probabilities, the softmax of the same logits in float64 (the label is
-        the arg-max of the logits, as always).
-        """
-        import torch
-
-        check_choice("input_format", input_format, INPUT_FORMATS)
-        out: list[str] = []
-        for i in range(0, len(pairs), BATCH):
-            chunk = pairs[i : i + BATCH]
-            if input_format == "pair":
-                firsts, seconds = [p for p, _ in chunk], [h for _, h in chunk]
-            else:
-                firsts, seconds = [paper_code_input(p, h) for p, h in chunk], None
-            enc, cut, unk = encode_pairs(self.tokenizer, firsts, seconds, MAX_LENGTH)
-            if truncated is not None:
-                truncated += [i + k for k in cut]
-            if unknown is not None:
-                unknown += [i + k for k in unk]
-            with torch.inference_mode():
-                logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
-            check_finite(logits, f"The NLI model {self.model_id}")
-            out.extend(self.labels[int(j)] for j in logits.argmax(-1).tolist())
-            if probabilities is not None:
-                shares = logits.double().softmax(-1)[:, self.order]
-                shares = shares / shares.sum(-1, keepdim=True)  # a model with extra labels
-                probabilities.extend(shares.cpu().tolist())
-        return out
-
-    def matrix(
-        self,
-        question: str,
-        answers: list[str],
-        warnings: list[str] | None = None,
-        input_format: str = "pair",
-        probabilities: list | None = None,
-    ) -> list[list[str]]:
-        """n x n verdicts, premise = row; identical answers and the diagonal are "entailment".
+    def matrix(self, question: str, answers: list[str],
+               input_format: str = "pair") -> NLIMatrix:
+        """Verdicts and probabilities among ``answers`` (premise = row); identical answers and
+        the diagonal are "entailment" with probabilities (1, 0, 0), without a model call.
 
         Identical means equal after ``normalize_answer`` for ``input_format="pair"``, and
-        exactly equal text for ``"paper-code"`` (see the module docstring). A sentence per
-        degraded result (pairs cut to fit the model's window) is appended to ``warnings`` when
-        it is given. ``probabilities``, when given, receives the n x n x 3 probabilities
-        (entailment, neutral, contradiction) of every ordered pair, (1, 0, 0) where the label
-        is "entailment" without a model call.
+        exactly equal text for ``"paper-code"`` (see the module docstring). The matrix's
+        ``warnings`` say when verdicts are degraded (pairs cut to fit the model's window,
+        unknown characters).
         """
-        many = [] if probabilities is not None else None
-        labels = self.matrices([question], [answers], [warnings], input_format, many)[0]
-        if many is not None:
-            probabilities.extend(many[0])
-        return labels
+        return self.matrices([question], [answers], input_format)[0]
 
-    def matrices(
-        self,
-        questions: list[str],
-        answers: list[list[str]],
-        warnings: list[list[str] | None] | None = None,
-        input_format: str = "pair",
-        probabilities: list | None = None,
-    ) -> list[list[list[str]]]:
+    def matrices(self, questions: list[str], answers: list[list[str]],
+                 input_format: str = "pair") -> list[NLIMatrix]:
         """:meth:`matrix` for several questions: the needed pairs of ALL questions go through
-        ONE :meth:`verdicts` call (batched in chunks of ``BATCH`` pairs as always); each
-        question's pairs carry its own question. ``warnings[q]`` (when given) receives question
-        ``q``'s sentences. The same verdicts as one :meth:`matrix` per question (up to float
-        rounding of another padding width, which can only matter for a near-tie).
-        ``probabilities``, when given, receives one n x n x 3 list per question (see
-        :meth:`matrix`)."""
+        ONE :meth:`judge` call; each question's pairs carry its own question. The same verdicts
+        as one :meth:`matrix` per question (up to float rounding of another padding width,
+        which can only matter for a near-tie)."""
         check_choice("input_format", input_format, INPUT_FORMATS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
-        warnings = list(warnings) if warnings is not None else [None] * len(questions)
         plans = []
         pairs: list[tuple[str, str]] = []
         for question, texts in zip(questions, answers):
-            if input_format == "pair":
-                norm = [normalize_answer(a) for a in texts]
-            else:
-                norm = list(texts)
+            norm = [normalize_answer(a) for a in texts] if input_format == "pair" else list(texts)
             n = len(texts)
             needed: dict[tuple[str, str], tuple[int, int]] = {}
             for i in range(n):
@@ -192,51 +219,40 @@ class NLIModel:
                         needed.setdefault((norm[i], norm[j]), (i, j))
             keys = list(needed)
             plans.append((norm, needed, keys, len(pairs)))
-            pairs += [
-                (f"{question} {texts[i]}", f"{question} {texts[j]}")
-                for i, j in (needed[k] for k in keys)
-            ]
-        truncated: list[int] = []
-        unknown: list[int] = []
-        shares: list[list[float]] = []
-        verdicts = (self.verdicts(pairs, truncated, unknown, input_format, shares)
-                    if pairs else [])
-        if len(shares) != len(pairs):
-            raise RuntimeError(f"the NLI model gave {len(shares)} probability triples for "
-                               f"{len(pairs)} pairs")
-        out = []
-        for (norm, needed, keys, start), notes in zip(plans, warnings):
-            found = dict(zip(keys, verdicts[start:start + len(keys)]))
-            found_shares = dict(zip(keys, shares[start:start + len(keys)]))
-            mine = range(start, start + len(keys))
-            cut = [k - start for k in truncated if k in mine]
-            unk = [k - start for k in unknown if k in mine]
+            pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
+                      for i, j in (needed[k] for k in keys)]
+        judged = self.judge(pairs, input_format)
+        if len(judged.probabilities) != len(pairs):
+            raise RuntimeError(f"the NLI model gave {len(judged.probabilities)} probability "
+                               f"triples for {len(pairs)} pairs")
+        return [self._matrix_of(plan, judged) for plan in plans]
 
-            def which(rows: list[int], keys=keys, needed=needed) -> str:
-                shown = sorted({f"{i + 1} and {j + 1}"
-                                for i, j in (needed[keys[k]] for k in rows)})
-                return f"{len(rows)} of {len(keys)} comparisons (samples {'; '.join(shown[:5])})"
+    @staticmethod
+    def _matrix_of(plan, judged: PairVerdicts) -> NLIMatrix:
+        """One question's :class:`NLIMatrix` from its part of the judged pairs."""
+        norm, needed, keys, start = plan
+        mine = range(start, start + len(keys))
+        found = {k: (judged.labels[start + x], judged.probabilities[start + x])
+                 for x, k in enumerate(keys)}
+        cut = [k - start for k in judged.truncated if k in mine]
+        unk = [k - start for k in judged.unknown if k in mine]
 
-            if cut and notes is not None:
-                notes.append(
-                    f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} were cut "
-                    "to fit, so those verdicts and the clusters are less reliable."
-                )
-            if unk and notes is not None:
-                notes.append(
-                    f"The NLI model does not know some characters ([UNK]) in {which(unk)}; "
-                    "those verdicts and the clusters are less reliable."
-                )
-            n = len(norm)
-            out.append([
-                ["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])]
-                 for j in range(n)]
-                for i in range(n)
-            ])
-            if probabilities is not None:
-                probabilities.append([
-                    [list(SAME) if norm[i] == norm[j] else found_shares[(norm[i], norm[j])]
-                     for j in range(n)]
-                    for i in range(n)
-                ])
-        return out
+        def which(rows: list[int]) -> str:
+            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in rows)})
+            return f"{len(rows)} of {len(keys)} comparisons (samples {'; '.join(shown[:5])})"
+
+        warnings = []
+        if cut:
+            warnings.append(f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} "
+                            "were cut to fit, so those verdicts and the clusters are less "
+                            "reliable.")
+        if unk:
+            warnings.append(f"The NLI model does not know some characters ([UNK]) in "
+                            f"{which(unk)}; those verdicts and the clusters are less reliable.")
+        n = len(norm)
+        labels = [["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])][0]
+                   for j in range(n)] for i in range(n)]
+        probabilities = [[list(SAME) if norm[i] == norm[j]
+                          else list(found[(norm[i], norm[j])][1]) for j in range(n)]
+                         for i in range(n)]
+        return NLIMatrix(labels, probabilities, warnings)

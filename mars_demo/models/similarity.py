@@ -14,7 +14,7 @@ its window are cut to fit and reported. Load it through
 from __future__ import annotations
 
 from ..errors import ModelLoadError
-from ._pairs import encode_pairs
+from ._pairs import length_batches, pad_rows, tokenize_pairs
 
 BATCH = 32  # pairs per forward pass
 MAX_LENGTH = 512  # the window when the tokenizer states none (or an absurd one)
@@ -73,25 +73,29 @@ class SimilarityModel:
 
     def similarities(self, pairs: list[tuple[str, str]],
                      warnings: list[str] | None = None) -> list[float]:
-        """The similarity in [0, 1] of each ``(first, second)`` pair, in batches of
-        :data:`BATCH`. When ``warnings`` is given, a pair cut to fit the model's window, or
-        holding characters its tokenizer does not know, adds one line to it."""
+        """The similarity in [0, 1] of each ``(first, second)`` pair, in the order given. The
+        pairs are tokenized once and sorted by length into batches of at most :data:`BATCH`
+        (so padding stays small; padding is masked). When ``warnings`` is given, a pair cut to
+        fit the model's window, or holding characters its tokenizer does not know, adds one
+        line to it."""
         import torch
 
-        out: list[float] = []
-        cut = unknown = 0
+        if not pairs:
+            return []
+        enc, truncated, unk = tokenize_pairs(self.tokenizer, [a for a, _ in pairs],
+                                             [b for _, b in pairs], self.max_length)
+        cut, unknown = len(truncated), len(unk)
+        out: list[float] = [0.0] * len(pairs)
         device = next(self.model.parameters()).device
-        for start in range(0, len(pairs), BATCH):
-            batch = pairs[start:start + BATCH]
-            enc, truncated, unk = encode_pairs(self.tokenizer, [a for a, _ in batch],
-                                               [b for _, b in batch], self.max_length)
-            cut, unknown = cut + len(truncated), unknown + len(unk)
+        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH):
+            batch = pad_rows(self.tokenizer, enc, rows)
             with torch.no_grad():
-                logits = self.model(**{k: v.to(device) for k, v in enc.items()}).logits
+                logits = self.model(**{k: v.to(device) for k, v in batch.items()}).logits
             values = torch.sigmoid(logits[:, 0].double()).tolist()
             if not all(0.0 <= v <= 1.0 for v in values):  # NaN logits (broken weights)
                 raise ValueError(f"the similarity model {self.model_id} gave {values}")
-            out.extend(values)
+            for i, value in zip(rows, values):
+                out[i] = value
         if warnings is not None:
             if cut:
                 warnings.append(

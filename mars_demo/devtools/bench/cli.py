@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models-dir", help="build the random models here and reuse them on later "
                    "runs (default: a temporary directory, deleted afterwards)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--opt-in-methods", action="store_true",
+                   help="also time the opt-in methods (p_true, p_true_sampling, the SAR methods "
+                   "with a random stsb-roberta-large-shaped similarity model), each asked alone "
+                   "after the analysis")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")
@@ -66,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             tolerance=args.tolerance,
             reference_generation_repeats=args.reference_generation_repeats,
             other_nli_repeats=args.other_nli_repeats,
-            models_dir=args.models_dir, seed=args.seed, log=log,
+            models_dir=args.models_dir, seed=args.seed, opt_in_methods=args.opt_in_methods,
+            log=log,
         )
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)

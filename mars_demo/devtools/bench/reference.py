@@ -171,6 +171,7 @@ def reference_after_generation(handles, answers, settings, perturb: float = 0.0
     result = score(forced, **settings.to_dict())
     timings["alignment"] = result.timings_s.get("alignment", 0.0)
     timings["uncertainty"] = result.timings_s.get("uncertainty", 0.0)
+    timings["methods"] = result.timings_s.get("methods", 0.0)
     summary = summarize(result.greedy, result.samples, result.uncertainty, cluster_ids, labels)
     summary["nli_calls"] = calls
     phrase_scores = [[(a, b, float(sc)) for (a, b), sc in zip(ph.spans, ph.scores)]

@@ -39,7 +39,8 @@ def format_report(d: dict[str, Any]) -> str:
         f"{'stage':<22}{'fast s':>10}{'share':>9}{'reference s':>14}{'speed-up':>10}",
     ]
     names = {"generation": "prefill + generation", "logprobs": "log-probs",
-             "importance": "importance", "nli": f"NLI ({sh['nli']})", "rest": "rest"}
+             "importance": "importance", "nli": f"NLI ({sh['nli']})",
+             "methods": "other methods", "rest": "rest"}
     for s, v in d["stages"].items():
         ref = d["reference_generation_s"] if s == "generation" else d["reference_stages"].get(s)
         lines.append(f"{names[s]:<22}{v:>10.3f}{pct(d['stage_share'][s]):>9}"
@@ -52,6 +53,19 @@ def format_report(d: dict[str, Any]) -> str:
         f"{x1(d['speedup_after_generation']):>10}   (share = of generation time)",
         "",
     ]
+    mc = d["method_costs"]
+    lines.append(
+        f"other methods ({len(mc['methods_asked'])} free ones asked): "
+        f"{d['stages']['methods']:.4f} s = "
+        f"{pct(d['methods_share_of_after_generation'])} of after generation; each recomputed "
+        "from the saved inputs (median ms): " + ", ".join(
+            f"{k} {1000 * v:.2f}" for k, v in sorted(mc["free_s"].items(),
+                                                     key=lambda kv: -kv[1])))
+    if mc["opt_in"]:
+        lines.append(f"opt-in methods (each asked alone, after the analysis; similarity model "
+                     f"like {mc['similarity_like']}): " + ", ".join(
+                         f"{k} {v['seconds']:.3f} s" for k, v in mc["opt_in"].items()))
+    lines.append("")
     for n in d["nli_models"]:
         lines.append(
             f"NLI deberta-{n['shape']}: {n['pairs']} pairs, batched {n['fast_s']:.3f} s vs one per "

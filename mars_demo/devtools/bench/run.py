@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import tempfile
 import time
 from typing import Any, Callable
 
 from .compare import compare, compare_phrases, default_tolerance, summarize
 from .instrument import Instrument, peak_rss_mb, rss_mb
+from .methods import SIMILARITY_LIKE, build_similarity, free_method_costs, opt_in_method_costs
 from .models import build_models
 from .reference import (
     greedy_only_generation,
@@ -20,10 +22,6 @@ from .reference import (
 )
 from .spec import QUESTION, SPECS, BenchError
 from .summary import summarize_runs
-
-
-
-
 
 
 
@@ -41,6 +39,7 @@ def run_benchmark(
     models_dir: str | os.PathLike | None = None,
     seed: int = 0,
     perturb_reference: float = 0.0,
+    opt_in_methods: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run the benchmark and return its JSON-ready figures (see the module docstring)."""
@@ -80,7 +79,7 @@ def run_benchmark(
         paths = build_models(models_dir, llm_shape, seed, log)
         return _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples,
                     question, tolerance, reference_generation_repeats, other_nli_repeats, seed,
-                    perturb_reference, load_avg_start, log)
+                    perturb_reference, load_avg_start, opt_in_methods, log)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -107,7 +106,7 @@ def load_engine(paths, spec, samples: int, answer_tokens: int, seed: int, log):
 
 def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, question,
          tolerance, reference_generation_repeats, other_nli_repeats, seed, perturb,
-         load_avg_start, log):
+         load_avg_start, opt_in_methods, log):
     import torch
     import transformers
 
@@ -131,6 +130,7 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
             log(f"{label}: analysis ...")
             run = _fast_run(engine, inst, question, cuda, gpu_peak if timed else None)
             answers = run.pop("answers")
+            last = (answers, run.pop("result"))
             # the same generation the way it was done before (greedy, then the samples), and a
             # greedy answer alone: generation figures measured in this run, on warm models
             log(f"{label}: two-call generation and greedy-only generation ...")
@@ -175,18 +175,31 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
         for k in range(other_nli_repeats):
             texts = runs[k % len(runs)]["sample_texts"]
             t = time.perf_counter()
-            fast_labels = other.matrix(question, texts)
+            fast_labels = other.matrix(question, texts).labels
             fast_s = time.perf_counter() - t
             t = time.perf_counter()
             ref_labels, calls = nli_per_pair(other, question, texts)
             ref_s = time.perf_counter() - t
             other_runs.append({"fast_s": fast_s, "reference_s": ref_s, "calls": calls,
                                "labels_match": fast_labels == ref_labels})
+        del other
+
+        log("timing each free method ...")
+        costs = {"free": free_method_costs(last[1]), "opt_in": None}
+        if opt_in_methods:
+            sim_dir = pathlib.Path(paths["llm"]).parent / "similarity"
+            shape = "tiny" if llm_shape == "tiny" else "large"
+            log(f"timing the opt-in methods (a {shape}-shaped similarity model) ...")
+            build_similarity(sim_dir, shape, seed, paths["nli"])
+            costs["opt_in"] = opt_in_method_costs(engine, settings, last[0], last[1],
+                                                  str(sim_dir))
+            costs["similarity_like"] = SIMILARITY_LIKE if shape == "large" else "tiny"
     finally:
         inst.close()
 
     return summarize_runs(
-        built_on=paths["llm_built_on"], runs=runs, other_runs=other_runs, llm=llm, spec=spec,
+        built_on=paths["llm_built_on"], runs=runs, other_runs=other_runs, costs=costs,
+        llm=llm, spec=spec,
         llm_shape=llm_shape, cuda=cuda,
         settings=settings, question=question, repeats=repeats, warmup=warmup,
         tolerance=tolerance, load_s=load_s, rss_after_load=rss_after_load,
@@ -260,6 +273,7 @@ def _fast_run(engine, inst, question, cuda, gpu_peak) -> dict[str, Any]:
         "phrases": [[(p.start, p.end, p.score) for p in a.phrases]
                     for a in [result.greedy, *result.samples]],
         "answers": answers,
+        "result": result,
     }
 
 

@@ -38,6 +38,8 @@ AFTER_GENERATION_LIMIT = {"7b": 0.02, "cpu": 0.30}
 ANALYSIS_OVER_GREEDY_LIMIT_7B = 1.15
 IMPORTANCE_LIMIT_7B = 0.03
 MIN_SPEEDUP = 3.0
+#: The free methods (:data:`mars_demo.methods.FREE`) add at most this share to after generation.
+METHODS_LIMIT = 0.05
 #: A "16 GB" card (T4) exposes 15 GiB; the CUDA context (not seen by torch's allocator) takes
 #: about 0.5 GiB, so the allocator may reserve at most 14.5 GiB.
 GPU_BUDGET_BYTES = int(14.5 * GIB)

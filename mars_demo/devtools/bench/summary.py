@@ -13,16 +13,17 @@ from .spec import (
     ANALYSIS_OVER_GREEDY_LIMIT_7B,
     GPU_BUDGET_BYTES,
     IMPORTANCE_LIMIT_7B,
+    METHODS_LIMIT,
     MIN_SPEEDUP,
     SCHEMA,
 )
 
-def summarize_runs(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, settings, question, repeats,
+def summarize_runs(*, built_on, runs, other_runs, costs, llm, spec, llm_shape, cuda, settings, question, repeats,
             warmup, tolerance, load_s, rss_after_load, peak_rss_main, gpu_peak, load_avg_start,
             perturb, torch_version, tf_version) -> dict[str, Any]:
     import torch
 
-    stage_names = ("generation", "logprobs", "importance", "nli", "rest")
+    stage_names = ("generation", "logprobs", "importance", "nli", "methods", "rest")
     per_run = [stages_of(r["timings_s"], r["total_s"]) for r in runs]
     stages = {s: median([p[s] for p in per_run]) for s in stage_names}
     total = median([r["total_s"] for r in runs])
@@ -34,7 +35,7 @@ def summarize_runs(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, se
         st = r["reference"]["stages"]
         ref_per_run.append({
             "logprobs": st["logprobs"], "importance": st["importance"], "nli": st["nli"],
-            "rest": st["alignment"] + st["uncertainty"],
+            "methods": st.get("methods", 0.0), "rest": st["alignment"] + st["uncertainty"],
         })
     ref_stages = {s: median([p[s] for p in ref_per_run]) for s in ref_per_run[0]}
     ref_after = median([sum(p.values()) for p in ref_per_run])
@@ -153,6 +154,11 @@ def summarize_runs(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, se
            "identical results", speedup["after_generation"],
            bool(speedup["after_generation"] and speedup["after_generation"] >= MIN_SPEEDUP
                 and results_match))
+    methods_share = ratio(stages["methods"], after)
+    target("free_methods_share", f"the free methods add <= {METHODS_LIMIT:.0%} to the time after "
+           "generation", methods_share,
+           (methods_share is not None and methods_share <= METHODS_LIMIT)
+           if llm_shape != "tiny" else None)
     target("first_token", "first token of the greedy answer within prefill + one decoding step",
            {"first_token_s": first_token, "budget_s": budget}, bool(first_token <= budget))
     if cuda:
@@ -213,6 +219,14 @@ def summarize_runs(*, built_on, runs, other_runs, llm, spec, llm_shape, cuda, se
         "after_generation_s": after,
         "after_generation_share_of_generation": after_share,
         "importance_share_of_generation": imp_share,
+        "methods_share_of_after_generation": methods_share,
+        "method_costs": {
+            "free_s": costs["free"],
+            "free_total_s": sum(costs["free"].values()),
+            "methods_asked": list(settings.method_ids),
+            "opt_in": costs["opt_in"],
+            "similarity_like": costs.get("similarity_like"),
+        },
         "reference_stages": ref_stages,
         "reference_generation_s": ref_generation,
         "reference_after_generation_s": ref_after,
@@ -291,14 +305,16 @@ def ratio(a: float, b: float) -> float | None:
 
 
 def stages_of(timings: dict[str, float], total: float) -> dict[str, float]:
-    """Stage seconds of one fast run: generation, log-probs, importance, NLI and the rest
-    (alignment, clustering, entropies and the engine's own overhead)."""
+    """Stage seconds of one fast run: generation, log-probs, importance, NLI, the other
+    methods (:mod:`mars_demo.methods`) and the rest (alignment, clustering, entropies and the
+    engine's own overhead)."""
     known = sum(timings.values())
     return {
         "generation": timings.get("generate", 0.0),
         "logprobs": timings.get("logprobs", 0.0),
         "importance": timings.get("importance", 0.0),
         "nli": timings.get("nli", 0.0),
+        "methods": timings.get("methods", 0.0),
         "rest": timings.get("alignment", 0.0) + timings.get("uncertainty", 0.0)
         + max(0.0, total - known),
     }

@@ -32,7 +32,8 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
 class NLIStage:
     """NLI verdicts and probabilities among each job's samples (``nli``) and the model that
     gave them (``nli_model_id``), in the recipe's input format. Identical answers need no model
-    call; all other needed pairs of all questions go through one batched call."""
+    call; all other needed pairs of all questions go through one :meth:`NLIModel.judge` call
+    (each distinct pair once, in length-sorted batches)."""
 
     name = "nli"
     reads = ("scored", "question", "reuse")
@@ -58,17 +59,10 @@ class NLIStage:
                 job.nli = NLIResult(answers=texts, labels=[], warnings=[])
                 job.nli_model_id = ctx.nli.model_id
                 fresh.append(job)
-        if len(fresh) == 1:
-            job = fresh[0]
-            job.nli.probabilities = []
-            job.nli.labels = ctx.nli.matrix(job.question, job.nli.answers, job.nli.warnings,
-                                            input_format=fmt,
-                                            probabilities=job.nli.probabilities)
-        elif fresh:
-            shares: list = []
-            labels = ctx.nli.matrices([j.question for j in fresh], [j.nli.answers for j in fresh],
-                                      [j.nli.warnings for j in fresh], input_format=fmt,
-                                      probabilities=shares)
-            for job, lab, share in zip(fresh, labels, shares):
-                job.nli.labels = lab
-                job.nli.probabilities = share
+        if fresh:
+            matrices = ctx.nli.matrices([j.question for j in fresh],
+                                        [j.nli.answers for j in fresh], input_format=fmt)
+            for job, m in zip(fresh, matrices):
+                job.nli.labels = m.labels
+                job.nli.probabilities = m.probabilities
+                job.nli.warnings.extend(m.warnings)

@@ -1,0 +1,83 @@
+"""What the uncertainty methods cost (:mod:`mars_demo.methods`), timed on a benchmark analysis.
+
+- Free methods (samples and NLI probabilities only, no model call): each one's median seconds
+  over ``repeats`` recomputations from the analysis' saved inputs
+  (:func:`mars_demo.methods.compute_from`), the same call the engine's methods stage makes.
+- Opt-in methods (``--opt-in-methods``): the engine scores the same answers again with only
+  that method asked and the earlier result given as ``reuse`` (so importance and NLI are not
+  redone); the seconds its ``methods`` timing took, pass or model call included. The SAR
+  methods share one similarity pass, so they are timed together.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import time
+from typing import Any
+
+#: Opt-in methods timed together (one extra pass or model each group).
+OPT_IN_GROUPS: dict[str, tuple[str, ...]] = {
+    "p_true": ("p_true",),
+    "p_true_sampling": ("p_true_sampling",),
+    "token_sar, sentence_sar, sar": ("token_sar", "sentence_sar", "sar"),
+}
+SIMILARITY_LIKE = "cross-encoder/stsb-roberta-large (SAR)"
+
+
+def free_method_costs(result, repeats: int = 20) -> dict[str, float]:
+    """Median seconds of each free method recomputed from ``result``'s saved inputs."""
+    from ...methods import FREE, compute_from, inputs_of
+
+    inputs = inputs_of(result)
+    costs = {}
+    for method_id in FREE:
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            compute_from(inputs, [method_id])
+            times.append(time.perf_counter() - t)
+        costs[method_id] = float(statistics.median(times))
+    return costs
+
+
+def build_similarity(path: pathlib.Path, shape: str, seed: int, tokenizer_dir) -> None:
+    """A random RoBERTa cross-encoder with one output, ``shape`` "large" (stsb-roberta-large)
+    or "tiny", with the tokenizer saved in ``tokenizer_dir`` (random weights cost the same
+    compute); kept and reused when ``path`` already holds one of that shape."""
+    import torch
+    from transformers import AutoTokenizer, RobertaConfig, RobertaForSequenceClassification
+
+    from ..tiny.configs import nli_config
+
+    done = path / "config.json"
+    if done.is_file() and json.loads(done.read_text(encoding="utf-8")).get("bench_shape") == shape:
+        return
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    base = nli_config(shape, vocab_size=len(tok), pad_token_id=tok.pad_token_id)
+    config = RobertaConfig(
+        vocab_size=len(tok), hidden_size=base.hidden_size,
+        num_hidden_layers=base.num_hidden_layers,
+        num_attention_heads=base.num_attention_heads,
+        intermediate_size=base.intermediate_size, max_position_embeddings=514,
+        pad_token_id=tok.pad_token_id, num_labels=1,
+    )
+    config.bench_shape = shape
+    torch.manual_seed(seed)
+    model = RobertaForSequenceClassification(config).eval()
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+def opt_in_method_costs(engine, settings, answers, result, similarity: str) -> dict[str, Any]:
+    """Seconds of each group of :data:`OPT_IN_GROUPS`: the answers scored again with only those
+    methods asked, the earlier ``result`` reused (its importance and NLI are not redone)."""
+    costs: dict[str, Any] = {}
+    for name, ids in OPT_IN_GROUPS.items():
+        asked = settings.replace(methods=ids, similarity=similarity)
+        engine.score(answers, asked, reuse=result)  # warm-up: loads the model, if any
+        again = engine.score(answers, asked, reuse=result)
+        costs[name] = {"seconds": again.timings_s.get("methods", 0.0),
+                       "values": {m: again.methods.get(m) for m in ids}}
+    return costs
