@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import cli
+from cli_helpers import check_methods_only, cli
 
 from mars_demo.core.lars import lars_answer_text
 from mars_demo.errors import ModelLoadError
@@ -197,19 +197,8 @@ def test_score_methods_only_recomputes_lars_without_a_model(asked, monkeypatch):
 
     data, path = asked
     monkeypatch.setattr(registry, "load_cached", lambda *a, **k: pytest.fail("a model loaded"))
-    code, out, err = cli("score", str(path), "--methods-only", "--json")
-    assert code == 0, err
-    again = json.loads(out)
-    for method_id in LARS:
-        assert abs(again["methods"][method_id]["value"]
-                   - data["methods"][method_id]["value"]) <= 1e-9
-    assert again["method_inputs"] == data["method_inputs"]
-    old = {k: v for k, v in data.items() if k != "method_inputs"}
-    path.with_name("old.json").write_text(json.dumps(old), encoding="utf-8")
-    code, out, err = cli("score", str(path.with_name("old.json")), "--methods-only",
-                         "--methods", "lars_entropy")
-    assert code == 2 and "no logits of the LARS model that lars_entropy reads" in err
-
+    check_methods_only(data, path, LARS, "lars_entropy",
+                       "no logits of the LARS model that lars_entropy reads")
 
 def test_the_saved_analysis_alone_gives_the_lars_values_without_torch(asked):
     data, path = asked
