@@ -292,3 +292,33 @@ def test_the_public_api_refuses_lars_unless_the_host_offers_it():
     offered = Access(public=True, methods=frozenset(FREE) | {"lars"})
     host = Controller(EngineHost(FakeEngine()), access=offered)
     assert host.settings_from("lars", names=("methods",)).methods == ("lars",)
+
+
+def test_evaluate_ranks_the_lars_methods_with_the_others(tiny_models, tiny_lars, tmp_path,
+                                                         no_llm):
+    from pathlib import Path
+
+    from mars_demo.methods import compute_methods
+
+    answers = Path(__file__).resolve().parents[1] / "data" / "facts_answers.jsonl"
+    out = tmp_path / "run"
+    code, _, err = cli("evaluate", "--data", str(answers), "--out", str(out), "--limit", "6",
+                       "--seed", "3", "--judge", "em", "--bootstrap", "50", "--no-plots",
+                       "--importance", str(tiny_models["importance"]),
+                       "--nli", str(tiny_models["nli"]), "--lars", str(tiny_lars),
+                       "--methods", "lars,lars_semantic_entropy,eigv")
+    assert code == 0, err
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 6
+    assert all(list(r["methods"]) == ["lars", "lars_semantic_entropy", "eigv"] for r in records)
+    report = json.loads((out / "report.json").read_text())
+    rows = {(r["name"], r["variant"]): r for r in report["methods_table"]["rows"]}
+    assert rows["lars", "value"]["label"] == "LARS"
+    assert rows["lars_semantic_entropy", "value"]["label"] == "Semantic entropy (LARS)"
+    assert rows["lars", "value"]["auroc"]["value"] is not None
+    assert len({r["methods"]["lars"]["value"] for r in records}) == 6  # one per question
+    assert "| LARS |" in (out / "report.md").read_text()
+    # every record's LARS values come back from its saved analysis alone
+    for r in records:
+        again = compute_methods(r["analysis"], ["lars", "lars_semantic_entropy"])
+        assert again == {k: r["methods"][k] for k in again}
