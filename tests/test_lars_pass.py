@@ -322,3 +322,21 @@ def test_evaluate_ranks_the_lars_methods_with_the_others(tiny_models, tiny_lars,
     for r in records:
         again = compute_methods(r["analysis"], ["lars", "lars_semantic_entropy"])
         assert again == {k: r["methods"][k] for k in again}
+
+
+def test_an_answer_cut_to_lars_window_is_said_in_the_analysis(tiny_settings, tiny_lars):
+    from mars_demo.engine import Engine
+
+    def answer(words):
+        return {"text": " ".join(words), "tokens": [
+            {"text": w if i == 0 else " " + w, "logprob": -0.1 - i % 3} for i, w in
+            enumerate(words)]}
+
+    answers = {"question": QUESTION, "greedy": answer(["Mars"] * 300),
+               "samples": [answer(["Mars"]), answer(["It", "is", "Mars"])]}
+    settings = tiny_settings.replace(lars=str(tiny_lars), methods="lars,num_sets")
+    result = Engine(settings).score(answers)
+    assert ("LARS read 1 of 3 answers (with the question) cut to its window of 512 tokens."
+            in result.warnings)
+    saved = result.method_inputs["lars"]
+    assert saved["inputs"][0].count("[prob_token_") == 300 and "lars" in result.methods
