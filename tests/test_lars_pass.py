@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,9 @@ from mars_demo.errors import ModelLoadError
 QUESTION = "Which planet is known as the Red Planet?"
 LARS = ("lars", "lars_entropy", "lars_semantic_entropy")
 BINS = 4
-EDGES = [0.0, 0.3, 0.6, 0.9]
+# as LARS's edges (quantiles of training token probabilities): the tiny LLM's tokens, of a
+# vocabulary of 1000, have probabilities near 0.001, so two edges split those
+EDGES = [0.0, 0.00105, 0.00125, 0.5]
 
 
 def build_tiny_lars(path, tiny_nli, bins=BINS, edges=EDGES, seed=19):
@@ -105,9 +108,9 @@ def test_the_logits_are_the_models_on_lars_input(tiny_lars):
     model = load_lars(str(tiny_lars))
     assert (model.number_of_bins, model.edges) == (BINS, EDGES)
     texts = [lars_answer_text(["It", " is", " Mars"], p, EDGES, BINS)
-             for p in ([0.95, 0.7, 0.1], [0.1, 0.2, 0.95], [0.5, 0.5, 0.5])]
+             for p in ([0.9, 0.0011, 0.0005], [0.0005, 0.0005, 0.9], [0.0011] * 3)]
     texts.append(lars_answer_text(["Venus"], [0.99], EDGES, BINS))
-    assert texts[0] == "It[prob_token_3] is[prob_token_3] Mars[prob_token_1]"  # edges <= p
+    assert texts[0] == "It[prob_token_3] is[prob_token_2] Mars[prob_token_1]"  # edges <= p
     # the bin tokens are whole tokens of the model's input
     ids = model.tokenizer(QUESTION, texts[0])["input_ids"]
     assert model.tokenizer.convert_tokens_to_ids("[prob_token_3]") in ids
@@ -174,6 +177,7 @@ def test_ask_gives_the_lars_methods_from_the_saved_logits(asked, tiny_lars):
               for a in answers]
     assert saved["inputs"] == inputs
     assert all(s.count("[prob_token_") == len(a["tokens"]) for s, a in zip(inputs, answers))
+    assert len(set(re.findall(r"\[prob_token_\d\]", "".join(inputs)))) >= 2  # bins that differ
     logits = saved["logits"]
     assert logits == pytest.approx(transformers_logits(tiny_lars, QUESTION, inputs),
                                    rel=1e-6, abs=1e-6)  # float32, batched vs one by one
@@ -253,7 +257,7 @@ def test_a_rescore_reuses_the_saved_logits_of_the_same_inputs(tiny_settings, ask
     # the same texts with other log-probs are other LARS inputs: the model runs again
     changed = AnalysisResult.from_dict(asked[0])
     token = changed.greedy.tokens[0]
-    token.logprob = -5.0 if token.logprob > -1.0 else -0.01
+    token.logprob = math.log(0.0005) if math.exp(token.logprob) >= EDGES[1] else -0.01
     fresh = Engine(settings).rescore(changed)
     assert loaded and fresh.method_inputs["lars"]["inputs"][0] != (
         result.method_inputs["lars"]["inputs"][0])
