@@ -5,7 +5,7 @@ MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
 MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
 MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT,
 MARS_DEMO_TRUSTED_PROXIES, MARS_DEMO_LLM_NAME, MARS_DEMO_IMPORTANCE_NAME, MARS_DEMO_NLI_NAME,
-MARS_DEMO_SIMILARITY, MARS_DEMO_SIMILARITY_NAME,
+MARS_DEMO_SIMILARITY, MARS_DEMO_SIMILARITY_NAME, MARS_DEMO_LARS, MARS_DEMO_LARS_NAME,
 MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS, MARS_DEMO_LOAD_IN_4BIT); a flag wins over its variable.
 
 ``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
@@ -81,6 +81,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--similarity", default=env.get("MARS_DEMO_SIMILARITY") or None,
         help=OPTIONS["similarity"].describe() + " (variable MARS_DEMO_SIMILARITY)",
     )
+    parser.add_argument(
+        "--lars", default=env.get("MARS_DEMO_LARS") or None,
+        help=OPTIONS["lars"].describe() + " (variable MARS_DEMO_LARS)",
+    )
     parser.add_argument("--bem", default=env.get("MARS_DEMO_BEM") or None, help=texts.APP_HELP_BEM)
     parser.add_argument(
         "--chunker", default=env.get("MARS_DEMO_CHUNKER") or None, help=texts.APP_HELP_CHUNKER
@@ -135,14 +139,14 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help=texts.APP_HELP_TRUSTED_PROXY,
     )
-    for model in ("llm", "importance", "nli", "similarity"):
+    for model in ("llm", "importance", "nli", "similarity", "lars"):
         parser.add_argument(
             f"--{model}-name",
             default=env.get(f"MARS_DEMO_{model.upper()}_NAME") or None,
             metavar="NAME",
             help=texts.APP_HELP_MODEL_NAME.format(
                 model={"llm": "LLM", "importance": "importance", "nli": "NLI",
-                       "similarity": "similarity (SAR)"}[model],
+                       "similarity": "similarity (SAR)", "lars": "LARS"}[model],
                 variable=model.upper()),
         )
     parser.add_argument(
@@ -194,7 +198,7 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     reasons = public_reasons(args.host, args.share, env)
     bem = check_bem_models(args.bem, args.chunker, public=bool(reasons))
     names = {model: getattr(args, f"{model}_name")
-             for model in ("llm", "importance", "nli", "similarity")}
+             for model in ("llm", "importance", "nli", "similarity", "lars")}
     names = {model: name.strip() for model, name in names.items() if name and name.strip()}
     proxies = args.trusted_proxy
     if proxies is None:
@@ -238,7 +242,8 @@ def parse_args(
                 default = PUBLIC_MAX_SAMPLE_TOKENS if name == "max_sample_tokens" else PUBLIC_PER_CLIENT
                 raw = env.get(variable, "").strip()
                 setattr(args, name, count(variable, raw) if raw else default)
-        models = {"bem": args.bem, "chunker": args.chunker, "similarity": args.similarity}
+        models = {"bem": args.bem, "chunker": args.chunker, "similarity": args.similarity,
+                  "lars": args.lars}
         args.settings = Settings(
             llm=args.llm,
             importance=args.importance,

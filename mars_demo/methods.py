@@ -8,9 +8,9 @@ with MARS scores: ``{"length_normalized": x, "mars": y}``; any other gives ``{"v
 
 :func:`compute_methods` reads only what a saved analysis JSON holds (the sample texts, their two
 scores, the meaning clusters, the NLI probabilities of every ordered pair of samples and, for
-P(True), the log-prob its extra LLM pass gave, and for SAR the similarities its cross-encoder
-gave, ``method_inputs``), so a saved analysis gives the
-same values again without any model.
+P(True), the log-prob its extra LLM pass gave, for SAR the similarities its cross-encoder
+gave and for LARS the logits its trained scorer gave, ``method_inputs``), so a saved analysis
+gives the same values again without any model.
 
 >>> parse_methods("eigv, degree")
 ('eigv', 'degree')
@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 VARIANTS = ("length_normalized", "mars", "value")  # how a method's values are named
 SCORED_VARIANTS = VARIANTS[:2]  # the two scorings of a method that reads a sequence score
-NEEDS = ("samples", "nli_probabilities", "similarity_model", "llm_pass")
+NEEDS = ("samples", "nli_probabilities", "similarity_model", "lars_model", "llm_pass")
 FREE_NEEDS = frozenset({"samples", "nli_probabilities"})  # what every analysis already has
 
 
@@ -59,6 +59,8 @@ _NLI = frozenset({"samples", "nli_probabilities"})
 _LIN = "Lin, Trivedi and Sun 2023"
 _SAR_NEEDS = frozenset({"samples", "similarity_model"})
 _SAR = "Duan et al. 2024"
+_LARS_NEEDS = frozenset({"samples", "lars_model"})
+_LARS = "Yaldiz et al. 2024"
 
 METHODS: dict[str, Method] = {m.id: m for m in (
     Method("semantic_entropy", "Semantic entropy",
@@ -110,6 +112,15 @@ METHODS: dict[str, Method] = {m.id: m for m in (
     Method("sar", "SAR",
            "SentenceSAR over TokenSAR's relevance-weighted scores (the paper's full method)",
            _SAR_NEEDS, False, _SAR),
+    Method("lars", "LARS",
+           "how little a scorer trained on correctness (LARS) believes the answer, read from "
+           "its tokens and their probabilities", frozenset({"lars_model"}), False, _LARS),
+    Method("lars_entropy", "Entropy (LARS)",
+           "entropy of the samples with LARS's log-probability of being correct as each "
+           "sample's score", _LARS_NEEDS, False, _LARS),
+    Method("lars_semantic_entropy", "Semantic entropy (LARS)",
+           "semantic entropy (the paper's eq. 8) with LARS's log-probability of being correct "
+           "as each sample's score", _LARS_NEEDS, False, _LARS),
 )}
 
 #: The methods computed when none are asked for: all that need no extra model or pass.
@@ -173,7 +184,8 @@ class MethodInputs:
     (m x m x 3; None when the analysis predates them, schema 2), what the extra LLM passes
     gave (``llm_pass``: the analysis' ``method_inputs``, ``{method id: {"logprob": x, "prompt":
     ..., ...}}``, see :func:`llm_pass_prompt`, and ``"sar"``: SAR's similarities, see
-    :mod:`mars_demo.engine.stages.similarity`; empty when none ran) and each sample's token
+    :mod:`mars_demo.engine.stages.similarity`, and ``"lars"``: LARS's logits, see
+    :mod:`mars_demo.engine.stages.lars`; empty when none ran) and each sample's token
     log-probs (``token_logprobs``; TokenSAR and SAR read them)."""
 
     texts: list[str]
@@ -226,19 +238,11 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
     passes = [i for i in ids if "llm_pass" in METHODS[i].needs
               and (inputs.llm_pass.get(i) or {}).get("logprob") is None]
     if passes:
-        raise ValueError(
-            f"this analysis holds no log-prob of the extra LLM pass that "
-            f"{', '.join(passes)} read{'s' if len(passes) == 1 else ''}; ask again (or score "
-            f"its answers again) with --methods {','.join(passes)}, which runs the LLM"
-        )
-    sar_ids = [i for i in ids if "similarity_model" in METHODS[i].needs]
-    if sar_ids and not inputs.llm_pass.get("sar"):
-        raise ValueError(
-            f"this analysis holds no similarities of the SAR cross-encoder that "
-            f"{', '.join(sar_ids)} read{'s' if len(sar_ids) == 1 else ''}; ask again (or score "
-            f"its answers again) with --methods {','.join(sar_ids)}, which runs the similarity "
-            f"model (--similarity)"
-        )
+        _missing(passes, "log-prob of the extra LLM pass", "the LLM")
+    for need, key, what, runs in _SAVED:
+        lacking = [i for i in ids if need in METHODS[i].needs]
+        if lacking and not inputs.llm_pass.get(key):
+            _missing(lacking, what, runs)
     formulas = _formulas()
     out: dict[str, dict[str, float]] = {}
     for method_id in ids:
@@ -257,6 +261,22 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
     return out
 
 
+#: what a method's model saved in ``method_inputs``: (need, entry, what it holds, what makes it)
+_SAVED = (
+    ("similarity_model", "sar", "similarities of the SAR cross-encoder",
+     "the similarity model (--similarity)"),
+    ("lars_model", "lars", "logits of the LARS model", "the LARS model (--lars)"),
+)
+
+
+def _missing(ids: list[str], what: str, runs: str) -> None:
+    raise ValueError(
+        f"this analysis holds no {what} that {', '.join(ids)} "
+        f"read{'s' if len(ids) == 1 else ''}; ask again (or score its answers again) with "
+        f"--methods {','.join(ids)}, which runs {runs}"
+    )
+
+
 def _method(method_id: str) -> Method:
     if method_id not in METHODS:
         raise ValueError(f"unknown method {method_id!r}; known: {', '.join(METHODS)}")
@@ -267,7 +287,7 @@ def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
     """Each method's value from its inputs and, for a scored method, one scoring's sample
     scores. The math (numpy, scipy) is imported here, on first use: importing the registry
     (as the settings do) stays cheap."""
-    from .core import graph, kernel, lexical, p_true, sar, uncertainty
+    from .core import graph, kernel, lars, lexical, p_true, sar, uncertainty
 
     def lin(fn: Callable[..., float], affinity: str) -> Callable[[MethodInputs, Any], float]:
         return lambda x, _: fn(x.nli_probabilities, affinity=affinity)
@@ -293,6 +313,11 @@ def _formulas() -> dict[str, Callable[[MethodInputs, Any], float]]:
         "sentence_sar": lambda x, scores: sar.sentence_sar(scores, _sar(x)["sample_similarity"]),
         "sar": lambda x, _: sar.sar(x.token_logprobs, _sar(x)["token_similarities"],
                                     _sar(x)["sample_similarity"]),
+        "lars": lambda x, _: -lars.lars_log_score(_lars(x)[0]),
+        "lars_entropy": lambda x, _: uncertainty.entropy(
+            [lars.lars_log_score(v) for v in _lars(x)[1:]]),
+        "lars_semantic_entropy": lambda x, _: uncertainty.semantic_entropy(
+            [lars.lars_log_score(v) for v in _lars(x)[1:]], x.cluster_ids),
     }
 
 
@@ -302,6 +327,16 @@ def _sar(inputs: MethodInputs) -> Mapping[str, Any]:
     if entry.get("answers") is not None and list(entry["answers"]) != list(inputs.texts):
         raise ValueError("the saved SAR similarities are of other answers than these samples")
     return entry
+
+
+def _lars(inputs: MethodInputs) -> list[float]:
+    """LARS's saved logits (the greedy answer's, then the samples'), checked to be of these
+    samples."""
+    entry = inputs.llm_pass["lars"]
+    answers, logits = list(entry.get("answers") or []), list(entry.get("logits") or [])
+    if len(logits) != len(answers) or answers[1:] != list(inputs.texts):
+        raise ValueError("the saved LARS logits are not of the greedy answer and these samples")
+    return logits
 
 
 def llm_pass_prompt(method_id: str, question: str, answer: str,

@@ -26,6 +26,7 @@ DEFAULT_IMPORTANCE = "duygunuryldz/MARS"  # BERT-base token classifier trained f
 DEFAULT_NLI = "microsoft/deberta-large-mnli"
 CPU_NLI = "microsoft/deberta-base-mnli"  # smaller NLI model of the CPU preset
 DEFAULT_SIMILARITY = "cross-encoder/stsb-roberta-large"  # SAR's cross-encoder (Duan et al.)
+DEFAULT_LARS = "duygunuryldz/LARS"  # LARS's trained scorer (Yaldiz et al.)
 DEFAULT_BEM = "zli12321/answer_equivalence_bert"  # answer-equivalence classifier for "bem"
 DEFAULT_CHUNKER = "flair/chunk-english"  # Flair phrase chunker for "bem"
 
@@ -149,6 +150,10 @@ MODEL_OPTIONS: tuple[Option, ...] = (
            "sentence-similarity cross-encoder of the SAR methods (token_sar, sentence_sar, "
            "sar): a Hub id or a local directory; loaded only when one of them is asked for",
            "model", label="Similarity model"),
+    Option("lars", str, DEFAULT_LARS,
+           "LARS's trained scorer of the LARS methods (lars, lars_entropy, "
+           "lars_semantic_entropy): a Hub id or a local directory; loaded only when one of them "
+           "is asked for", "model", label="LARS model"),
     Option("bem", str, DEFAULT_BEM,
            "answer-equivalence model for importance_method bem: a Hub id or a local directory",
            "model"),
@@ -211,7 +216,8 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
            "eigv,degree,lexical_similarity; p_true and p_true_sampling run one extra LLM pass "
-           "each, token_sar, sentence_sar and sar the similarity model (see docs/methods.md)",
+           "each, token_sar, sentence_sar and sar the similarity model, lars, lars_entropy and "
+           "lars_semantic_entropy the LARS model (see docs/methods.md)",
            "scoring",
            optional=True, label="Methods",
            auto="every method that needs no extra model (mars_demo.methods.FREE)"),

@@ -18,6 +18,7 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     DEFAULT_BEM,
     DEFAULT_CHUNKER,
     DEFAULT_IMPORTANCE,
+    DEFAULT_LARS,
     DEFAULT_NLI,
     DEFAULT_SIMILARITY,
     DISTRIBUTIONS,
@@ -76,6 +77,7 @@ class Settings:
     importance: str = DEFAULT_IMPORTANCE
     nli: str | None = None  # None = deberta-large-mnli on GPU, deberta-base-mnli on CPU
     similarity: str = DEFAULT_SIMILARITY  # SAR's cross-encoder, loaded only for SAR
+    lars: str = DEFAULT_LARS  # LARS's trained scorer, loaded only for the LARS methods
     bem: str = DEFAULT_BEM
     chunker: str = DEFAULT_CHUNKER
     load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU

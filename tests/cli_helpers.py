@@ -21,3 +21,23 @@ def model_flags(models) -> list[str]:
     """--llm, --importance and --nli of the tiny models."""
     return ["--llm", str(models["llm"]), "--importance", str(models["importance"]),
             "--nli", str(models["nli"])]
+
+
+def check_methods_only(data: dict, path, method_ids, asked: str, message: str) -> None:
+    """``score FILE --methods-only`` of the saved analysis ``data`` (at ``path``) gives the same
+    values of ``method_ids`` (within 1e-9) and keeps its ``method_inputs``; the same analysis
+    without them refuses ``--methods asked`` (exit status 2) with ``message``."""
+    import json
+
+    code, out, err = cli("score", str(path), "--methods-only", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    for method_id in method_ids:
+        for variant, value in data["methods"][method_id].items():
+            assert abs(again["methods"][method_id][variant] - value) <= 1e-9
+    assert again["method_inputs"] == data["method_inputs"]
+    old = {k: v for k, v in data.items() if k != "method_inputs"}
+    path.with_name("old.json").write_text(json.dumps(old), encoding="utf-8")
+    code, out, err = cli("score", str(path.with_name("old.json")), "--methods-only",
+                         "--methods", asked)
+    assert code == 2 and message in err, err

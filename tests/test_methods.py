@@ -27,11 +27,18 @@ NLI = [
 TOKEN_LOGPROBS = [[-0.2], [-0.9, -0.3, -0.3], [-1.5]]  # "Mars", "It| is| Mars", "Venus"
 TOKEN_SIMILARITIES = [[0.4], [0.9, 0.8, 0.2], [0.3]]
 SAMPLE_SIMILARITY = [[1.0, 0.8, 0.1], [0.7, 1.0, 0.2], [0.05, 0.1, 1.0]]
+LARS_LOGITS = [1.5, 2.0, -0.5, 0.3]  # the greedy answer's, then the samples'
+
+
+def log_sigmoid(x: float) -> float:
+    return -math.log1p(math.exp(-x))
 PASSES = {"p_true": {"logprob": -0.4, "prompt": "Question: ..."},
           "p_true_sampling": {"logprob": -1.3, "prompt": "Question: ... brainstormed ..."},
           "sar": {"similarity_model": "org/sts", "answers": TEXTS,
                   "token_similarities": TOKEN_SIMILARITIES,
-                  "sample_similarity": SAMPLE_SIMILARITY}}
+                  "sample_similarity": SAMPLE_SIMILARITY},
+          "lars": {"lars_model": "org/lars", "answers": ["Mars, it is"] + TEXTS,
+                   "logits": LARS_LOGITS}}
 
 
 def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI, passes=PASSES) -> dict:
@@ -63,9 +70,16 @@ EXPECTED_VALUE = {
     "p_true_sampling": lambda: p_true.p_true(-1.3),
     "token_sar": lambda: sar.token_sar(TOKEN_LOGPROBS, TOKEN_SIMILARITIES),
     "sar": lambda: sar.sar(TOKEN_LOGPROBS, TOKEN_SIMILARITIES, SAMPLE_SIMILARITY),
+    # LARS: -log sigmoid of the greedy answer's logit; the samples' log sigmoids as the scores
+    # of entropy and semantic entropy (clusters {Mars, It is Mars}, {Venus})
+    "lars": lambda: math.log1p(math.exp(-1.5)),
+    "lars_entropy": lambda: -(log_sigmoid(2.0) + log_sigmoid(-0.5) + log_sigmoid(0.3)) / 3,
+    "lars_semantic_entropy": lambda: -(np.logaddexp(log_sigmoid(2.0), log_sigmoid(-0.5))
+                                       + log_sigmoid(0.3)) / 2,
 }
 LLM_PASS = ("p_true", "p_true_sampling")
 SIMILARITY = ("token_sar", "sentence_sar", "sar")
+LARS = ("lars", "lars_entropy", "lars_semantic_entropy")
 EXPECTED_SCORED = {
     "semantic_entropy": uncertainty.semantic_entropy,
     "semantic_entropy_normalized": uncertainty.semantic_entropy_normalized,
@@ -76,11 +90,12 @@ EXPECTED_SCORED = {
 def test_every_method_is_computed_and_named():
     assert set(EXPECTED_VALUE) | set(EXPECTED_SCORED) == set(METHODS) == set(methods._formulas())
     # every registered method but those of an extra LLM pass or model needs nothing more
-    assert FREE == tuple(m for m in METHODS if m not in LLM_PASS + SIMILARITY)
+    assert FREE == tuple(m for m in METHODS if m not in LLM_PASS + SIMILARITY + LARS)
     for m in METHODS.values():
         assert ("llm_pass" in m.needs) == (m.id in LLM_PASS)
         assert ("similarity_model" in m.needs) == (m.id in SIMILARITY)
-        assert (m.id in LLM_PASS + SIMILARITY) == (not m.free)
+        assert ("lars_model" in m.needs) == (m.id in LARS)
+        assert (m.id in LLM_PASS + SIMILARITY + LARS) == (not m.free)
         assert m.needs <= set(methods.NEEDS) and m.label and m.explain and m.source
         assert m.scored == (m.id in EXPECTED_SCORED)
 
@@ -180,6 +195,24 @@ def test_a_sar_method_without_its_saved_similarities_says_how_to_get_it():
                                          "token_sar, sar read; ask again .* with --methods "
                                          "token_sar,sar, which runs the similarity model"):
         compute_methods(analysis(passes=None), ["num_sets", "token_sar", "sar"])
+
+
+def test_a_lars_method_without_its_saved_logits_says_how_to_get_it():
+    with pytest.raises(ValueError, match="no logits of the LARS model that lars, "
+                                         "lars_semantic_entropy read; ask again .* with "
+                                         "--methods lars,lars_semantic_entropy, which runs the "
+                                         "LARS model"):
+        compute_methods(analysis(passes=None), ["num_sets", "lars", "lars_semantic_entropy"])
+
+
+def test_lars_logits_of_other_answers_are_refused():
+    other = {**PASSES, "lars": {**PASSES["lars"], "answers": ["Mars, it is", "Mars", "Venus",
+                                                              "Venus"]}}
+    with pytest.raises(ValueError, match="not of the greedy answer and these samples"):
+        compute_methods(analysis(passes=other), ["lars"])
+    short = {**PASSES, "lars": {**PASSES["lars"], "logits": LARS_LOGITS[:3]}}
+    with pytest.raises(ValueError, match="not of the greedy answer and these samples"):
+        compute_methods(analysis(passes=short), ["lars_entropy"])
 
 
 def test_a_pass_method_without_its_saved_logprob_says_how_to_get_it():

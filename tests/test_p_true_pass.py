@@ -9,7 +9,7 @@ import json
 import math
 
 import pytest
-from cli_helpers import cli, model_flags
+from cli_helpers import check_methods_only, cli, model_flags
 
 from mars_demo.core import p_true
 from mars_demo.core.p_true import TARGET
@@ -94,20 +94,9 @@ def test_ask_gives_p_true_from_the_pass(asked, hf):
 
 def test_score_methods_only_recomputes_p_true_without_a_model(asked, no_llm, tiny_models):
     data, path = asked
-    code, out, err = cli("score", str(path), "--methods-only", "--json")
-    assert code == 0, err
-    again = json.loads(out)
-    for method_id in PASSES:
-        assert abs(again["methods"][method_id]["value"]
-                   - data["methods"][method_id]["value"]) <= 1e-9
-    assert again["method_inputs"] == data["method_inputs"]
     # an analysis without the saved pass says what to do
-    old = {k: v for k, v in data.items() if k != "method_inputs"}
-    path.with_name("old.json").write_text(json.dumps(old), encoding="utf-8")
-    code, out, err = cli("score", str(path.with_name("old.json")), "--methods-only",
-                         "--methods", "p_true")
-    assert code == 2 and "no log-prob of the extra LLM pass that p_true reads" in err
-
+    check_methods_only(data, path, PASSES, "p_true",
+                       "no log-prob of the extra LLM pass that p_true reads")
 
 def test_the_llm_is_needed_only_when_a_pass_is_asked_for(tiny_settings, asked, no_llm):
     from mars_demo.engine import job as job_module

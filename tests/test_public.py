@@ -183,11 +183,17 @@ def test_help_documents_the_new_flags_and_variables():
                  "MARS_DEMO_ALLOW_MODEL_SWITCH", "MARS_DEMO_MAX_SAMPLE_TOKENS",
                  "MARS_DEMO_PER_CLIENT", "MARS_DEMO_TRUSTED_PROXIES", "MARS_DEMO_LLM_NAME",
                  "MARS_DEMO_IMPORTANCE_NAME", "MARS_DEMO_NLI_NAME", "--similarity",
-                 "--similarity-name", "MARS_DEMO_SIMILARITY", "MARS_DEMO_SIMILARITY_NAME"):
+                 "--similarity-name", "MARS_DEMO_SIMILARITY", "MARS_DEMO_SIMILARITY_NAME",
+                 "--lars", "--lars-name", "MARS_DEMO_LARS", "MARS_DEMO_LARS_NAME"):
         assert name in help_text, name
     args = app.parse_args(["--similarity", "/srv/models/sts", "--similarity-name", "STS"], env={})
     assert args.settings.similarity == "/srv/models/sts"
     assert args.access.model_names == {"similarity": "STS"}
+    args = app.parse_args(["--lars", "/srv/models/lars"], env={"MARS_DEMO_LARS_NAME": "LARS"})
+    assert args.settings.lars == "/srv/models/lars" and args.access.model_names == {"lars": "LARS"}
+    args = app.parse_args([], env={"MARS_DEMO_LARS": "/srv/lars"})
+    assert args.settings.lars == "/srv/lars"
+    assert app.parse_args([], env={}).settings.lars == "duygunuryldz/LARS"
 
 
 # --- no model switch -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import json
 import math
 
 import pytest
-from cli_helpers import cli
+from cli_helpers import check_methods_only, cli
 
 from mars_demo.core import sar
 from mars_demo.core.sar import relevance_pairs
@@ -146,19 +146,8 @@ def test_score_methods_only_recomputes_sar_without_a_model(asked, tiny_similarit
 
     data, path = asked
     monkeypatch.setattr(registry, "load_cached", lambda *a, **k: pytest.fail("a model loaded"))
-    code, out, err = cli("score", str(path), "--methods-only", "--json")
-    assert code == 0, err
-    again = json.loads(out)
-    for method_id in SAR:
-        for variant, value in data["methods"][method_id].items():
-            assert abs(again["methods"][method_id][variant] - value) <= 1e-9
-    assert again["method_inputs"] == data["method_inputs"]
-    old = {k: v for k, v in data.items() if k != "method_inputs"}
-    path.with_name("old.json").write_text(json.dumps(old), encoding="utf-8")
-    code, out, err = cli("score", str(path.with_name("old.json")), "--methods-only",
-                         "--methods", "sar")
-    assert code == 2 and "no similarities of the SAR cross-encoder that sar reads" in err
-
+    check_methods_only(data, path, SAR, "sar",
+                       "no similarities of the SAR cross-encoder that sar reads")
 
 def test_the_similarity_model_is_needed_only_when_sar_is_asked(tiny_settings, asked,
                                                                 tiny_similarity):

@@ -26,7 +26,7 @@ from .generation import teacher_force
 INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings")
 #: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
 RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods",
-                "method_inputs", "similarities")
+                "method_inputs", "similarities", "lars_outputs")
 
 
 @dataclass
@@ -56,6 +56,9 @@ class ScoringJob:
     # similarity: what SAR's similarity model said of the samples ({} when no SAR method is
     # asked), saved as method_inputs["sar"]
     similarities: dict | None = None
+    # lars: LARS's logits of the greedy answer and the samples ({} when no LARS method is
+    # asked), saved as method_inputs["lars"]
+    lars_outputs: dict | None = None
     methods: dict[str, dict[str, float]] | None = None  # methods: {id: {variant: value}}
 
 
@@ -131,5 +134,6 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
 
 def all_method_inputs(job: ScoringJob) -> dict[str, dict]:
     """What the extra passes gave, as the analysis saves it (``method_inputs``): the LLM
-    passes' entries and SAR's similarities under ``"sar"``."""
-    return {**job.method_inputs, **({"sar": job.similarities} if job.similarities else {})}
+    passes' entries, SAR's similarities under ``"sar"`` and LARS's logits under ``"lars"``."""
+    return {**job.method_inputs, **({"sar": job.similarities} if job.similarities else {}),
+            **({"lars": job.lars_outputs} if job.lars_outputs else {})}

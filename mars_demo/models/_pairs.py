@@ -1,7 +1,11 @@
-"""Encoding (first, second) text pairs for a cross-encoder, with truncation reported, and
-batching them by length so that padding stays small."""
+"""Encoding (first, second) text pairs for a cross-encoder, with truncation reported; batching
+them by length so that padding stays small; and a sequence classifier whose first logit is read
+over such pairs (:class:`PairClassifier`)."""
 
 from __future__ import annotations
+
+BATCH = 32  # pairs per forward pass
+MAX_LENGTH = 512  # the window when the tokenizer states none (or an absurd one)
 
 
 def encode_pairs(tokenizer, firsts: list[str], seconds: list[str] | None, max_length: int):
@@ -100,3 +104,62 @@ def length_batches(lengths: list[int], most_pairs: int = 64,
     if batch:
         batches.append(batch)
     return batches
+
+
+class PairClassifier:
+    """A sequence classifier with one output read over text pairs (SAR's cross-encoder, LARS):
+    the model, its tokenizer, the name it was asked by (``model_id``) and its window
+    (``max_length``: the tokenizer's, at most :data:`MAX_LENGTH`)."""
+
+    reader = "The model"  # how a warning names it
+
+    def __init__(self, model, tokenizer, model_id: str) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        limit = getattr(tokenizer, "model_max_length", MAX_LENGTH) or MAX_LENGTH
+        self.max_length = int(min(limit, MAX_LENGTH))
+
+    @classmethod
+    def from_pretrained(cls, source: str, model_id: str):
+        """Load the model saved in ``source`` (a Hub id or a directory), uncached; float32, on
+        CUDA when there is one."""
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForSequenceClassification.from_pretrained(source)
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+        return cls(model.eval(), tokenizer, model_id)
+
+    def first_logits(self, firsts: list[str], seconds: list[str], items: str,
+                     warnings: list[str] | None = None):
+        """The first output logit (a float64 tensor, one per pair, in the order given) over the
+        ``(first, second)`` pairs: tokenized once, sorted by length into batches of at most
+        :data:`BATCH` pairs (:func:`length_batches`; padding is masked). When ``warnings`` is
+        given, pairs cut to fit the window, or holding characters the tokenizer does not know,
+        add one line each (``items`` names what the pairs are, e.g. "text pairs")."""
+        import torch
+
+        out = torch.zeros(len(firsts), dtype=torch.float64)
+        if not firsts:
+            return out
+        enc, truncated, unk = tokenize_pairs(self.tokenizer, firsts, seconds, self.max_length)
+        cut, unknown = len(truncated), len(unk)
+        device = next(self.model.parameters()).device
+        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH):
+            batch = pad_rows(self.tokenizer, enc, rows)
+            with torch.no_grad():
+                logits = self.model(**{k: v.to(device) for k, v in batch.items()}).logits
+            out[rows] = logits[:, 0].double().cpu()
+        if warnings is not None:
+            if cut:
+                warnings.append(
+                    f"{self.reader} read {cut} of {len(firsts)} {items} cut to its window of "
+                    f"{self.max_length} tokens.")
+            if unknown:
+                warnings.append(
+                    f"{self.reader}'s tokenizer does not know some characters of {unknown} of "
+                    f"{len(firsts)} {items}; it read them as unknown tokens.")
+        return out

@@ -32,6 +32,7 @@ from ..recipes import recipe_of
 from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
 from .endpoint import EndpointLLM
 from .importance import BEMImportance, ImportanceModel
+from .lars import LarsModel
 from .llm import LLM
 from .nli import DTYPES, NLIModel, check_choice
 from .server import normalize_url
@@ -158,6 +159,11 @@ def similarity_key(model_id: str) -> tuple:
     return ("similarity", check_source(model_id, "similarity model"))
 
 
+def lars_key(model_id: str) -> tuple:
+    """The key of LARS's trained scorer."""
+    return ("lars", check_source(model_id, "LARS model"))
+
+
 def importance_key(model_id: str) -> tuple:
     return ("importance", check_source(model_id, "importance model"))
 
@@ -234,6 +240,13 @@ def load_similarity(model_id: str, progress: Progress | None = None) -> Similari
                        lambda: SimilarityModel.from_pretrained(key[1], model_id), progress)
 
 
+def load_lars(model_id: str, progress: Progress | None = None) -> LarsModel:
+    """LARS's trained scorer ``model_id``, loaded once."""
+    key = lars_key(model_id)
+    return load_cached(key, "LARS model", model_id,
+                       lambda: LarsModel.from_pretrained(key[1], model_id), progress)
+
+
 # ---- the models a Settings names --------------------------------------------------------------
 
 
@@ -269,6 +282,11 @@ def similarity_for(s: Settings, progress: Progress | None = None) -> SimilarityM
     return load_similarity(s.similarity, progress)
 
 
+def lars_for(s: Settings, progress: Progress | None = None) -> LarsModel:
+    """LARS's scorer: loaded only by a stage that needs it (never by :func:`load_all`)."""
+    return load_lars(s.lars, progress)
+
+
 def nli_dtype(s: Settings) -> str:
     """The NLI model's dtype for ``s``'s recipe. Without CUDA "auto" is float32 already, so a
     recipe's "float32" is the same model: it shares the loaded one instead of a second copy."""
@@ -282,15 +300,19 @@ def load_all(s: Settings, progress: Progress | None = None) -> Models:
 
 
 _FOR = {"llm": llm_for, "importance": importance_for, "nli": nli_for,
-        "similarity": similarity_for}
+        "similarity": similarity_for, "lars": lars_for}
+#: the models only a stage loads, never among an engine's :class:`Models`: cached by id alone
+_STAGE_ONLY = ("similarity", "lars")
 
 
 def model_for(which: str, s: Settings, progress: Progress | None,
               models: Models | None, models_settings: Settings) -> Any:
-    """The ``which`` model ("llm", "importance", "nli" or "similarity") that ``s`` names: one
-    of ``models`` (loaded for ``models_settings``) when it is the same, else :func:`llm_for`
-    and its kin (the similarity model, never among ``models``, is always cached by id)."""
-    if models is not None and which != "similarity" and same_models(s, models_settings, which):
+    """The ``which`` model ("llm", "importance", "nli", "similarity" or "lars") that ``s``
+    names: one of ``models`` (loaded for ``models_settings``) when it is the same, else
+    :func:`llm_for` and its kin (the similarity and LARS models, never among ``models``, are
+    always cached by id)."""
+    if (models is not None and which not in _STAGE_ONLY
+            and same_models(s, models_settings, which)):
         return getattr(models, which)
     return _FOR[which](s, progress)
 

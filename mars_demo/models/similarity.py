@@ -14,10 +14,7 @@ its window are cut to fit and reported. Load it through
 from __future__ import annotations
 
 from ..errors import ModelLoadError
-from ._pairs import length_batches, pad_rows, tokenize_pairs
-
-BATCH = 32  # pairs per forward pass
-MAX_LENGTH = 512  # the window when the tokenizer states none (or an absurd one)
+from ._pairs import PairClassifier
 
 
 def activation_of(config) -> str | None:
@@ -35,8 +32,10 @@ def activation_of(config) -> str | None:
     return None if named is None else str(named)
 
 
-class SimilarityModel:
+class SimilarityModel(PairClassifier):
     """A cross-encoder scoring text pairs (:meth:`similarities`); ``model_id`` names it."""
+
+    reader = "The similarity model"
 
     def __init__(self, model, tokenizer, model_id: str) -> None:
         if int(getattr(model.config, "num_labels", 0)) != 1:
@@ -52,57 +51,18 @@ class SimilarityModel:
                 f"output; SAR reads the sigmoid of a cross-encoder's one logit (a similarity in "
                 f"[0, 1]), e.g. cross-encoder/stsb-roberta-large"
             )
-        self.model = model
-        self.tokenizer = tokenizer
-        self.model_id = model_id
-        limit = getattr(tokenizer, "model_max_length", MAX_LENGTH) or MAX_LENGTH
-        self.max_length = int(min(limit, MAX_LENGTH))
-
-    @classmethod
-    def from_pretrained(cls, source: str, model_id: str) -> "SimilarityModel":
-        """Load the model saved in ``source`` (a Hub id or a directory), uncached; float32, on
-        CUDA when there is one."""
-        import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForSequenceClassification.from_pretrained(source)
-        if torch.cuda.is_available():
-            model = model.to("cuda")
-        return cls(model.eval(), tokenizer, model_id)
+        super().__init__(model, tokenizer, model_id)
 
     def similarities(self, pairs: list[tuple[str, str]],
                      warnings: list[str] | None = None) -> list[float]:
-        """The similarity in [0, 1] of each ``(first, second)`` pair, in the order given. The
-        pairs are tokenized once and sorted by length into batches of at most :data:`BATCH`
-        (so padding stays small; padding is masked). When ``warnings`` is given, a pair cut to
-        fit the model's window, or holding characters its tokenizer does not know, adds one
-        line to it."""
+        """The similarity in [0, 1] of each ``(first, second)`` pair, in batches of
+        :data:`~mars_demo.models._pairs.BATCH`. When ``warnings`` is given, a pair cut to fit the model's window, or
+        holding characters its tokenizer does not know, adds one line to it."""
         import torch
 
-        if not pairs:
-            return []
-        enc, truncated, unk = tokenize_pairs(self.tokenizer, [a for a, _ in pairs],
-                                             [b for _, b in pairs], self.max_length)
-        cut, unknown = len(truncated), len(unk)
-        out: list[float] = [0.0] * len(pairs)
-        device = next(self.model.parameters()).device
-        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH):
-            batch = pad_rows(self.tokenizer, enc, rows)
-            with torch.no_grad():
-                logits = self.model(**{k: v.to(device) for k, v in batch.items()}).logits
-            values = torch.sigmoid(logits[:, 0].double()).tolist()
-            if not all(0.0 <= v <= 1.0 for v in values):  # NaN logits (broken weights)
-                raise ValueError(f"the similarity model {self.model_id} gave {values}")
-            for i, value in zip(rows, values):
-                out[i] = value
-        if warnings is not None:
-            if cut:
-                warnings.append(
-                    f"The similarity model read {cut} of {len(pairs)} text pairs cut to its "
-                    f"window of {self.max_length} tokens.")
-            if unknown:
-                warnings.append(
-                    f"The similarity model's tokenizer does not know some characters of "
-                    f"{unknown} of {len(pairs)} text pairs; it read them as unknown tokens.")
+        logits = self.first_logits([a for a, _ in pairs], [b for _, b in pairs], "text pairs",
+                                   warnings)
+        out = torch.sigmoid(logits).tolist()
+        if not all(0.0 <= v <= 1.0 for v in out):  # NaN logits (broken weights)
+            raise ValueError(f"the similarity model {self.model_id} gave {out}")
         return out

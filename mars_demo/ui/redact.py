@@ -21,7 +21,7 @@ from typing import Any
 
 from mars_demo.result import AnalysisResult
 
-MODEL_KEYS = ("llm", "importance", "nli", "similarity")
+MODEL_KEYS = ("llm", "importance", "nli", "similarity", "lars")
 #: Settings of an analysis JSON that a public page does not hand out: where the server keeps
 #: its BEM models and which server generates its answers.
 PRIVATE_SETTINGS = ("llm_endpoint", "bem", "chunker")
@@ -92,7 +92,8 @@ class Redactor:
         if not isinstance(entry, dict):
             return entry
         entry = dict(entry)
-        for field, key in (("llm", "llm"), ("similarity_model", "similarity")):
+        for field, key in (("llm", "llm"), ("similarity_model", "similarity"),
+                           ("lars_model", "lars")):
             if entry.get(field) is not None:
                 entry[field] = (self.shown.get(str(entry[field]))
                                 or self.model_name(key, entry[field]))
@@ -139,8 +140,8 @@ class Redactor:
         data = dict(data)
         data["settings"] = self.settings(data.get("settings") or {})
         passes = data.get("method_inputs")
-        if isinstance(passes, dict):  # the LLM of an extra pass (P(True)) and SAR's similarity
-            data["method_inputs"] = {  # model, named as in settings
+        if isinstance(passes, dict):  # the LLM of an extra pass (P(True)), SAR's similarity
+            data["method_inputs"] = {  # model and LARS's model, named as in settings
                 k: self._pass(v) for k, v in passes.items()}
         if not self.public:
             return data

@@ -30,6 +30,7 @@ from .alignment import AlignmentStage
 from .base import MODELS, ScoringContext, Stage
 from .clustering import ClusteringStage
 from .importance import ImportanceStage
+from .lars import LarsStage
 from .llm_pass import LLMPassStage
 from .methods import MethodsStage
 from .nli import NLIStage
@@ -41,7 +42,7 @@ __all__ = ["SCORING", "MODELS", "ScoringContext", "Stage", "plan", "models_neede
 #: Every scoring stage, in the order they run.
 SCORING: tuple[Stage, ...] = (
     ImportanceStage(), AlignmentStage(), NLIStage(), ClusteringStage(), UncertaintyStage(),
-    LLMPassStage(), SimilarityStage(), MethodsStage(),
+    LLMPassStage(), SimilarityStage(), LarsStage(), MethodsStage(),
 )
 
 _FIELDS = {f.name for f in dataclasses.fields(ScoringJob)}

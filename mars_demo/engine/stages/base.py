@@ -9,8 +9,8 @@ from ...recipes import Resolved
 from ..job import ScoringJob
 
 #: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass;
-#: "similarity": SAR's cross-encoder)
-MODELS = ("llm", "importance", "nli", "similarity")
+#: "similarity": SAR's cross-encoder; "lars": LARS's trained scorer)
+MODELS = ("llm", "importance", "nli", "similarity", "lars")
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class ScoringContext:
     importance: Any = None  # ImportanceModel or BEMImportance
     nli: Any = None  # NLIModel
     similarity: Any = None  # SimilarityModel (mars_demo.models.similarity), for SAR
+    lars: Any = None  # LarsModel (mars_demo.models.lars), for the LARS methods
 
 
 class Stage(Protocol):

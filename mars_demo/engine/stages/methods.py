@@ -1,7 +1,8 @@
 """The methods stage: the other uncertainty methods asked for (:mod:`mars_demo.methods`: graph
 measures, kernel entropy, lexical similarity, the semantic entropy variants), each from the
 scored samples, their clusters, the NLI probabilities, the log-probs of the extra LLM
-passes (:mod:`.llm_pass`) and SAR's similarities (:mod:`.similarity`); no model runs here."""
+passes (:mod:`.llm_pass`), SAR's similarities (:mod:`.similarity`) and LARS's logits
+(:mod:`.lars`); no model runs here."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class MethodsStage:
     that cannot be computed for these answers is left out with a warning naming it."""
 
     name = "methods"
-    reads = ("scored", "cluster_ids", "nli", "method_inputs", "similarities")
+    reads = ("scored", "cluster_ids", "nli", "method_inputs", "similarities", "lars_outputs")
     adds = ("methods",)
     progress = "uncertainty"
     timing = "methods"
