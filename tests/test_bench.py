@@ -65,7 +65,8 @@ def test_every_method_has_its_cost(data):
         data["stages"]["methods"] / data["after_generation_s"])
     assert data["targets"]["free_methods_share"]["met"] is None  # tiny: timings mean nothing
     opt_in = costs["opt_in"]
-    assert set(opt_in) == {"p_true", "p_true_sampling", "token_sar, sentence_sar, sar"}
+    assert set(opt_in) == {"p_true", "p_true_sampling", "token_sar, sentence_sar, sar",
+                           "lars, lars_entropy, lars_semantic_entropy"}
     for group in opt_in.values():
         assert group["seconds"] > 0
         assert all(v is not None for v in group["values"].values()), group

@@ -29,41 +29,10 @@ EDGES = [0.0, 0.00105, 0.00125, 0.5]
 
 
 def build_tiny_lars(path, tiny_nli, bins=BINS, edges=EDGES, seed=19):
-    """A random tiny RoBERTa sequence classifier with one output, its byte-level BPE tokenizer
-    (the tiny NLI model's vocabulary and merges as a RoBERTa tokenizer) holding the bin tokens
-    as special tokens, and ``number_of_bins``/``edges`` in its config: LARS's shape."""
-    import tempfile
+    """A random tiny LARS-shaped model (:func:`mars_demo.devtools.tiny.lars.build_lars`)."""
+    from mars_demo.devtools.tiny.lars import build_lars
 
-    import torch
-    from transformers import (AutoTokenizer, RobertaConfig, RobertaForSequenceClassification,
-                              RobertaTokenizerFast)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        nli = AutoTokenizer.from_pretrained(str(tiny_nli))
-        vocab_file, merges = nli.backend_tokenizer.model.save(tmp)
-        # RoBERTa's specials first (<pad> = 1, as its position ids expect), then the BPE tokens
-        old = json.loads(open(vocab_file, encoding="utf-8").read())
-        words = sorted((w for w in old if w not in nli.all_special_tokens), key=old.get)
-        vocab = {w: i for i, w in enumerate(["<s>", "<pad>", "</s>", "<unk>", *words, "<mask>"])}
-        with open(vocab_file, "w", encoding="utf-8") as f:
-            json.dump(vocab, f)
-        tok = RobertaTokenizerFast(vocab_file=vocab_file, merges_file=merges,
-                                   model_max_length=512)
-    tok.add_special_tokens(
-        {"additional_special_tokens": [f"[prob_token_{i}]" for i in range(bins)]})
-    config = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
-                           num_attention_heads=2, intermediate_size=64, num_labels=1,
-                           max_position_embeddings=514, pad_token_id=tok.pad_token_id,
-                           bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                           initializer_range=0.5)  # wide weights: the logit follows the input
-    config.number_of_bins = bins
-    if edges is not None:
-        config.edges = list(edges)
-    torch.manual_seed(seed)
-    model = RobertaForSequenceClassification(config).eval()
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return build_lars(path, tiny_nli, bins=bins, edges=edges, seed=seed)
 
 
 @pytest.fixture(scope="module")

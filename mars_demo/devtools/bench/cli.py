@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--opt-in-methods", action="store_true",
                    help="also time the opt-in methods (p_true, p_true_sampling, the SAR methods "
-                   "with a random stsb-roberta-large-shaped similarity model), each asked alone "
-                   "after the analysis")
+                   "with a random stsb-roberta-large-shaped similarity model, the LARS methods "
+                   "with a random roberta-base-shaped LARS), each asked alone after the analysis")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")

@@ -6,7 +6,8 @@
 - Opt-in methods (``--opt-in-methods``): the engine scores the same answers again with only
   that method asked and the earlier result given as ``reuse`` (so importance and NLI are not
   redone); the seconds its ``methods`` timing took, pass or model call included. The SAR
-  methods share one similarity pass, so they are timed together.
+  methods share one similarity pass, and the LARS methods one LARS pass (greedy answer and
+  samples), so each family is timed together.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ OPT_IN_GROUPS: dict[str, tuple[str, ...]] = {
     "p_true": ("p_true",),
     "p_true_sampling": ("p_true_sampling",),
     "token_sar, sentence_sar, sar": ("token_sar", "sentence_sar", "sar"),
+    "lars, lars_entropy, lars_semantic_entropy": ("lars", "lars_entropy",
+                                                  "lars_semantic_entropy"),
 }
 SIMILARITY_LIKE = "cross-encoder/stsb-roberta-large (SAR)"
+LARS_LIKE = "duygunuryldz/LARS (roberta-base)"
 
 
 def free_method_costs(result, repeats: int = 20) -> dict[str, float]:
@@ -70,12 +74,13 @@ def build_similarity(path: pathlib.Path, shape: str, seed: int, tokenizer_dir) -
     tok.save_pretrained(path)
 
 
-def opt_in_method_costs(engine, settings, answers, result, similarity: str) -> dict[str, Any]:
+def opt_in_method_costs(engine, settings, answers, result, similarity: str,
+                        lars: str) -> dict[str, Any]:
     """Seconds of each group of :data:`OPT_IN_GROUPS`: the answers scored again with only those
     methods asked, the earlier ``result`` reused (its importance and NLI are not redone)."""
     costs: dict[str, Any] = {}
     for name, ids in OPT_IN_GROUPS.items():
-        asked = settings.replace(methods=ids, similarity=similarity)
+        asked = settings.replace(methods=ids, similarity=similarity, lars=lars)
         engine.score(answers, asked, reuse=result)  # warm-up: loads the model, if any
         again = engine.score(answers, asked, reuse=result)
         costs[name] = {"seconds": again.timings_s.get("methods", 0.0),

@@ -63,7 +63,7 @@ def format_report(d: dict[str, Any]) -> str:
                                                      key=lambda kv: -kv[1])))
     if mc["opt_in"]:
         lines.append(f"opt-in methods (each asked alone, after the analysis; similarity model "
-                     f"like {mc['similarity_like']}): " + ", ".join(
+                     f"like {mc['similarity_like']}, LARS like {mc['lars_like']}): " + ", ".join(
                          f"{k} {v['seconds']:.3f} s" for k, v in mc["opt_in"].items()))
     lines.append("")
     for n in d["nli_models"]:

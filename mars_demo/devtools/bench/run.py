@@ -10,7 +10,13 @@ from typing import Any, Callable
 
 from .compare import compare, compare_phrases, default_tolerance, summarize
 from .instrument import Instrument, peak_rss_mb, rss_mb
-from .methods import SIMILARITY_LIKE, build_similarity, free_method_costs, opt_in_method_costs
+from .methods import (
+    LARS_LIKE,
+    SIMILARITY_LIKE,
+    build_similarity,
+    free_method_costs,
+    opt_in_method_costs,
+)
 from .models import build_models
 from .reference import (
     greedy_only_generation,
@@ -187,13 +193,20 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
         log("timing each free method ...")
         costs = {"free": free_method_costs(last[1]), "opt_in": None}
         if opt_in_methods:
-            sim_dir = pathlib.Path(paths["llm"]).parent / "similarity"
-            shape = "tiny" if llm_shape == "tiny" else "large"
-            log(f"timing the opt-in methods (a {shape}-shaped similarity model) ...")
-            build_similarity(sim_dir, shape, seed, paths["nli"])
+            from ..tiny.lars import build_lars
+
+            root = pathlib.Path(paths["llm"]).parent
+            tiny = llm_shape == "tiny"
+            log("timing the opt-in methods (random similarity and LARS models) ...")
+            build_similarity(root / "similarity", "tiny" if tiny else "large", seed, paths["nli"])
+            lars_dir = root / ("lars-tiny" if tiny else "lars-base")
+            if not (lars_dir / "config.json").is_file():
+                build_lars(lars_dir, paths["nli"], shape="tiny" if tiny else "base", seed=seed,
+                           initializer_range=0.5 if tiny else 0.02)
             costs["opt_in"] = opt_in_method_costs(engine, settings, last[0], last[1],
-                                                  str(sim_dir))
-            costs["similarity_like"] = SIMILARITY_LIKE if shape == "large" else "tiny"
+                                                  str(root / "similarity"), str(lars_dir))
+            costs["similarity_like"] = "tiny" if tiny else SIMILARITY_LIKE
+            costs["lars_like"] = "tiny" if tiny else LARS_LIKE
     finally:
         inst.close()
 

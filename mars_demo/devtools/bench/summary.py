@@ -226,6 +226,7 @@ def summarize_runs(*, built_on, runs, other_runs, costs, llm, spec, llm_shape, c
             "methods_asked": list(settings.method_ids),
             "opt_in": costs["opt_in"],
             "similarity_like": costs.get("similarity_like"),
+            "lars_like": costs.get("lars_like"),
         },
         "reference_stages": ref_stages,
         "reference_generation_s": ref_generation,
