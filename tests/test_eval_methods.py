@@ -420,6 +420,11 @@ def test_a_run_names_the_similarity_model_where_its_methods_ran_it(run, tmp_path
     assert not any("different models" in w for w in one["warnings"])
     assert "| similarity | org/sts-a | none |" in markdown(one)
 
+    head = EvaluationView(tmp_path, public=True).show("a", None, None)["eval_table"]
+    assert "NLI tiny-nli, similarity (SAR) org/sts-a.</p>" in head
+    assert "similarity (SAR)" not in EvaluationView(tmp_path).show("unused", None, None)[
+        "eval_table"].split("</p>")[0]
+
     path = tmp_path / "sar.json"
     assert main(["evaluate", "--calibrate", str(tmp_path / "a"), "--measure", "sar",
                  "--calibration-out", str(path), "--no-plots"]) == 0, capsys.readouterr().err
