@@ -31,6 +31,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts, zerogpu
+from mars_demo.methods import OPTIONAL_MODELS
 from mars_demo.options import OPTIONS
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
 from mars_demo.access import (
@@ -171,6 +172,9 @@ def check_calibration(calibration, info: Mapping[str, object], settings: Setting
     --llm-model is named only once the server answers: then its check waits for each answer
     (the page shows no chance for another model's answers) and the returned note says so."""
     models = {"llm": info.get("llm"), "importance": info.get("importance"), "nli": info.get("nli")}
+    # an optional model (SAR's similarity model...): checked where the calibration's
+    # uncertainty reads one (it recorded it)
+    models.update({key: getattr(settings, key) for key, _, _ in OPTIONAL_MODELS})
     note = None
     if settings.llm_endpoint:
         if settings.llm_model:

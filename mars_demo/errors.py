@@ -18,6 +18,7 @@ Pure Python: torch is never imported here (a torch error can only exist once tor
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -82,6 +83,49 @@ def is_out_of_memory(err: BaseException) -> bool:
     return "out of memory" in text or "outofmemory" in text
 
 
+#: What loading a model says when it needs a CUDA GPU that this machine lacks, as transformers,
+#: bitsandbytes and torch word it, e.g. "No GPU or XPU found. A GPU or XPU is needed for FP8
+#: quantization." (an fp8-quantized folder on a CPU machine), "HIGGS quantization is only
+#: supported on GPU.", "CUDA is required but not available for bitsandbytes." (a bitsandbytes
+#: 4-bit folder where bitsandbytes has no CPU support), "Torch not compiled with CUDA enabled",
+#: "No CUDA GPUs are available", "None of the available devices ... are supported by the
+#: bitsandbytes version you have installed".
+_NEEDS_CUDA = re.compile(
+    r"no (?:cuda )?gpus?\b(?: or xpu)? (?:found|are available)"
+    r"|only supported on (?:a )?(?:cuda )?gpu"
+    r"|\b(?:requires?|needs?) (?:a )?(?:cuda|gpu)\b"
+    r"|\b(?:a )?(?:cuda|gpu)(?: or xpu)? is (?:required|needed|not available)"
+    r"|not compiled with cuda|found no nvidia driver"
+    r"|none of the available devices .{0,80} are supported by the bitsandbytes"
+)
+
+
+def needs_cuda(err: BaseException) -> bool:
+    """Whether ``err`` says the model needs a CUDA GPU that is not there (see
+    :data:`_NEEDS_CUDA`); an out-of-memory error is no such error.
+
+    >>> needs_cuda(RuntimeError("No GPU or XPU found. A GPU or XPU is needed for FP8 quantization."))
+    True
+    >>> needs_cuda(AssertionError("Torch not compiled with CUDA enabled"))
+    True
+    >>> needs_cuda(OSError("Error no file named pytorch_model.bin found in directory m"))
+    False
+    """
+    return not is_out_of_memory(err) and bool(_NEEDS_CUDA.search(f"{err}".lower()))
+
+
+def _quantization(model_id: str) -> str | None:
+    """The ``quant_method`` of the ``quantization_config`` in a local model folder's
+    config.json ("bitsandbytes", "fp8"...), if it has one."""
+    try:
+        with open(os.path.join(os.path.expanduser(model_id), "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        method = config["quantization_config"]["quant_method"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(method) if method else None
+
+
 def check_finite(values, who: str) -> None:
     """Raise :class:`InvalidModelOutput` unless every value of the tensor ``values`` is finite.
 
@@ -106,6 +150,15 @@ def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoa
         hint = (
             f"not enough memory to load {model_id!r}. Close other programs, use 4-bit loading on a "
             "GPU, or pick a smaller model preset."
+        )
+    elif needs_cuda(err):
+        method = _quantization(model_id)
+        saved = f" (it was saved quantized with {method})" if method else ""
+        hint = (
+            f"{model_id!r} needs a CUDA GPU{saved}, and none is usable here (no NVIDIA GPU, "
+            "or a PyTorch built without CUDA). Run it on a machine with a CUDA GPU and a CUDA "
+            "build of PyTorch, or pick a model saved without GPU-only quantization (an "
+            "unquantized one)."
         )
     elif is_dir:
         hint = (

@@ -126,6 +126,43 @@ METHODS: dict[str, Method] = {m.id: m for m in (
 #: The methods computed when none are asked for: all that need no extra model or pass.
 FREE: tuple[str, ...] = tuple(m.id for m in METHODS.values() if m.free)
 
+#: The models every analysis runs (the LLM that made the answers, the importance and NLI models
+#: that scored them), as its recorded settings name them.
+BASE_MODELS = ("llm", "importance", "nli")
+#: The optional models: (the Settings field naming it, the need of the methods that run it, its
+#: name for people). Each is loaded only when a method asked for needs it, so an analysis, a
+#: run or a page names it only then (see :func:`optional_models`).
+OPTIONAL_MODELS: tuple[tuple[str, str, str], ...] = (
+    ("similarity", "similarity_model", "similarity (SAR)"),
+    ("lars", "lars_model", "LARS"),
+)
+
+
+def optional_models(method_ids: Sequence[str] | None) -> tuple[str, ...]:
+    """The optional models (Settings fields, :data:`OPTIONAL_MODELS` order) that the methods
+    ``method_ids`` run; unknown ids are ignored, None is :data:`FREE` (which runs none).
+
+    >>> optional_models(["eigv", "sar"]), optional_models(None)
+    (('similarity',), ())
+    """
+    needs = set().union(*(METHODS[m].needs for m in method_ids or () if m in METHODS))
+    return tuple(field for field, need, _ in OPTIONAL_MODELS if need in needs)
+
+
+def models_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The models an analysis used, from its recorded ``settings``: :data:`BASE_MODELS`, then
+    each optional model its methods (``settings["methods"]``) ran, and no other.
+
+    >>> models_of({"llm": "a", "importance": "b", "nli": "c", "similarity": "d",
+    ...            "methods": ["sar"]})
+    {'llm': 'a', 'importance': 'b', 'nli': 'c', 'similarity': 'd'}
+    >>> models_of({"llm": "a", "similarity": "d", "methods": ["eigv"]})
+    {'llm': 'a', 'importance': None, 'nli': None}
+    """
+    methods = settings.get("methods")
+    used = optional_models(methods if isinstance(methods, (list, tuple)) else None)
+    return {k: settings.get(k) for k in BASE_MODELS + used}
+
 
 def parse_methods(text_or_list: str | Sequence[str]) -> tuple[str, ...]:
     """Method ids from ``"id,id,..."`` (spaces allowed) or a list of ids, in the order given,

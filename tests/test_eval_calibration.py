@@ -65,6 +65,43 @@ def test_a_calibration_for_other_models_is_refused():
         cal.check_models(other)
 
 
+def test_a_sar_calibration_records_and_checks_the_similarity_model(tmp_path):
+    """SAR's uncertainty depends on its similarity model: a calibration of it records that
+    model and refuses another; one of a measure that reads no similarity records none, so a
+    page's similarity model does not matter to it."""
+    run = {**MODELS, "similarity": "cross-encoder/stsb-roberta-large"}
+    u, c = [0.1, 0.5, 0.9, 1.3], [True, True, False, False]
+    sar = calibration.fit(u, c, measure="sar", scoring="value", models=run, data="d", auroc=1.0)
+    again = calibration.load(sar.save(tmp_path / "sar.json"))
+    assert again.models == run
+    again.check_models(dict(run))
+    with pytest.raises(calibration.CalibrationError,
+                       match="similarity: calibrated with 'cross-encoder/stsb-roberta-large', "
+                             "loaded 'org/other-sts'"):
+        again.check_models({**run, "similarity": "org/other-sts"})
+    analysis = {**run, "similarity": "org/other-sts", "methods": ["sar"]}
+    with pytest.raises(calibration.CalibrationError, match="similarity: calibrated with"):
+        again.check(analysis)
+    plain = calibration.fit(u, c, measure="semantic_entropy", scoring="mars", models=run,
+                            data="d", auroc=1.0)
+    assert plain.models == MODELS
+    plain.check_models({**run, "similarity": "org/other-sts"})
+
+
+def test_app_refuses_a_sar_calibration_of_another_similarity_model(tmp_path):
+    import app
+    from mars_demo.settings import Settings
+
+    run = {**MODELS, "similarity": "cross-encoder/stsb-roberta-large"}
+    cal = calibration.fit([0.1, 0.5, 0.9, 1.3], [True, True, False, False], measure="sar",
+                          scoring="value", models=run, data="d", auroc=1.0)
+    settings = Settings(llm=MODELS["llm"], importance=MODELS["importance"], nli=MODELS["nli"],
+                        similarity=run["similarity"])
+    assert app.check_calibration(cal, dict(MODELS), settings) is None
+    with pytest.raises(calibration.CalibrationError, match="similarity: calibrated with"):
+        app.check_calibration(cal, dict(MODELS), settings.replace(similarity="org/other-sts"))
+
+
 def test_bad_files_are_refused_with_a_message(tmp_path):
     p = tmp_path / "x.json"
     p.write_text("{not json")

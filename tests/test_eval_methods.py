@@ -379,3 +379,71 @@ def test_a_method_some_answers_lack_is_left_out_of_the_table_with_a_warning(tmp_
                for w in report["warnings"]), report["warnings"]
     whole = parse_records("\n".join(json.dumps(r) for r in make_records()))
     assert methods_table.incomplete(whole) == []
+
+
+def sar_records(similarity: str | None, methods: list[str]) -> list[dict]:
+    """The hand-made records with a ``sar`` value, their analyses made with ``methods`` and
+    SAR's similarity model ``similarity``."""
+    rows = make_records()
+    rng = np.random.default_rng(19)
+    for r in rows:
+        r["methods"]["sar"] = {"value": float(rng.normal() + (not r["correct"]))}
+        r["analysis"] = {"settings": {**SETTINGS, "similarity": similarity,
+                                      "methods": methods}}
+    return rows
+
+
+def test_a_run_names_the_similarity_model_where_its_methods_ran_it(run, tmp_path, capsys):
+    """report.json, report.md, --compare and --calibrate name SAR's similarity model of a run
+    whose analyses ran a SAR method, and a run without one claims none."""
+    from mars_demo.evaluation.compare import compare_runs, markdown
+
+    a = make_run(tmp_path / "a", sar_records("org/sts-a", ["eigv", "sar"]), resamples=10)
+    assert a["models"] == {"llm": "tiny-llm", "importance": "tiny-imp", "nli": "tiny-nli",
+                           "similarity": "org/sts-a"}
+    md = (tmp_path / "a" / "report.md").read_text(encoding="utf-8")
+    assert "NLI tiny-nli, similarity (SAR) org/sts-a." in md
+    # the similarity model is in every analysis's settings, but only SAR runs it
+    unused = make_run(tmp_path / "unused", sar_records("org/sts-a", ["eigv"]), resamples=10)
+    assert "similarity" not in unused["models"] and "similarity" not in run[2]["models"]
+    assert "similarity (SAR)" not in (tmp_path / "unused" / "report.md").read_text(
+        encoding="utf-8")
+
+    make_run(tmp_path / "b", sar_records("org/sts-b", ["eigv", "sar"]), resamples=10)
+    both = compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "b"), "A", "B",
+                        resamples=20)
+    assert both["warnings"] == ["the runs used different models (similarity: org/sts-a vs "
+                                "org/sts-b)"]
+    assert "| similarity | org/sts-a | org/sts-b |" in markdown(both)
+    one = compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "unused"), "A", "U",
+                       resamples=20)
+    assert not any("different models" in w for w in one["warnings"])
+    assert "| similarity | org/sts-a | none |" in markdown(one)
+
+    head = EvaluationView(tmp_path, public=True).show("a", None, None)["eval_table"]
+    assert "NLI tiny-nli, similarity (SAR) org/sts-a.</p>" in head
+    assert "similarity (SAR)" not in EvaluationView(tmp_path).show("unused", None, None)[
+        "eval_table"].split("</p>")[0]
+
+    path = tmp_path / "sar.json"
+    assert main(["evaluate", "--calibrate", str(tmp_path / "a"), "--measure", "sar",
+                 "--calibration-out", str(path), "--no-plots"]) == 0, capsys.readouterr().err
+    assert json.loads(path.read_text())["models"]["similarity"] == "org/sts-a"
+    with pytest.raises(calibration.CalibrationError, match="similarity: calibrated with"):
+        calibration.load(path).check_models({**a["models"], "similarity": "org/sts-b"})
+
+
+def test_a_resumed_run_refuses_answers_of_another_similarity_model(tmp_path):
+    from types import SimpleNamespace
+
+    from mars_demo.evaluation.run import RunError, _check_models
+
+    def made(similarity):
+        return SimpleNamespace(settings={**SETTINGS, "similarity": similarity,
+                                         "methods": ["sar"]})
+
+    expected = _check_models(None, made("org/sts-a"), tmp_path)
+    assert expected["similarity"] == "org/sts-a"
+    with pytest.raises(RunError, match="similarity: 'org/sts-a' in the run, 'org/sts-b' now.*"
+                                       "--nli, --similarity, --load-in-4bit"):
+        _check_models(expected, made("org/sts-b"), tmp_path)

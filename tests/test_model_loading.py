@@ -100,6 +100,71 @@ def test_explain_load_error_does_not_take_sizes_for_http_codes():
     assert "gated" in str(explain_load_error("m/x", "LLM", OSError("HTTP 403 Forbidden")))
 
 
+def quantized_copy(tiny_models, tmp_path, which: str, config: dict):
+    """The tiny ``which`` model with ``config`` as its config.json's ``quantization_config``,
+    as a folder saved quantized says."""
+    import json
+
+    folder = tmp_path / f"{which}-{config['quant_method']}"
+    shutil.copytree(tiny_models[which], folder)
+    data = json.loads((folder / "config.json").read_text())
+    data["quantization_config"] = config
+    (folder / "config.json").write_text(json.dumps(data))
+    return folder
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU loads these folders")
+@pytest.mark.parametrize("which, load", [("llm", registry.load_llm), ("nli", registry.load_nli)])
+@pytest.mark.parametrize("config, said", [
+    # transformers on this CPU: "No GPU or XPU found. A GPU or XPU is needed for FP8
+    # quantization." / "HIGGS quantization is only supported on GPU. ..."
+    ({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+     "No GPU or XPU found"),
+    ({"quant_method": "higgs", "bits": 4, "p": 2}, "only supported on GPU"),
+])
+def test_a_folder_saved_with_gpu_only_quantization_says_it_needs_a_cuda_gpu(
+        tmp_path, tiny_models, which, load, config, said):
+    folder = quantized_copy(tiny_models, tmp_path, which, config)
+    with pytest.raises(ModelLoadError) as info:
+        load(str(folder))
+    message = str(info.value)
+    assert (f"needs a CUDA GPU (it was saved quantized with {config['quant_method']})"
+            in message), message
+    assert "unquantized" in message and said in message
+    assert "does not hold a usable model" not in message
+
+
+@pytest.mark.parametrize("text", [
+    # transformers' words where bitsandbytes cannot run without CUDA (a bitsandbytes before
+    # 0.43.1, or one without a CPU backend; the installed one quantizes on CPU too)
+    "CUDA is required but not available for bitsandbytes. Please consider installing the "
+    "multi-platform enabled version of bitsandbytes, which is currently a work in progress.",
+    "The installed version of bitsandbytes (<0.43.1) requires CUDA, but CUDA is not available. "
+    "You may need to install PyTorch with CUDA support or upgrade bitsandbytes to >=0.43.1.",
+    "None of the available devices `available_devices = {'cpu'}` are supported by the "
+    "bitsandbytes version you have installed: `bnb_supported_devices = {'cuda'}`.",
+    "No CUDA GPUs are available",
+])
+def test_a_bitsandbytes_folder_that_needs_cuda_says_so(tmp_path, tiny_models, text):
+    folder = quantized_copy(tiny_models, tmp_path, "llm", {
+        "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"})
+    message = str(explain_load_error(str(folder), "LLM", RuntimeError(text)))
+    assert "needs a CUDA GPU (it was saved quantized with bitsandbytes)" in message
+    assert "does not hold a usable model" not in message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch here is built with CUDA")
+def test_torch_without_cuda_is_said_plainly(tmp_path):
+    with pytest.raises((AssertionError, RuntimeError)) as info:  # torch's own words
+        torch.empty(1, device="cuda")
+    message = str(explain_load_error(str(tmp_path), "NLI model", info.value))
+    assert f"{str(tmp_path)!r} needs a CUDA GPU, and none is usable here" in message, message
+    assert "does not hold a usable model" not in message
+    # an error that names CUDA for running out of memory stays a memory error
+    oom = RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB; CUDA is not available")
+    assert "not enough memory" in str(explain_load_error(str(tmp_path), "LLM", oom))
+
+
 def test_engine_works_after_a_load_failure(engine, tiny_settings):
     with pytest.raises(ModelLoadError):
         engine.analyze(QUESTION, tiny_settings.replace(nli="/no/such/nli"))

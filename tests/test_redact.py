@@ -67,6 +67,42 @@ def test_the_page_shows_no_server_path_in_results_errors_or_the_banner():
     assert "/srv/secret" not in controller.banner_html()
 
 
+def test_the_banner_names_the_similarity_model_only_where_sar_can_run():
+    """SAR's similarity model is loaded only for a SAR method: the banner names it (by the
+    name visitors see) where the engine's methods or those visitors may ask for include one."""
+    import dataclasses
+
+    from mars_demo.methods import FREE
+
+    engine = FakeEngine()
+    engine.settings = engine.settings.replace(similarity="/srv/secret/models/tiny-sts")
+    plain = Controller(EngineHost(engine), public_access()).banner_html()
+    assert "similarity" not in plain and "tiny-sts" not in plain
+    offered = dataclasses.replace(public_access(), methods=frozenset(FREE) | {"sar"})
+    shown = Controller(EngineHost(engine), offered).banner_html()
+    assert "similarity (SAR) <b>tiny-sts</b>" in shown and "/srv/secret" not in shown
+    named = dataclasses.replace(offered, model_names={"similarity": "Tiny STS"})
+    assert "similarity (SAR) <b>Tiny STS</b>" in Controller(EngineHost(engine), named).banner_html()
+    engine.settings = engine.settings.replace(methods=("token_sar",))  # the engine's own methods
+    local = Controller(EngineHost(engine), Access()).banner_html()
+    assert "similarity (SAR) <b>/srv/secret/models/tiny-sts</b>" in local
+
+
+def test_the_banner_names_the_lars_model_only_where_a_lars_method_can_run():
+    import dataclasses
+
+    from mars_demo.methods import FREE
+
+    engine = FakeEngine()
+    engine.settings = engine.settings.replace(lars="/srv/secret/models/tiny-lars")
+    plain = Controller(EngineHost(engine), public_access()).banner_html()
+    assert "LARS" not in plain and "tiny-lars" not in plain
+    offered = dataclasses.replace(public_access(), methods=frozenset(FREE) | {"lars_entropy"})
+    shown = Controller(EngineHost(engine), offered).banner_html()
+    assert "LARS <b>tiny-lars</b>" in shown and "/srv/secret" not in shown
+    assert "similarity" not in shown  # a LARS method needs no similarity model
+
+
 def test_paths_and_names():
     assert hide_paths("see /a/b/c.txt and C:\\x\\y.bin, not 1/2 or km/h") == (
         "see c.txt and y.bin, not 1/2 or km/h")

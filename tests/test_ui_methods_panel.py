@@ -243,3 +243,16 @@ def test_the_controller_renders_the_panel_and_says_how_the_run_was_made_otherwis
         assert '<th scope="col" data-col="length_normalized" class="mars-active">' in again
     plain = Controller(EngineHost(FakeEngine())).show(result, "mars")["methods_panel"]
     assert esc(texts.METHODS_NOT_COMPARABLE) in plain
+
+
+def test_a_sar_value_of_another_similarity_model_than_the_runs_is_said_to_be_made_otherwise():
+    result = make_result()
+    base = {k: result.settings[k] for k in ("llm", "importance", "nli")}
+    run = methods_panel.RunValues("run", "hand.jsonl", 2,
+                                  models={**base, "similarity": "org/sts-b"})
+    result.settings = {**result.settings, "similarity": "org/sts-a", "methods": ["sar"]}
+    assert methods_panel.differences(result, run) == [texts.METHODS_RUN_MODELS]
+    result.settings = {**result.settings, "similarity": "org/sts-b"}
+    assert methods_panel.differences(result, run) == []
+    result.settings = {**result.settings, "similarity": "org/sts-a", "methods": ["eigv"]}
+    assert methods_panel.differences(result, run) == []  # this answer ran no SAR method

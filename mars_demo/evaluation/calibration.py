@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..methods import BASE_MODELS, OPTIONAL_MODELS, optional_models
 from . import MEASURES, SCORINGS
 from .runs import NAME, VARIANTS
 
@@ -41,7 +42,7 @@ FORMAT = "mars-demo-calibration"
 VERSION = 1
 CV_FOLDS = 5  # cross-validation folds; each class needs at least this many answers
 ECE_BINS = 10
-MODEL_KEYS = ("llm", "importance", "nli")
+MODEL_KEYS = BASE_MODELS  # the models every calibration records and checks
 #: The settings an uncertainty's scale depends on (as an analysis records them in ``settings``):
 #: an analysis made or scored with other values gets no chance from the calibration.
 SETTING_KEYS = ("prompt", "samples", "temperature", "top_p", "max_new_tokens",
@@ -137,11 +138,18 @@ class Calibration:
         return (f"isotonic calibration of {self.measure} ({self.scoring}) on {self.data}, "
                 f"n = {self.n}, accuracy {self.accuracy:.1%}, AUROC {auroc}")
 
+    @property
+    def model_keys(self) -> tuple[str, ...]:
+        """The models this calibration checks: :data:`MODEL_KEYS`, and each optional model
+        (SAR's similarity model...) it recorded, as it does when its uncertainty reads one."""
+        return MODEL_KEYS + tuple(k for k, _, _ in OPTIONAL_MODELS if self.models.get(k))
+
     def check_models(self, models: dict[str, Any]) -> None:
-        """Raise :class:`CalibrationError` unless ``models`` (llm, importance, nli ids) are the
-        ones this calibration was made with."""
+        """Raise :class:`CalibrationError` unless ``models`` (llm, importance, nli ids, and an
+        optional model's where :attr:`model_keys` has it) are the ones this calibration was
+        made with."""
         wrong = [f"{k}: calibrated with {self.models.get(k)!r}, loaded {models.get(k)!r}"
-                 for k in MODEL_KEYS if self.models.get(k) != models.get(k)]
+                 for k in self.model_keys if self.models.get(k) != models.get(k)]
         if wrong:
             raise CalibrationError(
                 "this calibration was made for other models (" + "; ".join(wrong) + "); "
@@ -152,7 +160,7 @@ class Calibration:
         """Raise :class:`CalibrationError` unless an analysis's recorded ``settings`` have this
         calibration's models (:meth:`check_models`) and its :data:`SETTING_KEYS` values (those
         the calibration recorded)."""
-        self.check_models({k: settings.get(k) for k in MODEL_KEYS})
+        self.check_models({k: settings.get(k) for k in self.model_keys})
         wrong = [f"{k} {settings.get(k)!r} here, {self.settings[k]!r} in the calibration"
                  for k in SETTING_KEYS if k in self.settings and settings.get(k) != self.settings[k]]
         if wrong:
@@ -226,9 +234,11 @@ def fit(
     judge: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
 ) -> Calibration:
-    """Fit the non-increasing isotonic map uncertainty -> P(correct). ``settings``: the
-    answers' recorded settings (an analysis's ``settings``); their :data:`SETTING_KEYS` are
-    kept and checked by :meth:`Calibration.check`."""
+    """Fit the non-increasing isotonic map uncertainty -> P(correct). ``models``: the run's
+    (its report's); the calibration keeps :data:`MODEL_KEYS` and the optional models its
+    uncertainty reads (``sar``'s similarity model), since those set its scale. ``settings``:
+    the answers' recorded settings (an analysis's ``settings``); their :data:`SETTING_KEYS`
+    are kept and checked by :meth:`Calibration.check`."""
     from sklearn.isotonic import IsotonicRegression
 
     if not valid_uncertainty(measure, scoring):
@@ -244,7 +254,8 @@ def fit(
     return Calibration(
         measure=measure, scoring=scoring,
         x=[float(v) for v in iso.X_thresholds_], y=[float(v) for v in iso.y_thresholds_],
-        models={k: models.get(k) for k in MODEL_KEYS}, data=data, n=int(u.size),
+        models={k: models.get(k) for k in MODEL_KEYS + optional_models([measure])},
+        data=data, n=int(u.size),
         accuracy=float(c.mean()), auroc=auroc, judge=dict(judge or {}),
         settings={k: (settings or {}).get(k) for k in SETTING_KEYS} if settings else {},
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

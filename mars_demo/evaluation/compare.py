@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..methods import BASE_MODELS, OPTIONAL_MODELS
 from . import METRIC_TITLES, METRICS
 from . import methods_table
 from . import metrics as metric_math
@@ -50,9 +51,11 @@ def _warnings(a: Run, b: Run, shared: int) -> list[str]:
         out.append(f"the runs were judged differently (A: {judge_text(a.report.judge)}, B: "
                    f"{judge_text(b.report.judge)}): a difference may come from the verdicts, "
                    "not from the uncertainty")
-    models = [f"{k}: {a.report.models.get(k)} vs {b.report.models.get(k)}"
-              for k in ("llm", "importance", "nli")
-              if a.report.models.get(k) != b.report.models.get(k)]
+    ma, mb = a.report.models, b.report.models
+    # an optional model (SAR's similarity model...) where both runs ran it: a run without it
+    # has none of its methods' values to compare
+    keys = BASE_MODELS + tuple(k for k, _, _ in OPTIONAL_MODELS if ma.get(k) and mb.get(k))
+    models = [f"{k}: {ma.get(k)} vs {mb.get(k)}" for k in keys if ma.get(k) != mb.get(k)]
     if models:
         out.append("the runs used different models (" + "; ".join(models) + ")")
     return out
@@ -133,8 +136,10 @@ def markdown(c: dict[str, Any]) -> str:
              f"| data | {a['data']} | {b['data']} |", f"| n | {a['n']} | {b['n']} |",
              f"| accuracy on the {c['shared']} shared | {a['accuracy_shared'] * 100:.1f}% | "
              f"{b['accuracy_shared'] * 100:.1f}% |"]
-    for key in ("llm", "importance", "nli"):
-        lines.append(f"| {key} | {a['models'].get(key)} | {b['models'].get(key)} |")
+    optional = [k for k, _, _ in OPTIONAL_MODELS if a["models"].get(k) or b["models"].get(k)]
+    for key in BASE_MODELS + tuple(optional):
+        lines.append(f"| {key} | {a['models'].get(key) or 'none'} | "
+                     f"{b['models'].get(key) or 'none'} |")
     lines.append(f"| judge | {judge_text(a['judge'])} | {judge_text(b['judge'])} |")
     if c["settings_differ"]:
         lines += ["", "Settings that differ: " + ", ".join(

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..methods import OPTIONAL_MODELS
 from . import METRIC_TITLES, METRICS
 from . import metrics as metric_math
 from .judges import WHOLE_ANSWER_JUDGES, normalize_answer
@@ -154,7 +155,9 @@ def markdown(report: dict[str, Any], extra: Sequence[str] = ()) -> str:
         "",
         f"n = {report['n']} questions, accuracy {report['accuracy'] * 100:.1f}% "
         f"({labels_text(report)}). Models: LLM {model}, importance "
-        f"{report['models'].get('importance')}, NLI {report['models'].get('nli')}.",
+        f"{report['models'].get('importance')}, NLI {report['models'].get('nli')}"
+        + "".join(f", {label} {report['models'][k]}" for k, _, label in OPTIONAL_MODELS
+                  if report["models"].get(k)) + ".",
     ]
     if check_text(report.get("judge_check")):
         lines.append(check_text(report["judge_check"]))

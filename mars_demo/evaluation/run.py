@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 from . import judge_check
 from . import methods_table
 from . import report as reporting
-from .calibration import MODEL_KEYS
+from ..methods import models_of
 from .data import Item, load_source, select
 from .judges import Judge
 from .runs import MANIFEST, RESULTS, Record, RunFileError, read_results, read_run
@@ -143,13 +143,15 @@ def _check_models(expected: dict[str, Any] | None, result, out: pathlib.Path) ->
     """The models that made and scored ``result``; a run's results must all come from the same
     ones (a run resumed on another machine may resolve the defaults to other models, or a
     server may serve another model now): refused with what differs."""
-    used = {k: result.settings.get(k) for k in MODEL_KEYS}
+    used = models_of(result.settings)
     if expected is not None and used != expected:
-        diffs = "; ".join(f"{k}: {expected[k]!r} in the run, {used[k]!r} now"
-                          for k in MODEL_KEYS if expected[k] != used[k])
+        diffs = "; ".join(f"{k}: {expected.get(k)!r} in the run, {used.get(k)!r} now"
+                          for k in dict.fromkeys([*expected, *used])
+                          if expected.get(k) != used.get(k))
+        flags = ", ".join("--" + k.replace("_", "-") for k in dict.fromkeys([*expected, *used]))
         raise RunError(
             f"{out} holds answers of other models ({diffs}); resume with the run's models "
-            "(--llm, --importance, --nli, --load-in-4bit as it was), or use a new --out directory"
+            f"({flags}, --load-in-4bit as it was), or use a new --out directory"
         )
     return used
 
@@ -285,8 +287,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
         except RunFileError as err:
             raise RunError(str(err)) from err
         done = {r["index"] for r in finished}
-        models = ({k: finished[0]["analysis"]["settings"].get(k) for k in MODEL_KEYS}
-                  if finished else None)
+        models = models_of(finished[0]["analysis"]["settings"]) if finished else None
         todo = [it for it in items if it.index not in done]
         if done:
             config.messages(f"resuming {out}: {len(items) - len(todo)} of {len(items)} "
@@ -309,10 +310,11 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
 
 def _models(records: Sequence[Record], manifest: dict[str, Any]) -> dict[str, Any]:
     """The models that made and scored the answers, as the analyses recorded them (a run's
-    answers all come from the same ones: :func:`_check_models`)."""
+    answers all come from the same ones: :func:`_check_models`): the LLM, importance and NLI
+    models, and an optional one (SAR's similarity model...) only where the run's methods ran
+    it (:func:`mars_demo.methods.models_of`)."""
     first = ((records[0].data.get("analysis") or {}).get("settings") or {}) if records else {}
-    settings = manifest.get("settings") or {}
-    return {k: first.get(k, settings.get(k)) for k in MODEL_KEYS}
+    return models_of({**(manifest.get("settings") or {}), **first})
 
 
 def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict[str, Any],

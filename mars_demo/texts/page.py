@@ -17,7 +17,9 @@ INTRO = (
 
 # --- banner: models and device -----------------------------------------------------------------
 
-BANNER_MODELS = "Models: LLM <b>{llm}</b> · importance <b>{importance}</b> · NLI <b>{nli}</b> · device <b>{device}</b>{quant}"
+BANNER_MODELS = "Models: LLM <b>{llm}</b> · importance <b>{importance}</b> · NLI <b>{nli}</b>{optional} · device <b>{device}</b>{quant}"
+# an optional model (SAR's similarity model...), named only on a page whose methods run it
+BANNER_OPTIONAL_MODEL = " · {label} <b>{name}</b>"
 BANNER_4BIT = " (4-bit)"
 BANNER_CPU_FALLBACK = (
     "No GPU found: running the small CPU preset. Answers are slower and weaker than with the 7B "

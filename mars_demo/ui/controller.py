@@ -32,6 +32,7 @@ from mars_demo.errors import (
     ModelLoadError,
     is_out_of_memory,
 )
+from mars_demo.methods import OPTIONAL_MODELS, optional_models
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
     CPU_DEFAULT_PRESET,
@@ -462,9 +463,22 @@ class Controller:
             llm=render.esc(llm),
             importance=render.esc(redactor.model_name("importance", info["importance"])),
             nli=render.esc(redactor.model_name("nli", info["nli"])),
+            optional="".join(
+                texts.BANNER_OPTIONAL_MODEL.format(
+                    label=render.esc(label), name=render.esc(redactor.model_name(key, value)))
+                for key, label, value in self._optional_models()),
             device=render.esc(info["device"]),
             quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",
         )
+
+    def _optional_models(self) -> list[tuple[str, str, Any]]:
+        """(key, label, id or path) of each optional model (:data:`OPTIONAL_MODELS`) that this
+        page's analyses may run: one a method of the engine's settings or of those visitors may
+        ask for (:attr:`Access.methods`) needs. None when no such method is offered."""
+        settings = self.host.engine.settings
+        used = optional_models(tuple(settings.method_ids) + tuple(sorted(self.access.methods)))
+        return [(key, label, getattr(settings, key)) for key, _, label in OPTIONAL_MODELS
+                if key in used]
 
     def banner(self) -> dict[str, Any]:
         """The banner, and whether to keep polling it (while the models load)."""

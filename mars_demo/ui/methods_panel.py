@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from mars_demo import texts
 # the models and settings that set an uncertainty's scale (those a calibration checks)
 from mars_demo.evaluation.calibration import MODEL_KEYS, SETTING_KEYS
-from mars_demo.methods import METHODS, SCORED_VARIANTS
+from mars_demo.methods import METHODS, OPTIONAL_MODELS, SCORED_VARIANTS, models_of
 from mars_demo.result import AnalysisResult
 from mars_demo.ui.render import esc, fmt
 from mars_demo.ui.tables import Cell, table
@@ -105,6 +105,8 @@ def run_values(run, name: str | None = None) -> RunValues:
             for variant, value in by_variant.items():
                 collected.setdefault((method_id, variant), []).append(float(value))
     models = {k: run.report.models.get(k) for k in MODEL_KEYS}
+    models.update({k: run.report.models[k] for k, _, _ in OPTIONAL_MODELS
+                   if run.report.models.get(k)})  # SAR's similarity model, where it ran
     first = run.records[0].data.get("analysis") if run.records else None
     recorded = first.get("settings") if isinstance(first, dict) else None
     settings = ({k: recorded[k] for k in SETTING_KEYS if k in recorded}
@@ -171,7 +173,9 @@ def differences(result: AnalysisResult, run: RunValues) -> list[str]:
     settings = result.settings or {}
     out = [texts.METHODS_RUN_SETTING.format(name=k, here=settings.get(k), run=v)
            for k, v in run.settings.items() if settings.get(k) != v]
-    if any(settings.get(k) != run.models.get(k) for k in MODEL_KEYS):
+    used = models_of(settings)  # an optional model only where the answer's methods ran it
+    keys = MODEL_KEYS + tuple(k for k in used if k not in MODEL_KEYS and run.models.get(k))
+    if any(settings.get(k) != run.models.get(k) for k in keys):
         out.insert(0, texts.METHODS_RUN_MODELS)
     return out
 
