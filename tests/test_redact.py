@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 import json
 
+import pytest
+
 from ui_helpers import FakeEngine, make_answer, make_result
 
 from mars_demo.access import Access, public_access
@@ -67,40 +69,32 @@ def test_the_page_shows_no_server_path_in_results_errors_or_the_banner():
     assert "/srv/secret" not in controller.banner_html()
 
 
-def test_the_banner_names_the_similarity_model_only_where_sar_can_run():
-    """SAR's similarity model is loaded only for a SAR method: the banner names it (by the
-    name visitors see) where the engine's methods or those visitors may ask for include one."""
+@pytest.mark.parametrize("field, folder, method, own_method, label, other", [
+    ("similarity", "tiny-sts", "sar", "token_sar", "similarity (SAR)", "LARS"),
+    ("lars", "tiny-lars", "lars_entropy", "lars", "LARS", "similarity"),
+])
+def test_the_banner_names_an_optional_model_only_where_its_methods_can_run(
+        field, folder, method, own_method, label, other):
+    """SAR's similarity model and LARS are loaded only for their methods: the banner names each
+    (by the name visitors see) where the engine's methods or those visitors may ask for include
+    one of them, and not the other optional model."""
     import dataclasses
 
     from mars_demo.methods import FREE
 
     engine = FakeEngine()
-    engine.settings = engine.settings.replace(similarity="/srv/secret/models/tiny-sts")
+    engine.settings = engine.settings.replace(**{field: f"/srv/secret/models/{folder}"})
     plain = Controller(EngineHost(engine), public_access()).banner_html()
-    assert "similarity" not in plain and "tiny-sts" not in plain
-    offered = dataclasses.replace(public_access(), methods=frozenset(FREE) | {"sar"})
+    assert label not in plain and folder not in plain
+    offered = dataclasses.replace(public_access(), methods=frozenset(FREE) | {method})
     shown = Controller(EngineHost(engine), offered).banner_html()
-    assert "similarity (SAR) <b>tiny-sts</b>" in shown and "/srv/secret" not in shown
-    named = dataclasses.replace(offered, model_names={"similarity": "Tiny STS"})
-    assert "similarity (SAR) <b>Tiny STS</b>" in Controller(EngineHost(engine), named).banner_html()
-    engine.settings = engine.settings.replace(methods=("token_sar",))  # the engine's own methods
+    assert f"{label} <b>{folder}</b>" in shown and "/srv/secret" not in shown
+    assert other not in shown
+    named = dataclasses.replace(offered, model_names={field: "Shown Name"})
+    assert f"{label} <b>Shown Name</b>" in Controller(EngineHost(engine), named).banner_html()
+    engine.settings = engine.settings.replace(methods=(own_method,))  # the engine's own methods
     local = Controller(EngineHost(engine), Access()).banner_html()
-    assert "similarity (SAR) <b>/srv/secret/models/tiny-sts</b>" in local
-
-
-def test_the_banner_names_the_lars_model_only_where_a_lars_method_can_run():
-    import dataclasses
-
-    from mars_demo.methods import FREE
-
-    engine = FakeEngine()
-    engine.settings = engine.settings.replace(lars="/srv/secret/models/tiny-lars")
-    plain = Controller(EngineHost(engine), public_access()).banner_html()
-    assert "LARS" not in plain and "tiny-lars" not in plain
-    offered = dataclasses.replace(public_access(), methods=frozenset(FREE) | {"lars_entropy"})
-    shown = Controller(EngineHost(engine), offered).banner_html()
-    assert "LARS <b>tiny-lars</b>" in shown and "/srv/secret" not in shown
-    assert "similarity" not in shown  # a LARS method needs no similarity model
+    assert f"{label} <b>/srv/secret/models/{folder}</b>" in local
 
 
 def test_paths_and_names():
