@@ -5,7 +5,7 @@ MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
 MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
 MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT,
 MARS_DEMO_TRUSTED_PROXIES, MARS_DEMO_LLM_NAME, MARS_DEMO_IMPORTANCE_NAME, MARS_DEMO_NLI_NAME,
-MARS_DEMO_SIMILARITY, MARS_DEMO_SIMILARITY_NAME, MARS_DEMO_LARS, MARS_DEMO_LARS_NAME,
+MARS_DEMO_METHODS, MARS_DEMO_SIMILARITY, MARS_DEMO_SIMILARITY_NAME, MARS_DEMO_LARS, MARS_DEMO_LARS_NAME,
 MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS, MARS_DEMO_LOAD_IN_4BIT); a flag wins over its variable.
 
 ``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts, zerogpu
-from mars_demo.methods import OPTIONAL_MODELS
+from mars_demo.methods import FREE, OPTIONAL_MODELS, parse_methods
 from mars_demo.options import OPTIONS
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
 from mars_demo.access import (
@@ -85,6 +85,14 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--lars", default=env.get("MARS_DEMO_LARS") or None,
         help=OPTIONS["lars"].describe() + " (variable MARS_DEMO_LARS)",
+    )
+    parser.add_argument(
+        "--methods", default=env.get("MARS_DEMO_METHODS") or None,
+        help="the uncertainty methods every analysis on this page computes beside the three "
+        "measures, ids separated by commas (default: the free ones, mars_demo.methods.FREE); an "
+        "opt-in one (p_true, p_true_sampling, token_sar, sentence_sar, sar, lars, lars_entropy, "
+        "lars_semantic_entropy) costs an extra pass or model per question, and API callers may "
+        "then ask for it too (variable MARS_DEMO_METHODS)",
     )
     parser.add_argument("--bem", default=env.get("MARS_DEMO_BEM") or None, help=texts.APP_HELP_BEM)
     parser.add_argument(
@@ -209,8 +217,10 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
         proxies = [p for p in env.get("MARS_DEMO_TRUSTED_PROXIES", "").split(",") if p.strip()]
     identity = ClientIdentity.for_deployment(
         space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies)
+    offered = frozenset(FREE) | frozenset(args.settings.method_ids)  # the host's methods too
     if not reasons:
-        return Access(allow_model_switch=args.allow_model_switch, bem=bem, model_names=names)
+        return Access(allow_model_switch=args.allow_model_switch, bem=bem, model_names=names,
+                      methods=offered)
     if args.allow_model_switch:
         raise ValueError(texts.ACCESS_SWITCH_PUBLIC.format(reasons=", ".join(reasons)))
     return public_access(
@@ -219,6 +229,7 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
         per_client=args.per_client,
         identity=identity,
         model_names=names,
+        methods=offered,
     )
 
 
@@ -258,6 +269,7 @@ def parse_args(
             load_in_4bit=args.load_in_4bit,
             **({"llm_timeout": args.llm_timeout} if args.llm_timeout is not None else {}),
             **{name: value for name, value in models.items() if value},
+            **({"methods": parse_methods(args.methods)} if args.methods else {}),
         )
         args.access = access_of(args, env)
         args.calibration_data = None

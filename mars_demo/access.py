@@ -256,8 +256,10 @@ def public_access(
     per_client: int | None = PUBLIC_PER_CLIENT,
     identity: ClientIdentity = ClientIdentity(),
     model_names: Mapping[str, str] | None = None,
+    methods: frozenset[str] = frozenset(FREE),
 ) -> Access:
-    """The access of a public page. ``allow_model_switch`` is refused: nobody switches there."""
+    """The access of a public page. ``allow_model_switch`` is refused: nobody switches there.
+    ``methods``: those visitors may ask for (the free ones, plus any the host computes)."""
     if allow_model_switch:
         raise ValueError(texts.ACCESS_SWITCH_PUBLIC)
     return Access(
@@ -268,6 +270,7 @@ def public_access(
         per_client=per_client or None,
         identity=identity,
         model_names=dict(model_names or {}),
+        methods=frozenset(methods),
     )
 
 

@@ -18,6 +18,7 @@ ENV_NAMES = (
     "MARS_DEMO_HOST",
     "MARS_DEMO_PORT",
     "MARS_DEMO_SHARE",
+    "MARS_DEMO_METHODS",
 )
 
 
@@ -83,6 +84,8 @@ def test_share_variable_is_parsed_as_a_boolean(raw, expected):
         ([], {"MARS_DEMO_PORT": "http"}, "MARS_DEMO_PORT must be a port number"),
         (["--port", "70000"], {}, "--port must be a port number"),
         (["--importance", " "], {}, "importance must be a Hub id or a local directory"),
+        (["--methods", "eigv,entropy_of_nothing"], {}, "unknown method 'entropy_of_nothing'"),
+        ([], {"MARS_DEMO_METHODS": " , "}, "methods is empty"),
     ],
 )
 def test_bad_values_stop_with_a_clear_message(argv, env, message, capsys):
@@ -90,6 +93,24 @@ def test_bad_values_stop_with_a_clear_message(argv, env, message, capsys):
         app.parse_args(argv, env=env)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_the_hosts_methods_are_computed_and_offered_to_visitors(public):
+    """--methods (or MARS_DEMO_METHODS) sets what every analysis of the page computes, and API
+    callers may ask for those too; the free ones stay offered, nothing else is."""
+    from mars_demo.methods import FREE
+
+    argv = ["--host", "0.0.0.0"] if public else []
+    args = app.parse_args(argv, env={"MARS_DEMO_METHODS": "eigv, sar,lars"})
+    assert args.settings.method_ids == ("eigv", "sar", "lars")
+    assert args.access.public is public
+    assert args.access.methods == frozenset(FREE) | {"sar", "lars"}
+    args.access.check_models(args.settings.replace(methods=("sar", "degree")))  # offered
+    with pytest.raises(ValueError, match="p_true"):
+        args.access.check_models(args.settings.replace(methods=("p_true",)))
+    plain = app.parse_args(argv, env={})
+    assert plain.settings.method_ids == tuple(FREE) and plain.access.methods == frozenset(FREE)
 
 
 def test_help_documents_every_flag_and_variable():
@@ -100,7 +121,7 @@ def test_help_documents_every_flag_and_variable():
         text=True,
         check=True,
     ).stdout
-    for flag in ("--llm", "--importance", "--nli", "--host", "--port", "--share"):
+    for flag in ("--llm", "--importance", "--nli", "--host", "--port", "--share", "--methods"):
         assert flag in out
     for name in ENV_NAMES:
         assert name in out
