@@ -461,13 +461,18 @@ def loading_url():
     demo.close()
 
 
+# The Ask refused (the models still load) or, were they loaded, analyzed: either ends the wait.
+ASK_ENDED = "#mars-error .mars-error, #mars-progress .mars-progress[data-state='done']"
+
+
 def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(browser,
                                                                               loading_url):
     """The example fills the box in the browser: an Ask right after it sends the example, even
     when the server answers slowly (here the direct requests, /gradio_api/run/..., get no answer
     at all, as when loading models keeps the server's cores busy; Ask goes through the queue).
     Before, the example's value came from the server (gr.Examples' load_example, a direct
-    request), and an Ask clicked meanwhile sent the empty box."""
+    request), and an Ask clicked meanwhile sent the empty box. The models load until the test
+    ends (the fake's gate has no time limit), however slow the machine."""
     for attempt in range(3):
         page = browser.new_page(viewport={"width": 390, "height": 844})
         errors: list[str] = []
@@ -481,12 +486,13 @@ def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(
         page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
         page.click("#mars-ask")
         try:
-            page.wait_for_selector("#mars-error .mars-error", timeout=30_000)
+            page.wait_for_selector(ASK_ENDED, timeout=30_000)
         except Exception:  # a click before the page had wired its events: click again
             page.click("#mars-ask")
-            page.wait_for_selector("#mars-error .mars-error", timeout=30_000)
+            page.wait_for_selector(ASK_ENDED, timeout=30_000)
         message = page.inner_text("#mars-error")
-        assert "still loading" in message and "empty" not in message, message
+        assert "still loading" in message and "empty" not in message, (
+            message, page.inner_text("#mars-banner"))
         assert page.input_value("#mars-question textarea") == EXAMPLE
         asked = [json.loads(data)["data"] for data in joined]
         asked = [data[0] for data in asked if len(data) >= 10]  # the Ask event's inputs

@@ -176,7 +176,11 @@ class FakeEngine:
         self._ready = ready
         self.result = result
         self.fail_with: BaseException | None = None
-        self.load_gate = load_gate  # load() waits for it, to test the "still loading" page
+        # load() waits until the test sets it, however long that takes: a page tested "while the
+        # models load" must see them loading for the whole test, also on a slow machine. (A
+        # 10-second cap here let a loaded machine's test see them loaded half-way through.)
+        # The page's loading thread is a daemon, so a gate never set blocks no exit.
+        self.load_gate = load_gate
         self.load_error: BaseException | None = None
         self.calls: list[tuple[str, Settings]] = []
         self.switched: list[Settings] = []
@@ -201,7 +205,7 @@ class FakeEngine:
         if progress:
             progress("loading llm", 0.0)
         if self.load_gate is not None:
-            self.load_gate.wait(10)
+            self.load_gate.wait()
         if self.load_error is not None:
             raise self.load_error
         if progress:
