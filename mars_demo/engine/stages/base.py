@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+from ...methods import METHODS
 from ...recipes import Resolved
 from ..job import ScoringJob
 
@@ -40,3 +42,47 @@ class Stage(Protocol):
 
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         """Fill :attr:`adds` of every job (batched across the jobs where that pays)."""
+
+
+class OptionalModelStage(ABC):
+    """A stage whose model runs only for the methods that need it (SAR's similarity model,
+    LARS): the job's :attr:`output` is ``{}`` when none of them is asked, an earlier result's
+    entry where :meth:`reused` finds one, and else what :meth:`compute` gives the other jobs.
+    The model (:attr:`model`) is loaded only when some job needs it."""
+
+    need: str  # the need (mars_demo.methods.NEEDS) of the methods it serves
+    model: str  # the model role (of MODELS) it runs
+    output: str  # the ScoringJob field it fills
+
+    def asked(self, run: Resolved) -> bool:
+        """Whether a method with this stage's need is asked for."""
+        return any(self.need in METHODS[m].needs for m in run.settings.method_ids)
+
+    @abstractmethod
+    def reused(self, job: ScoringJob, run: Resolved) -> dict | None:
+        """What an earlier result of the job's answers (``job.reuse``) holds that is valid
+        now, else None."""
+
+    @abstractmethod
+    def compute(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+        """Fill :attr:`output` of ``jobs``, none of which has a reusable entry."""
+
+    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
+        if self.asked(run) and any(self.reused(job, run) is None for job in jobs):
+            return (self.model,)
+        return ()
+
+    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+        for job in jobs:
+            setattr(job, self.output, {})
+        if not self.asked(ctx.run):
+            return
+        fresh = []
+        for job in jobs:
+            entry = self.reused(job, ctx.run)
+            if entry is None:
+                fresh.append(job)
+            else:
+                setattr(job, self.output, entry)
+        if fresh:
+            self.compute(fresh, ctx)

@@ -16,20 +16,13 @@ answers (``reuse``) already holds what the same model said of the same segments.
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 from ...core.lars import lars_answer_text
-from ...methods import METHODS
 from ...recipes import Resolved
 from ..job import ScoringJob
-from .base import ScoringContext
+from .base import OptionalModelStage, ScoringContext
 
 KEY = "lars"  # the entry of the analysis' method_inputs
-
-
-def asked(run: Resolved) -> bool:
-    """Whether a method that needs the LARS model is asked for."""
-    return any("lars_model" in METHODS[m].needs for m in run.settings.method_ids)
 
 
 def answers_of(job: ScoringJob) -> list:
@@ -44,25 +37,7 @@ def segments(answers, number_of_bins: int, edges) -> list[str]:
                              edges, number_of_bins) for a in answers]
 
 
-def reused(job: ScoringJob, run: Resolved) -> dict | None:
-    """The logits of an earlier result of these answers and question by the model the settings
-    name, if it read the same segments, else None."""
-    if job.reuse is None:
-        return None
-    entry = job.reuse.method_inputs.get(KEY)
-    answers = answers_of(job)
-    if not (entry and entry.get("lars_model") == run.settings.lars
-            and entry.get("question") == job.question
-            and entry.get("answers") == [a.text for a in answers]):
-        return None
-    try:
-        same = entry.get("inputs") == segments(answers, entry["number_of_bins"], entry["edges"])
-    except (KeyError, TypeError, ValueError):  # an entry of another shape: score again
-        return None
-    return dict(entry) if same else None
-
-
-class LarsStage:
+class LarsStage(OptionalModelStage):
     """LARS's logits of each job's answers (``lars_outputs``; ``{}`` when no LARS method is
     asked). One batched pass of the model per job (each job has its own question)."""
 
@@ -71,25 +46,40 @@ class LarsStage:
     adds = ("lars_outputs",)
     progress = "uncertainty"
     timing = "methods"
+    need, model, output = "lars_model", "lars", "lars_outputs"
 
-    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
-        if asked(run) and any(reused(job, run) is None for job in jobs):
-            return ("lars",)
-        return ()
+    def reused(self, job: ScoringJob, run: Resolved) -> dict | None:
+        """The logits of an earlier result of these answers and question by the model the
+        settings name, if it read the same segments, else None."""
+        if job.reuse is None:
+            return None
+        entry = job.reuse.method_inputs.get(KEY)
+        answers = answers_of(job)
+        if not (entry and entry.get("lars_model") == run.settings.lars
+                and entry.get("question") == job.question
+                and entry.get("answers") == [a.text for a in answers]):
+            return None
+        try:
+            same = entry.get("inputs") == segments(answers, entry["number_of_bins"],
+                                                   entry["edges"])
+        except (KeyError, TypeError, ValueError):  # an entry of another shape: score again
+            return None
+        return dict(entry) if same else None
 
-    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+    def compute(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
+        model = ctx.lars
         for job in jobs:
-            job.lars_outputs = {}
-        if not asked(ctx.run):
-            return
-        for job in jobs:
-            entry = reused(job, ctx.run)
-            if entry is not None:
-                job.lars_outputs = entry
-                continue
-            model, answers = ctx.lars, answers_of(job)
+            answers = answers_of(job)
             inputs = segments(answers, model.number_of_bins, model.edges)
             warnings: list[str] = []
+            partial = sum(1 for a in answers for t in a.token_texts if t == "")
+            if partial:
+                total = sum(len(a.token_texts) for a in answers)
+                warnings.append(
+                    f"LARS read {partial} of {total} tokens of these answers as empty text: each "
+                    "is part of a character that the next token completes, so LARS saw only its "
+                    "probability bin (LARS's own code reads such a token as the replacement "
+                    "character).")
             logits = model.logits(job.question, inputs, warnings)
             job.lars_outputs = {
                 "lars_model": ctx.run.settings.lars, "question": job.question,

@@ -16,33 +16,12 @@ answers (``reuse``) already holds what the same model said.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from ...core.sar import relevance_pairs
-from ...methods import METHODS
 from ...recipes import Resolved
 from ..job import ScoringJob
-from .base import ScoringContext
+from .base import OptionalModelStage, ScoringContext
 
 KEY = "sar"  # the entry of the analysis' method_inputs
-
-
-def asked(run: Resolved) -> bool:
-    """Whether a method that needs the similarity model is asked for."""
-    return any("similarity_model" in METHODS[m].needs for m in run.settings.method_ids)
-
-
-def reused(job: ScoringJob, run: Resolved) -> dict | None:
-    """The similarities of an earlier result of these answers and question by the model the
-    settings name, else None."""
-    if job.reuse is None:
-        return None
-    entry = job.reuse.method_inputs.get(KEY)
-    if (entry and entry.get("similarity_model") == run.settings.similarity
-            and entry.get("question") == job.question
-            and entry.get("answers") == [a.text for a in job.answers.samples]):
-        return dict(entry)
-    return None
 
 
 def pairs_of(question: str, samples) -> tuple[list[tuple[str, str]], list[int]]:
@@ -80,7 +59,7 @@ def entry_of(question: str, samples, values: list[float], counts: list[int],
             "sample_similarity": matrix}
 
 
-class SimilarityStage:
+class SimilarityStage(OptionalModelStage):
     """SAR's similarities of each job's samples (``similarities``; ``{}`` when no SAR method
     is asked). One batched pass of the model over every job's pairs."""
 
@@ -89,35 +68,30 @@ class SimilarityStage:
     adds = ("similarities",)
     progress = "uncertainty"
     timing = "methods"
+    need, model, output = "similarity_model", "similarity", "similarities"
 
-    def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
-        if asked(run) and any(reused(job, run) is None for job in jobs):
-            return ("similarity",)
-        return ()
+    def reused(self, job: ScoringJob, run: Resolved) -> dict | None:
+        """The similarities of an earlier result of these answers and question by the model the
+        settings name, else None."""
+        if job.reuse is None:
+            return None
+        entry = job.reuse.method_inputs.get(KEY)
+        if (entry and entry.get("similarity_model") == run.settings.similarity
+                and entry.get("question") == job.question
+                and entry.get("answers") == [a.text for a in job.answers.samples]):
+            return dict(entry)
+        return None
 
-    def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
-        for job in jobs:
-            job.similarities = {}
-        if not asked(ctx.run):
-            return
-        fresh = []
-        for job in jobs:
-            entry = reused(job, ctx.run)
-            if entry is None:
-                fresh.append(job)
-            else:
-                job.similarities = entry
-        if not fresh:
-            return
+    def compute(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         every: list[tuple[str, str]] = []
         spans = []
-        for job in fresh:
+        for job in jobs:
             pairs, counts = pairs_of(job.question, job.scored[1:])
             spans.append((len(every), len(pairs), counts))
             every.extend(pairs)
         warnings: list[str] = []
         values = ctx.similarity.similarities(every, warnings)
-        for job, (at, n, counts) in zip(fresh, spans):
+        for job, (at, n, counts) in zip(jobs, spans):
             job.similarities = entry_of(job.question, job.scored[1:], values[at:at + n],
-                                              counts, ctx.run.settings.similarity)
+                                        counts, ctx.run.settings.similarity)
             job.warnings.extend(w for w in warnings if w not in job.warnings)
