@@ -235,36 +235,9 @@ def test_a_rescore_reuses_the_saved_logits_of_the_same_inputs(tiny_settings, ask
 
 
 def test_a_public_page_names_the_lars_model_not_its_path(asked, tiny_lars):
-    from mars_demo.ui.redact import Redactor
+    from ui_helpers import check_public_model_name
 
-    data = asked[0]
-    path = str(tiny_lars)
-    shown = Redactor(public=True, models=[("lars", path)]).result_dict(data)
-    assert shown["method_inputs"]["lars"]["lars_model"] == "lars"
-    assert shown["settings"]["lars"] == "lars"
-    assert path not in json.dumps(shown)
-    named = Redactor(public=True, names={"lars": "Tiny LARS"}).result_dict(data)
-    assert named["method_inputs"]["lars"]["lars_model"] == "Tiny LARS"
-
-
-def test_the_public_api_refuses_lars_unless_the_host_offers_it():
-    import gradio as gr
-    from ui_helpers import FakeEngine
-
-    from mars_demo.access import Access, public_access
-    from mars_demo.methods import FREE
-    from mars_demo.ui.api import Api
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
-
-    api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))
-    for method_id in LARS:
-        with pytest.raises(gr.Error, match=f"{method_id} are not offered on this server"):
-            api.analyze(QUESTION, methods=f"eigv,{method_id}")
-        assert method_id not in public_access().methods and method_id not in Access().methods
-    offered = Access(public=True, methods=frozenset(FREE) | {"lars"})
-    host = Controller(EngineHost(FakeEngine()), access=offered)
-    assert host.settings_from("lars", names=("methods",)).methods == ("lars",)
+    check_public_model_name(asked[0], "lars", str(tiny_lars), "lars", "lars_model")
 
 
 def test_evaluate_ranks_the_lars_methods_with_the_others(tiny_models, tiny_lars, tmp_path,
@@ -313,3 +286,27 @@ def test_an_answer_cut_to_lars_window_is_said_in_the_analysis(tiny_settings, tin
             in result.warnings)
     saved = result.method_inputs["lars"]
     assert saved["inputs"][0].count("[prob_token_") == 300 and "lars" in result.methods
+
+
+def test_tokens_that_are_parts_of_a_character_are_said_to_reach_lars_as_empty_text(
+        tiny_settings, tiny_lars):
+    """A token holding only some bytes of a character has no text of its own (the next token
+    completes the character); LARS then reads only its bin token, and the analysis says so."""
+    from mars_demo.engine import Engine
+
+    def answer(texts):
+        return {"text": "".join(texts),
+                "tokens": [{"text": t, "logprob": -0.2} for t in texts]}
+
+    answers = {"question": QUESTION, "greedy": answer(["Mars", " ", "", "\u2642"]),
+               "samples": [answer(["Mars"]), answer(["It", " is", " ", "", "\u2642"])]}
+    settings = tiny_settings.replace(lars=str(tiny_lars), methods="lars,num_sets")
+    result = Engine(settings).score(answers)
+    assert ("LARS read 2 of 10 tokens of these answers as empty text: each is part of a "
+            "character that the next token completes, so LARS saw only its probability bin "
+            "(LARS's own code reads such a token as the replacement character)."
+            in result.warnings)
+    assert "lars" in result.methods
+    plain = Engine(settings).score({"question": QUESTION, "greedy": answer(["Mars"]),
+                                    "samples": [answer(["Mars"]), answer(["Venus"])]})
+    assert not [w for w in plain.warnings if "empty text" in w]

@@ -211,6 +211,26 @@ def test_visitors_may_ask_only_for_the_methods_the_server_offers():
         narrow.settings_from("auto", names=("methods",))
 
 
+@pytest.mark.parametrize("method_id", [m for m in METHODS if m not in FREE])
+def test_the_public_api_refuses_an_opt_in_method_unless_the_host_offers_it(method_id):
+    """Every method that needs an extra pass or model (P(True), SAR, LARS, any added later):
+    the raw API of a public page refuses it, and a host that offers it lets it through."""
+    import gradio as gr
+    from ui_helpers import FakeEngine
+
+    from mars_demo.ui.api import Api
+    from mars_demo.ui.controller import Controller
+    from mars_demo.ui.host import EngineHost
+
+    api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))
+    with pytest.raises(gr.Error, match=f"{method_id} are not offered on this server"):
+        api.analyze("Which planet is known as the Red Planet?", methods=f"eigv,{method_id}")
+    assert method_id not in public_access().methods and method_id not in Access().methods
+    offered = Access(public=True, methods=frozenset(FREE) | {method_id})
+    host = Controller(EngineHost(FakeEngine()), access=offered)
+    assert host.settings_from(method_id, names=("methods",)).methods == (method_id,)
+
+
 def test_the_readable_report_lists_the_methods(analysis):
     from mars_demo.cli import format_report
 

@@ -237,22 +237,3 @@ def test_a_public_page_names_the_passs_llm_as_it_names_the_model(asked):
     host = Redactor(public=False, names={"llm": "Tiny"}).result_dict(data)
     assert host["method_inputs"]["p_true"]["llm"] == "Tiny"
     assert Redactor().result_dict(data) is data  # a host's own page: as it is
-
-
-def test_the_public_api_refuses_p_true_unless_the_host_offers_it():
-    import gradio as gr
-    from ui_helpers import FakeEngine
-
-    from mars_demo.access import Access, public_access
-    from mars_demo.ui.api import Api
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
-
-    api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))
-    for method_id in PASSES:
-        with pytest.raises(gr.Error, match=f"{method_id} are not offered on this server"):
-            api.analyze(QUESTION, methods=f"eigv,{method_id}")
-    assert "p_true" not in public_access().methods and "p_true" not in Access().methods
-    offered = Access(public=True, methods=frozenset(FREE) | {"p_true"})
-    host = Controller(EngineHost(FakeEngine()), access=offered)
-    assert host.settings_from("p_true", names=("methods",)).methods == ("p_true",)

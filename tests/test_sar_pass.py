@@ -189,32 +189,7 @@ def test_a_rescore_reuses_the_saved_similarities(tiny_settings, asked, tiny_simi
 
 
 def test_a_public_page_names_the_similarity_model_not_its_path(asked, tiny_similarity):
-    from mars_demo.ui.redact import Redactor
+    from ui_helpers import check_public_model_name
 
-    data = asked[0]
-    path = str(tiny_similarity)
-    shown = Redactor(public=True, models=[("similarity", path)]).result_dict(data)
-    assert shown["method_inputs"]["sar"]["similarity_model"] == "similarity"
-    assert shown["settings"]["similarity"] == "similarity"
-    assert path not in json.dumps(shown)
-    named = Redactor(public=True, names={"similarity": "Tiny STS"}).result_dict(data)
-    assert named["method_inputs"]["sar"]["similarity_model"] == "Tiny STS"
-
-
-def test_the_public_api_refuses_sar_unless_the_host_offers_it():
-    import gradio as gr
-    from ui_helpers import FakeEngine
-
-    from mars_demo.access import Access, public_access
-    from mars_demo.ui.api import Api
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
-
-    api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))
-    for method_id in SAR:
-        with pytest.raises(gr.Error, match=f"{method_id} are not offered on this server"):
-            api.analyze(QUESTION, methods=f"eigv,{method_id}")
-        assert method_id not in public_access().methods and method_id not in Access().methods
-    offered = Access(public=True, methods=frozenset(FREE) | {"sar"})
-    host = Controller(EngineHost(FakeEngine()), access=offered)
-    assert host.settings_from("sar", names=("methods",)).methods == ("sar",)
+    check_public_model_name(asked[0], "similarity", str(tiny_similarity), "sar",
+                            "similarity_model")

@@ -466,3 +466,19 @@ def page_event(
                 raise PageEventError(str(output.get("error")))
             return {names[i]: v for i, v in zip(dep["outputs"], output["data"])}
     raise PageEventError(f"the event stream of {api_name} ended without a result")
+
+
+def check_public_model_name(data: dict, role: str, path: str, entry: str, field: str) -> None:
+    """A public page shows the optional model ``role`` (a local folder ``path``) of an analysis
+    ``data`` by its folder's name, in the settings and in ``method_inputs[entry][field]``, never
+    by its path; the host's display name replaces it where one is given."""
+    from mars_demo.ui.redact import Redactor
+
+    folder = path.rstrip("/").rsplit("/", 1)[-1]
+    shown = Redactor(public=True, models=[(role, path)]).result_dict(data)
+    assert shown["method_inputs"][entry][field] == folder
+    assert shown["settings"][role] == folder
+    assert path not in json.dumps(shown)
+    named = Redactor(public=True, names={role: "Shown Name"}).result_dict(data)
+    assert named["method_inputs"][entry][field] == "Shown Name"
+
