@@ -109,6 +109,17 @@ def test_the_hosts_methods_are_computed_and_offered_to_visitors(public):
     args.access.check_models(args.settings.replace(methods=("sar", "degree")))  # offered
     with pytest.raises(ValueError, match="p_true"):
         args.access.check_models(args.settings.replace(methods=("p_true",)))
+    from ui_helpers import FakeEngine
+
+    from mars_demo.ui.controller import Controller
+    from mars_demo.ui.host import EngineHost
+
+    engine = FakeEngine()
+    engine.settings = engine.settings.replace(methods=args.settings.methods)
+    page = Controller(EngineHost(engine), access=args.access)
+    # the API's "auto" is the page's own methods, not the free ones
+    assert page.settings_from("auto", names=("methods",)).method_ids == ("eigv", "sar", "lars")
+    assert page.settings_from("degree", names=("methods",)).method_ids == ("degree",)
     plain = app.parse_args(argv, env={})
     assert plain.settings.method_ids == tuple(FREE) and plain.access.methods == frozenset(FREE)
 

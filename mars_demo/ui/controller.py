@@ -159,9 +159,10 @@ class Controller:
         prompt = options.get("prompt")
         if prompt is not None and prompt not in API_PROMPTS:  # Settings would list only paper, chat
             raise OptionError(f"prompt must be one of {', '.join(API_PROMPTS)}; got {prompt!r}")
-        settings = self.host.engine.settings.replace(
-            **{name: controls.from_page(name, value) for name, value in options.items()}
-        )
+        changes = {name: controls.from_page(name, value) for name, value in options.items()}
+        if "methods" in changes and changes["methods"] is None:
+            del changes["methods"]  # "auto": the page's own methods (the host's --methods)
+        settings = self.host.engine.settings.replace(**changes)
         self.access.check_models(settings)
         return settings
 
