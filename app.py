@@ -182,7 +182,7 @@ def check_calibration(calibration, info: Mapping[str, object], settings: Setting
     models = {"llm": info.get("llm"), "importance": info.get("importance"), "nli": info.get("nli")}
     # an optional model (SAR's similarity model...): checked where the calibration's
     # uncertainty reads one (it recorded it)
-    models.update({key: getattr(settings, key) for key, _, _ in OPTIONAL_MODELS})
+    models.update({m.field: getattr(settings, m.field) for m in OPTIONAL_MODELS})
     note = None
     if settings.llm_endpoint:
         if settings.llm_model:

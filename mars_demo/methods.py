@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 VARIANTS = ("length_normalized", "mars", "value")  # how a method's values are named
 SCORED_VARIANTS = VARIANTS[:2]  # the two scorings of a method that reads a sequence score
@@ -129,12 +129,30 @@ FREE: tuple[str, ...] = tuple(m.id for m in METHODS.values() if m.free)
 #: The models every analysis runs (the LLM that made the answers, the importance and NLI models
 #: that scored them), as its recorded settings name them.
 BASE_MODELS = ("llm", "importance", "nli")
-#: The optional models: (the Settings field naming it, the need of the methods that run it, its
-#: name for people). Each is loaded only when a method asked for needs it, so an analysis, a
-#: run or a page names it only then (see :func:`optional_models`).
-OPTIONAL_MODELS: tuple[tuple[str, str, str], ...] = (
-    ("similarity", "similarity_model", "similarity (SAR)"),
-    ("lars", "lars_model", "LARS"),
+
+
+class OptionalModel(NamedTuple):
+    """A model that only some methods run. Each is loaded only when a method asked for needs it,
+    so an analysis, a run or a page names it only then (see :func:`optional_models`)."""
+
+    #: the Settings field (and recorded settings key) naming it
+    field: str
+    #: the need (:attr:`Method.needs`) of the methods that run it
+    need: str
+    #: its name for people
+    label: str
+    #: the ``method_inputs`` entry where what it computed is saved, and what that entry holds
+    saved: str
+    holds: str
+    #: the command-line option that names it
+    option: str
+
+
+#: The optional models, in the order they are named.
+OPTIONAL_MODELS: tuple[OptionalModel, ...] = (
+    OptionalModel("similarity", "similarity_model", "similarity (SAR)", "sar",
+                  "similarities of the SAR cross-encoder", "--similarity"),
+    OptionalModel("lars", "lars_model", "LARS", "lars", "logits of the LARS model", "--lars"),
 )
 
 
@@ -146,7 +164,7 @@ def optional_models(method_ids: Sequence[str] | None) -> tuple[str, ...]:
     (('similarity',), ())
     """
     needs = set().union(*(METHODS[m].needs for m in method_ids or () if m in METHODS))
-    return tuple(field for field, need, _ in OPTIONAL_MODELS if need in needs)
+    return tuple(m.field for m in OPTIONAL_MODELS if m.need in needs)
 
 
 def models_of(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,10 +294,10 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
               and (inputs.llm_pass.get(i) or {}).get("logprob") is None]
     if passes:
         _missing(passes, "log-prob of the extra LLM pass", "the LLM")
-    for need, key, what, runs in _SAVED:
-        lacking = [i for i in ids if need in METHODS[i].needs]
-        if lacking and not inputs.llm_pass.get(key):
-            _missing(lacking, what, runs)
+    for model in OPTIONAL_MODELS:
+        lacking = [i for i in ids if model.need in METHODS[i].needs]
+        if lacking and not inputs.llm_pass.get(model.saved):
+            _missing(lacking, model.holds, f"the {model.label} model ({model.option})")
     formulas = _formulas()
     out: dict[str, dict[str, float]] = {}
     for method_id in ids:
@@ -296,14 +314,6 @@ def compute_from(inputs: MethodInputs, ids: Sequence[str] | str) -> dict[str, di
             values[variant] = value
         out[method_id] = values
     return out
-
-
-#: what a method's model saved in ``method_inputs``: (need, entry, what it holds, what makes it)
-_SAVED = (
-    ("similarity_model", "sar", "similarities of the SAR cross-encoder",
-     "the similarity model (--similarity)"),
-    ("lars_model", "lars", "logits of the LARS model", "the LARS model (--lars)"),
-)
 
 
 def _missing(ids: list[str], what: str, runs: str) -> None:

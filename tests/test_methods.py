@@ -193,7 +193,8 @@ def test_parse_methods_refuses_with_a_clear_message(text, message):
 def test_a_sar_method_without_its_saved_similarities_says_how_to_get_it():
     with pytest.raises(ValueError, match="no similarities of the SAR cross-encoder that "
                                          "token_sar, sar read; ask again .* with --methods "
-                                         "token_sar,sar, which runs the similarity model"):
+                                         "token_sar,sar, which runs the similarity "
+                                         r"\(SAR\) model \(--similarity\)"):
         compute_methods(analysis(passes=None), ["num_sets", "token_sar", "sar"])
 
 

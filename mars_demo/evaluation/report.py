@@ -156,8 +156,8 @@ def markdown(report: dict[str, Any], extra: Sequence[str] = ()) -> str:
         f"n = {report['n']} questions, accuracy {report['accuracy'] * 100:.1f}% "
         f"({labels_text(report)}). Models: LLM {model}, importance "
         f"{report['models'].get('importance')}, NLI {report['models'].get('nli')}"
-        + "".join(f", {label} {report['models'][k]}" for k, _, label in OPTIONAL_MODELS
-                  if report["models"].get(k)) + ".",
+        + "".join(f", {m.label} {report['models'][m.field]}" for m in OPTIONAL_MODELS
+                  if report["models"].get(m.field)) + ".",
     ]
     if check_text(report.get("judge_check")):
         lines.append(check_text(report["judge_check"]))

@@ -478,8 +478,8 @@ class Controller:
         ask for (:attr:`Access.methods`) needs. None when no such method is offered."""
         settings = self.host.engine.settings
         used = optional_models(tuple(settings.method_ids) + tuple(sorted(self.access.methods)))
-        return [(key, label, getattr(settings, key)) for key, _, label in OPTIONAL_MODELS
-                if key in used]
+        return [(m.field, m.label, getattr(settings, m.field)) for m in OPTIONAL_MODELS
+                if m.field in used]
 
     def banner(self) -> dict[str, Any]:
         """The banner, and whether to keep polling it (while the models load)."""

@@ -102,8 +102,8 @@ def _head(report: Report, public: bool) -> str:
     parts = [f"<p><b>{esc(data)}</b>: n = {report.n} questions, accuracy {acc} "
              f"({esc(verdicts)}). LLM {esc(models.get('llm'))}, "
              f"importance {esc(models.get('importance'))}, NLI {esc(models.get('nli'))}"
-             + "".join(f", {esc(label)} {esc(models[k])}" for k, _, label in OPTIONAL_MODELS
-                       if models.get(k))  # SAR's similarity model, where the run ran SAR
+             + "".join(f", {esc(m.label)} {esc(models[m.field])}" for m in OPTIONAL_MODELS
+                       if models.get(m.field))  # SAR's similarity model, where the run ran SAR
              + ".</p>"]
     check = report.judge_check
     if check:

@@ -105,8 +105,8 @@ def run_values(run, name: str | None = None) -> RunValues:
             for variant, value in by_variant.items():
                 collected.setdefault((method_id, variant), []).append(float(value))
     models = {k: run.report.models.get(k) for k in MODEL_KEYS}
-    models.update({k: run.report.models[k] for k, _, _ in OPTIONAL_MODELS
-                   if run.report.models.get(k)})  # SAR's similarity model, where it ran
+    models.update({m.field: run.report.models[m.field] for m in OPTIONAL_MODELS
+                   if run.report.models.get(m.field)})  # SAR's similarity model, where it ran
     first = run.records[0].data.get("analysis") if run.records else None
     recorded = first.get("settings") if isinstance(first, dict) else None
     settings = ({k: recorded[k] for k in SETTING_KEYS if k in recorded}
