@@ -23,6 +23,22 @@ def model_flags(models) -> list[str]:
             "--nli", str(models["nli"])]
 
 
+
+def evaluate_facts(out, models, limit: int, *flags: str) -> list[dict]:
+    """``evaluate`` of the first ``limit`` questions of data/facts_answers.jsonl (pre-generated
+    answers: no LLM) into ``out`` with the tiny importance and NLI models and ``flags``; the
+    run's records (it must succeed)."""
+    import json
+    from pathlib import Path
+
+    answers = Path(__file__).resolve().parents[1] / "data" / "facts_answers.jsonl"
+    code, _, err = cli("evaluate", "--data", str(answers), "--out", str(out), "--limit",
+                       str(limit), "--seed", "3", "--judge", "em", "--bootstrap", "50",
+                       "--no-plots", "--importance", str(models["importance"]),
+                       "--nli", str(models["nli"]), *flags)
+    assert code == 0, err
+    return [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+
 def check_methods_only(data: dict, path, method_ids, asked: str, message: str) -> None:
     """``score FILE --methods-only`` of the saved analysis ``data`` (at ``path``) gives the same
     values of ``method_ids`` (within 1e-9) and keeps its ``method_inputs``; the same analysis

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import check_methods_only, cli
+from cli_helpers import check_methods_only, cli, evaluate_facts
 
 from mars_demo.core.lars import lars_answer_text
 from mars_demo.errors import ModelLoadError
@@ -99,6 +99,26 @@ def test_an_input_longer_than_the_window_is_cut_and_said(tiny_lars):
     assert warnings == ["LARS read 1 of 2 answers (with the question) cut to its window of "
                         "512 tokens."]
     assert math.isfinite(got[1])
+
+
+def test_questions_share_batches_and_keep_their_own_warnings(tiny_lars):
+    from mars_demo.models.registry import load_lars
+
+    model = load_lars(str(tiny_lars))
+    long = lars_answer_text(["Mars"] * 600, [0.5] * 600, EDGES, BINS)
+    other, texts = "Which planet is nearest to the Sun?", ["Mercury[prob_token_3]",
+                                                           "Venus[prob_token_1] is"]
+    got = model.grouped_logits([(QUESTION, ["Mars[prob_token_2]", long]), (other, texts),
+                                (QUESTION, [])])
+    assert [said for _, said in got] == [
+        ["LARS read 1 of 2 answers (with the question) cut to its window of 512 tokens."], [],
+        []]
+    assert got[0][0] == pytest.approx(model.logits(QUESTION, ["Mars[prob_token_2]", long]),
+                                      rel=1e-5, abs=1e-5)
+    # padded to the long input's 512 tokens in a shared batch: float32 sums in another order
+    assert got[1][0] == pytest.approx(transformers_logits(tiny_lars, other, texts),
+                                      rel=1e-5, abs=1e-5)
+    assert got[2][0] == []
 
 
 def edited(source, target, **changes):
@@ -242,19 +262,11 @@ def test_a_public_page_names_the_lars_model_not_its_path(asked, tiny_lars):
 
 def test_evaluate_ranks_the_lars_methods_with_the_others(tiny_models, tiny_lars, tmp_path,
                                                          no_llm):
-    from pathlib import Path
-
     from mars_demo.methods import compute_methods
 
-    answers = Path(__file__).resolve().parents[1] / "data" / "facts_answers.jsonl"
     out = tmp_path / "run"
-    code, _, err = cli("evaluate", "--data", str(answers), "--out", str(out), "--limit", "6",
-                       "--seed", "3", "--judge", "em", "--bootstrap", "50", "--no-plots",
-                       "--importance", str(tiny_models["importance"]),
-                       "--nli", str(tiny_models["nli"]), "--lars", str(tiny_lars),
-                       "--methods", "lars,lars_semantic_entropy,eigv")
-    assert code == 0, err
-    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    records = evaluate_facts(out, tiny_models, 6, "--lars", str(tiny_lars),
+                             "--methods", "lars,lars_semantic_entropy,eigv")
     assert len(records) == 6
     assert all(list(r["methods"]) == ["lars", "lars_semantic_entropy", "eigv"] for r in records)
     report = json.loads((out / "report.json").read_text())
@@ -264,8 +276,13 @@ def test_evaluate_ranks_the_lars_methods_with_the_others(tiny_models, tiny_lars,
     assert rows["lars", "value"]["auroc"]["value"] is not None
     assert len({r["methods"]["lars"]["value"] for r in records}) == 6  # one per question
     assert "| LARS |" in (out / "report.md").read_text()
-    # every record's LARS values come back from its saved analysis alone
+    # every record's LARS values come back from its saved analysis alone, and the logits of
+    # the one pass shared by the 6 questions are each question's own
     for r in records:
+        saved = r["analysis"]["method_inputs"]["lars"]
+        assert saved["logits"] == pytest.approx(  # padded with longer inputs: float32 order
+            transformers_logits(tiny_lars, saved["question"], saved["inputs"]),
+            rel=1e-5, abs=1e-5)
         again = compute_methods(r["analysis"], ["lars", "lars_semantic_entropy"])
         assert again == {k: r["methods"][k] for k in again}
 

@@ -10,7 +10,7 @@ import json
 import math
 
 import pytest
-from cli_helpers import check_methods_only, cli
+from cli_helpers import check_methods_only, cli, evaluate_facts
 
 from mars_demo.core import sar
 from mars_demo.core.sar import relevance_pairs
@@ -85,6 +85,22 @@ def test_the_similarities_are_the_cross_encoders_sigmoid(tiny_similarity):
     assert all(0 < v < 1 for v in got) and len(set(got)) == len(got)  # a real model, not 0.5s
 
 
+def test_questions_share_batches_and_keep_their_own_warnings(tiny_similarity):
+    from mars_demo.models.registry import load_similarity
+
+    model = load_similarity(str(tiny_similarity))
+    first = [("Mars", "the red planet Mars is"), ("Venus", "Venus")]
+    second = [("Mars " * 600, "Mars"), ("Jupiter", "the largest planet")]
+    got = model.grouped_similarities([first, second, []])
+    assert [said for _, said in got] == [
+        [], ["The similarity model read 1 of 2 text pairs cut to its window of 512 tokens."], []]
+    # padded to the long pair's 512 tokens in a shared batch: float32 sums in another order
+    assert got[0][0] == pytest.approx(transformers_similarities(tiny_similarity, first),
+                                      abs=1e-5)
+    assert got[1][0] == pytest.approx(model.similarities(second), abs=1e-5)
+    assert got[2][0] == []
+
+
 def test_a_model_with_other_outputs_is_refused(tiny_models):
     from mars_demo.errors import ModelLoadError
     from mars_demo.models.registry import load_similarity
@@ -149,6 +165,7 @@ def test_score_methods_only_recomputes_sar_without_a_model(asked, tiny_similarit
     check_methods_only(data, path, SAR, "sar",
                        "no similarities of the SAR cross-encoder that sar reads")
 
+
 def test_the_similarity_model_is_needed_only_when_sar_is_asked(tiny_settings, asked,
                                                                 tiny_similarity):
     from mars_demo.engine import job as job_module
@@ -193,3 +210,26 @@ def test_a_public_page_names_the_similarity_model_not_its_path(asked, tiny_simil
 
     check_public_model_name(asked[0], "similarity", str(tiny_similarity), "sar",
                             "similarity_model")
+
+
+def test_evaluate_shares_one_pass_and_keeps_each_questions_similarities(
+        tiny_models, tiny_similarity, tmp_path, no_llm):
+    """``evaluate`` scores a batch of questions together; SAR's batches then hold every
+    question's pairs, and each record's similarities must still be its own pairs'."""
+    from mars_demo.methods import compute_methods
+
+    records = evaluate_facts(tmp_path / "run", tiny_models, 4, "--similarity",
+                             str(tiny_similarity), "--methods", "sar,token_sar")
+    assert len(records) == 4 and len({r["methods"]["sar"]["value"] for r in records}) == 4
+    for r in records:
+        analysis = r["analysis"]
+        saved, samples = analysis["method_inputs"]["sar"], analysis["samples"]
+        question = saved["question"]
+        first = samples[0]
+        pairs = relevance_pairs(question, first["text"],
+                                [(t["start"], t["end"]) for t in first["tokens"]])
+        pairs.append((f"{question} {samples[0]['text']}", f"{question} {samples[1]['text']}"))
+        want = transformers_similarities(tiny_similarity, pairs)
+        got = saved["token_similarities"][0] + [saved["sample_similarity"][0][1]]
+        assert got == pytest.approx(want, abs=1e-6)
+        assert compute_methods(analysis, ["sar", "token_sar"]) == r["methods"]

@@ -106,6 +106,15 @@ def length_batches(lengths: list[int], most_pairs: int = 64,
     return batches
 
 
+def split_groups(values: list, sizes: list[int], said: list[list[str]]) -> list[tuple[list, list[str]]]:
+    """``values`` cut into consecutive groups of ``sizes``, each with its warnings ``said``."""
+    out, at = [], 0
+    for n, lines in zip(sizes, said):
+        out.append((values[at:at + n], lines))
+        at += n
+    return out
+
+
 class PairClassifier:
     """A sequence classifier with one output read over text pairs (SAR's cross-encoder, LARS):
     the model, its tokenizer, the name it was asked by (``model_id``) and its window
@@ -136,30 +145,48 @@ class PairClassifier:
     def first_logits(self, firsts: list[str], seconds: list[str], items: str,
                      warnings: list[str] | None = None):
         """The first output logit (a float64 tensor, one per pair, in the order given) over the
-        ``(first, second)`` pairs: tokenized once, sorted by length into batches of at most
-        :data:`BATCH` pairs (:func:`length_batches`; padding is masked). When ``warnings`` is
-        given, pairs cut to fit the window, or holding characters the tokenizer does not know,
-        add one line each (``items`` names what the pairs are, e.g. "text pairs")."""
+        ``(first, second)`` pairs: :meth:`grouped_first_logits` with the pairs as one group,
+        its warnings added to ``warnings`` when given."""
+        out, said = self.grouped_first_logits(firsts, seconds, items, [len(firsts)])
+        if warnings is not None:
+            warnings.extend(said[0])
+        return out
+
+    def grouped_first_logits(self, firsts: list[str], seconds: list[str], items: str,
+                             sizes: list[int]):
+        """The first output logit (a float64 tensor, one per pair, in the order given) over the
+        ``(first, second)`` pairs, and the warnings of each group of pairs: the pairs are
+        ``sizes[0]`` pairs of the first group (one question's, say), then ``sizes[1]`` of the
+        next, ... All are tokenized once and sorted by length into batches of at most
+        :data:`BATCH` pairs (:func:`length_batches`; padding is masked), so groups share forward
+        passes; a group's warnings (pairs cut to fit the window, or holding characters the
+        tokenizer does not know: one line each) count its own pairs only. ``items`` names what
+        the pairs are, e.g. "text pairs"."""
         import torch
 
+        if sum(sizes) != len(firsts):
+            raise ValueError(f"the groups hold {sum(sizes)} pairs, not {len(firsts)}")
         out = torch.zeros(len(firsts), dtype=torch.float64)
         if not firsts:
-            return out
+            return out, [[] for _ in sizes]
         enc, truncated, unk = tokenize_pairs(self.tokenizer, firsts, seconds, self.max_length)
-        cut, unknown = len(truncated), len(unk)
         device = next(self.model.parameters()).device
         for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH):
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.no_grad():
                 logits = self.model(**{k: v.to(device) for k, v in batch.items()}).logits
             out[rows] = logits[:, 0].double().cpu()
-        if warnings is not None:
+        said, at = [], 0
+        for n in sizes:
+            cut = sum(1 for i in truncated if at <= i < at + n)
+            unknown = sum(1 for i in unk if at <= i < at + n)
+            lines = []
             if cut:
-                warnings.append(
-                    f"{self.reader} read {cut} of {len(firsts)} {items} cut to its window of "
-                    f"{self.max_length} tokens.")
+                lines.append(f"{self.reader} read {cut} of {n} {items} cut to its window of "
+                             f"{self.max_length} tokens.")
             if unknown:
-                warnings.append(
-                    f"{self.reader}'s tokenizer does not know some characters of {unknown} of "
-                    f"{len(firsts)} {items}; it read them as unknown tokens.")
-        return out
+                lines.append(f"{self.reader}'s tokenizer does not know some characters of "
+                             f"{unknown} of {n} {items}; it read them as unknown tokens.")
+            said.append(lines)
+            at += n
+        return out, said

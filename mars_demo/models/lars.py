@@ -18,7 +18,7 @@ import math
 
 from ..core.lars import probability_bin
 from ..errors import ModelLoadError
-from ._pairs import PairClassifier
+from ._pairs import PairClassifier, split_groups
 
 
 def bin_token(i: int) -> str:
@@ -76,10 +76,26 @@ class LarsModel(PairClassifier):
                warnings: list[str] | None = None) -> list[float]:
         """LARS's logit (float64) of each answer segment
         (:func:`~mars_demo.core.lars.lars_answer_text`, with this model's bins) after the bare
-        ``question``, in batches. When ``warnings`` is given, inputs cut to fit the model's
-        window, or holding characters its tokenizer does not know, add one line each."""
-        logits = self.first_logits([question] * len(answer_texts), list(answer_texts),
-                                   "answers (with the question)", warnings).tolist()
-        if not all(math.isfinite(v) for v in logits):  # broken weights
-            raise ValueError(f"the LARS model {self.model_id} gave {logits}")
+        ``question``. When ``warnings`` is given, inputs cut to fit the model's window, or
+        holding characters its tokenizer does not know, add one line each
+        (:meth:`grouped_logits` with one question)."""
+        [(logits, said)] = self.grouped_logits([(question, list(answer_texts))])
+        if warnings is not None:
+            warnings.extend(said)
         return logits
+
+    def grouped_logits(self, questions: list[tuple[str, list[str]]]
+                       ) -> list[tuple[list[float], list[str]]]:
+        """For each ``(question, answer segments)``: LARS's logit of each segment after the
+        question, and that question's warnings; every question's inputs are sorted by length
+        into shared batches
+        (:meth:`~mars_demo.models._pairs.PairClassifier.grouped_first_logits`)."""
+        firsts = [q for q, texts in questions for _ in texts]
+        seconds = [t for _, texts in questions for t in texts]
+        sizes = [len(texts) for _, texts in questions]
+        logits, said = self.grouped_first_logits(firsts, seconds,
+                                                 "answers (with the question)", sizes)
+        values = logits.tolist()
+        if not all(math.isfinite(v) for v in values):  # broken weights
+            raise ValueError(f"the LARS model {self.model_id} gave {values}")
+        return split_groups(values, sizes, said)

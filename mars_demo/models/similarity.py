@@ -14,7 +14,7 @@ its window are cut to fit and reported. Load it through
 from __future__ import annotations
 
 from ..errors import ModelLoadError
-from ._pairs import PairClassifier
+from ._pairs import PairClassifier, split_groups
 
 
 def activation_of(config) -> str | None:
@@ -55,14 +55,26 @@ class SimilarityModel(PairClassifier):
 
     def similarities(self, pairs: list[tuple[str, str]],
                      warnings: list[str] | None = None) -> list[float]:
-        """The similarity in [0, 1] of each ``(first, second)`` pair, in batches of
-        :data:`~mars_demo.models._pairs.BATCH`. When ``warnings`` is given, a pair cut to fit the model's window, or
-        holding characters its tokenizer does not know, adds one line to it."""
+        """The similarity in [0, 1] of each ``(first, second)`` pair. When ``warnings`` is
+        given, pairs cut to fit the model's window, or holding characters its tokenizer does not
+        know, add one line each (:meth:`grouped_similarities` with one group)."""
+        [(values, said)] = self.grouped_similarities([pairs])
+        if warnings is not None:
+            warnings.extend(said)
+        return values
+
+    def grouped_similarities(self, groups: list[list[tuple[str, str]]]
+                             ) -> list[tuple[list[float], list[str]]]:
+        """Each group's similarities in [0, 1] (one per pair, in order) and its warnings, with
+        every group's pairs sorted by length into shared batches
+        (:meth:`~mars_demo.models._pairs.PairClassifier.grouped_first_logits`)."""
         import torch
 
-        logits = self.first_logits([a for a, _ in pairs], [b for _, b in pairs], "text pairs",
-                                   warnings)
+        pairs = [pair for group in groups for pair in group]
+        logits, said = self.grouped_first_logits([a for a, _ in pairs], [b for _, b in pairs],
+                                                 "text pairs", [len(g) for g in groups])
         out = torch.sigmoid(logits).tolist()
         if not all(0.0 <= v <= 1.0 for v in out):  # NaN logits (broken weights)
             raise ValueError(f"the similarity model {self.model_id} gave {out}")
-        return out
+        return split_groups(out, [len(g) for g in groups], said)
+

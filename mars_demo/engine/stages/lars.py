@@ -39,7 +39,8 @@ def segments(answers, number_of_bins: int, edges) -> list[str]:
 
 class LarsStage(OptionalModelStage):
     """LARS's logits of each job's answers (``lars_outputs``; ``{}`` when no LARS method is
-    asked). One batched pass of the model per job (each job has its own question)."""
+    asked). The model's batches hold every job's answers (each after its own question),
+    sorted by length; each job's warnings count its own answers only."""
 
     name = "lars"
     reads = ("answers", "question", "reuse")
@@ -68,10 +69,10 @@ class LarsStage(OptionalModelStage):
 
     def compute(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         model = ctx.lars
-        for job in jobs:
-            answers = answers_of(job)
-            inputs = segments(answers, model.number_of_bins, model.edges)
-            warnings: list[str] = []
+        every = [answers_of(job) for job in jobs]
+        inputs = [segments(answers, model.number_of_bins, model.edges) for answers in every]
+        said = model.grouped_logits([(job.question, texts) for job, texts in zip(jobs, inputs)])
+        for job, answers, texts, (logits, warnings) in zip(jobs, every, inputs, said):
             partial = sum(1 for a in answers for t in a.token_texts if t == "")
             if partial:
                 total = sum(len(a.token_texts) for a in answers)
@@ -80,9 +81,8 @@ class LarsStage(OptionalModelStage):
                     "is part of a character that the next token completes, so LARS saw only its "
                     "probability bin (LARS's own code reads such a token as the replacement "
                     "character).")
-            logits = model.logits(job.question, inputs, warnings)
             job.lars_outputs = {
                 "lars_model": ctx.run.settings.lars, "question": job.question,
                 "answers": [a.text for a in answers], "number_of_bins": model.number_of_bins,
-                "edges": model.edges, "inputs": inputs, "logits": logits}
+                "edges": model.edges, "inputs": texts, "logits": logits}
             job.warnings.extend(w for w in warnings if w not in job.warnings)

@@ -61,7 +61,8 @@ def entry_of(question: str, samples, values: list[float], counts: list[int],
 
 class SimilarityStage(OptionalModelStage):
     """SAR's similarities of each job's samples (``similarities``; ``{}`` when no SAR method
-    is asked). One batched pass of the model over every job's pairs."""
+    is asked). The model's batches hold every job's pairs, sorted by length; each job's
+    warnings count its own pairs only."""
 
     name = "similarity"
     reads = ("scored", "question", "reuse")
@@ -83,15 +84,9 @@ class SimilarityStage(OptionalModelStage):
         return None
 
     def compute(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
-        every: list[tuple[str, str]] = []
-        spans = []
-        for job in jobs:
-            pairs, counts = pairs_of(job.question, job.scored[1:])
-            spans.append((len(every), len(pairs), counts))
-            every.extend(pairs)
-        warnings: list[str] = []
-        values = ctx.similarity.similarities(every, warnings)
-        for job, (at, n, counts) in zip(jobs, spans):
-            job.similarities = entry_of(job.question, job.scored[1:], values[at:at + n],
-                                        counts, ctx.run.settings.similarity)
+        groups = [pairs_of(job.question, job.scored[1:]) for job in jobs]
+        said = ctx.similarity.grouped_similarities([pairs for pairs, _ in groups])
+        for job, (_, counts), (values, warnings) in zip(jobs, groups, said):
+            job.similarities = entry_of(job.question, job.scored[1:], values, counts,
+                                        ctx.run.settings.similarity)
             job.warnings.extend(w for w in warnings if w not in job.warnings)
