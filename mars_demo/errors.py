@@ -114,6 +114,30 @@ def needs_cuda(err: BaseException) -> bool:
     return not is_out_of_memory(err) and bool(_NEEDS_CUDA.search(f"{err}".lower()))
 
 
+#: The install command of a package that loading a model asked for, as transformers words it:
+#: "Loading a GPTQ quantized model requires optimum (`pip install optimum`)", "... requires
+#: auto-awq library (`pip install autoawq`)", "... requires AQLM: `pip install aqlm[gpu,cpu]`".
+_PIP_INSTALL = re.compile(r"`(pip install [^`]+)`")
+
+
+def missing_package(err: BaseException) -> str | None:
+    """The ``pip install ...`` command that ``err`` (an ImportError raised while loading a
+    model) names, if it names one.
+
+    >>> missing_package(ImportError("Loading a GPTQ quantized model requires optimum "
+    ...                             "(`pip install optimum`)"))
+    'pip install optimum'
+    >>> missing_package(ImportError("No module named 'foo'")) is None
+    True
+    >>> missing_package(OSError("`pip install x`")) is None  # only a missing package says so
+    True
+    """
+    if not isinstance(err, ImportError):
+        return None
+    found = _PIP_INSTALL.search(str(err))
+    return found.group(1).strip() if found else None
+
+
 def _quantization(model_id: str) -> str | None:
     """The ``quant_method`` of the ``quantization_config`` in a local model folder's
     config.json ("bitsandbytes", "fp8"...), if it has one."""
@@ -159,6 +183,15 @@ def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoa
             "or a PyTorch built without CUDA). Run it on a machine with a CUDA GPU and a CUDA "
             "build of PyTorch, or pick a model saved without GPU-only quantization (an "
             "unquantized one)."
+        )
+    elif missing_package(err):
+        method = _quantization(model_id)
+        saved = f" (it was saved quantized with {method})" if method else ""
+        hint = (
+            f"{model_id!r} needs a Python package that is not installed here{saved}: "
+            f"{missing_package(err)}. Install it (most quantization packages also need a CUDA "
+            "GPU), or pick the model saved without that quantization (on a CUDA GPU this "
+            "project loads an unquantized LLM in 4-bit by itself)."
         )
     elif is_dir:
         hint = (
