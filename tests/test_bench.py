@@ -105,6 +105,40 @@ def test_reference_path_really_ran(data):
     )
 
 
+def test_the_nli_steps_operations_are_counted(data, models_dir):
+    """The NLI step's matrix-product operations, counted by torch, against a count by hand from
+    the tiny model's shape over the padded tokens of the batches the step makes."""
+    from mars_demo.devtools.bench.ceiling import nli_compute
+    from mars_demo.models import _pairs
+    from mars_demo.models.nli import BATCH, BATCH_TOKENS
+    from mars_demo.models.registry import load_nli
+
+    nc = data["nli_compute"]
+    assert nc["seconds"] == pytest.approx(data["stages"]["nli"])
+    assert nc["gflop_per_s"] == pytest.approx(nc["gflop"] / nc["seconds"])
+    assert nc["share_of_matmul_rate"] == pytest.approx(nc["gflop_per_s"]
+                                                       / nc["matmul_gflop_per_s"])
+    assert nc["matmul_gflop_per_s"] > 0 and "NLI compute:" in bench.format_report(data)
+
+    nli = load_nli(str(models_dir / "main" / "nli"))
+    question = "Which planet is known as the Red Planet?"
+    texts = ["Mars", "It is Mars, the red one", "Venus", "I think it is Jupiter or Mars"]
+    pairs = [(f"{question} {a}", f"{question} {b}") for a in texts for b in texts if a != b]
+    enc, _, _ = _pairs.tokenize_pairs(nli.tokenizer, [a for a, _ in pairs],
+                                      [b for _, b in pairs], 512)
+    lengths = [len(ids) for ids in enc["input_ids"]]
+    padded = sum(len(rows) * max(lengths[i] for i in rows)
+                 for rows in _pairs.length_batches(lengths, BATCH, BATCH_TOKENS))
+    config = nli.model.config
+    h, f = config.hidden_size, config.intermediate_size
+    # per token and layer: q, k, v and the output (4 h x h) and the feed-forward (2 h x f),
+    # 2 FLOP per multiply-add; attention's own products come on top of that
+    linear = padded * config.num_hidden_layers * 2 * (4 * h * h + 2 * h * f)
+    counted = nli_compute(nli, question, texts, 1.0, False)["gflop"] * 1e9
+    assert linear <= counted <= 2 * linear, (linear, counted)
+    assert all(q.requires_grad for q in nli.model.parameters())  # restored after counting
+
+
 def test_generation_figures_are_from_this_run(data):
     assert data["one_call_speedup"] == pytest.approx(
         data["two_call_generation_s"] / data["generation_s"])

@@ -74,6 +74,13 @@ def format_report(d: dict[str, Any]) -> str:
             f"{pct(ratio(n['after_generation_s'], d['generation_s']))}"
             " of generation"
         )
+    nc = d.get("nli_compute")
+    if nc:
+        lines.append(
+            f"NLI compute: {nc['gflop']:.1f} GFLOP of matrix products per question in "
+            f"{nc['seconds']:.3f} s = {nc['gflop_per_s']:.0f} GFLOP/s, "
+            f"{pct(nc['share_of_matmul_rate'])} of one plain matrix product's rate of the "
+            f"model's width and dtype on this device ({nc['matmul_gflop_per_s']:.0f} GFLOP/s)")
     ft = d["first_token"]
     lp = d["llm_forward_passes"]
     sc = d["static_kv_cache"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import pathlib
+import statistics
 import tempfile
 import time
 from typing import Any, Callable
 
+from .ceiling import nli_compute
 from .compare import compare, compare_phrases, default_tolerance, summarize
 from .instrument import Instrument, peak_rss_mb, rss_mb
 from .methods import (
@@ -27,7 +29,7 @@ from .reference import (
     two_call_generation,
 )
 from .spec import QUESTION, SPECS, BenchError
-from .summary import summarize_runs
+from .summary import stages_of, summarize_runs
 
 
 
@@ -171,6 +173,9 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
             run["sample_texts"] = [g.text for g in gens[1:]]
             runs.append(run)
         peak_rss_main = peak_rss_mb()
+        log("counting the NLI step's operations ...")
+        nli_s = statistics.median(stages_of(r["timings_s"], r["total_s"])["nli"] for r in runs)
+        compute = nli_compute(nli, question, runs[-1]["sample_texts"], nli_s, cuda)
 
         # The other NLI shape, on the same sampled answers.
         log(f"timing the {spec['other_nli']}-shaped NLI model ...")
@@ -212,6 +217,7 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
 
     return summarize_runs(
         built_on=paths["llm_built_on"], runs=runs, other_runs=other_runs, costs=costs,
+        nli_compute=compute,
         llm=llm, spec=spec,
         llm_shape=llm_shape, cuda=cuda,
         settings=settings, question=question, repeats=repeats, warmup=warmup,

@@ -18,7 +18,7 @@ from .spec import (
     SCHEMA,
 )
 
-def summarize_runs(*, built_on, runs, other_runs, costs, llm, spec, llm_shape, cuda, settings, question, repeats,
+def summarize_runs(*, built_on, runs, other_runs, costs, nli_compute, llm, spec, llm_shape, cuda, settings, question, repeats,
             warmup, tolerance, load_s, rss_after_load, peak_rss_main, gpu_peak, load_avg_start,
             perturb, torch_version, tf_version) -> dict[str, Any]:
     import torch
@@ -273,6 +273,7 @@ def summarize_runs(*, built_on, runs, other_runs, costs, llm, spec, llm_shape, c
         "ready_s": {s: median([r["ready_s"].get(s, float("nan")) for r in runs])
                     for s in runs[0]["ready_s"]},
         "nli_models": [nli_main, nli_other],
+        "nli_compute": nli_compute,
         "peak_rss_mb": peak_rss_main,
         "peak_rss_mb_with_other_nli": peak_rss_mb(),
         "rss_after_load_mb": rss_after_load,
