@@ -106,7 +106,8 @@ def length_batches(lengths: list[int], most_pairs: int = 64,
     return batches
 
 
-def split_groups(values: list, sizes: list[int], said: list[list[str]]) -> list[tuple[list, list[str]]]:
+def split_groups(values: list, sizes: list[int],
+                 said: list[list[str]]) -> list[tuple[list, list[str]]]:
     """``values`` cut into consecutive groups of ``sizes``, each with its warnings ``said``."""
     out, at = [], 0
     for n, lines in zip(sizes, said):
@@ -141,16 +142,6 @@ class PairClassifier:
         if torch.cuda.is_available():
             model = model.to("cuda")
         return cls(model.eval(), tokenizer, model_id)
-
-    def first_logits(self, firsts: list[str], seconds: list[str], items: str,
-                     warnings: list[str] | None = None):
-        """The first output logit (a float64 tensor, one per pair, in the order given) over the
-        ``(first, second)`` pairs: :meth:`grouped_first_logits` with the pairs as one group,
-        its warnings added to ``warnings`` when given."""
-        out, said = self.grouped_first_logits(firsts, seconds, items, [len(firsts)])
-        if warnings is not None:
-            warnings.extend(said[0])
-        return out
 
     def grouped_first_logits(self, firsts: list[str], seconds: list[str], items: str,
                              sizes: list[int]):

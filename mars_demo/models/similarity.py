@@ -77,4 +77,3 @@ class SimilarityModel(PairClassifier):
         if not all(0.0 <= v <= 1.0 for v in out):  # NaN logits (broken weights)
             raise ValueError(f"the similarity model {self.model_id} gave {out}")
         return split_groups(out, [len(g) for g in groups], said)
-
