@@ -150,6 +150,12 @@ def _quantization(model_id: str) -> str | None:
     return str(method) if method else None
 
 
+def _saved_quantized(model_id: str) -> str:
+    """" (it was saved quantized with METHOD)" for a local folder saved quantized, else ""."""
+    method = _quantization(model_id)
+    return f" (it was saved quantized with {method})" if method else ""
+
+
 def check_finite(values, who: str) -> None:
     """Raise :class:`InvalidModelOutput` unless every value of the tensor ``values`` is finite.
 
@@ -176,19 +182,16 @@ def explain_load_error(model_id: str, what: str, err: BaseException) -> ModelLoa
             "GPU, or pick a smaller model preset."
         )
     elif needs_cuda(err):
-        method = _quantization(model_id)
-        saved = f" (it was saved quantized with {method})" if method else ""
         hint = (
-            f"{model_id!r} needs a CUDA GPU{saved}, and none is usable here (no NVIDIA GPU, "
+            f"{model_id!r} needs a CUDA GPU{_saved_quantized(model_id)}, and none is usable here (no NVIDIA GPU, "
             "or a PyTorch built without CUDA). Run it on a machine with a CUDA GPU and a CUDA "
             "build of PyTorch, or pick a model saved without GPU-only quantization (an "
             "unquantized one)."
         )
     elif missing_package(err):
-        method = _quantization(model_id)
-        saved = f" (it was saved quantized with {method})" if method else ""
         hint = (
-            f"{model_id!r} needs a Python package that is not installed here{saved}: "
+            f"{model_id!r} needs a Python package that is not installed here"
+            f"{_saved_quantized(model_id)}: "
             f"{missing_package(err)}. Install it (most quantization packages also need a CUDA "
             "GPU), or pick the model saved without that quantization (on a CUDA GPU this "
             "project loads an unquantized LLM in 4-bit by itself)."
