@@ -57,3 +57,25 @@ def check_methods_only(data: dict, path, method_ids, asked: str, message: str) -
     code, out, err = cli("score", str(path.with_name("old.json")), "--methods-only",
                          "--methods", asked)
     assert code == 2 and message in err, err
+
+
+def check_model_needed_only_when_asked(settings, data: dict, question: str, model: str,
+                                       saved: str, cases) -> None:
+    """The optional ``model`` (a stage model, e.g. "lars") is planned exactly for the methods
+    of ``cases`` (``(methods, needed)`` pairs) on the saved analysis ``data``; a rescore with
+    the free methods alone saves nothing under ``method_inputs[saved]``."""
+    from mars_demo.engine import Engine, stages
+    from mars_demo.engine import job as job_module
+    from mars_demo.methods import FREE
+    from mars_demo.recipes import resolve
+    from mars_demo.result import AnalysisResult
+
+    result = AnalysisResult.from_dict(data)
+    planned = stages.plan(job_module.RESULT_NEEDS)
+    jobs = [job_module.ScoringJob(answers=result.answer_set(), question=question, reuse=None,
+                                  logprob_source="generation")]
+    for methods, needed in cases:
+        run = resolve(settings.replace(methods=methods))
+        assert (model in stages.models_needed(planned, jobs, run)) == needed, methods
+    free = Engine(settings).rescore(result)
+    assert list(free.methods) == list(FREE) and saved not in free.method_inputs

@@ -15,7 +15,12 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import check_methods_only, cli, evaluate_facts
+from cli_helpers import (
+    check_methods_only,
+    check_model_needed_only_when_asked,
+    cli,
+    evaluate_facts,
+)
 
 from mars_demo.core.lars import lars_answer_text
 from mars_demo.errors import ModelLoadError
@@ -210,23 +215,10 @@ def test_the_saved_analysis_alone_gives_the_lars_values_without_torch(asked):
 
 
 def test_the_lars_model_is_needed_only_when_lars_is_asked(tiny_settings, asked, tiny_lars):
-    from mars_demo.engine import Engine, stages
-    from mars_demo.engine import job as job_module
-    from mars_demo.methods import FREE
-    from mars_demo.recipes import resolve
-    from mars_demo.result import AnalysisResult
-
-    result = AnalysisResult.from_dict(asked[0])
-    planned = stages.plan(job_module.RESULT_NEEDS)
-    jobs = [job_module.ScoringJob(answers=result.answer_set(), question=QUESTION, reuse=None,
-                                  logprob_source="generation")]
-    settings = tiny_settings.replace(lars=str(tiny_lars))
-    for methods, needed in ((None, False), ("eigv,num_sets,token_sar", False), ("lars", True),
-                            ("num_sets,lars_entropy", True), ("lars_semantic_entropy", True)):
-        run = resolve(settings.replace(methods=methods))
-        assert ("lars" in stages.models_needed(planned, jobs, run)) == needed, methods
-    free = Engine(settings).rescore(result)
-    assert list(free.methods) == list(FREE) and "lars" not in free.method_inputs
+    check_model_needed_only_when_asked(
+        tiny_settings.replace(lars=str(tiny_lars)), asked[0], QUESTION, "lars", "lars",
+        ((None, False), ("eigv,num_sets,token_sar", False), ("lars", True),
+         ("num_sets,lars_entropy", True), ("lars_semantic_entropy", True)))
 
 
 def test_a_rescore_reuses_the_saved_logits_of_the_same_inputs(tiny_settings, asked, tiny_lars,

@@ -135,26 +135,27 @@ def test_a_folder_saved_with_gpu_only_quantization_says_it_needs_a_cuda_gpu(
     assert "does not hold a usable model" not in message
 
 
-@pytest.mark.parametrize("config, command", [
-    # transformers' own words: "Loading a GPTQ quantized model requires optimum (`pip install
-    # optimum`)", "... requires auto-awq library (`pip install autoawq`)", "Using `aqlm`
-    # quantization requires AQLM: `pip install aqlm[gpu,cpu]`"
+@pytest.mark.parametrize("config, module, words", [
+    # transformers' own words when the package is missing
     ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
-     "pip install optimum"),
+     "optimum", "Loading a GPTQ quantized model requires optimum (`pip install optimum`)"),
     ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
-      "version": "gemm"}, "pip install autoawq"),
+      "version": "gemm"}, "awq",
+     "Loading an AWQ quantized model requires auto-awq library (`pip install autoawq`)"),
     ({"quant_method": "aqlm", "in_group_size": 8, "out_group_size": 1, "num_codebooks": 1,
-      "nbits_per_codebook": 16}, "pip install aqlm[gpu,cpu]"),
+      "nbits_per_codebook": 16}, "aqlm",
+     "Using `aqlm` quantization requires AQLM: `pip install aqlm[gpu,cpu]`"),
 ])
 def test_a_folder_whose_quantization_needs_a_missing_package_names_it(
-        tmp_path, tiny_models, config, command):
-    for module in ("optimum", "awq", "aqlm"):  # only where the package is really missing
-        if importlib.util.find_spec(module) and module in command:
-            pytest.skip(f"{module} is installed here")
+        tmp_path, tiny_models, config, module, words):
     folder = quantized_copy(tiny_models, tmp_path, "llm", config)
-    with pytest.raises(ModelLoadError) as info:
-        registry.load_llm(str(folder))
-    message = str(info.value)
+    if importlib.util.find_spec(module) is None:  # missing here: transformers' own error
+        with pytest.raises(ModelLoadError) as info:
+            registry.load_llm(str(folder))
+        message = str(info.value)
+    else:  # installed here: the error it gives where it is missing
+        message = str(explain_load_error(str(folder), "LLM", ImportError(words)))
+    command = words[words.index("`pip install") + 1:words.rindex("`")]
     assert (f"needs a Python package that is not installed here (it was saved quantized with "
             f"{config['quant_method']}): {command}.") in message, message
     assert "does not hold a usable model" not in message

@@ -10,14 +10,16 @@ import json
 import math
 
 import pytest
-from cli_helpers import check_methods_only, cli, evaluate_facts
+from cli_helpers import (
+    check_methods_only,
+    check_model_needed_only_when_asked,
+    cli,
+    evaluate_facts,
+)
 
 from mars_demo.core import sar
 from mars_demo.core.sar import relevance_pairs
-from mars_demo.engine import Engine, stages
-from mars_demo.engine.job import RESULT_NEEDS
-from mars_demo.methods import FREE
-from mars_demo.recipes import resolve
+from mars_demo.engine import Engine
 
 QUESTION = "Which planet is known as the Red Planet?"
 SAR = ("token_sar", "sentence_sar", "sar")
@@ -168,21 +170,12 @@ def test_score_methods_only_recomputes_sar_without_a_model(asked, tiny_similarit
 
 def test_the_similarity_model_is_needed_only_when_sar_is_asked(tiny_settings, asked,
                                                                 tiny_similarity):
-    from mars_demo.engine import job as job_module
-    from mars_demo.result import AnalysisResult
-
-    result = AnalysisResult.from_dict(asked[0])
-    planned = stages.plan(RESULT_NEEDS)
-    jobs = [job_module.ScoringJob(answers=result.answer_set(), question=QUESTION, reuse=None,
-                                  logprob_source="generation")]
-    settings = tiny_settings.replace(similarity=str(tiny_similarity))
-    for methods, needed in ((None, False), ("eigv,num_sets", False), ("token_sar", True),
-                            ("num_sets,sentence_sar", True), ("sar", True)):
-        run = resolve(settings.replace(methods=methods))
-        assert ("similarity" in stages.models_needed(planned, jobs, run)) == needed, methods
     # the free methods alone: nothing of SAR saved
-    free = Engine(settings).rescore(result)
-    assert list(free.methods) == list(FREE) and "sar" not in free.method_inputs
+    check_model_needed_only_when_asked(
+        tiny_settings.replace(similarity=str(tiny_similarity)), asked[0], QUESTION,
+        "similarity", "sar",
+        ((None, False), ("eigv,num_sets", False), ("token_sar", True),
+         ("num_sets,sentence_sar", True), ("sar", True)))
 
 
 def test_a_rescore_reuses_the_saved_similarities(tiny_settings, asked, tiny_similarity,
