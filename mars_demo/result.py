@@ -116,9 +116,10 @@ def token_stats(tokens: list[Token]) -> dict[str, list]:
 class NLIResult:
     """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
     ``probabilities[i][j]``: the model's (entailment, neutral, contradiction) probabilities for
-    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical answers
-    (no model call; their label is "entailment"); None in an analysis made before they were
-    saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
+    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical texts
+    (no model call); answers equal after normalization (case, spaces, punctuation) are
+    labelled "entailment" (one answer for the clustering) but hold the model's own
+    probabilities; None in an analysis made before they were saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
     unknown characters); they are in the result's warnings too."""
 
     answers: list[str]
