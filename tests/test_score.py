@@ -252,10 +252,10 @@ def test_rescoring_calls_neither_the_llm_nor_the_nli_model(tiny_settings, analys
     assert again.uncertainty.entropy.length_normalized == pytest.approx(
         analysis.uncertainty.entropy.length_normalized)
     assert any(changed.values())
-    # with another NLI model (or no earlier result) the verdicts are computed again: among the
-    # samples, and semantic density's greedy answer against them (a free method: its own pass)
+    # with another NLI model (or no earlier result) the verdicts are computed again (semantic
+    # density's greedy-to-sample pairs in the same call)
     engine.score(analysis)
-    assert calls == {"llm": 0, "nli": 2}
+    assert calls == {"llm": 0, "nli": 1}
 
 
 def test_rescoring_keeps_the_generation_warnings(tiny_settings, analysis):

@@ -67,8 +67,8 @@ class ScoringJob:
     # ccp: the NLI verdicts of the greedy tokens' alternatives ({} unless CCP is asked),
     # saved as method_inputs["ccp"]
     ccp_outputs: dict | None = None
-    # greedy_nli: NLI of the greedy answer against each sample ({} unless a method reads it),
-    # saved as method_inputs["greedy_nli"]
+    # nli: NLI of the greedy answer against each sample ({} unless a method reads it), saved
+    # as method_inputs["greedy_nli"]
     greedy_nli: dict | None = None
     # embeddings: the samples' middle-layer embeddings ({} unless EigenScore is asked), saved
     # as method_inputs["eigenscore"]

@@ -120,7 +120,8 @@ NEEDS: dict[str, Need] = {n.id: n for n in (
     Need("greedy", True, lambda x: x.greedy is not None,
          "greedy answer", "score its answers again with a greedy answer"),
     Need("nli_probabilities", True, lambda x: x.nli_probabilities is not None,
-         "NLI probabilities of the samples (it predates them, schema 2)",
+         "NLI probabilities of the samples (it predates the saved NLI probabilities, "
+         "schema 2)",
          "score its answers again (python -m mars_demo score FILE) to get them"),
     Need("token_entropy", True, _tokens_have("token_entropies"),
          "entropy of the greedy answer's tokens (answers made before it was saved, or given "

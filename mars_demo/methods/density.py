@@ -1,7 +1,8 @@
 """Semantic Density (Qiu and Miikkulainen, NeurIPS 2024): how much of the samples' probability
 lies near the greedy answer in meaning. The NLI model compares "question greedy answer" with
 "question sample" for each sample (the extra NLI pairs, saved as
-``method_inputs["greedy_nli"]`` by :mod:`mars_demo.engine.stages.greedy_nli`, so ``score``
+``method_inputs["greedy_nli"]`` by the NLI stage (:mod:`mars_demo.engine.stages.nli`, in
+the same batched pass as the samples' pairs), so ``score``
 recomputes it without models). Math: :mod:`mars_demo.core.density`; lm-polygraph
 ``estimators/semantic_density.py`` (``SemanticDensity``, question prepended)."""
 

@@ -31,7 +31,6 @@ from .base import BASE, MODELS, ScoringContext, Stage
 from .ccp import CCPStage
 from .clustering import ClusteringStage
 from .embeddings import EmbeddingsStage
-from .greedy_nli import GreedyNLIStage
 from .importance import ImportanceStage
 from .lars import LarsStage
 from .llm_pass import LLMPassStage
@@ -45,7 +44,7 @@ __all__ = ["SCORING", "BASE", "MODELS", "ScoringContext", "Stage", "plan", "mode
 #: Every scoring stage, in the order they run.
 SCORING: tuple[Stage, ...] = (
     ImportanceStage(), AlignmentStage(), NLIStage(), ClusteringStage(), UncertaintyStage(),
-    LLMPassStage(), SimilarityStage(), LarsStage(), GreedyNLIStage(), CCPStage(),
+    LLMPassStage(), SimilarityStage(), LarsStage(), CCPStage(),
     EmbeddingsStage(), MethodsStage(),
 )
 
