@@ -90,7 +90,8 @@ def models_of(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "AnswerInputs", "BASE_MODELS", "FAMILIES", "FREE", "MEASURES", "METHODS", "Method",
-    "MethodInputs", "NEEDS", "Need", "OPTIONAL_MODELS", "OWN_MODELS", "OptionalModel", "SCORED_VARIANTS",
+    "MethodInputs", "NEEDS", "Need", "OPTIONAL_MODELS", "OWN_MODELS", "OptionalModel",
+    "SCORED_VARIANTS",
     "VARIANTS", "answer_inputs", "check_needs", "compute_from", "compute_methods",
     "free_methods", "inputs_of", "is_free", "label", "llm_pass_prompt", "method", "models_of",
     "optional_models", "parse_methods", "row_label", "values_of",

@@ -2,8 +2,8 @@
 probability counted only against the alternatives that would change the claim. Opt-in: it runs
 the NLI model on each greedy token against its top alternatives (as lm-polygraph's
 ``stat_calculators/greedy_alternatives_nli.py``: the token texts stripped of punctuation and
-spaces, premise the greedy token), one pass per answer of about ``L * k`` short pairs (deduplicated);
-the alternatives (``alternatives`` of each greedy token, from generation) and the verdicts
+spaces, premise the greedy token), one pass per answer of about ``L * k`` short pairs
+(deduplicated); the alternatives (``alternatives`` of each greedy token, from generation) and the verdicts
 (``method_inputs["ccp"]``) are saved. Math: :mod:`mars_demo.core.token_level`;
 lm-polygraph ``estimators/claim_conditioned_probability.py``."""
 

@@ -1,6 +1,7 @@
 """MARS's three measures (Bakman et al., ACL 2024, section 2), each under length-normalized and
 MARS scoring: every analysis computes them (its ``uncertainty`` block), and they are methods
-like the others (``--methods confidence``, the tables' rows). Math: :mod:`mars_demo.core.uncertainty`.
+like the others (``--methods confidence``, the tables' rows). Math:
+:mod:`mars_demo.core.uncertainty`.
 
 - ``confidence``: minus the greedy answer's log score. Under LN scoring it is lm-polygraph's
   ``Perplexity`` (``estimators/perplexity.py``: minus the mean token log-prob), so that

@@ -16,6 +16,7 @@ from .methods import (
     LARS_LIKE,
     SIMILARITY_LIKE,
     build_similarity,
+    extra_nli_pairs,
     free_method_costs,
     opt_in_method_costs,
 )
@@ -196,7 +197,8 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
         del other
 
         log("timing each free method ...")
-        costs = {"free": free_method_costs(last[1]), "opt_in": None}
+        costs = {"free": free_method_costs(last[1]), "opt_in": None,
+                 "semantic_density_nli": extra_nli_pairs(last[1])}
         if opt_in_methods:
             from ..tiny.lars import build_lars
 

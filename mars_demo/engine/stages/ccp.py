@@ -44,7 +44,7 @@ class CCPStage(OptionalModelStage):
     reads = ("scored", "reuse")
     adds = ("ccp_outputs",)
     progress = "uncertainty"
-    timing = "ccp"
+    timing = "methods"  # the methods' cost, pass included
     need, model, output = "alternatives_nli", "nli", "ccp_outputs"
 
     def reused(self, job: ScoringJob, run: Resolved) -> dict | None:

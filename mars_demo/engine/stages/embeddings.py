@@ -48,7 +48,7 @@ class EmbeddingsStage:
     reads = ("answers", "reuse")
     adds = ("embeddings",)
     progress = "uncertainty"
-    timing = "eigenscore"
+    timing = "methods"  # the methods' cost, pass included
 
     def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         if asked(run) and not run.settings.llm_endpoint and any(
