@@ -116,3 +116,14 @@ def test_an_analysis_without_the_token_statistics_says_what_it_lacks(analysis):
     del data["method_inputs"]["eigenscore"]
     with pytest.raises(ValueError, match="middle-layer embeddings.*--methods eigenscore"):
         compute_methods(data, ["eigenscore"])
+
+
+def test_answers_given_as_text_get_their_token_statistics_from_the_teacher_forced_pass(
+        tiny_settings):
+    result = Engine(tiny_settings.replace(methods="mean_token_entropy,self_certainty")).score(
+        {"question": QUESTION, "greedy": "Mars", "samples": ["Mars", "It is Venus"]})
+    tokens = result.greedy.tokens
+    assert all(t.entropy is not None and t.kl_uniform is not None for t in tokens)
+    assert list(result.methods) == ["mean_token_entropy", "self_certainty"]
+    assert result.methods["mean_token_entropy"]["length_normalized"] == pytest.approx(
+        np.mean([t.entropy for t in tokens]), abs=1e-12)

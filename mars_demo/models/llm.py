@@ -525,6 +525,8 @@ class LLM:
             chosen = torch.tensor(ids, device=step.device).unsqueeze(1)
             lp = (step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)).cpu()
             logprobs = [float(x) for x in lp.tolist()]
+            # each position's distribution, as generation gives it: entropy and KL from uniform
+            _, stats = self.token_stats(torch.tensor([ids]), [s.unsqueeze(0) for s in step])
             if not all(math.isfinite(x) for x in logprobs):
                 raise InvalidModelOutput(
                     f"The LLM {self.model_id} produced invalid scores (NaN or infinity) for a "
@@ -532,6 +534,9 @@ class LLM:
                     "model."
                 )
             scored = build_answer(tok, ids, logprobs, eos_ids=set(), stop_strings=())
+            keep = len(scored.logprobs)
+            scored.token_stats = {"entropy": stats["entropy"][0][:keep],
+                                  "kl_uniform": stats["kl_uniform"][0][:keep]}
             notes = [w for w in a.warnings]
             if scored.text != a.text.strip():
                 notes.append(
