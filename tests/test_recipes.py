@@ -105,10 +105,11 @@ def test_paper_code_warns_about_the_bos_token_it_keeps():
         recipe_of("other").notes(bos_token_id=1)
 
 
-def test_readme_has_the_point_by_point_table_with_both_recipes():
+def test_the_docs_have_the_point_by_point_table_with_both_recipes():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "paper-code.md").read_text(
+        encoding="utf-8")
     header = ("| choice | the paper's text | the published code | the authors' later library "
               "(TruthTorchLM) | this project's `default` | `paper-code` |")
     assert header in readme
