@@ -5,7 +5,8 @@ runs everything. A test is marked by the fixtures it uses (directly or through o
 and by the calls in its own code and in the code of those of its fixtures that live in tests/,
 so that a test added anywhere gets its marks without anyone remembering them:
 
-* ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, or trains models;
+* ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, trains models, or
+  builds the documentation site;
 * ``browser``: it drives a real headless Chromium;
 * ``endpoint``: it talks to a real OpenAI-compatible LLM server.
 
@@ -35,6 +36,7 @@ MARKS_BY_CALL = {
     "llama_server": ("slow", "endpoint"),
     "vllm_server": ("slow", "endpoint"),
     "sync_playwright": ("slow", "browser"),  # a headless Chromium
+    "build_site": ("slow",),  # mkdocs build --strict of the docs site (tests/test_docs.py)
 }
 #: a keyword given to any call -> marks
 MARKS_BY_KEYWORD = {
