@@ -203,7 +203,7 @@ def test_the_site_builds_strictly(tmp_path):
     assert 'id="mars_demo.core.scoring.mars"' in reference  # the docstrings are rendered
     assert 'id="mars_demo.evaluation.metrics' in reference
     assert ":func:`" not in reference and ":class:`" not in reference  # roles rewritten
-    assert "<blockquote>\n<blockquote>" not in reference  # no doctest read as quotes
+    assert "<blockquote>" not in reference  # no doctest or "> 0" read as a quote
     architecture = (site / "architecture" / "index.html").read_text(encoding="utf-8")
     assert architecture.count('class="mermaid"') >= 1  # the diagram reaches Material's mermaid
     assert "fonts.googleapis.com" not in (site / "index.html").read_text(encoding="utf-8")
@@ -211,22 +211,26 @@ def test_the_site_builds_strictly(tmp_path):
 
 # --- the commands the pages show --------------------------------------------------------------
 
+#: the programs whose shown commands are checked (``python -m mars_demo.bench`` is not one)
+PROGRAMS = ("python -m mars_demo", "python app.py")
+
+
 def shown_commands(markdown: str) -> list[str]:
-    """The ``python -m mars_demo ...`` commands of a text's bash code blocks, continuation lines
-    joined, comments and shell redirections left out, each command of a pipe on its own.
+    """The ``python -m mars_demo ...`` and ``python app.py ...`` commands of a text's bash code
+    blocks, continuation lines joined, comments and shell redirections left out, each command of
+    a pipe or a ``&&`` on its own.
 
     >>> shown_commands("```bash\\npython -m mars_demo ask 'Q' \\\\\\n    --json | python -m "
-    ...                "mars_demo score - > out.jsonl  # c\\n```")
-    ["python -m mars_demo ask 'Q' --json", 'python -m mars_demo score -']
+    ...                "mars_demo score - > out.jsonl  # c\\npip install x && python app.py\\n```")
+    ["python -m mars_demo ask 'Q' --json", 'python -m mars_demo score -', 'python app.py']
     """
     out = []
     for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
         for line in re.sub(r"\\\n\s*", "", block).splitlines():
             line = re.sub(r"\s+#.*$", "", line)
-            for part in line.split("|"):
+            for part in re.split(r"\||&&", line):
                 part = re.sub(r"\s*(>|&).*$", "", part).strip()
-                if part.startswith("python -m mars_demo ") and \
-                        not part.startswith("python -m mars_demo.bench"):
+                if any(part == p or part.startswith(p + " ") for p in PROGRAMS):
                     out.append(part)
     return out
 
@@ -239,18 +243,25 @@ def _all_commands() -> list[tuple[str, str]]:
 def test_shown_commands_are_found():
     doctest.run_docstring_examples(shown_commands, {"shown_commands": shown_commands},
                                    name="shown_commands")
-    commands = _all_commands()
+    commands = [c for _, c in _all_commands()]
     assert len(commands) >= 20, commands
     for sub in ("ask", "score", "evaluate", "make-tiny-models"):
-        assert any(c.split()[3] == sub for _, c in commands), sub
+        assert any(c.startswith(f"python -m mars_demo {sub} ") for c in commands), sub
+    assert any(c.startswith("python app.py --") for c in commands)
 
 
 @pytest.mark.parametrize("where,command", _all_commands())
 def test_every_shown_command_is_one_the_cli_accepts(where, command):
-    from mars_demo.cli import build_parser
+    """Each command parses with the parser of its program (nothing runs)."""
+    if command.startswith("python app.py"):
+        import app
 
-    argv = shlex.split(command)[3:]  # after "python -m mars_demo"
+        parser, argv = app.build_parser({}), shlex.split(command)[2:]
+    else:
+        from mars_demo.cli import build_parser
+
+        parser, argv = build_parser(), shlex.split(command)[3:]
     try:
-        build_parser().parse_args(argv)
+        parser.parse_args(argv)
     except SystemExit as exc:  # argparse's refusal
         pytest.fail(f"{where}: {command!r} is refused ({exc.code})")
