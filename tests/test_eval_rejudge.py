@@ -214,12 +214,12 @@ def test_the_docs_give_each_judges_figures_on_every_labelled_set():
 
     from mars_demo.evaluation.judge_check import check_judge, read_check_set
 
-    readme = (ROOT / "docs" / "judges.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "judges.md").read_text(encoding="utf-8")
     for path in (CHECK, HOLDOUT, HOLDOUT2):
         rows = read_check_set(str(path)).rows
         intro = f"`data/{path.name}`: {len(rows)} answers to {len({r.question for r in rows})} "
-        assert intro in readme, intro
-        after = readme[readme.index(intro):]
+        assert intro in page, intro
+        after = page[page.index(intro):]
         table = after[after.index("| judge | agreement |"):]
         table = table[:table.index("\n\n")]
         for name, shown in (("contains", "`contains`"), ("em", "`em`"),
@@ -230,7 +230,7 @@ def test_the_docs_give_each_judges_figures_on_every_labelled_set():
             assert [c.strip() for c in line.group(1).split("|")] == [
                 f"{r.agreement * 100:.1f}%", str(r.false_accepts), str(r.false_rejects)], \
                 (path.name, name)
-    said = " ".join(readme.split())
+    said = " ".join(page.split())
     assert ("written independently by a second annotator who never saw the judge; `contains` "
             "was measured on it once before the judge's second round of rules (82.0%") in said
 
