@@ -266,7 +266,7 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
     Option("recipe", str, "default",
            "default (this project's documented choices), paper-code (the published code's "
-           "choices, see the README's table) or truthtorchlm (the MARS choices of the authors' "
+           "choices, see docs/paper-code.md) or truthtorchlm (the MARS choices of the authors' "
            "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights and its "
            "token-to-phrase rule)", "scoring", choices=RECIPES, label="Recipe"),
     Option("methods", tuple, None,
