@@ -118,15 +118,16 @@ def label(method_id: str, variant: str) -> str:
 
 
 def row_label(name: str, variant: str) -> str:
-    """:func:`label`, and for an id the registry does not know (a run made by a later
-    version) the id in words.
+    """:func:`label`, and for an id or a variant the registry does not know (a run made by a
+    later version) its words.
 
     >>> row_label("confidence", "length_normalized"), row_label("new_one", "value")
     ('Confidence (LN)', 'new one')
+    >>> row_label("p_true", "raw")
+    'P(True) (raw)'
     """
-    if name in METHODS and variant in METHODS[name].variants:
-        return label(name, variant)
-    return name.replace("_", " ") + _SUFFIX.get(variant, f" ({variant.replace('_', ' ')})")
+    text = METHODS[name].label if name in METHODS else name.replace("_", " ")
+    return text + _SUFFIX.get(variant, f" ({variant.replace('_', ' ')})")
 
 
 def compute_methods(result: Any, ids: Sequence[str] | str) -> dict[str, dict[str, float]]:
