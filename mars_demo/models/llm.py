@@ -22,7 +22,7 @@ from ..answers import Answer
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import next_token, prompts
+from . import distributions, next_token, prompts
 from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
@@ -304,42 +304,7 @@ class LLM:
     @staticmethod
     def token_logprobs(new_ids, logits) -> "list[list[float]]":
         """log P(chosen token) at temperature 1 from the raw logits of each generation step."""
-        return LLM.token_stats(new_ids, logits)[0]
-
-    @staticmethod
-    def token_stats(new_ids, logits, alternatives: int = 0, rows=()) -> tuple[list, dict]:
-        """From the raw logits of each generation step (temperature 1): every row's token
-        log-probs, and per row and token the next-token distribution's ``entropy``
-        (``-sum p log p``) and ``kl_uniform`` (``KL(U || p) = -mean log p - log V`` over the
-        tokens of finite log-prob, self-certainty's term), and for the ``rows`` given the top
-        ``alternatives`` token ids with their log-probs (the chosen token first)."""
-        import torch
-
-        steps = min(len(logits), new_ids.shape[1])
-        n = new_ids.shape[0]
-        lp_out = torch.empty((n, steps), dtype=torch.float32)
-        entropy = torch.empty((n, steps), dtype=torch.float64)
-        kl = torch.empty((n, steps), dtype=torch.float64)
-        alts: dict[int, list] = {r: [] for r in rows} if alternatives else {}
-        for t in range(steps):
-            step = logits[t].float()
-            logp = step - torch.logsumexp(step, dim=1, keepdim=True)
-            chosen = new_ids[:, t].to(step.device).unsqueeze(1)
-            lp_out[:, t] = logp.gather(1, chosen).squeeze(1).cpu()
-            finite = torch.isfinite(logp)
-            zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-            p_logp = torch.where(finite, logp.exp() * logp, zero)
-            entropy[:, t] = (-p_logp.sum(1)).double().cpu().clamp_min(0.0)
-            count = finite.sum(1)
-            mean_lp = torch.where(finite, logp, zero).sum(1) / count
-            kl[:, t] = (-mean_lp.double() - torch.log(count.double())).cpu()
-            for r in alts:
-                top = torch.topk(logp[r], alternatives)
-                ids = [int(new_ids[r, t])] + [int(i) for i in top.indices.tolist()
-                                              if int(i) != int(new_ids[r, t])]
-                alts[r].append([(i, float(logp[r, i])) for i in ids[:alternatives]])
-        stats = {"entropy": entropy.tolist(), "kl_uniform": kl.tolist(), "alternatives": alts}
-        return lp_out.tolist(), stats
+        return distributions.token_stats(new_ids, logits)[0]
 
     def generate(self, prompt: Prompt, request: GenerationRequest, *,
                  on_text: Callable[[str], None] | None = None,
@@ -419,7 +384,7 @@ class LLM:
             raise GenerationCancelled("generation was cancelled")
         t1 = time.perf_counter()
         greedy_rows = range(0, ids.shape[0], n) if request.greedy else ()
-        lps, stats = self.token_stats(ids, logits, request.alternatives, greedy_rows)
+        lps, stats = distributions.token_stats(ids, logits, request.alternatives, greedy_rows)
         answers = self._build_rows([(ids[i].tolist(), lps[i]) for i in range(ids.shape[0])],
                                    request)
         for i, answer in enumerate(answers):
@@ -458,26 +423,9 @@ class LLM:
 
     def last_token_embeddings(self, prompt_ids: list[int], answers: Sequence[list[int]]
                               ) -> tuple[list[list[float]], int]:
-        """EigenScore's embeddings: for each answer (its token ids after ``prompt_ids``), the
-        hidden state of its last token at the middle layer, from one batched forward pass
-        (right padding, so positions stay put); and that layer's index into
-        ``hidden_states`` (0 is the embedding layer, so the middle layer of n is n // 2)."""
-        import torch
-
-        rows = [list(prompt_ids) + list(ids) for ids in answers]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            input_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-            mask[i, : len(r)] = 1
-        with torch.inference_mode():
-            out = self.model(input_ids=input_ids.to(self.device),
-                             attention_mask=mask.to(self.device), output_hidden_states=True)
-        layer = (len(out.hidden_states) - 1) // 2
-        hidden = out.hidden_states[layer].float()
-        vectors = [hidden[i, len(r) - 1].cpu().double().tolist() for i, r in enumerate(rows)]
-        return vectors, layer
+        """EigenScore's embeddings (see :mod:`mars_demo.models.distributions`)."""
+        return distributions.last_token_embeddings(self.model, self.pad_token_id, self.device,
+                                                   prompt_ids, answers)
 
     # ---- teacher forcing -----------------------------------------------------------------
     def next_token_logprob(self, text: str, target: str) -> NextToken:
@@ -526,7 +474,8 @@ class LLM:
             lp = (step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)).cpu()
             logprobs = [float(x) for x in lp.tolist()]
             # each position's distribution, as generation gives it: entropy and KL from uniform
-            _, stats = self.token_stats(torch.tensor([ids]), [s.unsqueeze(0) for s in step])
+            _, stats = distributions.token_stats(torch.tensor([ids]),
+                                                 [row.unsqueeze(0) for row in step])
             if not all(math.isfinite(x) for x in logprobs):
                 raise InvalidModelOutput(
                     f"The LLM {self.model_id} produced invalid scores (NaN or infinity) for a "
