@@ -66,7 +66,9 @@ def test_every_method_has_its_cost(data):
     assert data["targets"]["free_methods_share"]["met"] is None  # tiny: timings mean nothing
     opt_in = costs["opt_in"]
     assert set(opt_in) == {"p_true", "p_true_sampling", "token_sar, sentence_sar, sar",
-                           "lars, lars_entropy, lars_semantic_entropy"}
+                           "lars, lars_entropy, lars_semantic_entropy",
+                           "cocoa_msp, cocoa_ppl, cocoa_mte", "ccp", "eigenscore"}
+    assert costs["semantic_density_nli"]["greedy_pairs"] >= 0
     for group in opt_in.values():
         assert group["seconds"] > 0
         assert all(v is not None for v in group["values"].values()), group

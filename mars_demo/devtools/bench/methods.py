@@ -97,11 +97,19 @@ def opt_in_method_costs(engine, settings, answers, result, similarity: str,
                         lars: str) -> dict[str, Any]:
     """Seconds of each group of :func:`opt_in_groups`: the answers scored again with only those
     methods asked, the earlier ``result`` reused (its importance and NLI are not redone)."""
+    from ...methods import METHODS
+
     costs: dict[str, Any] = {}
     for name, ids in opt_in_groups().items():
         asked = settings.replace(methods=ids, similarity=similarity, lars=lars)
-        engine.score(answers, asked, reuse=result)  # warm-up: loads the model, if any
-        again = engine.score(answers, asked, reuse=result)
+        these, earlier = answers, result
+        if any("alternatives_nli" in METHODS[m].needs for m in ids):
+            # CCP reads the greedy tokens' alternatives, which generation keeps only when it
+            # is asked for: its answers are generated again with it (not timed)
+            these = engine.generate(answers.question, asked)
+            earlier = engine.score(these, settings)
+        engine.score(these, asked, reuse=earlier)  # warm-up: loads the model, if any
+        again = engine.score(these, asked, reuse=earlier)
         costs[name] = {"seconds": again.timings_s.get("methods", 0.0),
                        "values": {m: again.methods.get(m) for m in ids}}
     return costs
