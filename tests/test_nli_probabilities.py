@@ -204,3 +204,16 @@ def test_a_pair_longer_than_the_window_is_cut_and_named(tiny_models):
     index = {name: k for k, name in nli.labels.items()}
     # judged in one batch with two shorter pairs, expected alone: float32 order
     assert judged.probabilities[1] == float32_order([expected[index[n]] for n in NLI_LABELS])
+
+
+def test_extra_pairs_ride_in_the_same_call_without_changing_the_samples_numbers(tiny_models):
+    """Semantic density's greedy-to-sample pairs are judged in the samples' call but batched
+    apart, so the samples' probabilities are bit for bit those of a call without them."""
+    nli = load_nli(str(tiny_models["nli"]))
+    alone = nli.matrices([QUESTION], [ANSWERS])
+    extra = [(f"{QUESTION} It is Mars", f"{QUESTION} {a}") for a in ANSWERS]
+    both, judged = nli.matrices_and_pairs([QUESTION], [ANSWERS], extra)
+    assert both[0].probabilities == alone[0].probabilities
+    assert len(judged.probabilities) == len(extra)
+    for (premise, hypothesis), got in zip(extra, judged.probabilities):
+        assert got == pytest.approx(model_probabilities(nli, premise, hypothesis), abs=1e-6)

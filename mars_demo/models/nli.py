@@ -131,12 +131,15 @@ class NLIModel:
         model.eval()
         return cls(model, tokenizer, model_id)
 
-    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair") -> PairVerdicts:
+    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair",
+              apart: int | None = None) -> PairVerdicts:
         """Label and probabilities of each (premise, hypothesis) pair, in the order given.
 
         Each distinct pair is judged once; the pairs are sorted by length into batches
         (:func:`length_batches`), one forward pass each. ``input_format`` ``"paper-code"``
         gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
+        ``apart``: the pairs from this index on are batched apart from those before it (a
+        pair's padding, and so its last bits, then do not depend on whether they are asked).
         """
         import torch
 
@@ -154,7 +157,13 @@ class NLIModel:
         enc, cut, unk = tokenize_pairs(self.tokenizer, firsts, seconds, MAX_LENGTH)
         labels: list[str] = [""] * len(distinct)
         shares: list[list[float]] = [[]] * len(distinct)
-        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH, BATCH_TOKENS):
+        lengths = [len(ids) for ids in enc["input_ids"]]
+        split = len(distinct) if apart is None else len({where[k] for k in range(min(apart,
+                                                                                    len(pairs)))})
+        groups = [list(range(split)), list(range(split, len(distinct)))]  # first-seen order
+        batches = [[group[r] for r in rows] for group in groups if group
+                   for rows in length_batches([lengths[i] for i in group], BATCH, BATCH_TOKENS)]
+        for rows in batches:
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
@@ -233,7 +242,7 @@ class NLIModel:
             plans.append((list(texts), norm, needed, keys, len(pairs)))
             pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
                       for i, j in (needed[k] for k in keys)]
-        judged = self.judge(pairs + list(extra), input_format)
+        judged = self.judge(pairs + list(extra), input_format, apart=len(pairs))
         if len(judged.probabilities) != len(pairs) + len(extra):
             raise RuntimeError(f"the NLI model gave {len(judged.probabilities)} probability "
                                f"triples for {len(pairs) + len(extra)} pairs")

@@ -85,11 +85,13 @@ CLUSTER_RULE_INFO = (
 RECIPE_LABEL = "Recipe"
 RECIPE_INFO = (
     "default: this project's documented choices; paper-code: the published code's choices "
-    "(see the table in docs/paper-code.md)."
+    "(see the table in docs/paper-code.md); TruthTorchLM: the MARS choices of the authors' "
+    "library."
 )
 RECIPE_CHOICES = [
     ("default", "default"),
     ("paper's published code", "paper-code"),
+    ("TruthTorchLM 0.1.19", "truthtorchlm"),
 ]
 RESCORED_NOTE = "Re-scored the same answers with {changes}; nothing was generated again."
 
