@@ -23,17 +23,20 @@ def token_stats(new_ids, logits, alternatives: int = 0, rows=()) -> tuple[list, 
     kl = torch.empty((n, steps), dtype=torch.float64)
     alts: dict[int, list] = {r: [] for r in rows} if alternatives else {}
     for t in range(steps):
-        step = logits[t].float()
-        logp = step - torch.logsumexp(step, dim=1, keepdim=True)
-        chosen = new_ids[:, t].to(step.device).unsqueeze(1)
+        # one fused log-softmax, one exp and two reductions over the vocabulary: the entropy
+        # and KL cost about half again what the log-probs alone do
+        logp = torch.log_softmax(logits[t].float(), dim=1)
+        chosen = new_ids[:, t].to(logp.device).unsqueeze(1)
         lp_out[:, t] = logp.gather(1, chosen).squeeze(1).cpu()
-        finite = torch.isfinite(logp)
-        zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-        p_logp = torch.where(finite, logp.exp() * logp, zero)
-        entropy[:, t] = (-p_logp.sum(1)).double().cpu().clamp_min(0.0)
-        count = finite.sum(1)
-        mean_lp = torch.where(finite, logp, zero).sum(1) / count
-        kl[:, t] = (-mean_lp.double() - torch.log(count.double())).cpu()
+        entropy[:, t] = (-(logp.exp() * logp).nansum(1)).double().cpu().clamp_min(0.0)
+        mean_lp = logp.mean(1)
+        size = torch.full_like(mean_lp, logp.shape[1])
+        masked = ~torch.isfinite(mean_lp)  # a token of probability 0: the finite ones only
+        if masked.any():
+            finite = torch.isfinite(logp[masked])
+            size[masked] = finite.sum(1).to(size.dtype)
+            mean_lp[masked] = torch.where(finite, logp[masked], 0.0).sum(1) / size[masked]
+        kl[:, t] = (-mean_lp.double() - torch.log(size.double())).cpu()
         for r in alts:
             top = torch.topk(logp[r], alternatives)
             chosen_id = int(new_ids[r, t])
