@@ -69,6 +69,8 @@ def test_every_method_has_its_cost(data):
                            "lars, lars_entropy, lars_semantic_entropy",
                            "cocoa_msp, cocoa_ppl, cocoa_mte", "ccp", "eigenscore"}
     assert costs["semantic_density_nli"]["greedy_pairs"] >= 0
+    stats = costs["token_stats"]  # the token-level methods' inputs, timed apart
+    assert stats["logprobs_s"] > 0 and stats["with_entropy_and_kl_s"] > 0
     for group in opt_in.values():
         assert group["seconds"] > 0
         assert all(v is not None for v in group["values"].values()), group

@@ -62,6 +62,13 @@ def format_report(d: dict[str, Any]) -> str:
         "from the saved inputs (median ms): " + ", ".join(
             f"{k} {1000 * v:.2f}" for k, v in sorted(mc["free_s"].items(),
                                                      key=lambda kv: -kv[1])))
+    ts = mc.get("token_stats")
+    if ts:
+        lines.append(
+            f"token statistics (entropy, KL from uniform; in the log-probs stage): "
+            f"{ts['with_entropy_and_kl_s']:.3f} s against {ts['logprobs_s']:.3f} s for the "
+            f"log-probs alone ({ts['ratio']:.1f}x; {ts['rows']} rows x {ts['steps']} steps x "
+            f"{ts['vocab']} tokens, random logits)")
     sd = mc.get("semantic_density_nli")
     if sd:
         lines.append(

@@ -232,6 +232,8 @@ def summarize_runs(*, built_on, runs, other_runs, costs, nli_compute, llm, spec,
             # share of the pairs judged
             "semantic_density_nli": _extra_nli(costs.get("semantic_density_nli"),
                                                stages.get("nli")),
+            # the token-level methods' inputs, computed in the log-probs stage
+            "token_stats": costs.get("token_stats"),
         },
         "reference_stages": ref_stages,
         "reference_generation_s": ref_generation,
