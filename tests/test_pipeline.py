@@ -177,7 +177,8 @@ def test_nli_skips_identical_answers_and_batches_the_rest(tiny_models, monkeypat
     asked = []
     original = nli.judge
     monkeypatch.setattr(
-        nli, "judge", lambda pairs, *rest: asked.append(list(pairs)) or original(pairs, *rest)
+        nli, "judge",
+        lambda pairs, *rest, **kw: asked.append(list(pairs)) or original(pairs, *rest, **kw)
     )
     m = nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "]).labels
     assert len(asked) == 1  # one batched call
