@@ -66,8 +66,12 @@ def test_paper_code_compares_every_pair_of_distinct_texts(tiny_models, monkeypat
     assert len(seen) == 2  # "Mars." / "mars" both ways; the repeated "Mars." is not asked
     assert labels[0][2] == labels[2][0] == "entailment"
     seen.clear()
-    nli.matrix(QUESTION, answers)  # the default calls these the same answer
-    assert seen == []
+    # the default calls these the same answer, yet runs the model on the two texts that differ
+    # (both ways) so that every cell holds its own probabilities; identical texts are not asked
+    default = nli.matrix(QUESTION, answers)
+    assert len(seen) == 2
+    assert default.labels[0][1] == default.labels[1][0] == "entailment"
+    assert default.probabilities[0][2] == [1.0, 0.0, 0.0]
 
 
 def test_paper_code_verdicts_match_the_model_on_the_published_string(tiny_models):
