@@ -29,8 +29,8 @@ from typing import Any
 
 from .. import options
 from . import MEASURES
-from .runs import VARIANTS
-from .judges import DEFAULT_JUDGE, DEFAULT_THRESHOLDS, JUDGES
+from .checks import VARIANTS
+from . import judges
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -53,16 +53,16 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     "new run's directory")
     ev.add_argument("--limit", type=int, metavar="N",
                     help="a seeded random subset of N questions (the seed is --seed)")
-    ev.add_argument("--judge", default=DEFAULT_JUDGE, metavar="NAME",
-                    help="correctness of the greedy answer: contains (a reference claimed in "
-                    "the answer as whole words; reads sentences, numbers in words, denials, "
-                    "hedges), em (SQuAD exact match), f1 (token F1 >= threshold), rouge "
-                    "(ROUGE-L >= threshold), nli (bidirectional entailment by the --nli model), "
-                    "llm (the paper's judge prompt on --judge-endpoint); default: contains. "
-                    "With --judge-check alone, several names separated by commas")
+    found = judges.entries()
+    ev.add_argument("--judge", default=judges.DEFAULT_JUDGE, metavar="NAME",
+                    help="correctness of the greedy answer: "
+                    + ", ".join(e.help() for e in found.values()).replace("%", "%%")
+                    + f"; default: {judges.DEFAULT_JUDGE}. With --judge-check alone, several "
+                    "names separated by commas")
     ev.add_argument("--threshold", type=float, metavar="T",
-                    help=f"threshold of f1 (default {DEFAULT_THRESHOLDS['f1']}) or rouge "
-                    f"(default {DEFAULT_THRESHOLDS['rouge']})")
+                    help="threshold of " + " or ".join(
+                        f"{e.name} (default {e.threshold:g})" for e in found.values()
+                        if e.threshold is not None))
     ev.add_argument("--judge-endpoint", metavar="URL",
                     help="OpenAI-compatible server of the llm judge (default: --llm-endpoint)")
     ev.add_argument("--judge-model", metavar="NAME", help="model name on the judge server")
@@ -126,33 +126,33 @@ def _print_problems(problems: list[str]) -> None:
 
 def _judge_names(args: argparse.Namespace) -> list[str]:
     names = [n.strip() for n in str(args.judge).split(",") if n.strip()]
-    unknown = [n for n in names if n not in JUDGES]
+    known = judges.names()
+    unknown = [n for n in names if n not in known]
     if not names or unknown:
-        raise ValueError(f"--judge must be one of {', '.join(JUDGES)} (several, separated by "
+        raise ValueError(f"--judge must be one of {', '.join(known)} (several, separated by "
                          f"commas, only with --judge-check alone); got {args.judge!r}")
     return names
 
 
 def _make_judge(name: str, args: argparse.Namespace, settings_of) -> Any:
-    from .judges import NLIJudge, make_judge
-
-    # several judges checked at once: --threshold is for the ones that take one
-    threshold = (args.threshold if name in ("f1", "rouge") or len(_judge_names(args)) == 1
+    """The judge ``name`` from the flags: its threshold (several judges checked at once:
+    --threshold is for the ones that take one), and what its entry needs (the NLI model of
+    the settings, a server)."""
+    entry = judges.entry(name)
+    threshold = (args.threshold if entry.threshold is not None or len(_judge_names(args)) == 1
                  else None)
-    if name == "nli":
-        if threshold is not None:
-            raise ValueError("the nli judge takes no threshold")
-        return NLIJudge.load(settings_of(args))
-    llm_options = {}
-    if name == "llm":
+    needs: dict[str, Any] = {}
+    if "nli" in entry.needs:
+        needs["settings"] = settings_of(args)
+    if "server" in entry.needs:
         settings = settings_of(args)
         same_server = not args.judge_endpoint
-        llm_options = {"endpoint": args.judge_endpoint or settings.llm_endpoint,
-                       "model": args.judge_model, "api": args.judge_api,
-                       # the LLM's own server judging: its key too, unless one is given
-                       "api_key_env": args.judge_api_key_env or (
-                           settings.llm_api_key_env if same_server else None)}
-    return make_judge(name, threshold, **llm_options)
+        needs.update(endpoint=args.judge_endpoint or settings.llm_endpoint,
+                     model=args.judge_model, api=args.judge_api,
+                     # the LLM's own server judging: its key too, unless one is given
+                     api_key_env=args.judge_api_key_env or (
+                         settings.llm_api_key_env if same_server else None))
+    return judges.make_judge(name, threshold, **needs)
 
 
 def _guarded(work, action: str) -> int:
@@ -161,8 +161,7 @@ def _guarded(work, action: str) -> int:
     from .calibration import CalibrationError
     from .data import DataError
     from .judges import JudgeError
-    from .run import RunError
-    from .runs import RunFileError
+    from .runs import RunError, RunFileError
 
     try:
         return work()
@@ -235,7 +234,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace, run_dir: str) -> int:
-    from .run import calibrate
+    from .calibration import calibrate
 
     path = calibrate(run_dir, args.measure, args.scoring, args.calibration_out,
                      plots=not args.no_plots)
@@ -266,8 +265,8 @@ def _judge_check(args: argparse.Namespace, settings_of) -> int:
 
     check = judge_check.read_check_set(args.judge_check)
     _print_problems(check.problems)
-    judges = [_make_judge(n, args, settings_of) for n in _judge_names(args)]
-    results = [judge_check.check_judge(j, check.rows) for j in judges]
+    chosen = [_make_judge(n, args, settings_of) for n in _judge_names(args)]
+    results = [judge_check.check_judge(j, check.rows) for j in chosen]
     if args.json:
         print(json.dumps([r.to_dict(args.judge_check) for r in results], indent=2))
     else:
@@ -321,40 +320,36 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
     return _summary(report, "re-judged" if args.rejudge else "evaluated")
 
 
-def _results_text(report: dict[str, Any], out: pathlib.Path) -> str:
-    from .report import report_rows
-
-    labels = report.get("labels") or {}
+def _results_text(report, out: pathlib.Path) -> str:
+    """The run's figures in a few lines: accuracy, each measure's AUROC and PRR (LN -> MARS),
+    the top of the table of every method."""
+    labels = report.labels or {}
     given = f" ({labels['given']} labels given)" if labels.get("given") else ""
-    lines = [f"{report['n']} questions, accuracy {report['accuracy'] * 100:.1f}%{given}; "
+    lines = [f"{report.n} questions, accuracy {(report.accuracy or 0.0) * 100:.1f}%{given}; "
              "AUROC and PRR (LN -> MARS):"]
-    measures = list(dict.fromkeys(m for m, _ in report_rows(report)))
-    for m in measures:
-        row = [report["metrics"][name][m] for name in ("auroc", "prr")]
+    for m in report.measures:
         cells = []
-        for entry in row:
-            ln, ma = (entry.get(s, {}).get("value") for s in ("length_normalized", "mars"))
-            cells.append("n/a" if ln is None or ma is None else f"{ln:.3f} -> {ma:.3f}")
+        for name in ("auroc", "prr"):
+            ln, ma = (report.metrics[name][m].get(s) for s in ("length_normalized", "mars"))
+            cells.append("n/a" if ln is None or ma is None or ln.value is None
+                         or ma.value is None else f"{ln.value:.3f} -> {ma.value:.3f}")
         lines.append(f"  {m}: AUROC {cells[0]}, PRR {cells[1]}")
-    ranked = [row for row in (report.get("methods_table") or {}).get("rows", [])
-              if row["auroc"]["value"] is not None]
+    ranked = [row for row in report.methods_table.rows if row.metrics["auroc"].value is not None]
     if ranked:
         lines.append(f"every method ranked by AUROC ({len(ranked)} rows; the top 5): " + "; ".join(
-            f"{row['label']} {row['auroc']['value']:.3f}" for row in ranked[:5]))
+            f"{row.label} {row.metrics['auroc'].value:.3f}" for row in ranked[:5]))
     lines.append(f"report: {out / 'report.md'}")
     return "\n".join(lines)
 
 
-def _summary(report: dict[str, Any], verb: str) -> int:
+def _summary(report, verb: str) -> int:
     """The last line on stderr; exit status 1 when a line or a question was skipped."""
-    labels = report.get("labels") or {}
-    text = (f"{verb} {report['n']} questions ({labels.get('judged', 0)} judged by "
-            f"{report['judge'].get('name')}, {labels.get('given', 0)} labels given)")
-    skipped = report.get("skipped_lines") or []
-    failed = report.get("failed") or []
-    if skipped:
-        text += f"; {len(skipped)} bad line(s) skipped"
-    if failed:
-        text += f"; {len(failed)} question(s) failed and were skipped"
+    labels = report.labels or {}
+    text = (f"{verb} {report.n} questions ({labels.get('judged', 0)} judged by "
+            f"{report.judge.get('name')}, {labels.get('given', 0)} labels given)")
+    if report.skipped_lines:
+        text += f"; {len(report.skipped_lines)} bad line(s) skipped"
+    if report.failed:
+        text += f"; {len(report.failed)} question(s) failed and were skipped"
     print(text, file=sys.stderr)
-    return EXIT_FAILURE if skipped or failed else 0
+    return EXIT_FAILURE if report.skipped_lines or report.failed else 0

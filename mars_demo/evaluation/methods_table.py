@@ -27,12 +27,11 @@ import numpy as np
 from . import METRIC_TITLES
 from . import metrics as metric_math
 from .labels import row_label
-from .report import cell
-from .runs import Record
+from .records import Record
+from .schema import Entry, MethodRow, MethodsTable
 
 RANKED_BY = "auroc"
 TABLE_METRICS = ("auroc", "auprc", "prr")
-VS_BEST = "auroc_minus_best_mars"  # a row's paired AUROC difference from the best MARS row
 TOP = 5  # rows drawn in roc_methods
 
 def rows(records: Sequence[Record]) -> list[tuple[str, str]]:
@@ -79,75 +78,63 @@ def arrays(records: Sequence[Record]) -> tuple[np.ndarray, dict[tuple[str, str],
     return correct, {row: values(records, *row) for row in rows(records)}
 
 
-def _undefined(reason: str) -> dict[str, Any]:
-    return {"value": None, "ci95": None, "reason": reason}
-
-
-def _rank_key(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
-    k, row = item
-    value = row[RANKED_BY]["value"]
+def _rank_key(item: tuple[int, tuple[str, str, dict[str, Entry]]]) -> tuple[int, float, int]:
+    k, (_, _, values) = item
+    value = values[RANKED_BY].value
     return (value is None, -(value or 0.0), k)  # best first, undefined last, ties as listed
 
 
 def compute(records: Sequence[Record], *, resamples: int, seed: int,
-            metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The table as JSON: ``ranked_by``, ``best_mars`` ({"name", "variant", "label"} or None)
-    and ``rows`` (ranked), each ``{"name", "variant", "label", "auroc", "auprc", "prr",
-    VS_BEST}`` with ``{"value", "ci95", ...}`` entries. ``metrics``: the report's
-    ``metrics`` (:func:`.report.compute_metrics` with the same resamples and seed), whose
-    measure entries are used as they are."""
+            metrics: dict[str, Any] | None = None) -> MethodsTable:
+    """The table: its rows ranked, each with :data:`TABLE_METRICS` and its
+    :data:`~.checks.VS_BEST` entry, and the best MARS row. ``metrics``: the report's metric tables
+    (:func:`.report.compute_metrics` with the same resamples and seed), whose measure entries
+    are used as they are."""
     if not records:
-        return {"ranked_by": RANKED_BY, "best_mars": None, "rows": []}
+        return MethodsTable([], None, RANKED_BY)
     correct, u = arrays(records)
     table = []
     for name, variant in rows(records):
-        row: dict[str, Any] = {"name": name, "variant": variant,
-                               "label": row_label(name, variant)}
+        values = {}
         for metric in TABLE_METRICS:
             known = ((metrics or {}).get(metric) or {}).get(name, {}).get(variant)
-            row[metric] = known if name in records[0].uncertainty and known else (
+            values[metric] = known if name in records[0].uncertainty and known else Entry.of(
                 metric_math.summarize(metric, u[name, variant], correct, resamples=resamples,
-                                      seed=seed).to_dict())
-        table.append(row)
+                                      seed=seed))
+        table.append((name, variant, values))
     ranked = [row for _, row in sorted(enumerate(table), key=_rank_key)]
-    best = next((row for row in ranked
-                 if row["variant"] == "mars" and row[RANKED_BY]["value"] is not None), None)
-    for row in ranked:
+    best = next(((name, variant) for name, variant, values in ranked
+                 if variant == "mars" and values[RANKED_BY].value is not None), None)
+    out = []
+    for name, variant, values in ranked:
         if best is None:
-            row[VS_BEST] = _undefined("no MARS row has an AUROC")
-            continue
-        row[VS_BEST] = metric_math.paired_difference(
-            RANKED_BY, u[row["name"], row["variant"]], u[best["name"], best["variant"]],
-            correct, resamples=resamples, seed=seed).to_dict()
-    return {"ranked_by": RANKED_BY,
-            "best_mars": None if best is None else {k: best[k] for k in ("name", "variant",
-                                                                          "label")},
-            "rows": ranked}
+            vs_best = Entry(None, None, "no MARS row has an AUROC")
+        else:
+            vs_best = Entry.of(metric_math.paired_difference(
+                RANKED_BY, u[name, variant], u[best], correct, resamples=resamples, seed=seed))
+        out.append(MethodRow(name, variant, row_label(name, variant), values, vs_best))
+    return MethodsTable(out, None if best is None else {
+        "name": best[0], "variant": best[1], "label": row_label(*best)}, RANKED_BY)
 
 
-def markdown_lines(table: dict[str, Any] | None) -> list[str]:
+def markdown_lines(table: MethodsTable) -> list[str]:
     """report.md's section: the ranked table, x100 with the intervals, and one line saying
     what it is."""
-    if not table or not table.get("rows"):
+    if not table.rows:
         return []
-    best = table.get("best_mars")
-    against = f"the best MARS row, {best['label']}" if best else "the best MARS row (none)"
+    against = (f"the best MARS row, {table.best_label}" if table.best_label
+               else "the best MARS row (none)")
     lines = ["", "## Every method, ranked by AUROC", "",
              f"Ranked by AUROC (best first); values x100 with the 95% bootstrap interval; the "
              f"last column is the row's AUROC minus that of {against}, with the paired "
              "bootstrap interval (both on the same resampled questions).", "",
              "| # | Method | " + " | ".join(METRIC_TITLES[m] for m in TABLE_METRICS)
              + " | AUROC − best MARS |", "|---|---|" + "---|" * (len(TABLE_METRICS) + 1)]
-    for k, row in enumerate(table["rows"], 1):
-        lines.append(f"| {k} | {row['label']} | "
-                     + " | ".join(cell(row[m]) for m in TABLE_METRICS)
-                     + f" | {cell(row[VS_BEST], signed=True)} |")
+    for k, row in enumerate(table.rows, 1):
+        lines.append(f"| {k} | {row.label} | "
+                     + " | ".join(row.metrics[m].text() for m in TABLE_METRICS)
+                     + f" | {row.vs_best.text(signed=True)} |")
     return lines
-
-
-def ranked_rows(table: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(name, variant) of a ``methods_table``'s rows in its order (best first)."""
-    return [(row["name"], row["variant"]) for row in (table or {}).get("rows", [])]
 
 
 def roc_figure(records: Sequence[Record], ranked: Sequence[tuple[str, str]],

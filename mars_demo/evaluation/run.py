@@ -29,19 +29,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from . import judge_check
-from . import methods_table
-from . import report as reporting
 from ..methods import models_of
 from .data import Item, load_source, select
 from .judges import Judge
-from .runs import MANIFEST, RESULTS, Record, RunFileError, read_results, read_run
+from .records import Record
+from .report import write_report
+from .runs import MANIFEST, RESULTS, RunError, RunFileError, read_results
+from .schema import Failure, Report
 
 RUN_VERSION = 1
-
-
-class RunError(ValueError):
-    """A run that cannot start or go on (a RUN_DIR of other settings, one in use, bad data)."""
 
 
 def _stderr(message: str) -> None:
@@ -192,8 +188,22 @@ def _results_of(engine, batch: list[Item], answer_sets: list, settings) -> list:
     return results
 
 
+def _record(item: Item, result, verdict, seconds: float) -> Record:
+    """The line of results.jsonl of a question: its analysis ``result``, and the judge's
+    ``verdict`` (None: the data gave its label)."""
+    return Record(
+        index=item.index, id=item.id, line=item.line, question=item.question,
+        references=tuple(item.references), greedy=result.greedy.text,
+        correct=bool(item.label if verdict is None else verdict.correct),
+        label="judged" if verdict is not None else "given",
+        judge=None if verdict is None else {"score": verdict.score, "detail": verdict.detail},
+        uncertainty=_uncertainty(result), methods=result.methods, analysis=result.to_dict(),
+        seconds=seconds,  # the batch's seconds per question
+        finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"))
+
+
 def _run_batches(config: EvalConfig, engine, todo: list[Item], total: int, f,
-                 models: dict[str, Any] | None, failed: list[dict]) -> None:
+                 models: dict[str, Any] | None, failed: list[Failure]) -> None:
     """Analyze, judge and append the ``todo`` questions batch by batch."""
     from tqdm import tqdm
 
@@ -205,8 +215,7 @@ def _run_batches(config: EvalConfig, engine, todo: list[Item], total: int, f,
               file=sys.stderr, dynamic_ncols=True, smoothing=0.1) as bar:
         def skip(item: Item, err: BaseException) -> None:
             where = f"line {item.line}, " if item.line is not None else ""
-            failed.append({"index": item.index, "id": item.id, "line": item.line,
-                           "error": str(err)})
+            failed.append(Failure(item.index, item.id, item.line, str(err)))
             bar.write(f"question {item.index} ({where}{item.id or repr(item.question[:40])}) "
                       f"skipped: {err}", file=sys.stderr)
             bar.update(1)
@@ -237,28 +246,14 @@ def _run_batches(config: EvalConfig, engine, todo: list[Item], total: int, f,
                 [(item.question, result.greedy.text, item.references)
                  for item, result in judged])))
             for item, result in done:
-                verdict = verdicts.get(item.index)
-                line = {
-                    "index": item.index, "id": item.id, "line": item.line,
-                    "question": item.question, "references": item.references,
-                    "greedy": result.greedy.text,
-                    "correct": bool(item.label if verdict is None else verdict.correct),
-                    "label": "judged" if verdict is not None else "given",
-                    "judge": None if verdict is None else {"score": verdict.score,
-                                                           "detail": verdict.detail},
-                    "uncertainty": _uncertainty(result), "methods": result.methods,
-                    "analysis": result.to_dict(),
-                    "seconds": seconds,  # the batch's seconds per question
-                    "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(
-                        timespec="milliseconds"),
-                }
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                record = _record(item, result, verdicts.get(item.index), seconds)
+                f.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
                 bar.update(1)
 
 
-def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
+def evaluate(config: EvalConfig, engine: Any = None) -> Report:
     """Run (or resume) the evaluation and write its report; returns the report. Lines of the
     data file that cannot be used are reported (``config.messages``) and skipped; the report
     lists them in ``skipped_lines``, and the questions that failed in ``failed``."""
@@ -292,7 +287,7 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
         if done:
             config.messages(f"resuming {out}: {len(items) - len(todo)} of {len(items)} "
                             "questions already done")
-        failed: list[dict] = []
+        failed: list[Failure] = []
         if todo:
             if engine is None:
                 from ..engine import Engine
@@ -306,129 +301,3 @@ def evaluate(config: EvalConfig, engine: Any = None) -> dict[str, Any]:
         return write_report(out, records, manifest=manifest, resamples=config.resamples,
                             plots=config.plots, messages=config.messages, failed=failed,
                             warnings=source.warnings, skipped_lines=source.problems)
-
-
-def _models(records: Sequence[Record], manifest: dict[str, Any]) -> dict[str, Any]:
-    """The models that made and scored the answers, as the analyses recorded them (a run's
-    answers all come from the same ones: :func:`_check_models`): the LLM, importance and NLI
-    models, and an optional one (SAR's similarity model...) only where the run's methods ran
-    it (:func:`mars_demo.methods.models_of`)."""
-    first = ((records[0].data.get("analysis") or {}).get("settings") or {}) if records else {}
-    return models_of({**(manifest.get("settings") or {}), **first})
-
-
-def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict[str, Any],
-                 resamples: int, plots: bool = True,
-                 messages: Callable[[str], None] = _stderr, failed: Sequence[dict] = (),
-                 warnings: Sequence[str] = (), skipped_lines: Sequence[str] = ()) -> dict[str, Any]:
-    """report.json, report.md and the plots of a run directory from its records; returns the
-    report. ``manifest``: the run's run.json (its data, judge, settings, seed)."""
-    n = len(records)
-    given = sum(r.label == "given" for r in records)
-    seed = manifest.get("seed") or 0
-    warnings = list(warnings)  # e.g. rows of the data set left out
-    if n < manifest["questions"]:
-        warnings.append(f"{manifest['questions'] - n} of {manifest['questions']} selected "
-                        "questions have no result (failed, see above); the metrics use the "
-                        f"{n} that have one")
-    warnings += methods_table.incomplete(records)
-    long = reporting.long_answer_warning(records, manifest["judge"])
-    if long:
-        warnings.append(long)
-    check = judge_check.load(out)
-    if check is not None and check.get("judge") != manifest["judge"]:
-        check = None  # a check of another judge
-    metrics = reporting.compute_metrics(records, resamples=resamples, seed=seed)
-    report = {
-        "data": manifest["data"], "n": n,
-        "accuracy": sum(r.correct for r in records) / n if n else 0.0,
-        "labels": {"given": given, "judged": n - given},
-        "judge": manifest["judge"], "judge_check": check,
-        "models": _models(records, manifest),
-        "settings": manifest["settings"], "limit": manifest.get("limit"), "seed": seed,
-        "bootstrap": {"resamples": resamples, "seed": seed,
-                      "interval": "percentile 2.5-97.5"},
-        "metrics": metrics,
-        "methods_table": methods_table.compute(records, resamples=resamples, seed=seed,
-                                               metrics=metrics),
-        "failed": list(failed), "skipped_lines": list(skipped_lines),
-        "seconds_per_question": (round(sum(float(r.data.get("seconds") or 0.0)
-                                           for r in records) / n, 4) if n else None),
-        "warnings": warnings,
-        "plots": [],
-    }
-    if manifest.get("rejudged_from"):
-        report["rejudged_from"] = manifest["rejudged_from"]
-    if plots and n:
-        top, top_warnings = methods_table.roc_figure(
-            records, methods_table.ranked_rows(report["methods_table"]))
-        files, plot_warnings = reporting.plots(records, out, {"roc_methods": top})
-        report["plots"] = files
-        report["warnings"] += top_warnings + plot_warnings
-    for w in report["warnings"]:
-        messages(f"warning: {w}")
-    save_report(out, report)
-    return report
-
-
-def save_report(out: pathlib.Path, report: dict[str, Any]) -> None:
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(reporting.markdown(
-        report, methods_table.markdown_lines(report.get("methods_table"))), encoding="utf-8")
-
-
-def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
-              scoring: str | None = "mars", out: str | pathlib.Path | None = None, *,
-              plots: bool = True) -> pathlib.Path:
-    """Fit the isotonic calibration of one uncertainty of a finished run and check it by
-    cross-validation: ``measure`` is a measure or any method id the run's records hold
-    (``methods``), ``scoring`` its variant (length_normalized, mars, or value for a method
-    that reads no sequence score; None: mars where the row has it, else value). Writes
-    ``out`` (default RUN_DIR/calibration.json), adds the held-out Brier score, calibration
-    error and reliability diagram to the run's report, and returns the calibration's path.
-    Raises :class:`RunError` for a run that is not finished or unreadable, or that has no such
-    uncertainty (naming the ones it has), :class:`~.calibration.TooFewAnswers` (with the
-    reason) when one class is missing or too rare."""
-    from . import calibration
-    from . import metrics as metric_math
-
-    try:
-        run = read_run(run_dir)
-    except RunFileError as err:
-        raise RunError(str(err)) from err
-    if not run.records:
-        raise RunError(f"{run.path} has no results to calibrate on")
-    correct, u = methods_table.arrays(run.records)
-    variants = [v for name, v in u if name == measure]
-    if not variants:
-        raise RunError(f"{run.path} has no uncertainty {measure!r}; it has "
-                       + ", ".join(dict.fromkeys(name for name, _ in u)))
-    if scoring is None:
-        scoring = "mars" if "mars" in variants else variants[0]
-    if scoring not in variants:
-        raise RunError(f"{run.path} has no {measure} ({scoring}) uncertainty; {measure} has "
-                       + ", ".join(variants))
-    values = u[measure, scoring]
-    quality = calibration.cross_validate(values, correct, seed=run.manifest.get("seed") or 0)
-    try:
-        auroc = metric_math.auroc(values, correct)
-    except metric_math.UndefinedMetric:
-        auroc = None
-    cal = calibration.fit(values, correct, measure=measure, scoring=scoring,
-                          models=run.report.models, data=run.report.data, auroc=auroc,
-                          judge=run.report.judge,
-                          settings=run.records[0].data.get("analysis", {}).get("settings"))
-    cal.held_out = quality
-    path = cal.save(out or run.path / "calibration.json")
-    report = dict(run.report.raw)
-    section = {"measure": measure, "scoring": scoring, "file": path.name, **quality,
-               "plots": []}
-    if plots:
-        title = reporting.method_label(measure, scoring)
-        files, warnings = reporting.write_figures(
-            {"reliability": calibration.reliability_figure(quality, title)}, run.path)
-        section["plots"] = files
-        report["warnings"] = list(dict.fromkeys([*report.get("warnings", []), *warnings]))
-    report["calibration"] = section
-    save_report(run.path, report)
-    return path
