@@ -5,7 +5,8 @@ runs everything. A test is marked by the fixtures it uses (directly or through o
 and by the calls in its own code and in the code of those of its fixtures that live in tests/,
 so that a test added anywhere gets its marks without anyone remembering them:
 
-* ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, or trains models;
+* ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, several processes
+  (``accelerate launch``, ``torchrun``), or trains models;
 * ``browser``: it drives a real headless Chromium;
 * ``endpoint``: it talks to a real OpenAI-compatible LLM server.
 
@@ -35,6 +36,8 @@ MARKS_BY_CALL = {
     "llama_server": ("slow", "endpoint"),
     "vllm_server": ("slow", "endpoint"),
     "sync_playwright": ("slow", "browser"),  # a headless Chromium
+    "launched_run": ("slow",),  # accelerate launch / torchrun: several processes
+    "run_in_processes": ("slow",),  # the benchmark's runs through torchrun
 }
 #: a keyword given to any call -> marks
 MARKS_BY_KEYWORD = {

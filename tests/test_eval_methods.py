@@ -20,6 +20,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS, calibration
 from mars_demo.evaluation import methods_table
+from mars_demo.evaluation.manifest import Manifest
 from mars_demo.evaluation.report import write_report
 from mars_demo.evaluation.runs import RunFileError, parse_records, parse_report, read_run
 from mars_demo.ui import trust
@@ -65,10 +66,9 @@ def make_records(with_methods: bool = True) -> list[dict]:
 def make_run(out: pathlib.Path, rows: list[dict], plots: bool = False,
              resamples: int = RESAMPLES) -> dict:
     out.mkdir(parents=True)
-    manifest = {"version": 1, "data": "hand-made.jsonl", "data_fingerprint": "x", "limit": None,
-                "seed": SEED, "questions": len(rows), "judge": {"name": "contains"},
-                "settings": SETTINGS}
-    (out / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    manifest = Manifest(data="hand-made.jsonl", data_fingerprint="x", limit=None, seed=SEED,
+                        questions=len(rows), judge={"name": "contains"}, settings=SETTINGS)
+    (out / "run.json").write_text(json.dumps(manifest.to_dict()), encoding="utf-8")
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
                                        encoding="utf-8")
     records = parse_records((out / "results.jsonl").read_text(encoding="utf-8"))
@@ -439,7 +439,8 @@ def test_a_run_names_the_similarity_model_where_its_methods_ran_it(run, tmp_path
 def test_a_resumed_run_refuses_answers_of_another_similarity_model(tmp_path):
     from types import SimpleNamespace
 
-    from mars_demo.evaluation.run import RunError, _check_models
+    from mars_demo.evaluation.batches import _check_models
+    from mars_demo.evaluation.runs import RunError
 
     def made(similarity):
         return SimpleNamespace(settings={**SETTINGS, "similarity": similarity,

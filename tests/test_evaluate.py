@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from cli_helpers import killed_after
 
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
@@ -246,18 +245,8 @@ def test_killed_process_resumes_without_duplicates_or_losses(tiny_models, tmp_pa
     cmd = [sys.executable, "-m", "mars_demo", "evaluate", "--data", str(data), "--out", str(out),
            "--judge", "em", "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
     results = out / "results.jsonl"
-    try:
-        while proc.poll() is None:
-            if results.exists() and results.read_bytes().count(b"\n") >= 2:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.02)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    killed_after(cmd[3:], results)
     killed = results.read_bytes()
     finished = killed[: killed.rfind(b"\n") + 1]
     k = finished.count(b"\n")

@@ -411,7 +411,7 @@ def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
         raise RunError(f"{run.path} has no {measure} ({scoring}) uncertainty; {measure} has "
                        + ", ".join(variants))
     values = u[measure, scoring]
-    quality = cross_validate(values, correct, seed=run.manifest.get("seed") or 0)
+    quality = cross_validate(values, correct, seed=run.manifest.seed)
     try:
         auroc = metric_math.auroc(values, correct)
     except metric_math.UndefinedMetric:

@@ -12,6 +12,10 @@
   isotonic P(correct) of one uncertainty (a measure or any method the run holds) of a finished
   run and check it by cross-validation; ``--calibrate`` without a directory, after ``--data``
   and ``--out``, calibrates the run just made.
+- ``accelerate launch [--num_processes N] -m mars_demo evaluate --data ... --out RUN_DIR`` (or
+  ``torchrun``): one run in N processes, each on its device and its share (:mod:`.parallel`);
+  ``evaluate --data ... --out DIR_K --shard K/N``: one share in a folder of its own, and
+  ``evaluate --merge OUT DIR_1 ... DIR_N``: the shares joined (:mod:`.merge`).
 
 Bad input is treated as ``score`` treats it: a line that cannot be used (data, judge check or
 label file) is reported with its number (from 1) and skipped, every problem is listed, a summary
@@ -89,7 +93,17 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     help="questions analyzed together (default 16): in-process one batched "
                     "generate call and batched importance and NLI passes for K questions; with "
                     "--llm-endpoint, K questions' requests at once. Greedy answers do not depend "
-                    "on K; generated samples do (the batch shares its random draws)")
+                    "on K; generated samples do (the batch shares its random draws, from its own "
+                    "seed), not on the number of processes")
+    ev.add_argument("--shard", metavar="K/N",
+                    help="run share K of N of the questions into --out (a share of whole "
+                    "batches: K = 1..N), for N machines or a job array; join the shares with "
+                    "--merge. Under accelerate launch or torchrun the processes share the run "
+                    "without it")
+    ev.add_argument("--merge", nargs="+", metavar=("OUT", "PART"),
+                    help="join the shares of one run (the folders of --shard 1/N ... N/N) into "
+                    "the new run folder OUT, after checking that they are shares of the same "
+                    "run (data, settings, judge, seed, batch size) holding every question once")
     ev.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                     help="B - A over the questions both runs share, with paired bootstrap "
                     "intervals, and warnings when data, judges or models differ")
@@ -115,7 +129,10 @@ def add_parser(sub, add_option, add_llm_help) -> None:
 
 
 def _error(message: str, code: int = EXIT_USAGE) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    from .parallel import where
+
+    rank = where()  # one of several processes: which one says so
+    print(f"error: {rank + ': ' if rank else ''}{message}", file=sys.stderr)
     return code
 
 
@@ -193,9 +210,22 @@ def run_command(args: argparse.Namespace, settings_of) -> int:
     if args.bootstrap < 1:
         return _error(f"--bootstrap must be a positive integer; got {args.bootstrap}")
     modes = [m for m, on in (("--compare", args.compare), ("--rejudge", args.rejudge),
-                             ("--data", args.data)) if on]
+                             ("--merge", args.merge), ("--data", args.data)) if on]
     if len(modes) > 1:
         return _error(f"{' and '.join(modes)} are separate modes; give one")
+    from .parallel import launched_processes
+
+    if launched_processes() > 1 and not args.data:
+        return _error("under accelerate launch or torchrun the processes share a run (--data "
+                      "SOURCE --out RUN_DIR); start --compare, --rejudge, --merge, --calibrate "
+                      "RUN_DIR and --judge-check in one process")
+    if args.shard and not args.data:
+        return _error("--shard K/N goes with --data SOURCE --out RUN_DIR (one share of a run)")
+    if args.merge:
+        if args.out or args.calibrate is not None or args.judge_check:
+            return _error("--merge takes the new run's folder and the parts (OUT PART...), "
+                          "and --bootstrap, --no-plots")
+        return _guarded(lambda: _merge(args), "cannot merge")
     if args.compare:
         if args.out or args.calibrate is not None or args.judge_check:
             return _error("--compare takes two run directories (and --bootstrap, --seed, "
@@ -216,11 +246,28 @@ def run_command(args: argparse.Namespace, settings_of) -> int:
         return _error("evaluate needs --data SOURCE and --out RUN_DIR (or --rejudge RUN_DIR "
                       "--out NEW_DIR, --judge-check FILE, --compare, or --calibrate RUN_DIR)")
     code = _guarded(lambda: _evaluate(args, settings_of), "")
-    if code in (0, EXIT_FAILURE) and args.calibrate == "":
+    if code in (0, EXIT_FAILURE) and args.calibrate == "" and _main_process():
         calibrated = _guarded(lambda: _calibrate(args, args.out),
                               f"cannot calibrate {args.out!r}")
         return calibrated or code
     return code
+
+
+def _main_process() -> bool:
+    """False in a process of several other than the main one (which reports for the run)."""
+    from .parallel import processes
+
+    found = processes()
+    return found is None or found.main
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .merge import merge
+
+    out, *parts = args.merge
+    report = merge(out, parts, resamples=args.bootstrap, plots=not args.no_plots)
+    print(_results_text(report, pathlib.Path(out)))
+    return _summary(report, "merged")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -287,8 +334,10 @@ def _judge_check(args: argparse.Namespace, settings_of) -> int:
 
 
 def _evaluate(args: argparse.Namespace, settings_of) -> int:
+    from .parallel import processes
     from .rejudge import rejudge
     from .run import EvalConfig, evaluate
+    from .shares import parse_shard
 
     if args.limit is not None and args.limit < 1:
         return _error(f"--limit must be a positive integer; got {args.limit}")
@@ -299,10 +348,13 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
         return _error("a run takes one --judge (several only with --judge-check alone)")
     from . import judge_check
 
+    shard = parse_shard(args.shard) if args.shard else None
+    here = processes()  # this process, when a launcher started several
+    main = here is None or here.main
     settings = settings_of(args)
     judge = _make_judge(names[0], args, settings_of)
     out = pathlib.Path(args.out)
-    checked = _check_for_run(args, judge) if args.judge_check else None
+    checked = _check_for_run(args, judge) if args.judge_check and main else None
     if args.rejudge:
         report = rejudge(args.rejudge, out, judge, labels_file=args.labels,
                          resamples=args.bootstrap, plots=not args.no_plots, checked=checked)
@@ -314,8 +366,11 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
             judge_check.save(*checked, out)
         config = EvalConfig(data=args.data, out=out, judge=judge, settings=settings,
                             limit=args.limit, resamples=args.bootstrap,
-                            plots=not args.no_plots, batch_questions=args.batch_questions)
-        report = evaluate(config)
+                            plots=not args.no_plots, batch_questions=args.batch_questions,
+                            shard=shard)
+        report = evaluate(config, processes=here)
+        if report is None:  # a process of several other than the main one: it has reported
+            return 0
     print(_results_text(report, out))
     return _summary(report, "re-judged" if args.rejudge else "evaluated")
 

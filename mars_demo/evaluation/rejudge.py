@@ -132,16 +132,15 @@ def rejudge(run_dir: str | pathlib.Path, out: str | pathlib.Path, judge: Judge |
                 r = dataclasses.replace(r, correct=bool(given[k]), label="given", judge=None)
             f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
             records.append(r)
-    old = run.manifest.get("judge")
     # every verdict given by a label: the judge decided nothing, and the run says so
     decided = judge.describe() if judge is not None and todo else {"name": "given labels",
                                                                    "threshold": None}
-    manifest = {**run.manifest, "judge": decided,
-                "questions": len(records),
-                "rejudged_from": {"run": str(run.path), "judge": old,
-                                  "labels": pathlib.Path(labels_file).name if labels_file
-                                  else None}}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    manifest = dataclasses.replace(
+        run.manifest, judge=decided, questions=len(records), shard=None, share_questions=None,
+        rejudged_from={"run": str(run.path), "judge": run.manifest.judge,
+                       "labels": pathlib.Path(labels_file).name if labels_file else None})
+    (out / MANIFEST).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n",
+                                encoding="utf-8")
     return write_report(out, records, manifest=manifest,
                         resamples=resamples or run.report.resamples or 1000, plots=plots,
                         messages=messages, warnings=warnings, skipped_lines=skipped)

@@ -21,6 +21,7 @@ from . import METRIC_TITLES, METRICS, judge_check, judges, methods_table
 from . import metrics as metric_math
 from .checks import DIFF
 from .labels import row_label
+from .manifest import Manifest
 from .records import Record
 from .schema import Entry, Failure, MetricTables, Report
 
@@ -108,50 +109,52 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _models(records: Sequence[Record], manifest: dict[str, Any]) -> dict[str, Any]:
+def _models(records: Sequence[Record], manifest: Manifest) -> dict[str, Any]:
     """The models that made and scored the answers, as the analyses recorded them (a run's
     answers all come from the same ones): the LLM, importance and NLI models, and an optional
     one (SAR's similarity model...) only where the run's methods ran it
     (:func:`mars_demo.methods.models_of`)."""
     first = records[0].analysis_settings if records else {}
-    return models_of({**(manifest.get("settings") or {}), **first})
+    return models_of({**manifest.settings, **first})
 
 
-def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict[str, Any],
+def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Manifest,
                  resamples: int, plots: bool = True,
                  messages: Callable[[str], None] = _stderr, failed: Sequence[Failure] = (),
                  warnings: Sequence[str] = (), skipped_lines: Sequence[str] = ()) -> Report:
-    """report.json, report.md and the plots of a run directory from its records; returns the
-    report. ``manifest``: the run's run.json (its data, judge, settings, seed)."""
+    """report.json, report.md and the plots of a run directory from its records (in the
+    data's order); returns the report. ``manifest``: the run's run.json (its data, judge,
+    settings, seed); ``warnings`` (e.g. rows of the data set left out) and ``skipped_lines``
+    (unusable lines of the data or a label file) go into the report as they are."""
     n = len(records)
     given = sum(r.label == "given" for r in records)
-    seed = manifest.get("seed") or 0
-    warnings = list(warnings)  # e.g. rows of the data set left out
-    if n < manifest["questions"]:
-        warnings.append(f"{manifest['questions'] - n} of {manifest['questions']} selected "
-                        "questions have no result (failed, see above); the metrics use the "
-                        f"{n} that have one")
+    seed = manifest.seed
+    warnings = list(warnings)
+    expected = manifest.expected
+    if n < expected:
+        warnings.append(f"{expected - n} of {expected} selected questions have no result "
+                        f"(failed, see above); the metrics use the {n} that have one")
     warnings += methods_table.incomplete(records)
-    long = long_answer_warning(records, manifest["judge"])
+    long = long_answer_warning(records, manifest.judge)
     if long:
         warnings.append(long)
     check = judge_check.load(out)
-    if check is not None and check.get("judge") != manifest["judge"]:
+    if check is not None and check.get("judge") != manifest.judge:
         check = None  # a check of another judge
     metrics = compute_metrics(records, resamples=resamples, seed=seed)
     table = methods_table.compute(records, resamples=resamples, seed=seed, metrics=metrics)
     report = Report(
-        data=manifest["data"], n=n,
+        data=manifest.data, n=n,
         accuracy=sum(r.correct for r in records) / n if n else 0.0,
         labels={"given": given, "judged": n - given},
-        judge=manifest["judge"], judge_check=check,
+        judge=manifest.judge, judge_check=check,
         models=_models(records, manifest),
-        settings=manifest["settings"], limit=manifest.get("limit"), seed=seed,
+        settings=manifest.settings, limit=manifest.limit, seed=seed,
         resamples=resamples, metrics=metrics, methods_table=table,
         failed=list(failed), skipped_lines=list(skipped_lines),
         seconds_per_question=(round(sum(float(r.seconds or 0.0) for r in records) / n, 4)
                               if n else None),
-        warnings=warnings, rejudged_from=manifest.get("rejudged_from"))
+        warnings=warnings, rejudged_from=manifest.rejudged_from)
     if plots and n:
         top, top_warnings = methods_table.roc_figure(
             records, [(r.name, r.variant) for r in table.rows])

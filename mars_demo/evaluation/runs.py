@@ -16,9 +16,9 @@ import json
 import os
 import pathlib
 from dataclasses import dataclass
-from typing import Any
 
 from .checks import RunFileError, loads
+from .manifest import Manifest
 from .records import Record
 from .schema import Report
 
@@ -110,7 +110,7 @@ class Run:
     """A finished run: its manifest (run.json), report and records, in the report's order."""
 
     path: pathlib.Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     report: Report
     records: list[Record]
 
@@ -127,9 +127,8 @@ def read_run(run_dir: str | os.PathLike) -> Run:
             raise RunFileError(f"cannot read {str(path / name)!r}: "
                                f"{getattr(err, 'strerror', None) or err}") from err
 
-    manifest = loads(text(MANIFEST), f"{path / MANIFEST}")
-    if not isinstance(manifest, dict):
-        raise RunFileError(f"{path / MANIFEST} is not a run's manifest")
+    manifest = Manifest.from_dict(loads(text(MANIFEST), f"{path / MANIFEST}"),
+                                  str(path / MANIFEST))
     report = parse_report(text(REPORT), str(path / REPORT))
     rows = read_results(path / RESULTS)
     records = [Record.from_dict(row, f"{path / RESULTS} line {i}")
