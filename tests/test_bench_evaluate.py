@@ -62,13 +62,15 @@ def test_one_and_two_processes_are_measured_in_one_run(tmp_path):
 
     d = json.loads(json.dumps(processes.run_in_processes(
         "tiny", processes=(1, 2), n_questions=4, batch_questions=2, samples=2,
-        answer_tokens=4, models_dir=tmp_path / "models", log=lambda m: None)))
+        answer_tokens=4, repeats=2, models_dir=tmp_path / "models", log=lambda m: None)))
     assert d["mode"] == "evaluate-processes"
     one, two = d["runs"]
     assert (one["processes"], two["processes"]) == (1, 2)
     assert one["questions"] == two["questions"] == 4
-    for r in (one, two):
+    for r in (one, two):  # each count ran twice, taking turns, and keeps its best round
         assert r["questions_per_s"] == pytest.approx(4 / r["seconds"])
+        assert len(r["every_round_seconds"]) == 2 and r["seconds"] == min(
+            r["every_round_seconds"])
         assert r["command_seconds"] > r["seconds"] > 0
     assert one["speedup_vs_1"] == 1.0
     assert two["speedup_vs_1"] == pytest.approx(two["questions_per_s"] / one["questions_per_s"])

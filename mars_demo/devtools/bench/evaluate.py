@@ -233,6 +233,9 @@ def main(argv: list[str]) -> int:
                    "in each number of processes (e.g. 1,2; torchrun), with --batch-questions")
     p.add_argument("--batch-questions", type=int, default=2,
                    help="with --processes: questions per batch (default 2)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --processes: rounds, each running every count once; each count "
+                   "keeps its best (default 1)")
     args = p.parse_args(argv)
     try:
         sizes = tuple(int(x) for x in args.batch_sizes.split(",") if x.strip())
@@ -266,8 +269,8 @@ def _processes_main(args, argv: list[str], log: Callable[[str], None]) -> int:
         data = processes.run_in_processes(
             args.llm_shape, processes=counts, n_questions=args.questions,
             batch_questions=args.batch_questions, samples=args.samples,
-            answer_tokens=args.answer_tokens, models_dir=args.models_dir, seed=args.seed,
-            log=log)
+            answer_tokens=args.answer_tokens, repeats=args.repeats,
+            models_dir=args.models_dir, seed=args.seed, log=log)
     except ValueError:
         print(f"error: --processes must be integers separated by commas; got "
               f"{args.processes!r}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Evaluation in several processes: ``python -m mars_demo.bench --evaluate --processes 1,2
 [--llm-shape cpu|7b] [--questions N] [--batch-questions B] [--samples S] [--answer-tokens T]
-[--json PATH]``.
+[--repeats R] [--json PATH]``.
 
 Questions per second of a whole ``evaluate`` run (:func:`mars_demo.evaluation.run.evaluate`:
 generation, scoring, the judge, results.jsonl, the merge and the report) in 1 and in 2 (or
@@ -11,8 +11,9 @@ started by ``torchrun --standalone --nproc_per_node P`` (what ``accelerate launc
 underneath); in each process the models are loaded and warmed up (2 questions, untimed) before
 the processes start together, so the figure is the run's throughput, not Python's start-up.
 On CPUs every count gets all the cores (``OMP_NUM_THREADS`` = cores / P); on one GPU the
-processes share it. It also checks that the runs' records are the same (the greedy answers
-and samples of every question).
+processes share it. With ``--repeats R`` the counts take turns R times and each keeps its best
+round (with every round's time and the load average before it, for a shared machine). It also
+checks that the runs' records are the same (the greedy answers and samples of every question).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -82,20 +84,46 @@ def _records(run_dir: pathlib.Path) -> list[tuple[int, str, list[str]]]:
     return out
 
 
+def _one_run(count: int, job: dict[str, Any], work: pathlib.Path) -> dict[str, Any]:
+    """``evaluate`` in ``count`` processes through torchrun: its timing and records."""
+    spec_path = work / f"job-{count}.json"
+    spec_path.write_text(json.dumps(job), encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // count)),
+           "PYTHONPATH": os.pathsep.join(p for p in (
+               str(pathlib.Path(__file__).resolve().parents[3]),
+               os.environ.get("PYTHONPATH")) if p)}
+    shutil.rmtree(job["out"], ignore_errors=True)  # a repeat starts a new run
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+         str(count), "-m", "mars_demo.devtools.bench.processes", "--worker", str(spec_path)],
+        env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise BenchError(f"the run in {count} process(es) failed: "
+                         f"{done.stderr.strip()[-1500:]}")
+    timing = json.loads(pathlib.Path(job["timing"]).read_text(encoding="utf-8"))
+    return {**timing, "command_seconds": wall, "load_avg_1min_before": load,
+            "records": _records(pathlib.Path(job["out"]))}
+
+
 def run_in_processes(llm_shape: str = "cpu", *,
-                     processes: tuple[int, ...] = DEFAULT_PROCESSES,
-        n_questions: int = 8, batch_questions: int = 2, samples: int = 5,
-        answer_tokens: int = 32, models_dir: str | os.PathLike | None = None, seed: int = 0,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the benchmark for each process count; returns its JSON-ready figures."""
+                     processes: tuple[int, ...] = DEFAULT_PROCESSES, n_questions: int = 8,
+                     batch_questions: int = 2, samples: int = 5, answer_tokens: int = 32,
+                     repeats: int = 1, models_dir: str | os.PathLike | None = None,
+                     seed: int = 0, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark: ``repeats`` rounds, each running every process count once (so a
+    machine that gets busier or quieter weighs on every count alike); each count's figure is
+    its best round. Returns the JSON-ready figures."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if llm_shape not in SPECS:
         raise BenchError(f"unknown --llm-shape {llm_shape!r}; use cpu or 7b")
     if (n_questions < 1 or samples < 2 or answer_tokens < 1 or batch_questions < 1
-            or not processes or min(processes) < 1):
+            or repeats < 1 or not processes or min(processes) < 1):
         raise BenchError("need --questions >= 1, --samples >= 2, --answer-tokens >= 1, "
-                         "--batch-questions >= 1 and process counts >= 1")
+                         "--batch-questions >= 1, --repeats >= 1 and process counts >= 1")
     import platform
 
     import torch
@@ -106,53 +134,44 @@ def run_in_processes(llm_shape: str = "cpu", *,
         raise BenchError(f"--llm-shape {llm_shape} needs a CUDA GPU; none is visible here. "
                          "Use --llm-shape cpu.")
     load_avg_start = os.getloadavg() if hasattr(os, "getloadavg") else None
+    runs: dict[int, list[dict[str, Any]]] = {count: [] for count in processes}
     with tempfile.TemporaryDirectory(prefix="mars-bench-processes-") as tmp:
         work = pathlib.Path(tmp)
         paths = build_models(models_dir or work / "models", llm_shape, seed, log)
         data = work / "questions.jsonl"
         data.write_text("".join(json.dumps({"question": q, "answers": ["x"]}) + "\n"
                                 for q in questions(n_questions)), encoding="utf-8")
-        cores = os.cpu_count() or 1
-        rows, records = [], {}
-        for count in processes:
-            job = {"paths": {k: str(v) for k, v in paths.items()}, "shape": llm_shape,
-                   "samples": samples, "answer_tokens": answer_tokens, "seed": seed,
-                   "data": str(data), "out": str(work / f"run-{count}"),
-                   "batch_questions": batch_questions, "timing": str(work / f"t-{count}.json")}
-            spec_path = work / f"job-{count}.json"
-            spec_path.write_text(json.dumps(job), encoding="utf-8")
-            env = {**os.environ, "OMP_NUM_THREADS": str(max(1, cores // count)),
-                   "PYTHONPATH": os.pathsep.join(p for p in (
-                       str(pathlib.Path(__file__).resolve().parents[3]),
-                       os.environ.get("PYTHONPATH")) if p)}
-            log(f"{count} process(es): {n_questions} questions ...")
-            started = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                 "--nproc_per_node", str(count), "-m", "mars_demo.devtools.bench.processes",
-                 "--worker", str(spec_path)], env=env, capture_output=True, text=True)
-            wall = time.perf_counter() - started
-            if done.returncode != 0:
-                raise BenchError(f"the run in {count} process(es) failed: "
-                                 f"{done.stderr.strip()[-1500:]}")
-            timing = json.loads(pathlib.Path(job["timing"]).read_text(encoding="utf-8"))
-            records[count] = _records(pathlib.Path(job["out"]))
-            rows.append({"processes": count, "seconds": timing["seconds"],
-                         "questions": timing["n"],
-                         "questions_per_s": timing["n"] / timing["seconds"],
-                         "threads_per_process": timing["threads"],
-                         "device": timing["device"], "command_seconds": wall})
-            log(f"{count} process(es): {timing['n'] / timing['seconds']:.3f} questions/s")
+        for k in range(repeats):
+            for count in processes:
+                log(f"round {k + 1}/{repeats}, {count} process(es): {n_questions} questions ...")
+                job = {"paths": {name: str(v) for name, v in paths.items()},
+                       "shape": llm_shape, "samples": samples, "answer_tokens": answer_tokens,
+                       "seed": seed, "data": str(data), "out": str(work / f"run-{count}"),
+                       "batch_questions": batch_questions,
+                       "timing": str(work / f"t-{count}.json")}
+                runs[count].append(_one_run(count, job, work))
+                last = runs[count][-1]
+                log(f"{count} process(es): {last['n'] / last['seconds']:.3f} questions/s")
+    rows = []
+    for count, done in runs.items():
+        best = min(done, key=lambda r: r["seconds"])
+        rows.append({"processes": count, "seconds": best["seconds"], "questions": best["n"],
+                     "questions_per_s": best["n"] / best["seconds"],
+                     "threads_per_process": best["threads"], "device": best["device"],
+                     "command_seconds": best["command_seconds"],
+                     "every_round_seconds": [r["seconds"] for r in done],
+                     "load_avg_1min_before": [r["load_avg_1min_before"] for r in done]})
     base = next((r for r in rows if r["processes"] == 1), None)
     for r in rows:
         r["speedup_vs_1"] = (r["questions_per_s"] / base["questions_per_s"]) if base else None
-    first = records[rows[0]["processes"]]
+    every = [r["records"] for done in runs.values() for r in done]
     return {
         "schema": SCHEMA, "mode": "evaluate-processes", "command": None,
         "machine": {"device": "cuda" if cuda else "cpu",
                     "gpu": torch.cuda.get_device_name(0) if cuda else None,
-                    "gpus": torch.cuda.device_count() if cuda else 0, "cpu_count": cores,
-                    "platform": platform.platform(), "torch": torch.__version__,
+                    "gpus": torch.cuda.device_count() if cuda else 0,
+                    "cpu_count": os.cpu_count(), "platform": platform.platform(),
+                    "torch": torch.__version__,
                     "load_avg_start": list(load_avg_start) if load_avg_start else None,
                     "load_avg_end": list(os.getloadavg()) if hasattr(os, "getloadavg")
                     else None},
@@ -161,9 +180,10 @@ def run_in_processes(llm_shape: str = "cpu", *,
                    "nli_like": spec["nli_like"]},
         "settings": {"questions": n_questions, "batch_questions": batch_questions,
                      "samples": samples, "answer_tokens": answer_tokens, "seed": seed,
-                     "processes": list(processes), "prompt": "chat", "judge": "em"},
+                     "processes": list(processes), "repeats": repeats, "prompt": "chat",
+                     "judge": "em"},
         "runs": rows,
-        "records_identical_across_processes": all(r == first for r in records.values()),
+        "records_identical_across_processes": all(r == every[0] for r in every),
     }
 
 
@@ -176,15 +196,20 @@ def format_report(d: dict[str, Any]) -> str:
         f"deberta-{sh['nli']}",
         f"{se['questions']} questions in batches of {se['batch_questions']}, greedy + "
         f"{se['samples']} samples x {se['answer_tokens']} new tokens (forced) each; the whole "
-        "evaluate run after the models are loaded and warm",
+        f"evaluate run after the models are loaded and warm; the best of {se['repeats']} "
+        "round(s), each running every count once",
         "",
         f"{'processes':>10}{'threads each':>14}{'seconds':>10}{'questions/s':>13}"
-        f"{'speed-up':>10}{'command s':>11}",
+        f"{'speed-up':>10}{'command s':>11}   every round's seconds (load before)",
     ]
     for r in d["runs"]:
+        rounds = ", ".join(f"{t:.1f} ({load:.1f})" if load is not None else f"{t:.1f}"
+                           for t, load in zip(r["every_round_seconds"],
+                                              r["load_avg_1min_before"]))
         lines.append(f"{r['processes']:>10}{r['threads_per_process']:>14}{r['seconds']:>10.1f}"
                      f"{r['questions_per_s']:>13.3f}"
-                     f"{(r['speedup_vs_1'] or 0):>9.2f}x{r['command_seconds']:>11.1f}")
+                     f"{(r['speedup_vs_1'] or 0):>9.2f}x{r['command_seconds']:>11.1f}   "
+                     + rounds)
     lines.append("records identical at every process count: "
                  + ("yes" if d["records_identical_across_processes"] else "NO"))
     return "\n".join(lines)
