@@ -19,15 +19,20 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 def launched_run(launcher: list[str], *args: str, timeout: float = 300):
     """``LAUNCHER -m mars_demo ARGS`` (``accelerate launch ...``, ``torchrun ...``: several
-    processes) from the repository, offline: the finished process (stdout and stderr as
-    text)."""
+    processes) from the repository, offline, each process on as many torch threads as this one
+    (so that it sums float32 in the same order as a run made here): the finished process
+    (stdout and stderr as text)."""
     import os
     import subprocess
     from pathlib import Path
 
+    import torch
+
     root = Path(__file__).resolve().parents[1]
+    threads = str(torch.get_num_threads())
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root),
-           "TOKENIZERS_PARALLELISM": "false"}
+           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads}
     return subprocess.run([*launcher, "-m", "mars_demo", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
