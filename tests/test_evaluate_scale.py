@@ -343,3 +343,26 @@ def test_shares_take_every_batch_once():
             assert max(sizes) - min(sizes) <= size
     seeds = {batch_seed(s, b) for s in range(5) for b in range(50)}
     assert len(seeds) == 250 and all(0 <= x < 2**30 for x in seeds)
+
+
+def test_the_main_bar_counts_the_parts_that_finish_after_its_own(tmp_path, capsys):
+    """The main process's bar keeps counting the other processes' parts until every process is
+    done (here the other one writes its lines while the main one waits for it), and counts
+    their failed questions too."""
+    from mars_demo.evaluation.parallel import Processes
+    from mars_demo.evaluation.run import EvalConfig, _run_share
+    from mars_demo.evaluation.schema import Failure
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+
+    class LateOther(Processes):
+        def gather(self, value):
+            (parts / "2-of-2.jsonl").write_text('{"index": 1}\n{"index": 3}\n')
+            return [value, [Failure(5, None, None, "no answer")]]
+
+    config = EvalConfig(data="x", out=tmp_path, judge=None, settings=None)
+    failed = _run_share(config, None, [], set(), parts / "1-of-2.jsonl", 4, 1, None,
+                        LateOther(0, 2, "cpu"), print)
+    assert [f.index for f in failed] == [5]
+    assert "| 4/4 " in capsys.readouterr().err

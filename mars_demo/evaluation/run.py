@@ -184,11 +184,9 @@ def evaluate(config: EvalConfig, engine: Any = None,
                             models_of(finished[0]["analysis"]["settings"]) if finished else None,
                             processes, say)
         if processes is not None:
-            everyone = processes.gather(failed)
             if not main:
                 return None
             absorb_parts(out)
-            failed = sorted((f for part in everyone for f in part), key=lambda f: f.index)
             wanted = {it.index for it in items}
         records = sorted((Record.from_dict(r, f"{out / RESULTS} line {i}")
                           for i, r in enumerate(read_results(out / RESULTS), 1)
@@ -204,7 +202,9 @@ def _run_share(config: EvalConfig, engine: Any, mine: list, done: set[int],
                processes: Processes | None, say: Callable[[str], None]) -> list[Failure]:
     """Run this process's batches into ``target`` (results.jsonl, or its part) with a progress
     bar: its own in one process; under several, the main process's bar counts every part's
-    lines and the others show none. Returns the questions that failed."""
+    lines until every process is done, and the others show none. Returns the questions that
+    failed: this process's, or under several processes every process's (in the data's
+    order)."""
     from tqdm import tqdm
 
     todo = any(item.index not in done for _, batch in mine for item in batch)
@@ -216,9 +216,8 @@ def _run_share(config: EvalConfig, engine: Any, mine: list, done: set[int],
             watcher = PartsProgress(bar, target.parent).start()
         advance = bar.update if processes is None else (lambda n: None)
         note = (lambda m: bar.write(m, file=sys.stderr)) if main else say
-        if not todo:
-            run = None
-        else:
+        failed: list[Failure] = []
+        if todo:
             if engine is None:
                 from ..engine import Engine
 
@@ -227,6 +226,11 @@ def _run_share(config: EvalConfig, engine: Any, mine: list, done: set[int],
                 run = BatchRun(engine, config.judge, config.settings, f, set(done), models,
                                config.out, note, advance)
                 run_batches(run, mine)
+            failed = run.failed
+        if processes is not None:
+            everyone = processes.gather(failed)  # every process has finished its part
+            failed = sorted((f for part in everyone for f in part), key=lambda f: f.index)
         if watcher is not None:
             watcher.stop()
-    return [] if run is None else run.failed
+            bar.update(len(failed))  # the failed questions have no line
+    return failed
