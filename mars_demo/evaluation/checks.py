@@ -20,7 +20,8 @@ TEXT_CHARS = 500  # longer strings of a report are cut
 NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")  # a measure, method, scoring or variant name
 COLUMN = re.compile(r"[a-z][a-z0-9_.]{0,47}")  # a column of the methods table ("prr_0.5")
 #: the range of each metric's value; the paired differences get +- the width
-RANGES = {"auroc": (0.0, 1.0), "auprc": (0.0, 1.0), "aurac": (0.0, 1.0), "prr": (-1e6, 1.0)}
+RANGES = {"auroc": (0.0, 1.0), "auprc": (0.0, 1.0), "aurac": (0.0, 1.0), "prr": (-1e6, 1.0),
+          "prr_0.5": (-1e6, 1.0), "length_spearman": (-1.0, 1.0)}
 WIDE = (-1e6, 1e6)  # the range of a metric not in RANGES
 
 

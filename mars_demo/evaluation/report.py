@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..methods import OPTIONAL_MODELS, models_of
+from ..methods import OWN_MODELS, models_of
 from . import METRIC_TITLES, METRICS, judge_check, judges, methods_table
 from . import metrics as metric_math
 from .checks import DIFF
@@ -142,7 +142,8 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Mani
     if check is not None and check.get("judge") != manifest.judge:
         check = None  # a check of another judge
     metrics = compute_metrics(records, resamples=resamples, seed=seed)
-    table = methods_table.compute(records, resamples=resamples, seed=seed, metrics=metrics)
+    table = methods_table.compute(records, resamples=resamples, seed=seed, metrics=metrics,
+                                  judge=manifest.judge.get("name"))
     report = Report(
         data=manifest.data, n=n,
         accuracy=sum(r.correct for r in records) / n if n else 0.0,
@@ -220,7 +221,7 @@ def markdown(report: Report) -> str:
         f"n = {report.n} questions, accuracy {accuracy:.1f}% "
         f"({labels_text(report)}). Models: LLM {model}, importance "
         f"{report.models.get('importance')}, NLI {report.models.get('nli')}"
-        + "".join(f", {m.label} {report.models[m.field]}" for m in OPTIONAL_MODELS
+        + "".join(f", {m.label} {report.models[m.field]}" for m in OWN_MODELS
                   if report.models.get(m.field)) + ".",
     ]
     if check_text(report.judge_check):

@@ -150,12 +150,16 @@ class MethodRow:
 
 @dataclass(frozen=True)
 class MethodsTable:
-    """report.json's ``methods_table``: ``rows`` ranked by ``ranked_by`` (best first) and the
-    best MARS row's name, variant and label (None when no MARS row has an AUROC)."""
+    """report.json's ``methods_table``: ``rows`` ranked by ``ranked_by`` (best first), the
+    best MARS row's name, variant and label (None when no MARS row has an AUROC), the unit of
+    the answer lengths the rows' ``length_spearman`` correlates with ("tokens", "words", or ""),
+    and the table's ``warnings``."""
 
     rows: list[MethodRow] = field(default_factory=list)
     best_mars: dict[str, str] | None = None
     ranked_by: str = "auroc"
+    length_unit: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def best_label(self) -> str | None:
@@ -163,6 +167,7 @@ class MethodsTable:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ranked_by": self.ranked_by, "best_mars": self.best_mars,
+                "length_unit": self.length_unit, "warnings": self.warnings,
                 "rows": [r.to_dict() for r in self.rows]}
 
     @classmethod
@@ -183,7 +188,10 @@ class MethodsTable:
             best = {"name": plain_name(best.get("name"), f"{w}.best_mars"),
                     "variant": plain_name(best.get("variant"), f"{w}.best_mars"),
                     "label": short_text(best.get("label") or best.get("name"))}
-        return cls(rows, best, plain_name(raw.get("ranked_by", "auroc"), f"{w}.ranked_by"))
+        unit = raw.get("length_unit") or ""
+        return cls(rows, best, plain_name(raw.get("ranked_by", "auroc"), f"{w}.ranked_by"),
+                   short_text(unit) if isinstance(unit, str) else "",
+                   text_list(raw.get("warnings"), f"{w}.warnings", MAX_WARNINGS))
 
 
 # --- report.json ------------------------------------------------------------------------------

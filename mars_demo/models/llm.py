@@ -22,7 +22,7 @@ from ..answers import Answer
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import next_token, prompts
+from . import distributions, next_token, prompts
 from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
@@ -305,16 +305,7 @@ class LLM:
     @staticmethod
     def token_logprobs(new_ids, logits) -> "list[list[float]]":
         """log P(chosen token) at temperature 1 from the raw logits of each generation step."""
-        import torch
-
-        steps = min(len(logits), new_ids.shape[1])
-        out = torch.empty((new_ids.shape[0], steps), dtype=torch.float32)
-        for t in range(steps):
-            step = logits[t].float()
-            chosen = new_ids[:, t].to(step.device).unsqueeze(1)
-            lp = step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)
-            out[:, t] = lp.cpu()
-        return out.tolist()
+        return distributions.token_stats(new_ids, logits)[0]
 
     def generate(self, prompt: Prompt, request: GenerationRequest, *,
                  on_text: Callable[[str], None] | None = None,
@@ -393,9 +384,18 @@ class LLM:
         if should_stop is not None and should_stop():
             raise GenerationCancelled("generation was cancelled")
         t1 = time.perf_counter()
-        lps = self.token_logprobs(ids, logits)
+        greedy_rows = range(0, ids.shape[0], n) if request.greedy else ()
+        lps, stats = distributions.token_stats(ids, logits, request.alternatives, greedy_rows)
         answers = self._build_rows([(ids[i].tolist(), lps[i]) for i in range(ids.shape[0])],
                                    request)
+        for i, answer in enumerate(answers):
+            keep = len(answer.logprobs)
+            answer.token_stats = {"entropy": stats["entropy"][i][:keep],
+                                  "kl_uniform": stats["kl_uniform"][i][:keep]}
+            if i in stats["alternatives"]:
+                answer.token_stats["alternatives"] = [
+                    [[self.tokenizer.decode([a], skip_special_tokens=False), lp]
+                     for a, lp in step] for step in stats["alternatives"][i][:keep]]
         t2 = time.perf_counter()
         share = {"generate": (t1 - t0) / len(prompts_ids), "logprobs": (t2 - t1) / len(prompts_ids)}
         return [
@@ -421,6 +421,12 @@ class LLM:
                     "pick another model."
                 )
         return answers
+
+    def last_token_embeddings(self, prompt_ids: list[int], answers: Sequence[list[int]]
+                              ) -> tuple[list[list[float]], int]:
+        """EigenScore's embeddings (see :mod:`mars_demo.models.distributions`)."""
+        return distributions.last_token_embeddings(self.model, self.pad_token_id, self.device,
+                                                   prompt_ids, answers)
 
     # ---- teacher forcing -----------------------------------------------------------------
     def next_token_logprob(self, text: str, target: str) -> NextToken:
@@ -468,6 +474,9 @@ class LLM:
             chosen = torch.tensor(ids, device=step.device).unsqueeze(1)
             lp = (step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)).cpu()
             logprobs = [float(x) for x in lp.tolist()]
+            # each position's distribution, as generation gives it: entropy and KL from uniform
+            _, stats = distributions.token_stats(torch.tensor([ids]),
+                                                 [row.unsqueeze(0) for row in step])
             if not all(math.isfinite(x) for x in logprobs):
                 raise InvalidModelOutput(
                     f"The LLM {self.model_id} produced invalid scores (NaN or infinity) for a "
@@ -475,6 +484,9 @@ class LLM:
                     "model."
                 )
             scored = build_answer(tok, ids, logprobs, eos_ids=set(), stop_strings=())
+            keep = len(scored.logprobs)
+            scored.token_stats = {"entropy": stats["entropy"][0][:keep],
+                                  "kl_uniform": stats["kl_uniform"][0][:keep]}
             notes = [w for w in a.warnings]
             if scored.text != a.text.strip():
                 notes.append(
