@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=1000)
     args = parser.parse_args(argv)
 
-    from mars_demo.evaluation.judges import NLIJudge, make_judge
+    from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.rejudge import rejudge
     from mars_demo.evaluation.run import EvalConfig, evaluate
     from mars_demo.settings import Settings
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     human = {row["id"]: row["correct"] for row in labels}
     verdicts = {}
     for name in JUDGES:
-        judge = NLIJudge.load(settings) if name == "nli" else make_judge(name)
+        judge = make_judge(name, settings=settings)
         runs[name] = rejudge(first, out / name, judge, resamples=args.bootstrap, plots=False,
                              messages=quiet)
         verdicts[name] = {json.loads(x)["id"]: json.loads(x)["correct"] for x in (
@@ -105,11 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             shown = "-"
         diffs = []
         for m in ("confidence", "entropy", "semantic_entropy"):
-            e = report["metrics"]["auroc"][m]["mars_minus_length_normalized"]
-            diffs.append("n/a" if e["value"] is None else f"{e['value'] * 100:+.1f} "
-                         f"[{e['ci95'][0] * 100:+.1f}, {e['ci95'][1] * 100:+.1f}]"
-                         if e["ci95"] else f"{e['value'] * 100:+.1f}")
-        print(f"| {name} | {report['accuracy'] * 100:.1f}% | {shown} | {'; '.join(diffs)} |")
+            e = report.metrics["auroc"][m]["mars_minus_length_normalized"]
+            diffs.append("n/a" if e.value is None else f"{e.value * 100:+.1f} "
+                         f"[{e.ci95[0] * 100:+.1f}, {e.ci95[1] * 100:+.1f}]"
+                         if e.ci95 else f"{e.value * 100:+.1f}")
+        print(f"| {name} | {report.accuracy * 100:.1f}% | {shown} | {'; '.join(diffs)} |")
     return 0
 
 

@@ -17,6 +17,51 @@ def cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def launched_run(launcher: list[str], *args: str, timeout: float = 300):
+    """``LAUNCHER -m mars_demo ARGS`` (``accelerate launch ...``, ``torchrun ...``: several
+    processes) from the repository, offline, each process on as many torch threads as this one
+    (so that it sums float32 in the same order as a run made here): the finished process
+    (stdout and stderr as text)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import torch
+
+    root = Path(__file__).resolve().parents[1]
+    threads = str(torch.get_num_threads())
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root),
+           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads}
+    return subprocess.run([*launcher, "-m", "mars_demo", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def killed_after(args: list[str], results, lines: int = 2) -> None:
+    """``python -m mars_demo ARGS`` from the repository, killed (SIGKILL) as soon as
+    ``results`` holds ``lines`` finished lines (the test fails when it ends on its own)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)}
+    proc = subprocess.Popen([sys.executable, "-m", "mars_demo", *args], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while proc.poll() is None:
+            if results.exists() and results.read_bytes().count(b"\n") >= lines:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.02)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+
+
 def model_flags(models) -> list[str]:
     """--llm, --importance and --nli of the tiny models."""
     return ["--llm", str(models["llm"]), "--importance", str(models["importance"]),

@@ -53,3 +53,27 @@ def test_bench_dispatches_evaluate(monkeypatch):
     monkeypatch.setattr(bench_evaluate, "main", lambda argv: seen.append(argv) or 0)
     assert bench.main(["--evaluate", "--questions", "3"]) == 0
     assert seen == [["--evaluate", "--questions", "3"]]
+
+
+def test_one_and_two_processes_are_measured_in_one_run(tmp_path):
+    """``--evaluate --processes 1,2`` on tiny models: both counts run the same questions
+    through torchrun and evaluate, give the same records, and are reported side by side."""
+    from mars_demo.devtools.bench import processes
+
+    d = json.loads(json.dumps(processes.run_in_processes(
+        "tiny", processes=(1, 2), n_questions=4, batch_questions=2, samples=2,
+        answer_tokens=4, repeats=2, models_dir=tmp_path / "models", log=lambda m: None)))
+    assert d["mode"] == "evaluate-processes"
+    one, two = d["runs"]
+    assert (one["processes"], two["processes"]) == (1, 2)
+    assert one["questions"] == two["questions"] == 4
+    for r in (one, two):  # each count ran twice, taking turns, and keeps its best round
+        assert r["questions_per_s"] == pytest.approx(4 / r["seconds"])
+        assert len(r["every_round_seconds"]) == 2 and r["seconds"] == min(
+            r["every_round_seconds"])
+        assert r["command_seconds"] > r["seconds"] > 0
+    assert one["speedup_vs_1"] == 1.0
+    assert two["speedup_vs_1"] == pytest.approx(two["questions_per_s"] / one["questions_per_s"])
+    assert d["records_identical_across_processes"] is True
+    text = processes.format_report(d)
+    assert "questions/s" in text and "records identical at every process count: yes" in text

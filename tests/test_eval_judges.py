@@ -18,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mars_demo.evaluation import judges
+from mars_demo.evaluation.judges.llm import parse_verdict
+from mars_demo.evaluation.judges.nli import NLIJudge
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -86,7 +88,7 @@ def test_bad_thresholds_and_names_are_refused():
         judges.make_judge("f1", 1.5)
     with pytest.raises(ValueError, match="takes no threshold"):
         judges.make_judge("em", 0.5)
-    with pytest.raises(ValueError, match="one of contains, em, f1, rouge, nli, llm"):
+    with pytest.raises(ValueError, match="one of contains, em, f1, llm, nli, rouge"):
         judges.make_judge("bleu")
     with pytest.raises(ValueError, match="takes no threshold"):
         judges.make_judge("contains", 0.5)
@@ -166,7 +168,7 @@ def test_contains_numbers_question_words_and_names(question, answer, refs, corre
     (["twenty", "four"], [24]), (["ninety", "nine", "forty"], [9940]),
 ])
 def test_number_words_by_hand(words, numbers):
-    from mars_demo.evaluation.answer_words import parse_number_words
+    from mars_demo.evaluation.judges.contains.answer_words import parse_number_words
 
     assert parse_number_words(words) == numbers
 
@@ -423,13 +425,13 @@ def test_contains_a_possessive_that_names_a_relative(question, answer, refs, cor
     ("MMXX, DC, CIV, XIV", ["2020", "|", "dc", "|", "civ", "|", "14"]),
 ])
 def test_answer_words_initials_dates_powers_numerals(text, texts):
-    from mars_demo.evaluation.answer_words import words
+    from mars_demo.evaluation.judges.contains.answer_words import words
 
     assert [w.text for w in words(text)] == texts
 
 
 def test_answer_words_keep_signs_capitals_and_boundary_marks():
-    from mars_demo.evaluation.answer_words import BOUNDARY, words
+    from mars_demo.evaluation.judges.contains.answer_words import BOUNDARY, words
 
     said = words("Although O- and AB+, JFK's; but not C#.")
     assert [(w.text, w.sign) for w in said if w.sign] == [("o", "-"), ("ab", "+"), ("c", "#")]
@@ -478,7 +480,7 @@ def test_nli_judge_asks_both_ways_with_the_question_in_front():
     # entailment one way only is not enough
     one_way = FakeNLI()
     one_way.verdicts = lambda pairs, truncated=None: ["entailment", "neutral"]
-    assert not judges.NLIJudge(one_way)("Q?", "Canberra city", ["Canberra"]).correct
+    assert not NLIJudge(one_way)("Q?", "Canberra city", ["Canberra"]).correct
     assert judge.describe() == {"name": "nli", "threshold": None, "model": "fake/nli"}
 
 
@@ -486,7 +488,7 @@ def test_nli_judge_loads_the_engines_nli_model(tiny_models):
     from mars_demo.models import registry
     from mars_demo.settings import Settings
 
-    judge = judges.NLIJudge.load(Settings(nli=str(tiny_models["nli"])))
+    judge = NLIJudge.load(Settings(nli=str(tiny_models["nli"])))
     assert judge.nli is registry.load_nli(str(tiny_models["nli"]))  # the cached one, not a copy
     verdict = judge("What is the capital of France?", "Paris is the capital.", ["Lyon"])
     assert isinstance(verdict.correct, bool) and "Lyon" in verdict.detail
@@ -501,7 +503,7 @@ def test_nli_judge_reads_paraphrases_with_the_trained_nli_model(trained_tiny_mod
     paths = trained_tiny_models
     from mars_demo.settings import Settings
 
-    judge = judges.NLIJudge.load(Settings(nli=str(paths["nli"])))
+    judge = NLIJudge.load(Settings(nli=str(paths["nli"])))
     items, expected = [], []
     for fact in load_facts():
         for para in fact.paraphrases:
@@ -554,12 +556,12 @@ def test_the_second_annotators_set_and_the_default_judges_figures():
     ("false", False), ("False.", False), ("incorrect", False),
 ])
 def test_verdicts_are_read_from_the_first_word(reply, verdict):
-    assert judges.parse_verdict(reply) is verdict
+    assert parse_verdict(reply) is verdict
 
 
 def test_an_unclear_verdict_is_an_error_not_a_guess():
     with pytest.raises(judges.JudgeError, match="neither 'correct' nor 'false'"):
-        judges.parse_verdict("I think the answer is right")
+        parse_verdict("I think the answer is right")
 
 
 # ---- the LLM judge over HTTP ---------------------------------------------------------------
@@ -671,7 +673,8 @@ def test_llm_judge_api_key_from_a_named_variable(fake, monkeypatch):
 def test_the_worked_examples_in_the_docstrings_hold():
     import doctest
 
-    from mars_demo.evaluation import answer_words, candidates, claims, containment
+    from mars_demo.evaluation.judges.contains import (answer_words, candidates, claims,
+                                                      containment)
 
     for module in (answer_words, candidates, claims, containment):
         result = doctest.testmod(module)

@@ -2,7 +2,7 @@
 
 Runs are made by hand: a run.json and a results.jsonl whose records carry ``uncertainty``
 (the three measures) and ``methods`` (``{id: {variant: value}}``), then the report written by
-the evaluate code itself (:func:`mars_demo.evaluation.run.write_report`). Every number of the
+the evaluate code itself (:func:`mars_demo.evaluation.report.write_report`). Every number of the
 table is checked against scikit-learn called here on the same arrays, and the intervals against
 a resampling written here.
 """
@@ -20,7 +20,8 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS, calibration
 from mars_demo.evaluation import methods_table
-from mars_demo.evaluation.run import write_report
+from mars_demo.evaluation.manifest import Manifest
+from mars_demo.evaluation.report import write_report
 from mars_demo.evaluation.runs import RunFileError, parse_records, parse_report, read_run
 from mars_demo.ui import trust
 from mars_demo.ui.evaluation import EvaluationView
@@ -65,15 +66,17 @@ def make_records(with_methods: bool = True) -> list[dict]:
 def make_run(out: pathlib.Path, rows: list[dict], plots: bool = False,
              resamples: int = RESAMPLES) -> dict:
     out.mkdir(parents=True)
-    manifest = {"version": 1, "data": "hand-made.jsonl", "data_fingerprint": "x", "limit": None,
-                "seed": SEED, "questions": len(rows), "judge": {"name": "contains"},
-                "settings": SETTINGS}
-    (out / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    manifest = Manifest(data="hand-made.jsonl", data_fingerprint="x", limit=None, seed=SEED,
+                        questions=len(rows), judge={"name": "contains"}, settings=SETTINGS)
+    (out / "run.json").write_text(json.dumps(manifest.to_dict()), encoding="utf-8")
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
                                        encoding="utf-8")
     records = parse_records((out / "results.jsonl").read_text(encoding="utf-8"))
-    return write_report(out, records, manifest=manifest, resamples=resamples, plots=plots,
-                        messages=lambda _: None)
+    report = write_report(out, records, manifest=manifest, resamples=resamples, plots=plots,
+                          messages=lambda _: None)
+    written = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert written == json.loads(json.dumps(report.to_dict()))  # the report as returned
+    return written
 
 
 def column(rows: list[dict], name: str, variant: str) -> np.ndarray:
@@ -180,8 +183,8 @@ def test_report_md_shows_the_ranked_table(run):
 def test_the_plot_draws_the_top_five(run, tmp_path):
     out, rows, report = run
     records = read_run(out).records
-    fig, warnings = methods_table.roc_figure(records,
-                                             methods_table.ranked_rows(report["methods_table"]))
+    fig, warnings = methods_table.roc_figure(
+        records, [(r["name"], r["variant"]) for r in report["methods_table"]["rows"]])
     assert not warnings
     top = report["methods_table"]["rows"][:5]
     assert [t.name for t in fig.data] == [
@@ -201,7 +204,7 @@ def test_a_run_without_methods_lists_the_measures(tmp_path):
     # a report made before the table: read as before, no rows
     raw = json.loads((tmp_path / "old" / "report.json").read_text())
     del raw["methods_table"]
-    assert parse_report(json.dumps(raw)).methods == []
+    assert parse_report(json.dumps(raw)).methods_table.rows == []
 
 
 @pytest.mark.parametrize("change, message", [
@@ -436,7 +439,8 @@ def test_a_run_names_the_similarity_model_where_its_methods_ran_it(run, tmp_path
 def test_a_resumed_run_refuses_answers_of_another_similarity_model(tmp_path):
     from types import SimpleNamespace
 
-    from mars_demo.evaluation.run import RunError, _check_models
+    from mars_demo.evaluation.batches import _check_models
+    from mars_demo.evaluation.runs import RunError
 
     def made(similarity):
         return SimpleNamespace(settings={**SETTINGS, "similarity": similarity,

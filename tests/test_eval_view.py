@@ -28,7 +28,8 @@ from mars_demo.evaluation import calibration as calibration_module
 from mars_demo.result import AnalysisResult
 from mars_demo.ui import controls
 from mars_demo.ui.controller import Controller
-from mars_demo.evaluation.runs import Entry, parse_report
+from mars_demo.evaluation.runs import parse_report
+from mars_demo.evaluation.schema import Entry
 from mars_demo.ui.evaluation import EvaluationView
 from mars_demo.ui.host import EngineHost
 from test_evaluate import ANSWERS, FACTS, full_run, lines, model_flags  # noqa: F401

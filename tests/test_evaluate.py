@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from cli_helpers import killed_after
 
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
@@ -85,6 +84,22 @@ def test_results_lines_hold_what_the_issue_asks(pregenerated_run):
         assert r["analysis"]["greedy"]["scores"]["length_normalized"] == pytest.approx(
             sum(lps) / len(lps))
         assert r["analysis"]["settings"]["logprob_source"] == "given"
+
+
+def test_the_files_are_the_typed_records_and_report_serialized(pregenerated_run):
+    """results.jsonl and report.json hold exactly what the typed Record and Report write, and
+    reading them back gives the same objects."""
+    from mars_demo.evaluation.records import Record
+    from mars_demo.evaluation.schema import Report
+
+    for i, line in enumerate(lines(pregenerated_run / "results.jsonl"), 1):
+        record = Record.from_dict(line, f"line {i}")
+        assert record.to_dict() == line
+        assert Record.from_dict(record.to_dict(), "again") == record
+    raw = json.loads((pregenerated_run / "report.json").read_text(encoding="utf-8"))
+    report = Report.from_dict(raw)
+    assert report.to_dict() == raw
+    assert Report.from_dict(report.to_dict()) == report
 
 
 def test_every_reported_figure_matches_an_independent_computation(pregenerated_run):
@@ -224,7 +239,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no
     assert len(second.calls) == 4  # only the questions left (batches of 3 and 1)
     assert not set(second.calls) & {r["question"] for r in done}
     after = lines(tmp_path / "run" / "results.jsonl")
-    assert after[:3] == done and len(after) == 7 and report["n"] == 7
+    assert after[:3] == done and len(after) == 7 and report.n == 7
     assert len({r["index"] for r in after}) == 7
 
 
@@ -235,18 +250,8 @@ def test_killed_process_resumes_without_duplicates_or_losses(tiny_models, tmp_pa
     cmd = [sys.executable, "-m", "mars_demo", "evaluate", "--data", str(data), "--out", str(out),
            "--judge", "em", "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
     results = out / "results.jsonl"
-    try:
-        while proc.poll() is None:
-            if results.exists() and results.read_bytes().count(b"\n") >= 2:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.02)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    killed_after(cmd[3:], results)
     killed = results.read_bytes()
     finished = killed[: killed.rfind(b"\n") + 1]
     k = finished.count(b"\n")
@@ -361,7 +366,7 @@ def test_given_labels_are_used_as_given(tiny_models, tmp_path, capsys):
     is computed on exactly those labels (AUROC as scikit-learn's)."""
     from sklearn.metrics import roc_auc_score
 
-    from mars_demo.evaluation import judges
+    from mars_demo.evaluation.judges.contains import ContainsJudge
 
     rows = answer_rows()[:10]
     given = {0: False, 1: 1, 3: True, 4: 0, 6: False, 8: True}  # 0 and 6: right answers, "wrong"
@@ -369,7 +374,7 @@ def test_given_labels_are_used_as_given(tiny_models, tmp_path, capsys):
     data.write_text("".join(json.dumps({**r, **({"correct": given[k]} if k in given else {})})
                             + "\n" for k, r in enumerate(rows)), encoding="utf-8")
     asked = []
-    real = judges.ContainsJudge.judge_many
+    real = ContainsJudge.judge_many
 
     def spy(self, items):
         asked.extend(q for q, _, _ in items)
@@ -377,11 +382,11 @@ def test_given_labels_are_used_as_given(tiny_models, tmp_path, capsys):
 
     out = tmp_path / "run"
     try:
-        judges.ContainsJudge.judge_many = spy
+        ContainsJudge.judge_many = spy
         assert main(["evaluate", "--data", str(data), "--out", str(out), "--bootstrap", "50",
                      "--no-plots", *model_flags(tiny_models)]) == 0
     finally:
-        judges.ContainsJudge.judge_many = real
+        ContainsJudge.judge_many = real
     assert sorted(asked) == sorted(rows[k]["question"] for k in range(10) if k not in given)
     records = sorted(lines(out / "results.jsonl"), key=lambda r: r["index"])
     for r in records:
@@ -593,7 +598,7 @@ def test_calibrate_refuses_too_few_of_a_class_with_the_reason(pregenerated_run, 
 
 
 def test_a_calibration_keeps_the_runs_settings(full_run):
-    from mars_demo.evaluation.run import calibrate
+    from mars_demo.evaluation.calibration import calibrate
 
     cal = calibration.load(calibrate(full_run, "entropy", "mars", full_run / "cal-entropy.json",
                            plots=False))
@@ -702,8 +707,8 @@ def test_one_question_with_invalid_scores_is_skipped_and_the_run_goes_on(tiny_se
                         settings=tiny_settings, resamples=20, plots=False,
                         messages=lambda m: None, batch_questions=4)
     report = evaluate(config, engine=OneBad(tiny_settings))
-    assert report["n"] == 3
-    assert [f["error"] for f in report["failed"]] == ["the NLI model produced NaN"]
+    assert report.n == 3
+    assert [f.error for f in report.failed] == ["the NLI model produced NaN"]
     assert "skipped: the NLI model produced NaN" in capsys.readouterr().err
 
 
@@ -766,5 +771,5 @@ def test_hub_rows_without_references_are_left_out_with_a_warning_in_the_report(
                                        judge=make_judge("em"), settings=tiny_settings, limit=2,
                                        resamples=20, plots=False, messages=messages.append)
     report = evaluation_run.evaluate(config)
-    assert source.warnings[0] in report["warnings"]
+    assert source.warnings[0] in report.warnings
     assert f"warning: {source.warnings[0]}" in messages

@@ -11,6 +11,7 @@ from endpoint_servers import API_KEY, API_KEY_ENV
 
 from mars_demo.cli import main
 from mars_demo.evaluation import judges
+from mars_demo.evaluation.judges.llm import LLMJudge
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FACTS = ROOT / "data" / "facts.jsonl"
@@ -52,6 +53,6 @@ def test_the_llm_judge_talks_to_a_real_server(llama_server, llama_api_key, api):
 
 def test_the_llm_judge_reports_a_refused_api_key(llama_server, monkeypatch):
     monkeypatch.setenv("WRONG_KEY", "not-the-key")
-    judge = judges.LLMJudge(llama_server, model="any", api_key_env="WRONG_KEY")
+    judge = LLMJudge(llama_server, model="any", api_key_env="WRONG_KEY")
     with pytest.raises(judges.JudgeError, match="answered HTTP 401"):
         judge("q?", "a", ["b"])

@@ -26,6 +26,7 @@ def test_marks_come_from_fixtures_calls_and_kinds():
     assert marks_for([], calls_in("make_tiny_models(out, trained=False)")) == set()
     assert marks_for([], calls_in("with sync_api.sync_playwright() as p: pass")) \
         == {"slow", "browser"}
+    assert marks_for([], calls_in("launched_run(['torchrun'], 'evaluate')")) == {"slow"}
     assert marks_for([], set(), ["browser"]) == {"slow", "browser"}  # a module's own pytestmark
     assert marks_for([], set(), ["endpoint", "parametrize"]) == {"slow", "endpoint", "parametrize"}
 
@@ -54,8 +55,11 @@ def test_what_the_rule_looks_for_still_exists():
         assert f"def {name}(" in code, name
     from playwright import sync_api
 
-    assert callable(sync_api.sync_playwright)  # the one call of a library the rule looks for
-    for name in set(markers.MARKS_BY_CALL) - {"sync_playwright"}:
+    assert callable(sync_api.sync_playwright)  # the calls of a library the rule looks for
+    from mars_demo.devtools.bench import processes
+
+    assert callable(processes.run_in_processes)
+    for name in set(markers.MARKS_BY_CALL) - {"sync_playwright", "run_in_processes"}:
         assert f"def {name}(" in code, name
     factory = TESTS.parent / "mars_demo" / "devtools" / "tiny" / "factory.py"
     assert "    trained: bool = False," in factory.read_text()  # make_tiny_models(trained=True)

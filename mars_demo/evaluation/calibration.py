@@ -36,7 +36,7 @@ import numpy as np
 
 from ..methods import BASE_MODELS, OWN_MODELS, optional_models
 from . import MEASURES, SCORINGS
-from .runs import NAME, VARIANTS
+from .checks import NAME, VARIANTS
 
 FORMAT = "mars-demo-calibration"
 VERSION = 1
@@ -375,3 +375,62 @@ def reliability_figure(quality: dict[str, Any], title: str) -> Any:
     fig.update_layout(title=f"{title}: Brier {quality['brier']:.3f}, ECE {quality['ece']:.3f}",
                       width=600, height=500, template="plotly_white")
     return fig
+
+
+def calibrate(run_dir: str | pathlib.Path, measure: str = "semantic_entropy",
+              scoring: str | None = "mars", out: str | pathlib.Path | None = None, *,
+              plots: bool = True) -> pathlib.Path:
+    """Fit the isotonic calibration of one uncertainty of a finished run and check it by
+    cross-validation: ``measure`` is a measure or any method id the run's records hold
+    (``methods``), ``scoring`` its variant (length_normalized, mars, or value for a method
+    that reads no sequence score; None: mars where the row has it, else value). Writes
+    ``out`` (default RUN_DIR/calibration.json), adds the held-out Brier score, calibration
+    error and reliability diagram to the run's report, and returns the calibration's path.
+    Raises :class:`~.runs.RunError` for a run that is not finished or unreadable, or that has
+    no such uncertainty (naming the ones it has), :class:`TooFewAnswers` (with the reason) when
+    one class is missing or too rare."""
+    from . import methods_table
+    from . import metrics as metric_math
+    from .report import method_label, save_report, write_figures
+    from .runs import RunError, RunFileError, read_run
+
+    try:
+        run = read_run(run_dir)
+    except RunFileError as err:
+        raise RunError(str(err)) from err
+    if not run.records:
+        raise RunError(f"{run.path} has no results to calibrate on")
+    correct, u = methods_table.arrays(run.records)
+    variants = [v for name, v in u if name == measure]
+    if not variants:
+        raise RunError(f"{run.path} has no uncertainty {measure!r}; it has "
+                       + ", ".join(dict.fromkeys(name for name, _ in u)))
+    if scoring is None:
+        scoring = "mars" if "mars" in variants else variants[0]
+    if scoring not in variants:
+        raise RunError(f"{run.path} has no {measure} ({scoring}) uncertainty; {measure} has "
+                       + ", ".join(variants))
+    values = u[measure, scoring]
+    quality = cross_validate(values, correct, seed=run.manifest.seed)
+    try:
+        auroc = metric_math.auroc(values, correct)
+    except metric_math.UndefinedMetric:
+        auroc = None
+    cal = fit(values, correct, measure=measure, scoring=scoring,
+                          models=run.report.models, data=run.report.data, auroc=auroc,
+                          judge=run.report.judge,
+                          settings=run.records[0].analysis_settings)
+    cal.held_out = quality
+    path = cal.save(out or run.path / "calibration.json")
+    report = run.report
+    section = {"measure": measure, "scoring": scoring, "file": path.name, **quality,
+               "plots": []}
+    if plots:
+        files, warnings = write_figures(
+            {"reliability": reliability_figure(quality, method_label(measure, scoring))},
+            run.path)
+        section["plots"] = files
+        report.warnings = list(dict.fromkeys([*report.warnings, *warnings]))
+    report.calibration = section
+    save_report(run.path, report)
+    return path

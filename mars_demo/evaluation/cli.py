@@ -12,6 +12,10 @@
   isotonic P(correct) of one uncertainty (a measure or any method the run holds) of a finished
   run and check it by cross-validation; ``--calibrate`` without a directory, after ``--data``
   and ``--out``, calibrates the run just made.
+- ``accelerate launch [--num_processes N] -m mars_demo evaluate --data ... --out RUN_DIR`` (or
+  ``torchrun``): one run in N processes, each on its device and its share (:mod:`.parallel`);
+  ``evaluate --data ... --out DIR_K --shard K/N``: one share in a folder of its own, and
+  ``evaluate --merge OUT DIR_1 ... DIR_N``: the shares joined (:mod:`.merge`).
 
 Bad input is treated as ``score`` treats it: a line that cannot be used (data, judge check or
 label file) is reported with its number (from 1) and skipped, every problem is listed, a summary
@@ -29,8 +33,8 @@ from typing import Any
 
 from .. import options
 from . import MEASURES
-from .runs import VARIANTS
-from .judges import DEFAULT_JUDGE, DEFAULT_THRESHOLDS, JUDGES
+from .checks import VARIANTS
+from . import judges
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -53,16 +57,16 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     "new run's directory")
     ev.add_argument("--limit", type=int, metavar="N",
                     help="a seeded random subset of N questions (the seed is --seed)")
-    ev.add_argument("--judge", default=DEFAULT_JUDGE, metavar="NAME",
-                    help="correctness of the greedy answer: contains (a reference claimed in "
-                    "the answer as whole words; reads sentences, numbers in words, denials, "
-                    "hedges), em (SQuAD exact match), f1 (token F1 >= threshold), rouge "
-                    "(ROUGE-L >= threshold), nli (bidirectional entailment by the --nli model), "
-                    "llm (the paper's judge prompt on --judge-endpoint); default: contains. "
-                    "With --judge-check alone, several names separated by commas")
+    found = judges.entries()
+    ev.add_argument("--judge", default=judges.DEFAULT_JUDGE, metavar="NAME",
+                    help="correctness of the greedy answer: "
+                    + ", ".join(e.help() for e in found.values()).replace("%", "%%")
+                    + f"; default: {judges.DEFAULT_JUDGE}. With --judge-check alone, several "
+                    "names separated by commas")
     ev.add_argument("--threshold", type=float, metavar="T",
-                    help=f"threshold of f1 (default {DEFAULT_THRESHOLDS['f1']}) or rouge "
-                    f"(default {DEFAULT_THRESHOLDS['rouge']})")
+                    help="threshold of " + " or ".join(
+                        f"{e.name} (default {e.threshold:g})" for e in found.values()
+                        if e.threshold is not None))
     ev.add_argument("--judge-endpoint", metavar="URL",
                     help="OpenAI-compatible server of the llm judge (default: --llm-endpoint)")
     ev.add_argument("--judge-model", metavar="NAME", help="model name on the judge server")
@@ -89,7 +93,17 @@ def add_parser(sub, add_option, add_llm_help) -> None:
                     help="questions analyzed together (default 16): in-process one batched "
                     "generate call and batched importance and NLI passes for K questions; with "
                     "--llm-endpoint, K questions' requests at once. Greedy answers do not depend "
-                    "on K; generated samples do (the batch shares its random draws)")
+                    "on K; generated samples do (the batch shares its random draws, from its own "
+                    "seed), not on the number of processes")
+    ev.add_argument("--shard", metavar="K/N",
+                    help="run share K of N of the questions into --out (a share of whole "
+                    "batches: K = 1..N), for N machines or a job array; join the shares with "
+                    "--merge. Under accelerate launch or torchrun the processes share the run "
+                    "without it")
+    ev.add_argument("--merge", nargs="+", metavar=("OUT", "PART"),
+                    help="join the shares of one run (the folders of --shard 1/N ... N/N) into "
+                    "the new run folder OUT, after checking that they are shares of the same "
+                    "run (data, settings, judge, seed, batch size) holding every question once")
     ev.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                     help="B - A over the questions both runs share, with paired bootstrap "
                     "intervals, and warnings when data, judges or models differ")
@@ -115,7 +129,10 @@ def add_parser(sub, add_option, add_llm_help) -> None:
 
 
 def _error(message: str, code: int = EXIT_USAGE) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    from .parallel import where
+
+    rank = where()  # one of several processes: which one says so
+    print(f"error: {rank + ': ' if rank else ''}{message}", file=sys.stderr)
     return code
 
 
@@ -126,33 +143,33 @@ def _print_problems(problems: list[str]) -> None:
 
 def _judge_names(args: argparse.Namespace) -> list[str]:
     names = [n.strip() for n in str(args.judge).split(",") if n.strip()]
-    unknown = [n for n in names if n not in JUDGES]
+    known = judges.names()
+    unknown = [n for n in names if n not in known]
     if not names or unknown:
-        raise ValueError(f"--judge must be one of {', '.join(JUDGES)} (several, separated by "
+        raise ValueError(f"--judge must be one of {', '.join(known)} (several, separated by "
                          f"commas, only with --judge-check alone); got {args.judge!r}")
     return names
 
 
 def _make_judge(name: str, args: argparse.Namespace, settings_of) -> Any:
-    from .judges import NLIJudge, make_judge
-
-    # several judges checked at once: --threshold is for the ones that take one
-    threshold = (args.threshold if name in ("f1", "rouge") or len(_judge_names(args)) == 1
+    """The judge ``name`` from the flags: its threshold (several judges checked at once:
+    --threshold is for the ones that take one), and what its entry needs (the NLI model of
+    the settings, a server)."""
+    entry = judges.entry(name)
+    threshold = (args.threshold if entry.threshold is not None or len(_judge_names(args)) == 1
                  else None)
-    if name == "nli":
-        if threshold is not None:
-            raise ValueError("the nli judge takes no threshold")
-        return NLIJudge.load(settings_of(args))
-    llm_options = {}
-    if name == "llm":
+    needs: dict[str, Any] = {}
+    if "nli" in entry.needs:
+        needs["settings"] = settings_of(args)
+    if "server" in entry.needs:
         settings = settings_of(args)
         same_server = not args.judge_endpoint
-        llm_options = {"endpoint": args.judge_endpoint or settings.llm_endpoint,
-                       "model": args.judge_model, "api": args.judge_api,
-                       # the LLM's own server judging: its key too, unless one is given
-                       "api_key_env": args.judge_api_key_env or (
-                           settings.llm_api_key_env if same_server else None)}
-    return make_judge(name, threshold, **llm_options)
+        needs.update(endpoint=args.judge_endpoint or settings.llm_endpoint,
+                     model=args.judge_model, api=args.judge_api,
+                     # the LLM's own server judging: its key too, unless one is given
+                     api_key_env=args.judge_api_key_env or (
+                         settings.llm_api_key_env if same_server else None))
+    return judges.make_judge(name, threshold, **needs)
 
 
 def _guarded(work, action: str) -> int:
@@ -161,8 +178,7 @@ def _guarded(work, action: str) -> int:
     from .calibration import CalibrationError
     from .data import DataError
     from .judges import JudgeError
-    from .run import RunError
-    from .runs import RunFileError
+    from .runs import RunError, RunFileError
 
     try:
         return work()
@@ -194,9 +210,22 @@ def run_command(args: argparse.Namespace, settings_of) -> int:
     if args.bootstrap < 1:
         return _error(f"--bootstrap must be a positive integer; got {args.bootstrap}")
     modes = [m for m, on in (("--compare", args.compare), ("--rejudge", args.rejudge),
-                             ("--data", args.data)) if on]
+                             ("--merge", args.merge), ("--data", args.data)) if on]
     if len(modes) > 1:
         return _error(f"{' and '.join(modes)} are separate modes; give one")
+    from .parallel import launched_processes
+
+    if launched_processes() > 1 and not args.data:
+        return _error("under accelerate launch or torchrun the processes share a run (--data "
+                      "SOURCE --out RUN_DIR); start --compare, --rejudge, --merge, --calibrate "
+                      "RUN_DIR and --judge-check in one process")
+    if args.shard and not args.data:
+        return _error("--shard K/N goes with --data SOURCE --out RUN_DIR (one share of a run)")
+    if args.merge:
+        if args.out or args.calibrate is not None or args.judge_check:
+            return _error("--merge takes the new run's folder and the parts (OUT PART...), "
+                          "and --bootstrap, --no-plots")
+        return _guarded(lambda: _merge(args), "cannot merge")
     if args.compare:
         if args.out or args.calibrate is not None or args.judge_check:
             return _error("--compare takes two run directories (and --bootstrap, --seed, "
@@ -217,11 +246,28 @@ def run_command(args: argparse.Namespace, settings_of) -> int:
         return _error("evaluate needs --data SOURCE and --out RUN_DIR (or --rejudge RUN_DIR "
                       "--out NEW_DIR, --judge-check FILE, --compare, or --calibrate RUN_DIR)")
     code = _guarded(lambda: _evaluate(args, settings_of), "")
-    if code in (0, EXIT_FAILURE) and args.calibrate == "":
+    if code in (0, EXIT_FAILURE) and args.calibrate == "" and _main_process():
         calibrated = _guarded(lambda: _calibrate(args, args.out),
                               f"cannot calibrate {args.out!r}")
         return calibrated or code
     return code
+
+
+def _main_process() -> bool:
+    """False in a process of several other than the main one (which reports for the run)."""
+    from .parallel import processes
+
+    found = processes()
+    return found is None or found.main
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .merge import merge
+
+    out, *parts = args.merge
+    report = merge(out, parts, resamples=args.bootstrap, plots=not args.no_plots)
+    print(_results_text(report, pathlib.Path(out)))
+    return _summary(report, "merged")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -235,7 +281,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace, run_dir: str) -> int:
-    from .run import calibrate
+    from .calibration import calibrate
 
     path = calibrate(run_dir, args.measure, args.scoring, args.calibration_out,
                      plots=not args.no_plots)
@@ -266,8 +312,8 @@ def _judge_check(args: argparse.Namespace, settings_of) -> int:
 
     check = judge_check.read_check_set(args.judge_check)
     _print_problems(check.problems)
-    judges = [_make_judge(n, args, settings_of) for n in _judge_names(args)]
-    results = [judge_check.check_judge(j, check.rows) for j in judges]
+    chosen = [_make_judge(n, args, settings_of) for n in _judge_names(args)]
+    results = [judge_check.check_judge(j, check.rows) for j in chosen]
     if args.json:
         print(json.dumps([r.to_dict(args.judge_check) for r in results], indent=2))
     else:
@@ -288,8 +334,10 @@ def _judge_check(args: argparse.Namespace, settings_of) -> int:
 
 
 def _evaluate(args: argparse.Namespace, settings_of) -> int:
+    from .parallel import processes
     from .rejudge import rejudge
     from .run import EvalConfig, evaluate
+    from .shares import parse_shard
 
     if args.limit is not None and args.limit < 1:
         return _error(f"--limit must be a positive integer; got {args.limit}")
@@ -300,10 +348,13 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
         return _error("a run takes one --judge (several only with --judge-check alone)")
     from . import judge_check
 
+    shard = parse_shard(args.shard) if args.shard else None
+    here = processes()  # this process, when a launcher started several
+    main = here is None or here.main
     settings = settings_of(args)
     judge = _make_judge(names[0], args, settings_of)
     out = pathlib.Path(args.out)
-    checked = _check_for_run(args, judge) if args.judge_check else None
+    checked = _check_for_run(args, judge) if args.judge_check and main else None
     if args.rejudge:
         report = rejudge(args.rejudge, out, judge, labels_file=args.labels,
                          resamples=args.bootstrap, plots=not args.no_plots, checked=checked)
@@ -315,46 +366,45 @@ def _evaluate(args: argparse.Namespace, settings_of) -> int:
             judge_check.save(*checked, out)
         config = EvalConfig(data=args.data, out=out, judge=judge, settings=settings,
                             limit=args.limit, resamples=args.bootstrap,
-                            plots=not args.no_plots, batch_questions=args.batch_questions)
-        report = evaluate(config)
+                            plots=not args.no_plots, batch_questions=args.batch_questions,
+                            shard=shard)
+        report = evaluate(config, processes=here)
+        if report is None:  # a process of several other than the main one: it has reported
+            return 0
     print(_results_text(report, out))
     return _summary(report, "re-judged" if args.rejudge else "evaluated")
 
 
-def _results_text(report: dict[str, Any], out: pathlib.Path) -> str:
-    from .report import report_rows
-
-    labels = report.get("labels") or {}
+def _results_text(report, out: pathlib.Path) -> str:
+    """The run's figures in a few lines: accuracy, each measure's AUROC and PRR (LN -> MARS),
+    the top of the table of every method."""
+    labels = report.labels or {}
     given = f" ({labels['given']} labels given)" if labels.get("given") else ""
-    lines = [f"{report['n']} questions, accuracy {report['accuracy'] * 100:.1f}%{given}; "
+    lines = [f"{report.n} questions, accuracy {(report.accuracy or 0.0) * 100:.1f}%{given}; "
              "AUROC and PRR (LN -> MARS):"]
-    measures = list(dict.fromkeys(m for m, _ in report_rows(report)))
-    for m in measures:
-        row = [report["metrics"][name][m] for name in ("auroc", "prr")]
+    for m in report.measures:
         cells = []
-        for entry in row:
-            ln, ma = (entry.get(s, {}).get("value") for s in ("length_normalized", "mars"))
-            cells.append("n/a" if ln is None or ma is None else f"{ln:.3f} -> {ma:.3f}")
+        for name in ("auroc", "prr"):
+            ln, ma = (report.metrics[name][m].get(s) for s in ("length_normalized", "mars"))
+            cells.append("n/a" if ln is None or ma is None or ln.value is None
+                         or ma.value is None else f"{ln.value:.3f} -> {ma.value:.3f}")
         lines.append(f"  {m}: AUROC {cells[0]}, PRR {cells[1]}")
-    ranked = [row for row in (report.get("methods_table") or {}).get("rows", [])
-              if row["auroc"]["value"] is not None]
+    ranked = [row for row in report.methods_table.rows if row.metrics["auroc"].value is not None]
     if ranked:
         lines.append(f"every method ranked by AUROC ({len(ranked)} rows; the top 5): " + "; ".join(
-            f"{row['label']} {row['auroc']['value']:.3f}" for row in ranked[:5]))
+            f"{row.label} {row.metrics['auroc'].value:.3f}" for row in ranked[:5]))
     lines.append(f"report: {out / 'report.md'}")
     return "\n".join(lines)
 
 
-def _summary(report: dict[str, Any], verb: str) -> int:
+def _summary(report, verb: str) -> int:
     """The last line on stderr; exit status 1 when a line or a question was skipped."""
-    labels = report.get("labels") or {}
-    text = (f"{verb} {report['n']} questions ({labels.get('judged', 0)} judged by "
-            f"{report['judge'].get('name')}, {labels.get('given', 0)} labels given)")
-    skipped = report.get("skipped_lines") or []
-    failed = report.get("failed") or []
-    if skipped:
-        text += f"; {len(skipped)} bad line(s) skipped"
-    if failed:
-        text += f"; {len(failed)} question(s) failed and were skipped"
+    labels = report.labels or {}
+    text = (f"{verb} {report.n} questions ({labels.get('judged', 0)} judged by "
+            f"{report.judge.get('name')}, {labels.get('given', 0)} labels given)")
+    if report.skipped_lines:
+        text += f"; {len(report.skipped_lines)} bad line(s) skipped"
+    if report.failed:
+        text += f"; {len(report.failed)} question(s) failed and were skipped"
     print(text, file=sys.stderr)
-    return EXIT_FAILURE if skipped or failed else 0
+    return EXIT_FAILURE if report.skipped_lines or report.failed else 0

@@ -39,7 +39,7 @@ def _keys(run: Run) -> list[str]:
 
 def _warnings(a: Run, b: Run, shared: int) -> list[str]:
     out = []
-    fa, fb = a.manifest.get("data_fingerprint"), b.manifest.get("data_fingerprint")
+    fa, fb = a.manifest.data_fingerprint, b.manifest.data_fingerprint
     if a.report.data != b.report.data or fa != fb:
         out.append(f"the runs used different data (A: {a.report.data}, B: {b.report.data}"
                    + ("; same name, other content" if a.report.data == b.report.data else "")

@@ -34,12 +34,11 @@ from ..methods import METHODS, values_of
 from . import METRIC_TITLES
 from . import metrics as metric_math
 from .labels import row_label
-from .report import cell
-from .runs import Record
+from .records import Record
+from .schema import Entry, MethodRow, MethodsTable
 
 RANKED_BY = "auroc"
 TABLE_METRICS = ("auroc", "auprc", "prr", "prr_0.5")
-VS_BEST = "auroc_minus_best_mars"  # a row's paired AUROC difference from the best MARS row
 LENGTH = "length_spearman"  # a row's Spearman correlation with the answer's length
 LENGTH_LIMIT = 0.5  # above this, with a lexical judge, the best row is warned of
 LEXICAL_JUDGES = ("contains", "em", "f1", "rouge")  # judges that compare words
@@ -106,83 +105,76 @@ def lengths(records: Sequence[Record]) -> tuple[np.ndarray | None, str]:
     return None, ""
 
 
-def spearman(u: np.ndarray, length: np.ndarray | None) -> dict[str, Any]:
+def spearman(u: np.ndarray, length: np.ndarray | None) -> Entry:
     """The Spearman correlation of ``u`` with the lengths (scipy), or undefined with why."""
     from scipy.stats import spearmanr
 
     if length is None:
-        return _undefined("the records hold no answer lengths")
+        return Entry(None, None, "the records hold no answer lengths")
     if np.ptp(u) == 0 or np.ptp(length) == 0:
-        return _undefined("constant values or lengths: no correlation")
-    return {"value": float(spearmanr(u, length).statistic), "ci95": None}
+        return Entry(None, None, "constant values or lengths: no correlation")
+    return Entry(float(spearmanr(u, length).statistic))
 
 
-def _undefined(reason: str) -> dict[str, Any]:
-    return {"value": None, "ci95": None, "reason": reason}
-
-
-def _rank_key(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
-    k, row = item
-    value = row[RANKED_BY]["value"]
+def _rank_key(item: tuple[int, tuple[str, str, dict[str, Entry]]]) -> tuple[int, float, int]:
+    k, (_, _, values) = item
+    value = values[RANKED_BY].value
     return (value is None, -(value or 0.0), k)  # best first, undefined last, ties as listed
 
 
 def compute(records: Sequence[Record], *, resamples: int, seed: int,
-            metrics: dict[str, Any] | None = None, judge: str | None = None) -> dict[str, Any]:
-    """The table as JSON: ``ranked_by``, ``best_mars`` ({"name", "variant", "label"} or None),
-    ``length_unit`` ("tokens", "words" or ""), ``warnings`` and ``rows`` (ranked), each
-    ``{"name", "variant", "label", "auroc", "auprc", "prr", "prr_0.5", LENGTH, VS_BEST}`` with
-    ``{"value", "ci95", ...}`` entries. ``metrics``: the report's ``metrics``
+            metrics: dict[str, Any] | None = None, judge: str | None = None) -> MethodsTable:
+    """The table: its rows ranked, each with :data:`TABLE_METRICS`, :data:`LENGTH` and its
+    :data:`~.checks.VS_BEST` entry; the best MARS row; the unit of the answer lengths
+    ("tokens", "words" or ""); its warnings. ``metrics``: the report's metric tables
     (:func:`.report.compute_metrics` with the same resamples and seed), whose entries are used
     as they are. ``judge``: the judge's name (a lexical one turns on the length warning)."""
     if not records:
-        return {"ranked_by": RANKED_BY, "best_mars": None, "length_unit": "", "warnings": [],
-                "rows": []}
+        return MethodsTable([], None, RANKED_BY)
     correct, u = arrays(records)
     length, unit = lengths(records)
     table = []
     for name, variant in u:
-        row: dict[str, Any] = {"name": name, "variant": variant,
-                               "label": row_label(name, variant)}
+        values = {}
         for metric in TABLE_METRICS:
             known = ((metrics or {}).get(metric) or {}).get(name, {}).get(variant)
-            row[metric] = known or metric_math.summarize(
-                metric, u[name, variant], correct, resamples=resamples, seed=seed).to_dict()
-        row[LENGTH] = spearman(u[name, variant], length)
-        table.append(row)
+            values[metric] = known or Entry.of(metric_math.summarize(
+                metric, u[name, variant], correct, resamples=resamples, seed=seed))
+        values[LENGTH] = spearman(u[name, variant], length)
+        table.append((name, variant, values))
     ranked = [row for _, row in sorted(enumerate(table), key=_rank_key)]
-    best = next((row for row in ranked
-                 if row["variant"] == "mars" and row[RANKED_BY]["value"] is not None), None)
-    for row in ranked:
+    best = next(((name, variant) for name, variant, values in ranked
+                 if variant == "mars" and values[RANKED_BY].value is not None), None)
+    rows_out = []
+    for name, variant, values in ranked:
         if best is None:
-            row[VS_BEST] = _undefined("no MARS row has an AUROC")
-            continue
-        row[VS_BEST] = metric_math.paired_difference(
-            RANKED_BY, u[row["name"], row["variant"]], u[best["name"], best["variant"]],
-            correct, resamples=resamples, seed=seed).to_dict()
+            vs_best = Entry(None, None, "no MARS row has an AUROC")
+        else:
+            vs_best = Entry.of(metric_math.paired_difference(
+                RANKED_BY, u[name, variant], u[best], correct, resamples=resamples, seed=seed))
+        rows_out.append(MethodRow(name, variant, row_label(name, variant), values, vs_best))
     warnings = []
-    top = ranked[0] if ranked and ranked[0][RANKED_BY]["value"] is not None else None
-    tie = top[LENGTH]["value"] if top else None
+    top = rows_out[0] if rows_out and rows_out[0].metrics[RANKED_BY].value is not None else None
+    tie = top.metrics[LENGTH].value if top else None
     if judge in LEXICAL_JUDGES and tie is not None and tie > LENGTH_LIMIT:
         warnings.append(
-            f"The best method, {top['label']}, follows the answers' length (Spearman "
+            f"The best method, {top.label}, follows the answers' length (Spearman "
             f"{tie:.2f} with the length in {unit}), and the {judge} judge compares words, "
             "which favours length-biased methods (Santilli et al., ACL 2025): check the "
             "ranking with the nli or llm judge (--rejudge RUN_DIR --judge nli)")
-    return {"ranked_by": RANKED_BY,
-            "best_mars": None if best is None else {k: best[k] for k in ("name", "variant",
-                                                                          "label")},
-            "length_unit": unit, "warnings": warnings, "rows": ranked}
+    return MethodsTable(rows_out, None if best is None else {
+        "name": best[0], "variant": best[1], "label": row_label(*best)}, RANKED_BY,
+        length_unit=unit, warnings=warnings)
 
 
-def markdown_lines(table: dict[str, Any] | None) -> list[str]:
+def markdown_lines(table: MethodsTable) -> list[str]:
     """report.md's section: the ranked table, x100 with the intervals, each row's correlation
     with answer length, and what it is."""
-    if not table or not table.get("rows"):
+    if not table.rows:
         return []
-    best = table.get("best_mars")
-    against = f"the best MARS row, {best['label']}" if best else "the best MARS row (none)"
-    unit = table.get("length_unit") or "length"
+    against = (f"the best MARS row, {table.best_label}" if table.best_label
+               else "the best MARS row (none)")
+    unit = table.length_unit or "length"
     lines = ["", "## Every method, ranked by AUROC", "",
              f"Ranked by AUROC (best first); values x100 with the 95% bootstrap interval; "
              f"\"Length ρ\" is the Spearman correlation of the method's values with the greedy "
@@ -192,19 +184,16 @@ def markdown_lines(table: dict[str, Any] | None) -> list[str]:
              "| # | Method | " + " | ".join(METRIC_TITLES[m] for m in TABLE_METRICS)
              + " | Length ρ | AUROC − best MARS |",
              "|---|---|" + "---|" * (len(TABLE_METRICS) + 2)]
-    for k, row in enumerate(table["rows"], 1):
-        rho = (row.get(LENGTH) or {}).get("value")
-        lines.append(f"| {k} | {row['label']} | "
-                     + " | ".join(cell(row[m]) for m in TABLE_METRICS)
+    for k, row in enumerate(table.rows, 1):
+        rho = row.metrics[LENGTH].value if LENGTH in row.metrics else None
+        lines.append(f"| {k} | {row.label} | "
+                     + " | ".join(row.metrics[m].text() if m in row.metrics else "n/a"
+                                  for m in TABLE_METRICS)
                      + f" | {'n/a' if rho is None else f'{rho:+.2f}'}"
-                     + f" | {cell(row[VS_BEST], signed=True)} |")
-    lines += [f"", *(f"Warning: {w}" for w in table.get("warnings") or [])]
-    return lines if table.get("warnings") else lines[:-1]
-
-
-def ranked_rows(table: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(name, variant) of a ``methods_table``'s rows in its order (best first)."""
-    return [(row["name"], row["variant"]) for row in (table or {}).get("rows", [])]
+                     + f" | {row.vs_best.text(signed=True)} |")
+    if table.warnings:
+        lines += ["", *(f"Warning: {w}" for w in table.warnings)]
+    return lines
 
 
 def roc_figure(records: Sequence[Record], ranked: Sequence[tuple[str, str]],

@@ -15,6 +15,7 @@ A bad line of the label file is reported with its number and skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import sys
@@ -23,8 +24,10 @@ from typing import Any, Callable, Sequence
 from . import judge_check
 from .data import LineError, label, read_objects
 from .judges import Judge
-from .run import RunError, write_report
-from .runs import MANIFEST, RESULTS, Record, RunFileError, read_run
+from .records import Record
+from .report import write_report
+from .runs import MANIFEST, RESULTS, RunError, RunFileError, read_run
+from .schema import Report
 
 
 def read_labels(path: str) -> tuple[list[tuple[int, str, Any, bool]], list[str]]:
@@ -76,7 +79,7 @@ def _label_map(records: Sequence[Record], labels, path: str) -> tuple[dict[int, 
 def rejudge(run_dir: str | pathlib.Path, out: str | pathlib.Path, judge: Judge | None, *,
             labels_file: str | None = None, resamples: int | None = None, plots: bool = True,
             messages: Callable[[str], None] | None = None,
-            checked: tuple[Any, Any] | None = None) -> dict[str, Any]:
+            checked: tuple[Any, Any] | None = None) -> Report:
     """Write the re-judged run to ``out`` and return its report. ``judge`` None: every
     question must have a label (given in the run or by ``labels_file``). ``checked``: the
     judge's (result, check set) of :mod:`.judge_check`, kept in the new run. Raises
@@ -121,24 +124,23 @@ def rejudge(run_dir: str | pathlib.Path, out: str | pathlib.Path, judge: Judge |
     records = []
     with open(out / RESULTS, "w", encoding="utf-8") as f:
         for k, r in enumerate(run.records):
-            line = dict(r.data)
             if k in verdicts:
-                line.update(correct=bool(verdicts[k].correct), label="judged",
-                            judge={"score": verdicts[k].score, "detail": verdicts[k].detail})
+                r = dataclasses.replace(r, correct=bool(verdicts[k].correct), label="judged",
+                                        judge={"score": verdicts[k].score,
+                                               "detail": verdicts[k].detail})
             else:
-                line.update(correct=bool(given[k]), label="given", judge=None)
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
-            records.append(Record.from_dict(line, f"{out / RESULTS} line {k + 1}"))
-    old = run.manifest.get("judge")
+                r = dataclasses.replace(r, correct=bool(given[k]), label="given", judge=None)
+            f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+            records.append(r)
     # every verdict given by a label: the judge decided nothing, and the run says so
     decided = judge.describe() if judge is not None and todo else {"name": "given labels",
                                                                    "threshold": None}
-    manifest = {**run.manifest, "judge": decided,
-                "questions": len(records),
-                "rejudged_from": {"run": str(run.path), "judge": old,
-                                  "labels": pathlib.Path(labels_file).name if labels_file
-                                  else None}}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    manifest = dataclasses.replace(
+        run.manifest, judge=decided, questions=len(records), shard=None, share_questions=None,
+        rejudged_from={"run": str(run.path), "judge": run.manifest.judge,
+                       "labels": pathlib.Path(labels_file).name if labels_file else None})
+    (out / MANIFEST).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n",
+                                encoding="utf-8")
     return write_report(out, records, manifest=manifest,
                         resamples=resamples or run.report.resamples or 1000, plots=plots,
                         messages=messages, warnings=warnings, skipped_lines=skipped)

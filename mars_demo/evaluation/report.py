@@ -1,5 +1,6 @@
-"""An evaluation run's report: the metrics of report.json, report.md (laid out like the paper's
-Table 1), and the plots (ROC and rejection curves, plotly HTML and PNG).
+"""An evaluation run's report: :func:`write_report` computes it from the run's records (a
+typed :class:`~.schema.Report`), :func:`save_report` writes report.json and report.md (laid out
+like the paper's Table 1), and the plots (ROC and rejection curves, plotly HTML and PNG).
 
 Rows are data-driven: every (measure, scoring) the records hold, in their order, so a new
 uncertainty measure needs no change here. A measure with both a length-normalized and a MARS
@@ -8,17 +9,21 @@ scoring also gets their paired difference (MARS - LN, :data:`DIFF`).
 
 from __future__ import annotations
 
+import json
 import pathlib
-from typing import Any, Sequence
+import sys
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..methods import OWN_MODELS
-from . import METRIC_TITLES, METRICS
+from ..methods import OWN_MODELS, models_of
+from . import METRIC_TITLES, METRICS, judge_check, judges, methods_table
 from . import metrics as metric_math
-from .judges import WHOLE_ANSWER_JUDGES, normalize_answer
+from .checks import DIFF
 from .labels import row_label
-from .runs import DIFF, Record
+from .manifest import Manifest
+from .records import Record
+from .schema import Entry, Failure, MetricTables, Report
 
 LABELS = {"confidence": "Confidence", "entropy": "Entropy", "semantic_entropy": "SE"}
 SCORING_SUFFIX = {"length_normalized": "", "mars": " + MARS"}
@@ -54,37 +59,41 @@ def arrays(records: Sequence[Record]) -> tuple[np.ndarray, dict[tuple[str, str],
 
 
 def compute_metrics(records: Sequence[Record], *, resamples: int, seed: int,
-                    measures: Sequence[tuple[str, list[str]]] = ()) -> dict[str, Any]:
-    """``{metric: {measure: {scoring: {...}, DIFF: {...}}}}`` over :data:`METRICS`, each value
+                    measures: Sequence[tuple[str, list[str]]] = ()) -> MetricTables:
+    """``{metric: {measure: {scoring: Entry, DIFF: Entry}}}`` over :data:`METRICS`, each value
     with its bootstrap interval. ``measures``: the rows when there are no records."""
     rows = methods(records) or list(measures)
     if not records:
-        return {name: {m: {s: {"value": None, "ci95": None, "reason": "no answers"}
+        return {name: {m: {s: Entry(None, None, "no answers")
                            for s in (*scorings, *([DIFF] if set(PAIR) <= set(scorings) else []))}
                        for m, scorings in rows} for name in METRICS}
     correct, u = arrays(records)
-    out: dict[str, Any] = {}
+    out: MetricTables = {}
     for name in METRICS:
         out[name] = {}
         for m, scorings in rows:
-            row = {s: metric_math.summarize(name, u[m, s], correct, resamples=resamples,
-                                            seed=seed).to_dict() for s in scorings}
+            row = {s: Entry.of(metric_math.summarize(name, u[m, s], correct,
+                                                     resamples=resamples, seed=seed))
+                   for s in scorings}
             if set(PAIR) <= set(scorings):
-                row[DIFF] = metric_math.paired_difference(
+                row[DIFF] = Entry.of(metric_math.paired_difference(
                     name, u[m, PAIR[0]], u[m, PAIR[1]], correct, resamples=resamples,
-                    seed=seed).to_dict()
+                    seed=seed))
             out[name][m] = row
     return out
 
 
 def long_answer_warning(records: Sequence[Record], judge: dict[str, Any]) -> str | None:
     """A warning when most judged greedy answers are sentences and the judge compares whole
-    answers (em, f1, rouge): those judges mark right sentence answers wrong."""
+    answers (an entry's ``whole_answer``: em, f1, rouge): those judges mark right sentence
+    answers wrong."""
     name = judge.get("name")
     judged = [r for r in records if r.label == "judged" and r.greedy is not None]
-    if name not in WHOLE_ANSWER_JUDGES or not judged:
+    entry = judges.entries().get(name)
+    if entry is None or not entry.whole_answer or not judged:
         return None
-    long = sum(len(normalize_answer(r.greedy).split()) >= LONG_ANSWER_WORDS for r in judged)
+    long = sum(len(judges.normalize_answer(r.greedy).split()) >= LONG_ANSWER_WORDS
+               for r in judged)
     if long * 2 <= len(judged):
         return None
     return (f"{long} of {len(judged)} judged greedy answers are sentences ({LONG_ANSWER_WORDS} "
@@ -93,19 +102,82 @@ def long_answer_warning(records: Sequence[Record], judge: dict[str, Any]) -> str
             "--rejudge RUN_DIR --judge contains (or nli, llm) --out NEW_DIR")
 
 
-# --- report.md --------------------------------------------------------------------------------
+# --- report.json and report.md ----------------------------------------------------------------
 
 
-def cell(entry: dict | None, scale: float = 100.0, signed: bool = False) -> str:
-    """A metric entry of report.json as "77.97 [74.10, 81.52]" (x ``scale``), or "n/a (why)"."""
-    if not entry or entry.get("value") is None:
-        return "n/a" + (f" ({entry['reason']})" if entry and entry.get("reason") else "")
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    text = fmt.format(entry["value"] * scale)
-    if entry.get("ci95"):
-        lo, hi = entry["ci95"]
-        text += f" [{lo * scale:.2f}, {hi * scale:.2f}]"
-    return text
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _models(records: Sequence[Record], manifest: Manifest) -> dict[str, Any]:
+    """The models that made and scored the answers, as the analyses recorded them (a run's
+    answers all come from the same ones): the LLM, importance and NLI models, and an optional
+    one (SAR's similarity model...) only where the run's methods ran it
+    (:func:`mars_demo.methods.models_of`)."""
+    first = records[0].analysis_settings if records else {}
+    return models_of({**manifest.settings, **first})
+
+
+def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Manifest,
+                 resamples: int, plots: bool = True,
+                 messages: Callable[[str], None] = _stderr, failed: Sequence[Failure] = (),
+                 warnings: Sequence[str] = (), skipped_lines: Sequence[str] = ()) -> Report:
+    """report.json, report.md and the plots of a run directory from its records (in the
+    data's order); returns the report. ``manifest``: the run's run.json (its data, judge,
+    settings, seed); ``warnings`` (e.g. rows of the data set left out) and ``skipped_lines``
+    (unusable lines of the data or a label file) go into the report as they are."""
+    n = len(records)
+    given = sum(r.label == "given" for r in records)
+    seed = manifest.seed
+    warnings = list(warnings)
+    expected = manifest.expected
+    if n < expected:
+        warnings.append(f"{expected - n} of {expected} selected questions have no result "
+                        f"(failed, see above); the metrics use the {n} that have one")
+    warnings += methods_table.incomplete(records)
+    long = long_answer_warning(records, manifest.judge)
+    if long:
+        warnings.append(long)
+    check = judge_check.load(out)
+    if check is not None and check.get("judge") != manifest.judge:
+        check = None  # a check of another judge
+    metrics = compute_metrics(records, resamples=resamples, seed=seed)
+    table = methods_table.compute(records, resamples=resamples, seed=seed, metrics=metrics,
+                                  judge=manifest.judge.get("name"))
+    report = Report(
+        data=manifest.data, n=n,
+        accuracy=sum(r.correct for r in records) / n if n else 0.0,
+        labels={"given": given, "judged": n - given},
+        judge=manifest.judge, judge_check=check,
+        models=_models(records, manifest),
+        settings=manifest.settings, limit=manifest.limit, seed=seed,
+        resamples=resamples, metrics=metrics, methods_table=table,
+        failed=list(failed), skipped_lines=list(skipped_lines),
+        seconds_per_question=(round(sum(float(r.seconds or 0.0) for r in records) / n, 4)
+                              if n else None),
+        warnings=warnings, rejudged_from=manifest.rejudged_from)
+    if plots and n:
+        top, top_warnings = methods_table.roc_figure(
+            records, [(r.name, r.variant) for r in table.rows])
+        files, plot_warnings = write_plots(records, out, {"roc_methods": top})
+        report.plots = files
+        report.warnings += top_warnings + plot_warnings
+    for w in report.warnings:
+        messages(f"warning: {w}")
+    save_report(out, report)
+    return report
+
+
+def save_report(out: pathlib.Path, report: Report) -> None:
+    """report.json (:meth:`Report.to_dict`) and report.md (:func:`markdown`) in ``out``."""
+    (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n",
+                                     encoding="utf-8")
+    (out / "report.md").write_text(markdown(report), encoding="utf-8")
+
+
+def cell(entry: Entry | None, signed: bool = False) -> str:
+    """A metric entry as "77.97 [74.10, 81.52]" (x100), "n/a (why)", or "n/a" when absent."""
+    return "n/a" if entry is None else entry.text(signed=signed)
 
 
 def judge_text(judge: dict) -> str:
@@ -118,17 +190,9 @@ def judge_text(judge: dict) -> str:
     return text
 
 
-def report_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """(measure, scoring) rows of a report dict: every scoring of every measure, scoring by
-    scoring (the baselines, then each + MARS, as the paper's Table 1)."""
-    table = report["metrics"]["auroc"]
-    scorings = list(dict.fromkeys(s for row in table.values() for s in row if s != DIFF))
-    return [(m, s) for s in scorings for m, row in table.items() if s in row]
-
-
-def labels_text(report: dict[str, Any]) -> str:
-    labels = report.get("labels") or {}
-    judge = judge_text(report["judge"])
+def labels_text(report: Report) -> str:
+    labels = report.labels or {}
+    judge = judge_text(report.judge)
     if labels.get("given") and not labels.get("judged"):
         return f"all {labels['given']} labels given"
     if labels.get("given"):
@@ -144,52 +208,53 @@ def check_text(check: dict[str, Any] | None) -> str | None:
             f"false accepts, {check['false_rejects']} false rejects).")
 
 
-def markdown(report: dict[str, Any], extra: Sequence[str] = ()) -> str:
+def markdown(report: Report) -> str:
     """report.md: one table per metric with the paper's Table 1 rows (the baselines, then
     each + MARS), values x100 with the 95% bootstrap interval, the paired MARS - LN
-    differences, ``extra`` lines (the table of every method), the held-out calibration
-    quality when the run was calibrated."""
-    model = report["models"].get("llm") or "the model"
+    differences, the table of every method, the held-out calibration quality when the run was
+    calibrated."""
+    model = report.models.get("llm") or "the model"
+    accuracy = (report.accuracy or 0.0) * 100
     lines = [
-        f"# MARS evaluation on {report['data']}",
+        f"# MARS evaluation on {report.data}",
         "",
-        f"n = {report['n']} questions, accuracy {report['accuracy'] * 100:.1f}% "
+        f"n = {report.n} questions, accuracy {accuracy:.1f}% "
         f"({labels_text(report)}). Models: LLM {model}, importance "
-        f"{report['models'].get('importance')}, NLI {report['models'].get('nli')}"
-        + "".join(f", {m.label} {report['models'][m.field]}" for m in OWN_MODELS
-                  if report["models"].get(m.field)) + ".",
+        f"{report.models.get('importance')}, NLI {report.models.get('nli')}"
+        + "".join(f", {m.label} {report.models[m.field]}" for m in OWN_MODELS
+                  if report.models.get(m.field)) + ".",
     ]
-    if check_text(report.get("judge_check")):
-        lines.append(check_text(report["judge_check"]))
+    if check_text(report.judge_check):
+        lines.append(check_text(report.judge_check))
     lines.append(
         f"Values x100 with the 95% percentile bootstrap interval "
-        f"({report['bootstrap']['resamples']} resamples, seed {report['bootstrap']['seed']}); "
+        f"({report.resamples} resamples, seed {report.seed}); "
         "uncertainty higher = answer predicted wrong; AUPRC counts wrong answers as positive.")
-    if report.get("failed"):
-        lines.append(f"{len(report['failed'])} question(s) failed and are not counted "
+    if report.failed:
+        lines.append(f"{len(report.failed)} question(s) failed and are not counted "
                      "(see report.json, \"failed\").")
-    rows = report_rows(report)
+    rows = report.rows()
     for name in METRICS:
-        if name not in report["metrics"]:
+        if name not in report.metrics:
             continue
         lines += ["", f"## {METRIC_TITLES[name]}", "", f"| Method | {model} |", "|---|---|"]
         for m, s in rows:
-            lines.append(f"| {method_label(m, s)} | {cell(report['metrics'][name][m][s])} |")
-    paired = [m for m, row in report["metrics"]["auroc"].items() if DIFF in row]
-    shown = [n for n in METRICS if n in report["metrics"]]
+            lines.append(f"| {method_label(m, s)} | {cell(report.metrics[name][m].get(s))} |")
+    paired = report.paired()
+    shown = [n for n in METRICS if n in report.metrics]
     if paired:
         lines += ["", "## MARS minus length-normalized (paired bootstrap)", "",
                   "| Measure | " + " | ".join(METRIC_TITLES[n] for n in shown) + " |",
                   "|---|" + "---|" * len(shown)]
         for m in paired:
             lines.append(f"| {label(m)} | " + " | ".join(
-                cell(report["metrics"][n][m][DIFF], signed=True) for n in shown) + " |")
-    lines += list(extra)
-    if report.get("calibration"):
-        lines += ["", *calibration_markdown(report["calibration"])]
-    if report.get("plots"):
-        lines += ["", "Plots: " + ", ".join(f"[{p}]({p})" for p in report["plots"])]
-    for w in report.get("warnings", []):
+                cell(report.metrics[n][m].get(DIFF), signed=True) for n in shown) + " |")
+    lines += methods_table.markdown_lines(report.methods_table)
+    if report.calibration:
+        lines += ["", *calibration_markdown(report.calibration)]
+    if report.plots:
+        lines += ["", "Plots: " + ", ".join(f"[{p}]({p})" for p in report.plots)]
+    for w in report.warnings:
         lines += ["", f"Warning: {w}"]
     return "\n".join(lines) + "\n"
 
@@ -233,8 +298,8 @@ def write_figures(figs: dict[str, Any], out_dir: pathlib.Path) -> tuple[list[str
     return files, warnings
 
 
-def plots(records: Sequence[Record], out_dir: pathlib.Path,
-          extra: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
+def write_plots(records: Sequence[Record], out_dir: pathlib.Path,
+                extra: dict[str, Any] | None = None) -> tuple[list[str], list[str]]:
     """roc.html/png (ROC per measure and scoring) and rejection.html/png (accuracy of the kept
     answers vs. fraction rejected, with the oracle and random), and the ``extra`` figures by
     their stems. Returns (files, warnings)."""

@@ -113,10 +113,11 @@ class LLM:
                 bnb_4bit_use_double_quant=True,
                 bnb_4bit_compute_dtype=compute,
             )
-            kwargs["device_map"] = {"": 0} if cuda else {"": "cpu"}
+            # the current device: cuda:LOCAL_RANK in a process of several (evaluate's)
+            kwargs["device_map"] = {"": torch.cuda.current_device()} if cuda else {"": "cpu"}
         elif cuda:
             kwargs["dtype"] = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-            kwargs["device_map"] = {"": 0}
+            kwargs["device_map"] = {"": torch.cuda.current_device()}
         else:
             kwargs["dtype"] = torch.float32
         tokenizer = AutoTokenizer.from_pretrained(source)

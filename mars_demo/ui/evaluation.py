@@ -31,8 +31,10 @@ from typing import Any
 from mars_demo import texts
 from mars_demo.evaluation import METRIC_TITLES, METRICS
 from mars_demo.evaluation.labels import row_label
-from mars_demo.evaluation.runs import (DIFF, RESULTS, Entry, Record, Report, RunFileError,
-                                       parse_records, parse_report)
+from mars_demo.evaluation.checks import DIFF, RunFileError
+from mars_demo.evaluation.records import Record
+from mars_demo.evaluation.runs import RESULTS, parse_records, parse_report
+from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.methods import OWN_MODELS
 from mars_demo.ui.render import error_html, esc
 
@@ -146,7 +148,7 @@ def _paired_table(report: Report) -> str:
 def _methods_table(report: Report) -> str:
     """The ranked table of every method (report.json's ``methods_table``; a report made
     before it has none)."""
-    if not report.methods:
+    if not report.methods_table.rows:
         return ""
     shown = ("auroc", "auprc", "prr")
     head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
@@ -154,8 +156,8 @@ def _methods_table(report: Report) -> str:
         f'<tr><td>{k}</td><th scope="row">{esc(row.label)}</th>'
         + "".join(f"<td>{_cell(row.metrics[m])}</td>" for m in shown)
         + f"<td>{_cell(row.vs_best, signed=True)}</td></tr>"
-        for k, row in enumerate(report.methods, 1))
-    caption = texts.EVAL_METHODS_CAPTION.format(best=report.best_mars or "none")
+        for k, row in enumerate(report.methods_table.rows, 1))
+    caption = texts.EVAL_METHODS_CAPTION.format(best=report.methods_table.best_label or "none")
     return (f'<p class="mars-small">{esc(caption)}</p>'
             '<div class="mars-table-wrap"><table class="mars-table mars-eval-methods">'
             f'<thead><tr><th scope="col">#</th><th scope="col">Method</th>{head}'
@@ -204,8 +206,9 @@ def curves(records: list[Record], report: Report | None = None) -> tuple[Any, An
 
     roc, rej, warnings = figures(records)
     top = None
-    if report is not None and report.methods:
-        top, more = roc_figure(records, [(r.name, r.variant) for r in report.methods])
+    if report is not None and report.methods_table.rows:
+        top, more = roc_figure(records, [(r.name, r.variant)
+                                         for r in report.methods_table.rows])
         warnings += more
     for fig in (roc, rej, top):
         if fig is not None:

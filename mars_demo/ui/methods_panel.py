@@ -104,10 +104,8 @@ def run_values(run, name: str | None = None) -> RunValues:
     models = {k: run.report.models.get(k) for k in MODEL_KEYS}
     models.update({m.field: run.report.models[m.field] for m in OWN_MODELS
                    if run.report.models.get(m.field)})  # SAR's similarity model, where it ran
-    first = run.records[0].data.get("analysis") if run.records else None
-    recorded = first.get("settings") if isinstance(first, dict) else None
-    settings = ({k: recorded[k] for k in SETTING_KEYS if k in recorded}
-                if isinstance(recorded, dict) else {})
+    recorded = run.records[0].analysis_settings if run.records else {}
+    settings = {k: recorded[k] for k in SETTING_KEYS if k in recorded}
     data = pathlib.PurePath(run.report.data).name or run.report.data  # no server folders
     return RunValues(name or run.path.name, data, len(run.records), models=models,
                      settings=settings,

@@ -1,5 +1,7 @@
 """Evaluation benchmark: ``python -m mars_demo.bench --evaluate [--llm-shape cpu|7b]
-[--questions N] [--batch-sizes 1,4,16,32] [--samples S] [--answer-tokens T] [--json PATH]``.
+[--questions N] [--batch-sizes 1,4,16,32] [--samples S] [--answer-tokens T] [--json PATH]``;
+with ``--processes 1,2`` the questions per second of a whole run in 1 and 2 processes instead
+(:mod:`.processes`).
 
 Seconds per question of the whole analysis (generation, log-probs, importance, NLI, clustering,
 uncertainties) when ``evaluate`` batches questions: the same ``N`` questions (those of
@@ -19,9 +21,7 @@ and says the target was not measured.
 
 from __future__ import annotations
 
-import json
 import os
-import pathlib
 import platform
 import sys
 import tempfile
@@ -32,33 +32,11 @@ from .instrument import Instrument
 from .models import build_models
 from .report import emit, x2
 from .run import compute_dtype, load_engine
-from .spec import SCHEMA, SPECS, BenchError
+from .spec import SCHEMA, SPECS, BenchError, questions
 
 
 GPU_TARGET_S_PER_QUESTION = 0.2
 DEFAULT_BATCH_SIZES = (1, 4, 16, 32)
-FACTS = pathlib.Path(__file__).resolve().parents[3] / "data" / "facts.jsonl"
-FALLBACK_QUESTIONS = (  # when the repository's data file is not there (an installed package)
-    "What is the capital city of Australia?", "Which planet is known as the Red Planet?",
-    "Who wrote the play Hamlet?", "What is the chemical symbol for gold?",
-)
-
-
-def questions(n: int) -> list[str]:
-    """``n`` questions: those of data/facts.jsonl in order, cycled (numbered) when n is
-    larger, so every question of a run is distinct."""
-    if FACTS.is_file():
-        base = [json.loads(x)["question"] for x in FACTS.read_text(encoding="utf-8").split("\n")
-                if x.strip()]
-    else:
-        base = list(FALLBACK_QUESTIONS)
-    out = []
-    for i in range(n):
-        q = base[i % len(base)]
-        out.append(q if i < len(base) else f"{q.rstrip('?')} (variant {i // len(base)})?")
-    return out
-
-
 def _stage_sums(results) -> dict[str, float]:
     keys = ("generate", "logprobs", "importance", "alignment", "nli", "uncertainty")
     return {k: sum(r.timings_s.get(k, 0.0) for r in results) for k in keys}
@@ -250,6 +228,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--models-dir", help="build the random models here and reuse them later")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--processes", metavar="P,P",
+                   help="instead of batch sizes: questions per second of a whole evaluate run "
+                   "in each number of processes (e.g. 1,2; torchrun), with --batch-questions")
+    p.add_argument("--batch-questions", type=int, default=2,
+                   help="with --processes: questions per batch (default 2)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --processes: rounds, each running every count once; each count "
+                   "keeps its best (default 1)")
     args = p.parse_args(argv)
     try:
         sizes = tuple(int(x) for x in args.batch_sizes.split(",") if x.strip())
@@ -261,6 +247,8 @@ def main(argv: list[str]) -> int:
     def log(msg: str) -> None:
         print(f"[bench --evaluate] {msg}", file=sys.stderr, flush=True)
 
+    if args.processes:
+        return _processes_main(args, argv, log)
     try:
         data = run(args.llm_shape, n_questions=args.questions, batch_sizes=sizes,
                    samples=args.samples, answer_tokens=args.answer_tokens,
@@ -269,4 +257,26 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     emit(data, argv, args.json, format_report)
+    return 0
+
+
+def _processes_main(args, argv: list[str], log: Callable[[str], None]) -> int:
+    """``--evaluate --processes 1,2``: :mod:`.processes`."""
+    from . import processes
+
+    try:
+        counts = tuple(int(x) for x in args.processes.split(",") if x.strip())
+        data = processes.run_in_processes(
+            args.llm_shape, processes=counts, n_questions=args.questions,
+            batch_questions=args.batch_questions, samples=args.samples,
+            answer_tokens=args.answer_tokens, repeats=args.repeats,
+            models_dir=args.models_dir, seed=args.seed, log=log)
+    except ValueError:
+        print(f"error: --processes must be integers separated by commas; got "
+              f"{args.processes!r}", file=sys.stderr)
+        return 2
+    except BenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    emit(data, argv, args.json, processes.format_report)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
 from typing import Any
 
 SCHEMA = 1
@@ -49,3 +51,23 @@ class BenchError(RuntimeError):
     """The benchmark cannot run as asked (one line for the user)."""
 
 
+FACTS = pathlib.Path(__file__).resolve().parents[3] / "data" / "facts.jsonl"
+FALLBACK_QUESTIONS = (  # when the repository's data file is not there (an installed package)
+    "What is the capital city of Australia?", "Which planet is known as the Red Planet?",
+    "Who wrote the play Hamlet?", "What is the chemical symbol for gold?",
+)
+
+
+def questions(n: int) -> list[str]:
+    """``n`` questions: those of data/facts.jsonl in order, cycled (numbered) when n is
+    larger, so every question of a run is distinct."""
+    if FACTS.is_file():
+        base = [json.loads(x)["question"] for x in FACTS.read_text(encoding="utf-8").split("\n")
+                if x.strip()]
+    else:
+        base = list(FALLBACK_QUESTIONS)
+    out = []
+    for i in range(n):
+        q = base[i % len(base)]
+        out.append(q if i < len(base) else f"{q.rstrip('?')} (variant {i // len(base)})?")
+    return out

@@ -1,8 +1,8 @@
 """Does an answer give a reference answer? Whole-word containment that reads sentences.
 
-The ``contains`` judge (:class:`mars_demo.evaluation.judges.ContainsJudge`) accepts an answer
-when one of the references appears in it as whole words and that mention is the answer's own
-claim. Pure Python (``re``); every step is a small function with a worked example.
+The ``contains`` judge (:class:`mars_demo.evaluation.judges.contains.ContainsJudge`) accepts
+an answer when one of the references appears in it as whole words and that mention is the
+answer's own claim. Pure Python (``re``); every step is a small function with a worked example.
 
 1. :func:`.answer_words.words` splits the answer into normalized words (SQuAD-style, with
    accents folded, plurals folded, numbers in words read as digits, dates in one order) and
