@@ -174,7 +174,7 @@ def test_app_refuses_a_calibration_of_other_models_before_serving(given_run, tin
 
 
 def test_app_reads_the_calibration_flag_and_variable(given_run, tmp_path):
-    import app
+    from mars_demo import serve as app
 
     path = str(given_run / "calibration.json")
     args = app.parse_args([], env={"MARS_DEMO_CALIBRATION": path})
@@ -188,7 +188,7 @@ def test_app_reads_the_calibration_flag_and_variable(given_run, tmp_path):
 
 
 def test_check_calibration_uses_the_ids_known_before_loading(given_run):
-    import app
+    from mars_demo import serve as app
     from mars_demo.settings import Settings
 
     cal = calibration_module.load(given_run / "calibration.json")

@@ -27,7 +27,7 @@ from ui_helpers import FakeEngine, PageEventError, page_event, running_app
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-import app
+from mars_demo import serve as app
 from mars_demo import texts
 from mars_demo.access import Access, check_bem_models, is_loopback, public_reasons
 from mars_demo.downloads import LOCK_NAME, PREFIX, DownloadFolder, cleanup_stale_downloads
