@@ -1,19 +1,18 @@
-"""Serve the MARS Demo page: ``python app.py [--llm ID_OR_DIR] [--host H] [--port P] [--share]``.
+"""Serve the MARS Demo page: the launch logic behind ``python app.py`` (the Space's entry point).
 
-Every option can also come from the environment (MARS_DEMO_LLM, MARS_DEMO_IMPORTANCE, MARS_DEMO_NLI,
-MARS_DEMO_LLM_ENDPOINT, MARS_DEMO_LLM_MODEL, MARS_DEMO_LLM_API_KEY_ENV,
-MARS_DEMO_BEM, MARS_DEMO_CHUNKER, MARS_DEMO_HOST, MARS_DEMO_PORT, MARS_DEMO_SHARE,
-MARS_DEMO_ALLOW_MODEL_SWITCH, MARS_DEMO_MAX_SAMPLE_TOKENS, MARS_DEMO_PER_CLIENT,
-MARS_DEMO_TRUSTED_PROXIES, MARS_DEMO_LLM_NAME, MARS_DEMO_IMPORTANCE_NAME, MARS_DEMO_NLI_NAME,
-MARS_DEMO_METHODS, MARS_DEMO_SIMILARITY, MARS_DEMO_SIMILARITY_NAME, MARS_DEMO_LARS, MARS_DEMO_LARS_NAME,
-MARS_DEMO_CALIBRATION, MARS_DEMO_RUNS, MARS_DEMO_LOAD_IN_4BIT); a flag wins over its variable.
+``python app.py [--llm ID_OR_DIR] [--host H] [--port P] [--share]``. The flags come from the
+option schema (:mod:`mars_demo.options`), as the CLI's do: the model options, ``--methods`` and
+:data:`~mars_demo.options.SERVER_OPTIONS`. Each can also come from its environment variable,
+``MARS_DEMO_`` + the option's name in capitals (MARS_DEMO_LLM, MARS_DEMO_PORT, ...; the trusted
+proxies: MARS_DEMO_TRUSTED_PROXIES), named in ``--help``; a flag wins over its variable.
 
 ``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
 answer's chance of being right; a calibration of other models than the ones named here is
 refused before the page is served. ``--runs DIR`` offers the evaluation runs under DIR in the
-page's Evaluation view. The models load once, in a background thread, so the page opens at once and says
-when they are ready; on a ZeroGPU Space (SPACES_ZERO_GPU) they load before the page serves, in the
-main thread, and each analysis gets a GPU through @spaces.GPU (mars_demo/zerogpu.py).
+page's Evaluation view. The models load once, in a background thread, so the page opens at once
+and says when they are ready; on a ZeroGPU Space (SPACES_ZERO_GPU) they load before the page
+serves, in the main thread, and each analysis gets a GPU through @spaces.GPU
+(mars_demo/zerogpu.py).
 
 The page is public with --share, a --host that is not a loopback address, or on a Hugging Face
 Space (SPACE_ID set): then nobody can switch models, and each question and each client is limited
@@ -31,9 +30,10 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts, zerogpu
+from mars_demo.cli import add_llm_help, add_option
 from mars_demo.methods import FREE, OPTIONAL_MODELS, parse_methods
-from mars_demo.options import OPTIONS
-from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
+from mars_demo.options import MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
+from mars_demo.settings import Settings
 from mars_demo.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
@@ -44,134 +44,46 @@ from mars_demo.access import (
     public_reasons,
 )
 
-TRUE = ("1", "true", "yes", "on")
-FALSE = ("0", "false", "no", "off", "")
+#: The page's flags, in --help's order: the models (the CLI's), the methods every analysis
+#: computes, then the server's own (mars_demo.options.SERVER_OPTIONS).
+FLAGS: tuple[Option, ...] = (*MODEL_OPTIONS, OPTIONS["methods"], *SERVER_OPTIONS)
+#: what the page adds to a flag's help from the schema
+PAGE_NOTES = {
+    "bem": "; the page offers BEM only when --bem and --chunker are both given, and a public "
+           "page only local folders",
+    "chunker": "; a .pt file works too, and a public page takes only local ones",
+    "methods": "; every analysis of this page computes them, and API callers may then ask for "
+               "an opt-in one too (default here: the free ones, mars_demo.methods.FREE)",
+}
 
 
-def env_bool(env: Mapping[str, str], name: str) -> bool:
-    """Parse a boolean variable strictly: "0", "false" and "" are False, typos are errors."""
-    value = env.get(name, "").strip().lower()
-    if value in TRUE:
-        return True
-    if value in FALSE:
-        return False
-    raise ValueError(texts.APP_BAD_BOOL.format(name=name, value=env[name]))
-
-
-def port_number(name: str, value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(texts.APP_BAD_PORT.format(name=name, value=value))
-    return port
-
-
-def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    """The flags, with defaults from ``env``; a bad variable is reported by ``parse_args``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of :data:`FLAGS`, from the option schema as the CLI's are; each absent flag is
+    None, for its environment variable (:func:`parse_args`)."""
     parser = argparse.ArgumentParser(prog="python app.py", description=texts.APP_DESCRIPTION)
-    parser.add_argument("--llm", default=env.get("MARS_DEMO_LLM") or None, help=texts.APP_HELP_LLM)
-    parser.add_argument(
-        "--importance",
-        default=env.get("MARS_DEMO_IMPORTANCE") or DEFAULT_IMPORTANCE,
-        help=texts.APP_HELP_IMPORTANCE,
-    )
-    parser.add_argument("--nli", default=env.get("MARS_DEMO_NLI") or None, help=texts.APP_HELP_NLI)
-    parser.add_argument(
-        "--similarity", default=env.get("MARS_DEMO_SIMILARITY") or None,
-        help=OPTIONS["similarity"].describe() + " (variable MARS_DEMO_SIMILARITY)",
-    )
-    parser.add_argument(
-        "--lars", default=env.get("MARS_DEMO_LARS") or None,
-        help=OPTIONS["lars"].describe() + " (variable MARS_DEMO_LARS)",
-    )
-    parser.add_argument(
-        "--methods", default=env.get("MARS_DEMO_METHODS") or None,
-        help="the uncertainty methods every analysis on this page computes beside the three "
-        "measures, ids separated by commas (default: the free ones, mars_demo.methods.FREE); an "
-        "opt-in one (p_true, p_true_sampling, token_sar, sentence_sar, sar, lars, lars_entropy, "
-        "lars_semantic_entropy) costs an extra pass or model per question, and API callers may "
-        "then ask for it too (variable MARS_DEMO_METHODS)",
-    )
-    parser.add_argument("--bem", default=env.get("MARS_DEMO_BEM") or None, help=texts.APP_HELP_BEM)
-    parser.add_argument(
-        "--chunker", default=env.get("MARS_DEMO_CHUNKER") or None, help=texts.APP_HELP_CHUNKER
-    )
-    # The LLM behind an OpenAI-compatible server (vLLM, llama.cpp...): then --llm names only its
-    # tokenizer (chat template); help texts come from the one option schema.
-    for name in ("llm_endpoint", "llm_model", "llm_api_key_env", "llm_timeout"):
-        parser.add_argument(
-            OPTIONS[name].flag,
-            default=env.get("MARS_DEMO_" + name.upper()) or None,
-            type=float if OPTIONS[name].kind is float else None,
-            help=OPTIONS[name].describe() + f" (variable MARS_DEMO_{name.upper()})",
-        )
-    parser.add_argument(
-        "--4bit", dest="load_in_4bit", action=argparse.BooleanOptionalAction, default=None,
-        help=texts.APP_HELP_4BIT,
-    )
-    parser.add_argument(
-        "--host", default=env.get("MARS_DEMO_HOST") or None, help=texts.APP_HELP_HOST
-    )
-    parser.add_argument(
-        "--port",
-        type=lambda value: port_number("--port", value),
-        default=None,
-        help=texts.APP_HELP_PORT,
-    )
-    parser.add_argument(
-        "--share", action=argparse.BooleanOptionalAction, default=None, help=texts.APP_HELP_SHARE
-    )
-    parser.add_argument(
-        "--allow-model-switch",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help=texts.APP_HELP_ALLOW_SWITCH,
-    )
-    parser.add_argument(
-        "--max-sample-tokens",
-        type=lambda value: count("--max-sample-tokens", value),
-        default=None,
-        help=texts.APP_HELP_MAX_SAMPLE_TOKENS.replace("%(default)s", str(PUBLIC_MAX_SAMPLE_TOKENS)),
-    )
-    parser.add_argument(
-        "--per-client",
-        type=lambda value: count("--per-client", value),
-        default=None,
-        help=texts.APP_HELP_PER_CLIENT.replace("%(default)s", str(PUBLIC_PER_CLIENT)),
-    )
-    parser.add_argument(
-        "--trusted-proxy",
-        action="append",
-        default=None,
-        metavar="ADDRESS",
-        help=texts.APP_HELP_TRUSTED_PROXY,
-    )
-    for model in ("llm", "importance", "nli", "similarity", "lars"):
-        parser.add_argument(
-            f"--{model}-name",
-            default=env.get(f"MARS_DEMO_{model.upper()}_NAME") or None,
-            metavar="NAME",
-            help=texts.APP_HELP_MODEL_NAME.format(
-                model={"llm": "LLM", "importance": "importance", "nli": "NLI",
-                       "similarity": "similarity (SAR)", "lars": "LARS"}[model],
-                variable=model.upper()),
-        )
-    parser.add_argument(
-        "--calibration",
-        default=env.get("MARS_DEMO_CALIBRATION") or None,
-        metavar="FILE",
-        help=texts.APP_HELP_CALIBRATION,
-    )
-    parser.add_argument(
-        "--runs",
-        default=env.get("MARS_DEMO_RUNS") or None,
-        metavar="DIR",
-        help="a folder of evaluation runs (python -m mars_demo evaluate --out DIR/NAME) that "
-        "the page's Evaluation view offers [env MARS_DEMO_RUNS]",
-    )
+    for opt in FLAGS:
+        add_option(parser, opt, keep_default=False, variable=True)
+        if opt.name in PAGE_NOTES:
+            action = parser._actions[-1]
+            cut = action.help.index(" [env")
+            action.help = action.help[:cut] + PAGE_NOTES[opt.name] + action.help[cut:]
+    add_llm_help(parser)
     return parser
+
+
+def from_environment(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """Fill each flag not given from its variable (an empty one counts as not set), a server
+    option then from the schema's default. A model option neither flag nor variable gives stays
+    None: :class:`Settings` has its default, and BEM's two are offered only where the host gave
+    them. Raises OptionError naming the variable of a bad value."""
+    for opt in FLAGS:
+        if getattr(args, opt.name) is not None:
+            continue
+        raw = env.get(opt.variable, "")
+        value = opt.parse(raw, opt.variable) if raw.strip() else None
+        if value is None and opt.stage == "server":
+            value = opt.default
+        setattr(args, opt.name, value)
 
 
 def check_calibration(calibration, info: Mapping[str, object], settings: Settings) -> str | None:
@@ -194,17 +106,6 @@ def check_calibration(calibration, info: Mapping[str, object], settings: Setting
     return note
 
 
-def count(name: str, value: str) -> int:
-    """A whole number >= 0 (0 = no limit)."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(texts.APP_BAD_COUNT.format(name=name, value=value))
-    return number
-
-
 def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     """What visitors may do, from the flags (raises ValueError for a forbidden combination)."""
     reasons = public_reasons(args.host, args.share, env)
@@ -212,9 +113,7 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     names = {model: getattr(args, f"{model}_name")
              for model in ("llm", "importance", "nli", "similarity", "lars")}
     names = {model: name.strip() for model, name in names.items() if name and name.strip()}
-    proxies = args.trusted_proxy
-    if proxies is None:
-        proxies = [p for p in env.get("MARS_DEMO_TRUSTED_PROXIES", "").split(",") if p.strip()]
+    proxies = args.trusted_proxy or []
     identity = ClientIdentity.for_deployment(
         space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies)
     offered = frozenset(FREE) | frozenset(args.settings.method_ids)  # the host's methods too
@@ -236,39 +135,24 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
 def parse_args(
     argv: Sequence[str] | None = None, env: Mapping[str, str] = os.environ
 ) -> argparse.Namespace:
-    parser = build_parser(env)
+    """The flags, each absent one from its variable; ``settings`` (the engine's),
+    ``access`` (what visitors may do) and ``calibration_data`` added. A bad value stops with
+    one line (status 2)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.share is None:
-            args.share = env_bool(env, "MARS_DEMO_SHARE")
-        if args.port is None and env.get("MARS_DEMO_PORT"):
-            args.port = port_number("MARS_DEMO_PORT", env["MARS_DEMO_PORT"])
-        if args.allow_model_switch is None:
-            args.allow_model_switch = env_bool(env, "MARS_DEMO_ALLOW_MODEL_SWITCH")
-        if args.load_in_4bit is None and env.get("MARS_DEMO_LOAD_IN_4BIT", "").strip():
-            args.load_in_4bit = env_bool(env, "MARS_DEMO_LOAD_IN_4BIT")
+        from_environment(args, env)
         if args.load_in_4bit is None and zerogpu.requested(env):
             # A ZeroGPU slice (48 GB and more) holds the 7B unquantized (bf16, about 15 GB), and
             # bitsandbytes' 4-bit there is unverified (docs/zerogpu.md): --4bit opts in.
             args.load_in_4bit = False
-        for name in ("max_sample_tokens", "per_client"):
-            variable = "MARS_DEMO_" + name.upper()
-            if getattr(args, name) is None:
-                default = PUBLIC_MAX_SAMPLE_TOKENS if name == "max_sample_tokens" else PUBLIC_PER_CLIENT
-                raw = env.get(variable, "").strip()
-                setattr(args, name, count(variable, raw) if raw else default)
-        models = {"bem": args.bem, "chunker": args.chunker, "similarity": args.similarity,
-                  "lars": args.lars}
+        if args.max_sample_tokens is None:
+            args.max_sample_tokens = PUBLIC_MAX_SAMPLE_TOKENS
+        if args.per_client is None:
+            args.per_client = PUBLIC_PER_CLIENT
+        models = {opt.name: getattr(args, opt.name) for opt in MODEL_OPTIONS}
         args.settings = Settings(
-            llm=args.llm,
-            importance=args.importance,
-            nli=args.nli,
-            llm_endpoint=args.llm_endpoint,
-            llm_model=args.llm_model,
-            llm_api_key_env=args.llm_api_key_env,
-            load_in_4bit=args.load_in_4bit,
-            **({"llm_timeout": args.llm_timeout} if args.llm_timeout is not None else {}),
-            **{name: value for name, value in models.items() if value},
+            **{name: value for name, value in models.items() if value is not None},
             **({"methods": parse_methods(args.methods)} if args.methods else {}),
         )
         args.access = access_of(args, env)

@@ -24,7 +24,7 @@ ENV_NAMES = (
 
 def test_defaults_without_flags_or_environment():
     args = app.parse_args([], env={})
-    assert (args.llm, args.importance, args.nli) == (None, DEFAULT_IMPORTANCE, None)
+    assert (args.llm, args.importance, args.nli) == (None, None, None)  # Settings has the defaults
     assert (args.host, args.port, args.share) == (None, None, False)
     assert args.settings.llm is None and args.settings.importance == DEFAULT_IMPORTANCE
 
@@ -81,8 +81,8 @@ def test_share_variable_is_parsed_as_a_boolean(raw, expected):
     ("argv", "env", "message"),
     [
         ([], {"MARS_DEMO_SHARE": "maybe"}, "MARS_DEMO_SHARE must be one of"),
-        ([], {"MARS_DEMO_PORT": "http"}, "MARS_DEMO_PORT must be a port number"),
-        (["--port", "70000"], {}, "--port must be a port number"),
+        ([], {"MARS_DEMO_PORT": "http"}, "MARS_DEMO_PORT must be an integer from 1 to 65535"),
+        (["--port", "70000"], {}, "--port must be an integer from 1 to 65535"),
         (["--importance", " "], {}, "importance must be a Hub id or a local directory"),
         (["--methods", "eigv,entropy_of_nothing"], {}, "unknown method 'entropy_of_nothing'"),
         ([], {"MARS_DEMO_METHODS": " , "}, "methods is empty"),

@@ -252,25 +252,10 @@ APP_DESCRIPTION = (
     "sampled answers, their meaning clusters and the uncertainty values with and without MARS. "
     "Every option can also be set with the environment variable named in its help."
 )
-APP_HELP_LLM = "LLM: a preset name, a Hub id or a local directory (default: a 7B model in 4-bit on a GPU, the small CPU preset otherwise) [env MARS_DEMO_LLM]"
-APP_HELP_IMPORTANCE = "importance model: a Hub id or a local directory (default: %(default)s) [env MARS_DEMO_IMPORTANCE]"
-APP_HELP_NLI = "NLI model: a Hub id or a local directory (default: deberta-large-mnli on a GPU, deberta-base-mnli on CPU) [env MARS_DEMO_NLI]"
-APP_HELP_HOST = (
-    "address to listen on (default: 127.0.0.1, or $GRADIO_SERVER_NAME) [env MARS_DEMO_HOST]"
-)
-APP_HELP_PORT = "port to listen on (default: 7860, or $GRADIO_SERVER_PORT) [env MARS_DEMO_PORT]"
-APP_HELP_SHARE = "also serve through a public *.gradio.live link [env MARS_DEMO_SHARE: 1/0, true/false, yes/no, on/off]"
-APP_HELP_4BIT = (
-    "load the LLM in 4-bit NF4 (--4bit) or unquantized: bf16 or fp16 on a GPU (--no-4bit); "
-    "default: 4-bit on a GPU, except on ZeroGPU [env MARS_DEMO_LOAD_IN_4BIT: 1/0, true/false, "
-    "yes/no, on/off]"
-)
 APP_ZEROGPU_LOG = (
     "ZeroGPU Space: loading the models now, before the page serves; each analysis gets a GPU "
     "through @spaces.GPU"
 )
-APP_BAD_BOOL = "{name} must be one of 1, 0, true, false, yes, no, on, off; got {value!r}"
-APP_BAD_PORT = "{name} must be a port number from 1 to 65535; got {value!r}"
 
 
 # --- the page's controls, by option name (ranges and defaults come from mars_demo.options) ------
