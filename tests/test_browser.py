@@ -38,14 +38,17 @@ TOKEN_COLORS = "() => [...document.querySelectorAll('#mars-answer .mars-tok')].m
 ACTIVE_COLUMN = "() => [...document.querySelectorAll('#mars-uncertainty-table th.mars-active')].map(e => e.dataset.col)"
 # Contrast of the heaviest token's text over its background blended onto the page background.
 TOKEN_CONTRAST = """() => {
-  const parse = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  // "rgb(r, g, b)" or "rgba(...)", or a mixed color as Chromium writes it: "color(srgb r g b)", 0..1
+  const parse = c => { const n = (c.match(/[\\d.]+/g) || []).map(Number);
+                       return c.startsWith('color(') ? n.map((v, i) => i < 3 ? v * 255 : v) : n; };
   const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
                                return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
   const toks = [...document.querySelectorAll('#mars-answer .mars-tok')];
   const tok = toks.reduce((a, b) => parseFloat(a.dataset.weight) >= parseFloat(b.dataset.weight) ? a : b);
   let el = tok.parentElement, page = [255, 255, 255];
   while (el) { const c = parse(getComputedStyle(el).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] === 1)) { page = c.slice(0, 3); break; } el = el.parentElement; }
-  const [r, g, b, a] = parse(getComputedStyle(tok).backgroundColor);
+  const [r, g, b, alpha] = parse(getComputedStyle(tok).backgroundColor);
+  const a = alpha === undefined ? 1 : alpha;
   const bg = [r, g, b].map((v, i) => v * a + page[i] * (1 - a));
   const fg = parse(getComputedStyle(tok).color).slice(0, 3);
   const [l1, l2] = [lum(fg), lum(bg)].sort((x, y) => y - x);
@@ -132,13 +135,13 @@ def ask(page, question: str | None = None) -> None:
     )
     for selector in (
         "#mars-answer .mars-tok",
+        "#mars-verdict .mars-verdict",
         "#mars-uncertainty-table table",
         "#mars-uncertainty-plot .main-svg",
-        "#mars-clusters-plot .main-svg",
-        "#mars-nli-plot .main-svg",
-        "#mars-samples table",
     ):
         page.wait_for_selector(selector, timeout=ANALYSIS_TIMEOUT_MS)
+    # the sampled answers and their charts are folded under their summary until opened
+    page.wait_for_selector("#mars-samples table", state="attached", timeout=ANALYSIS_TIMEOUT_MS)
 
 
 def choose_importance_per_token(page) -> None:
@@ -427,7 +430,8 @@ def test_the_explanations_open_in_accordions(page, shots):
     rows = page.locator("#mars-tokens tr[data-token]").count()
     shown = page.locator("#mars-answer .mars-tok").last.get_attribute("data-token")
     assert rows >= int(shown) + 1  # every token of the answer has its row (blank ones too)
-    assert page.inner_text("#mars-answer .mars-verdict").startswith(("MARS finds", "MARS and"))
+    page.click("#mars-answer .mars-answer-more > summary")  # the numbers, one click away
+    assert page.inner_text("#mars-answer .mars-why").startswith(("MARS finds", "MARS and"))
     question = page.inner_text("#mars-answer .mars-question")
     assert question in page.inner_text("#mars-context .mars-prompt")  # the prompt, as text
     page.screenshot(path=str(shots / "light-1280-explained.png"), full_page=True)

@@ -93,7 +93,7 @@ def test_the_verdict_says_mars_trusts_less_by_how_much_and_which_token():
     ln = -result.greedy.scores.length_normalized
     mars = -result.greedy.scores.mars
     assert mars > ln
-    text = explain.verdict_text(result)
+    text = explain.why_text(result)
     assert text.startswith("MARS finds this answer less trustworthy")
     assert f"{mars:.3f} vs {ln:.3f} (+{mars - ln:.3f} nats)" in text
     mars_token = next(i for i, t in enumerate(result.greedy.tokens) if t.text == " Mars")
@@ -110,7 +110,7 @@ def test_the_verdict_says_mars_trusts_more_when_the_important_token_is_probable(
     result = with_greedy(greedy)
     ln, mars = -greedy.scores.length_normalized, -greedy.scores.mars
     assert mars < ln
-    text = explain.verdict_text(result)
+    text = explain.why_text(result)
     assert text.startswith("MARS finds this answer more trustworthy")
     assert f"(−{ln - mars:.3f} nats)" in text
     # the improbable filler 'Um' loses weight: it moves the score most
@@ -119,7 +119,7 @@ def test_the_verdict_says_mars_trusts_more_when_the_important_token_is_probable(
 
 def test_the_verdict_says_when_both_scores_agree():
     greedy = make_answer(["Mars"], [-0.2], [([0], 1.0)])  # one token: w = 1 = 1/L
-    assert explain.verdict_text(with_greedy(greedy)).startswith(
+    assert explain.why_text(with_greedy(greedy)).startswith(
         "MARS and length-normalized scoring agree")
 
 

@@ -11,7 +11,7 @@ ACCESS_METHODS_NOT_OFFERED = (
 )
 ACCESS_NO_BEM = (
     "importance_method bem is not available on this server: its two models were not set up by "
-    "the host (app.py --bem DIR --chunker DIR). Use model or token"
+    "the host. Use model or token"
 )
 ACCESS_TOO_MUCH = (
     "samples x max_new_tokens is {samples} x {tokens} = {work}; this public page allows at most "
@@ -47,10 +47,7 @@ ACCESS_SWITCH_PUBLIC = (
     "there a visitor's switch would change the models of every other visitor. Choose the models "
     "with --llm, --importance, --nli, --bem and --chunker instead."
 )
-ACCESS_SWITCH_OFF = (
-    "Switching models is off on this page: the host chooses the models when starting the app "
-    "(python app.py --llm ..., or --allow-model-switch on a page only the host can open)."
-)
+ACCESS_SWITCH_OFF = "Switching models is off on this page: the host chooses the models."
 ACCESS_BEM_BOTH = "BEM needs both of its models: give --bem and --chunker together"
 ACCESS_BEM_LOCAL = (
     "{flag} {value!r} is not a local path: a public page must not download models when a "
@@ -134,8 +131,6 @@ TRUST_WORDS = (
     "best. A value alone is not a probability of being right: it only ranks answers; a "
     "calibration on labelled questions would turn it into one, and this page has none."
 )
-# Only on a page the host opens: how to give the page a calibration.
-TRUST_HOST_HINT = " (Host: start the app with <code>--calibration FILE</code>.)"
 TRUST_NO_SCORING = "no scoring"  # a calibrated method that reads no sequence score
 MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",
                  "semantic_entropy": "Semantic Entropy"}

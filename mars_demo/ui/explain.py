@@ -27,17 +27,23 @@ def answer_html(result: AnalysisResult, scoring: str) -> str:
         f'<p class="mars-question">{esc(result.question)}</p>',
         f'<p class="mars-answer-text" role="group" aria-label="{esc(texts.ANSWER_TOKENS_ARIA)}">'
         f'{answer_tokens_html(answer, scoring)}</p>',
-        scores_html(answer, scoring),
-        explain_html(result, scoring),
     ]
     if answer.finish_reason == "length":
         parts.append(f'<p class="mars-note">{esc(texts.ANSWER_TRUNCATED)}</p>')
-    parts.append(legend_html())
-    parts.append("</div>")
+    parts += [
+        legend_html(),
+        # the numbers one click away; page.js keeps the fold as the visitor left it
+        f'<details class="mars-answer-more" data-keep="answer-numbers">'
+        f"<summary>{esc(texts.ANSWER_MORE)}</summary>",
+        scores_html(answer, scoring),
+        explain_html(result, scoring),
+        f'<p class="mars-legend-text mars-small">{esc(texts.LEGEND)}</p>',
+        "</details></div>",
+    ]
     return "".join(parts)
 
 
-def verdict_text(result: AnalysisResult) -> str:
+def why_text(result: AnalysisResult) -> str:
     """Which way MARS moves the confidence uncertainty of the answer on screen, by how much,
     and the token that moves it most.
 
@@ -49,8 +55,8 @@ def verdict_text(result: AnalysisResult) -> str:
     mars = result.uncertainty.confidence.mars
     diff = mars - ln
     if abs(diff) < 0.0005:
-        return texts.VERDICT_SAME.format(mars=mars, ln=ln)
-    template = texts.VERDICT_LESS if diff > 0 else texts.VERDICT_MORE
+        return texts.WHY_SAME.format(mars=mars, ln=ln)
+    template = texts.WHY_LESS if diff > 0 else texts.WHY_MORE
     sentence = template.format(mars=mars, ln=ln, diff=abs(diff))
     n = len(answer.tokens)
     if n == 0 or len(answer.token_importance) != n:
@@ -59,12 +65,12 @@ def verdict_text(result: AnalysisResult) -> str:
     parts = [-(u - 1.0 / n) / 2 * t.logprob for u, t in zip(answer.token_importance, answer.tokens)]
     i = max(range(n), key=lambda k: parts[k] if diff > 0 else -parts[k])
     u = answer.token_importance[i]
-    sentence += texts.VERDICT_BECAUSE.format(
+    sentence += texts.WHY_BECAUSE.format(
         token=repr(token_text(answer, i)),
         prob=math.exp(answer.tokens[i].logprob),
         u=u,
         uniform=1.0 / n,
-        direction=texts.VERDICT_MORE_WEIGHT if u > 1.0 / n else texts.VERDICT_LESS_WEIGHT,
+        direction=texts.WHY_MORE_WEIGHT if u > 1.0 / n else texts.WHY_LESS_WEIGHT,
     )
     return sentence
 
@@ -95,7 +101,7 @@ def explain_html(result: AnalysisResult, scoring: str) -> str:
     """The answer's verdict in words and its meaning cluster, shown under its scores."""
     return (
         '<div class="mars-explain-answer">'
-        f'<p class="mars-verdict">{esc(verdict_text(result))}</p>'
+        f'<p class="mars-why">{esc(why_text(result))}</p>'
         f'<p class="mars-greedy-cluster mars-small">{esc(greedy_cluster_text(result, scoring))}</p>'
         "</div>"
     )
