@@ -203,8 +203,7 @@ PLOT_CLUSTERS_NOTE = (
     "Each cluster's mass exp(logsumexp of its members' scores), normalized over the clusters."
 )
 PLOT_CLUSTER_NAME = "cluster {number}"
-CLUSTERS_TABLE_COLUMNS = ("Meaning", "Sampled answers", "Share (length-normalized)",
-                          "Share (MARS)")
+CLUSTERS_TABLE_COLUMNS = ("Meaning", "Answers", "LN share", "MARS share")
 NLI_TABLE_SUMMARY = "The verdicts as a table"
 NLI_TABLE_CORNER = "Premise \\ hypothesis"
 NLI_TABLE_NONE = "Fewer than two sampled answers: nothing to compare."
@@ -215,8 +214,8 @@ PLOT_NLI_LABELS = {
     "neutral": "neutral",
     "contradiction": "contradiction",
 }
-PLOT_NLI_PREMISE = "premise (sampled answer #)"
-PLOT_NLI_HYPOTHESIS = "hypothesis (sampled answer #)"
+PLOT_NLI_PREMISE = "premise"  # the axes' ticks are the sampled answers' numbers
+PLOT_NLI_HYPOTHESIS = "hypothesis"
 PLOT_NLI_HOVER = "premise: {premise}<br>hypothesis: {hypothesis}<br>verdict: {label}"
 
 # --- progress, timings, download, warnings, errors ---------------------------------------------

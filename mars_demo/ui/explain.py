@@ -129,8 +129,9 @@ def context_html(result: AnalysisResult) -> str:
             shown = str(value)
         items.append(f'<dt>{esc(label)}</dt><dd data-setting="{esc(key)}">{esc(shown)}</dd>')
     return (
-        f'<h4>{esc(texts.CONTEXT_PROMPT)}</h4>{prompt}'
-        f'<h4>{esc(texts.CONTEXT_SETTINGS)}</h4><dl class="mars-settings-list">{"".join(items)}</dl>'
+        f'<h3 class="mars-chart-title">{esc(texts.CONTEXT_PROMPT)}</h3>{prompt}'
+        f'<h3 class="mars-chart-title">{esc(texts.CONTEXT_SETTINGS)}</h3>'
+        f'<dl class="mars-settings-list">{"".join(items)}</dl>'
     )
 
 

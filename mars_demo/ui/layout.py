@@ -249,6 +249,9 @@ def _own_answers(parts: dict[str, Any]) -> None:
             language="json",
             lines=3,
             max_lines=12,
+            # copy only: a download of what one pasted is of no use, and Gradio nests its link
+            # and button into one target too small to tap (WCAG 2.5.8)
+            buttons=["copy"],
             elem_id="mars-own-json",
         )
         parts["own_score"] = gr.Button(texts.OWN_BUTTON, elem_id="mars-own-score")
