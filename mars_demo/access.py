@@ -118,7 +118,7 @@ class ClientIdentity:
     proxies: tuple[Network, ...] = ()
     any_peer: bool = False
     public_only: bool = False
-    name: str = "connection"  # the deployment, for the log line and the README
+    name: str = "connection"  # the deployment, for the log line and docs/public-page.md
 
     @classmethod
     def for_deployment(cls, *, space: bool = False, share: bool = False,

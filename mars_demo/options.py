@@ -258,7 +258,7 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
     Option("recipe", str, "default",
            "default (this project's documented choices) or paper-code (the published code's "
-           "choices, see the README's table)", "scoring", choices=RECIPES, label="Recipe"),
+           "choices, see docs/paper-code.md)", "scoring", choices=RECIPES, label="Recipe"),
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
            "eigv,degree,lexical_similarity; p_true and p_true_sampling run one extra LLM pass "

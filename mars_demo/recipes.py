@@ -9,8 +9,8 @@ A recipe names a whole set of pipeline choices, so that one word switches all of
 Where the published code's result is undefined (it hangs when no phrase aligns or the first word
 has no sub-token, errors on answers cut at 512 importance tokens, drops id 1, the BOS token of
 Llama and Mistral, from prompts before re-scoring), ``"paper-code"`` does what ``"default"`` does
-and the engine says so in a warning. The README's table "The paper's code, point by point" gives
-every row with its source.
+and the engine says so in a warning. The table of docs/paper-code.md, "The paper's code, point by
+point", gives every row with its source.
 
 A call that enters the engine resolves its recipe once (:func:`resolve`); from there on every
 part reads the :class:`Recipe`'s fields, never its name.

@@ -9,10 +9,35 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # evaluate --data hf:...: fail at once, offline
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+#: MARS_TEST_TORCH_THREADS=N runs every model pass of the session, and of the servers and CLIs the
+#: tests start, on N torch threads. Another thread count sums float32 in another order, as other
+#: cores do: CI runs the model-comparison tests (marker ``float_order``) again with one thread, so a
+#: tolerance tighter than float32 order noise fails here, not on the next machine.
+TORCH_THREADS = os.environ.get("MARS_TEST_TORCH_THREADS", "").strip()
+if TORCH_THREADS:
+    if not TORCH_THREADS.isdigit() or int(TORCH_THREADS) < 1:
+        raise ValueError("MARS_TEST_TORCH_THREADS must be a positive integer, "
+                         f"not {TORCH_THREADS!r}")
+    os.environ["OMP_NUM_THREADS"] = TORCH_THREADS  # read at torch's import, here and in children
+    os.environ["MKL_NUM_THREADS"] = TORCH_THREADS
+
 import pytest
 
 # The shared checks of a helper module report their failures as test assertions do.
 pytest.register_assert_rewrite("forced_answers")
+
+
+def pytest_configure(config):
+    if TORCH_THREADS:
+        import torch
+
+        torch.set_num_threads(int(TORCH_THREADS))
+
+
+def pytest_report_header(config):
+    if TORCH_THREADS:
+        return f"torch threads: {TORCH_THREADS} (MARS_TEST_TORCH_THREADS)"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,9 +5,12 @@ runs everything. A test is marked by the fixtures it uses (directly or through o
 and by the calls in its own code and in the code of those of its fixtures that live in tests/,
 so that a test added anywhere gets its marks without anyone remembering them:
 
-* ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, or trains models;
+* ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, trains models, or
+  builds the documentation site;
 * ``browser``: it drives a real headless Chromium;
-* ``endpoint``: it talks to a real OpenAI-compatible LLM server.
+* ``endpoint``: it talks to a real OpenAI-compatible LLM server;
+* ``float_order``: it compares a model's pass over a batch with its pass over one input
+  (``numeric_checks.float32_order``); CI runs these again on one torch thread.
 
 ``browser`` and ``endpoint`` imply ``slow``, also when a module sets them itself
 (``pytestmark``). The markers are registered in pyproject.toml.
@@ -35,6 +38,10 @@ MARKS_BY_CALL = {
     "llama_server": ("slow", "endpoint"),
     "vllm_server": ("slow", "endpoint"),
     "sync_playwright": ("slow", "browser"),  # a headless Chromium
+    "build_site": ("slow",),  # mkdocs build --strict of the docs site (tests/test_docs.py)
+    # numeric_checks.float32_order: compares a batched model pass with a single one, so CI runs
+    # it again on one torch thread (MARS_TEST_TORCH_THREADS=1, another float32 summation order)
+    "float32_order": ("float_order",),
 }
 #: a keyword given to any call -> marks
 MARKS_BY_KEYWORD = {

@@ -207,19 +207,19 @@ def test_judge_check_lists_disagreements_and_bad_lines(tmp_path, capsys):
     assert "a run takes one --judge" in capsys.readouterr().err
 
 
-def test_the_readme_gives_each_judges_figures_on_every_labelled_set():
-    """The README's tables for data/judge_check.jsonl and the two held-out sets equal the
+def test_the_docs_give_each_judges_figures_on_every_labelled_set():
+    """The tables of docs/judges.md for data/judge_check.jsonl and the two held-out sets equal the
     figures counted here; each table is the first one after its file's description."""
     import re
 
     from mars_demo.evaluation.judge_check import check_judge, read_check_set
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "judges.md").read_text(encoding="utf-8")
     for path in (CHECK, HOLDOUT, HOLDOUT2):
         rows = read_check_set(str(path)).rows
         intro = f"`data/{path.name}`: {len(rows)} answers to {len({r.question for r in rows})} "
-        assert intro in readme, intro
-        after = readme[readme.index(intro):]
+        assert intro in page, intro
+        after = page[page.index(intro):]
         table = after[after.index("| judge | agreement |"):]
         table = table[:table.index("\n\n")]
         for name, shown in (("contains", "`contains`"), ("em", "`em`"),
@@ -230,13 +230,13 @@ def test_the_readme_gives_each_judges_figures_on_every_labelled_set():
             assert [c.strip() for c in line.group(1).split("|")] == [
                 f"{r.agreement * 100:.1f}%", str(r.false_accepts), str(r.false_rejects)], \
                 (path.name, name)
-    said = " ".join(readme.split())
+    said = " ".join(page.split())
     assert ("written independently by a second annotator who never saw the judge; `contains` "
             "was measured on it once before the judge's second round of rules (82.0%") in said
 
-def test_the_readme_says_where_contains_misses_on_the_never_seen_set():
-    """The README's account of the third annotator's set: every false reject is a right answer
-    by an unlisted alias, and the rest agree on the figure it gives."""
+def test_the_docs_say_where_contains_misses_on_the_never_seen_set():
+    """The account in docs/judges.md of the third annotator's set: every false reject is a right
+    answer by an unlisted alias, and the rest agree on the figure it gives."""
     from mars_demo.evaluation.judge_check import check_judge, read_check_set
 
     rows = read_check_set(str(HOLDOUT2)).rows
@@ -246,6 +246,6 @@ def test_the_readme_says_where_contains_misses_on_the_never_seen_set():
     on_rest = check_judge(make_judge("contains"), rest)
     assert on_alias.false_rejects == len(alias) == 11
     assert on_rest.false_rejects == 0
-    said = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = " ".join((ROOT / "docs" / "judges.md").read_text(encoding="utf-8").split())
     assert (f"on the other {len(rest)} rows `contains` agrees on "
             f"{on_rest.agreement * 100:.1f}% ({on_rest.false_accepts} false accepts") in said

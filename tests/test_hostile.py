@@ -242,7 +242,7 @@ def test_one_client_holds_a_few_queue_places_whatever_it_calls(runs_dir, monkeyp
         accepted = [n for n, code in statuses if code == 200]
         assert {code for _, code in statuses} <= {200, 429}, statuses
         per_group = {g: sum(GROUPS[n] == g for n in accepted) for g in set(GROUPS.values())}
-        # the README's promise: one analysis, two of any other request, four in all
+        # docs/public-page.md's promise: one analysis, two of any other request, four in all
         assert per_group["engine"] == 1 and max(per_group.values()) <= 2, per_group
         assert len(accepted) <= 4 and (VIEW_PLACES, QUEUE_PLACES) == (2, 4), accepted
         assert flood_once(url, "ask", HOSTILE) == 429  # still held: nothing has finished

@@ -1,6 +1,7 @@
-"""The house's floors (README, "Layout"): each part of the library imports only parts on its own
-floor or below, and no two files import each other in a circle. Read from the code's own imports
-(``ast``, also those inside functions), so a new import that runs up a floor fails here."""
+"""The house's floors (docs/architecture.md, "Layout"): each part of the library imports only
+parts on its own floor or below, and no two files import each other in a circle. Read from the
+code's own imports (``ast``, also those inside functions), so a new import that runs up a floor
+fails here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mars_demo"
 
-#: part -> floor (README's Layout table, from the ground up); a part is a module or a folder
+#: part -> floor (docs/architecture.md's Layout table, from the ground up); a part is a module
+#: or a folder
 FLOORS = {
     "errors": 0, "progress": 0, "texts": 0, "downloads": 0,
     "core": 1,

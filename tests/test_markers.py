@@ -77,3 +77,27 @@ def test_not_slow_leaves_out_servers_and_training_and_keeps_the_rest():
     assert "test_tiny_trained.py::test_importance_targets_and_parsing" in trained
     assert not [t for t in trained if "pipeline" in t or "greedy_answers" in t]
     assert len([t for t in kept if t.startswith("test_core_scoring.py")]) > 10
+
+
+def test_torch_runs_on_the_threads_the_variable_asks_for():
+    """MARS_TEST_TORCH_THREADS (read by conftest.py) sets torch's threads for the session and for
+    the processes it starts: CI's second run of the ``float_order`` tests relies on it."""
+    import os
+
+    import torch
+
+    asked = os.environ.get("MARS_TEST_TORCH_THREADS")
+    if asked:
+        assert torch.get_num_threads() == int(asked)
+        assert os.environ["OMP_NUM_THREADS"] == asked  # what a started server or CLI reads
+        return
+    env = {**os.environ, "MARS_TEST_TORCH_THREADS": "1"}
+    here = f"{Path(__file__).name}::test_torch_runs_on_the_threads_the_variable_asks_for"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", here],
+                          cwd=TESTS, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torch threads: 1 (MARS_TEST_TORCH_THREADS)" in proc.stdout
+    bad = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", here],
+                         cwd=TESTS, env={**env, "MARS_TEST_TORCH_THREADS": "two"},
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "must be a positive integer" in bad.stdout + bad.stderr

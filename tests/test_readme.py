@@ -57,6 +57,8 @@ def test_ci_runs_the_readme_test_command():
     dev = (ROOT / "requirements-dev.txt").read_text()
     assert dev.splitlines()[1] == "-r requirements.txt"  # the tests install the app's needs too
     assert re.search(r"^python -m pytest\b", ci, re.M)
+    # and the batched-against-single model comparisons again on one torch thread (conftest.py)
+    assert re.search(r"^MARS_TEST_TORCH_THREADS=1 python -m pytest .*-m float_order$", ci, re.M)
 
 
 def test_the_space_installs_no_test_tools_and_builds_nothing():

@@ -105,14 +105,15 @@ def test_paper_code_warns_about_the_bos_token_it_keeps():
         recipe_of("other").notes(bos_token_id=1)
 
 
-def test_readme_has_the_point_by_point_table_with_both_recipes():
+def test_the_docs_have_the_point_by_point_table_with_both_recipes():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "paper-code.md").read_text(
+        encoding="utf-8")
     header = ("| choice | the paper's text | the published code | the authors' later library "
               "(TruthTorchLM) | this project's `default` | `paper-code` |")
-    assert header in readme
-    table = readme.split(header, 1)[1].split("\n\n", 1)[0]
+    assert header in page
+    table = page.split(header, 1)[1].split("\n\n", 1)[0]
     rows = [line for line in table.splitlines()[1:] if line.startswith("|")]
     assert all(line.count("|") == 7 for line in rows), [r for r in rows if r.count("|") != 7]
     for choice in ("clustering algorithm", "clustering rule", "NLI input", "whitespace-only token",

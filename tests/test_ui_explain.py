@@ -162,12 +162,12 @@ def test_the_prompt_and_the_settings_behind_the_result_are_shown_as_text():
         assert settings[key] == expected, key
 
 
-def test_the_formulas_are_those_of_the_readme():
+def test_the_formulas_are_those_of_the_docs():
     shown = html.unescape(explain.formulas_html())
-    readme = open("README.md", encoding="utf-8").read()
+    page = open("docs/formulas.md", encoding="utf-8").read()
     for formula in ("LN = (1/L) Σ_l log p_l", "w_l = 1/(2L) + u_l/2", "MARS = Σ_l w_l log p_l",
                     "−(1/B) Σ_b score(sample_b)"):
-        assert formula in shown and formula in readme
+        assert formula in shown and formula in page
     assert "Semantic entropy" in shown and "normalized" in shown
 
 

@@ -107,7 +107,7 @@ def eigv(nli, affinity: str = "entail", temperature: float = 1.0) -> float:
     Args:
         nli: (m, m, 3) NLI probabilities, (entailment, neutral, contradiction).
         affinity: ``"entail"`` or ``"contra"``.
-        temperature: > 0; 1 leaves the probabilities as they are.
+        temperature: a number > 0; 1 leaves the probabilities as they are.
 
     Raises:
         ValueError: bad ``nli``; an answer with zero similarity to every answer, itself
@@ -167,7 +167,7 @@ def eccentricity(
         nli: (m, m, 3) NLI probabilities, (entailment, neutral, contradiction).
         affinity: ``"entail"`` or ``"contra"``.
         threshold: eigenvalue cut, > 0 (the normalized Laplacian's eigenvalues lie in [0, 2]).
-        temperature: > 0; 1 leaves the probabilities as they are.
+        temperature: a number > 0; 1 leaves the probabilities as they are.
 
     Example: three answers, none alike: sqrt(3 - 1).
 

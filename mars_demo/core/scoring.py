@@ -179,7 +179,8 @@ def token_importance(
         token_logprobs: natural-log probabilities of the L tokens (<= 0); used by "max"/"min",
             always checked.
         mode: ``"equal"``, ``"max"`` or ``"min"``.
-        normalization, temperature: see :func:`phrase_weights`.
+        normalization: see :func:`phrase_weights`.
+        temperature: see :func:`phrase_weights`.
 
     Example: tokens [a, b | c] in phrases [0, 0, 1] with scores [1, 3] give U = [0.25, 0.75].
     With log p = [log 0.5, log 0.9, log 0.8], "equal" gives [0.125, 0.125, 0.75] and "max"

@@ -28,7 +28,7 @@ claim. Pure Python (``re``); every step is a small function with a worked exampl
    "between X and Y", "X and Y, not sure which", one example in "many countries, including
    Colombia, Vietnam and Brazil").
 
-Limits (see the README's judge check for the figures): a paraphrase without the reference's
+Limits (see docs/judges.md for the figures): a paraphrase without the reference's
 words ("the Bard of Avon", "Honest Abe", "Jeanne d'Arc"), a symbol or formula for a name ("Hg"
 for mercury, "NaCl"), an answer that contradicts the reference in another clause ("they absorb
 oxygen and release carbon dioxide"), a reference inside another name ("New York" for "York",

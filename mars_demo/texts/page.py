@@ -87,7 +87,7 @@ CLUSTER_RULE_INFO = (
 RECIPE_LABEL = "Recipe"
 RECIPE_INFO = (
     "default: this project's documented choices; paper-code: the published code's choices "
-    "(see the README's table)."
+    "(see the table in docs/paper-code.md)."
 )
 RECIPE_CHOICES = [
     ("default", "default"),

@@ -136,7 +136,7 @@ def context_html(result: AnalysisResult) -> str:
 
 
 def formulas_html() -> str:
-    """The formulas of the scores and uncertainties (as in the README)."""
+    """The formulas of the scores and uncertainties (as in docs/formulas.md)."""
     parts = []
     rows = []
     for item in texts.FORMULAS:

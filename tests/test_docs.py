@@ -1,0 +1,272 @@
+"""The documentation: a short README (the Space's card) and the MkDocs site under docs/.
+
+The README once held everything; its sections moved into the site. Each of its old headings
+must still be a heading somewhere (README or docs/), the site must build with ``--strict`` (no
+broken link, no page left out of the navigation, no docstring the API reference cannot read),
+and the commands the pages show must be ones the command line accepts.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+#: every heading of the README before it became a Space card (1,118 lines), and the bold
+#: lead-ins that named a part of a section; each is a heading of the README or of a docs page
+OLD_README_HEADINGS = (
+    "MARS Demo",
+    "Quick start",
+    "The app",
+    "A public page",
+    "The API",
+    "A chance of being right (calibration)",
+    "The Evaluation view",
+    "Limits and bad input",
+    "Hosting it on a Space: ZeroGPU or a paid GPU",
+    "The command line",
+    "Offline, with tiny models",
+    "The library",
+    "Score answers from anywhere",
+    "Evaluating MARS on your data",
+    "Serving the LLM from vLLM (or any OpenAI-compatible server)",
+    "vLLM on a CPU, end to end",
+    "Speed",
+    "Layout",
+    "The formulas",
+    "The paper's code, point by point",
+    # bold lead-ins of the old README, headings now
+    "Compared with other methods",
+    "How far to trust a judge",
+    "What the judge decides",
+    "Re-judge a run",
+    "Compare two runs",
+    "Every method side by side",
+    "Reproducing a Table-1 row",
+    "Cost per question",
+)
+README_MAX_LINES = 300  # after the Space's YAML header
+
+
+def headings(markdown: str) -> list[str]:
+    """The ATX headings of a Markdown text, outside fenced code blocks.
+
+    >>> headings("# A\\n\\n```bash\\n# not one\\n```\\n## B ##\\ntext # no")
+    ['A', 'B']
+    """
+    out, fenced = [], False
+    for line in markdown.splitlines():
+        if re.match(r"\s*(```|~~~)", line):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)):
+            out.append(m.group(1))
+    return out
+
+
+def pages() -> dict[str, str]:
+    """docs/ page (relative path) -> its text."""
+    return {p.relative_to(DOCS).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(DOCS.rglob("*.md"))}
+
+
+def _doctest_failures(func) -> int:
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(func, globs={func.__name__: func}):
+        runner.run(test)
+    return runner.summarize(verbose=False).failed
+
+
+def test_headings_finds_headings_only():
+    assert _doctest_failures(headings) == 0
+    assert headings("```\n# x\n```\n### The API\n") == ["The API"]
+    assert "Quick start" not in headings("Quick start\n")
+
+
+def test_every_old_readme_heading_is_still_a_heading():
+    found = set(headings((ROOT / "README.md").read_text(encoding="utf-8")))
+    for text in pages().values():
+        found.update(headings(text))
+    missing = [h for h in OLD_README_HEADINGS if h not in found]
+    assert not missing, missing
+
+
+def test_the_readme_is_a_short_card_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    header = re.match(r"---\n.*?\n---\n", readme, re.S)
+    assert header
+    body = readme[header.end():]
+    assert len(body.splitlines()) <= README_MAX_LINES, len(body.splitlines())
+    assert "pip install -r requirements.txt && python app.py" in body
+    assert "pip install -r requirements-dev.txt && python -m pytest" in body
+    assert "](assets/screenshot.png)" in body
+    for example in ("python app.py", "mars_demo ask", "mars_demo score", "mars_demo evaluate",
+                    "from mars_demo import"):
+        assert example in body, example
+
+
+def test_the_readme_links_only_to_files_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert local
+    assert [link for link in local if not (ROOT / link).exists()] == []
+
+
+def _nav_pages(nav) -> list[str]:
+    out = []
+    for entry in nav:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            out += _nav_pages(value) if isinstance(value, list) else [value]
+    return out
+
+
+def site_config() -> dict:
+    """mkdocs.yml, read without its !!python tags (only the build needs them)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda *_: None)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader)
+
+
+def test_the_navigation_holds_every_page_once():
+    nav = _nav_pages(site_config()["nav"])
+    assert len(nav) == len(set(nav))
+    assert sorted(nav) == sorted(pages()), set(nav) ^ set(pages())
+
+
+def test_the_site_fetches_nothing_at_build_time():
+    config = site_config()
+    assert config["theme"]["font"] is False  # no Google Fonts
+    plugins = [p if isinstance(p, str) else next(iter(p)) for p in config["plugins"]]
+    assert set(plugins) <= {"search", "mkdocstrings"}, plugins  # none that downloads
+
+
+def test_the_docs_tools_are_test_tools():
+    dev = (ROOT / "requirements-dev.txt").read_text(encoding="utf-8")
+    runtime = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    for tool in ("mkdocs", "mkdocs-material", "mkdocstrings[python]"):
+        assert re.search(rf"^{re.escape(tool)}(?![\w-])", dev, re.M), tool
+        assert tool not in runtime  # the Space builds no docs
+
+
+def _roles():
+    spec = importlib.util.spec_from_file_location("sphinx_roles",
+                                                  DOCS / "hooks" / "sphinx_roles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docstrings_are_rewritten_for_markdown():
+    roles = _roles()
+    assert doctest.testmod(roles).failed == 0
+    text = ("Args:\n    x: see :meth:`~a.B.c`.\n\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n"
+            "    3\n\nAfter.")
+    assert roles.markdown_of(text) == (
+        "Args:\n    x: see `c`.\n\n    ```pycon\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n"
+        "    3\n    ```\n\nAfter.")
+
+
+def build_site(out: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` into ``out`` (never into the repository)."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+         str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_site_builds_strictly(tmp_path):
+    site = tmp_path / "site"
+    done = build_site(site)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "WARNING" not in done.stderr, done.stderr[-3000:]
+    assert not (ROOT / "site").exists()
+    for page in pages():
+        name = page.removesuffix(".md")
+        html = site / ("index.html" if name == "index" else
+                       (name.removesuffix("/index") if name.endswith("/index") else name)
+                       + "/index.html")
+        assert html.is_file(), html
+    assert (site / "assets" / "screenshot.png").read_bytes() == \
+        (ROOT / "assets" / "screenshot.png").read_bytes()
+    reference = "\n".join(p.read_text(encoding="utf-8")
+                          for p in (site / "reference").rglob("*.html"))
+    assert 'id="mars_demo.core.scoring.mars"' in reference  # the docstrings are rendered
+    assert 'id="mars_demo.evaluation.metrics' in reference
+    assert ":func:`" not in reference and ":class:`" not in reference  # roles rewritten
+    assert "<blockquote>" not in reference  # no doctest or "> 0" read as a quote
+    architecture = (site / "architecture" / "index.html").read_text(encoding="utf-8")
+    assert architecture.count('class="mermaid"') >= 1  # the diagram reaches Material's mermaid
+    assert "fonts.googleapis.com" not in (site / "index.html").read_text(encoding="utf-8")
+
+
+# --- the commands the pages show --------------------------------------------------------------
+
+#: the programs whose shown commands are checked (``python -m mars_demo.bench`` is not one)
+PROGRAMS = ("python -m mars_demo", "python app.py")
+
+
+def shown_commands(markdown: str) -> list[str]:
+    """The ``python -m mars_demo ...`` and ``python app.py ...`` commands of a text's bash code
+    blocks, continuation lines joined, comments and shell redirections left out, each command of
+    a pipe or a ``&&`` on its own.
+
+    >>> shown_commands("```bash\\npython -m mars_demo ask 'Q' \\\\\\n    --json | python -m "
+    ...                "mars_demo score - > out.jsonl  # c\\npip install x && python app.py\\n```")
+    ["python -m mars_demo ask 'Q' --json", 'python -m mars_demo score -', 'python app.py']
+    """
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
+        for line in re.sub(r"\\\n\s*", "", block).splitlines():
+            line = re.sub(r"\s+#.*$", "", line)
+            for part in re.split(r"\||&&", line):
+                part = re.sub(r"\s*(>|&).*$", "", part).strip()
+                if any(part == p or part.startswith(p + " ") for p in PROGRAMS):
+                    out.append(part)
+    return out
+
+
+def _all_commands() -> list[tuple[str, str]]:
+    texts = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"), **pages()}
+    return [(name, command) for name, text in texts.items() for command in shown_commands(text)]
+
+
+def test_shown_commands_are_found():
+    assert _doctest_failures(shown_commands) == 0
+    commands = [c for _, c in _all_commands()]
+    assert len(commands) >= 20, commands
+    for sub in ("ask", "score", "evaluate", "make-tiny-models"):
+        assert any(c.startswith(f"python -m mars_demo {sub} ") for c in commands), sub
+    assert any(c.startswith("python app.py --") for c in commands)
+
+
+@pytest.mark.parametrize("where,command", _all_commands())
+def test_every_shown_command_is_one_the_cli_accepts(where, command):
+    """Each command parses with the parser of its program (nothing runs)."""
+    if command.startswith("python app.py"):
+        import app
+
+        parser, argv = app.build_parser({}), shlex.split(command)[2:]
+    else:
+        from mars_demo.cli import build_parser
+
+        parser, argv = build_parser(), shlex.split(command)[3:]
+    try:
+        parser.parse_args(argv)
+    except SystemExit as exc:  # argparse's refusal
+        pytest.fail(f"{where}: {command!r} is refused ({exc.code})")
