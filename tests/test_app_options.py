@@ -163,3 +163,23 @@ def test_app_serves_with_its_llm_behind_a_real_server(llama_server, llama_api_ke
     assert data["settings"]["llm_endpoint"] == llama_server
     assert data["settings"]["logprob_source"].startswith("endpoint")
     assert len(data["samples"]) == 2
+
+
+def test_every_flag_comes_from_the_option_schema_with_its_variable():
+    """app.py's flags are the schema's (mars_demo/options.py), as the CLI's are: each with its
+    variable in the help, parsed and checked by Option.parse (the message names the source)."""
+    from mars_demo.options import SERVER_OPTIONS
+
+    help_text = app.build_parser().format_help()
+    assert len(app.FLAGS) == len({o.name for o in app.FLAGS})
+    assert set(SERVER_OPTIONS) <= set(app.FLAGS)
+    for opt in app.FLAGS:
+        assert opt.flag in help_text and opt.variable in help_text, opt.name
+    proxies = app.parse_args([], env={"MARS_DEMO_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1"})
+    assert proxies.trusted_proxy == ["10.0.0.0/8", "127.0.0.1"]
+    assert app.parse_args(["--trusted-proxy", "10.0.0.1", "--trusted-proxy", "10.0.0.2"],
+                          env={}).trusted_proxy == ["10.0.0.1", "10.0.0.2"]
+    timeout = app.parse_args([], env={"MARS_DEMO_LLM_TIMEOUT": "30"})
+    assert timeout.settings.llm_timeout == 30.0
+    with pytest.raises(SystemExit):
+        app.parse_args([], env={"MARS_DEMO_LLM_TIMEOUT": "0"})  # the schema's range: 1 to 3600
