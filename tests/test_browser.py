@@ -140,8 +140,15 @@ def ask(page, question: str | None = None) -> None:
         "#mars-uncertainty-plot .main-svg",
     ):
         page.wait_for_selector(selector, timeout=ANALYSIS_TIMEOUT_MS)
-    # the sampled answers and their charts are folded under their summary until opened
-    page.wait_for_selector("#mars-samples table", state="attached", timeout=ANALYSIS_TIMEOUT_MS)
+    # the sampled answers and their charts are folded under their summary (open_fold)
+
+
+def open_fold(page, box: str, inside: str) -> None:
+    """Open the folded section ``box`` (its accordion) unless ``inside`` shows already: Gradio
+    draws a fold's content only once it is opened."""
+    if not page.locator(inside).first.is_visible():
+        page.locator(f"{box} > button").first.click()
+    page.wait_for_selector(inside, timeout=ANALYSIS_TIMEOUT_MS)
 
 
 def choose_importance_per_token(page) -> None:
@@ -190,6 +197,7 @@ def test_ask_an_example_then_flip_the_scoring(page, shots):
     assert re.search(r"Total \d+\.\d\d s", page.inner_text("#mars-progress"))
     page.screenshot(path=str(shots / "light-mars.png"), full_page=True)
 
+    open_fold(page, "#mars-samples-box", "#mars-samples table")
     page.locator("#mars-scoring").get_by_text("Length-normalized", exact=True).click()
     page.wait_for_selector("#mars-answer .mars-answer[data-scoring='length_normalized']")
     ln_colors = page.evaluate(TOKEN_COLORS)
@@ -266,6 +274,7 @@ def test_the_scoring_flipped_while_the_answer_streams_wins(page):
 
 
 def check_readable(page, width: int) -> None:
+    page.mouse.move(0, 0)  # a hovered answer shows the hovered token's details, not the focused
     assert page.evaluate(TOKEN_CONTRAST) >= 4.5
     assert (
         page.evaluate("() => document.documentElement.scrollWidth") <= width
@@ -334,7 +343,9 @@ def keyboard_walk(page, shots, name: str) -> None:
     n = tokens.count()
     assert n >= 3
     assert tab_stops_in(page, "#mars-answer") == 1  # not one stop per token
+    open_fold(page, "#mars-samples-box", "#mars-samples table")
     samples = page.locator("#mars-samples tr[data-sample]").count()
+    assert samples >= 1
     assert tab_stops_in(page, "#mars-samples") == samples  # one per sampled answer
     stop = page.locator("#mars-answer .mars-tok[tabindex='0']")
     first = int(stop.get_attribute("data-token"))  # the first token, or the one last visited

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from test_browser import ANALYSIS_TIMEOUT_MS, ask, browser, open_page, page, shots  # noqa: F401
+from test_browser import (ask, browser, open_fold, open_page,  # noqa: F401
+                          page, shots)
 from test_ui_methods_panel import write_run
 from ui_helpers import running_app
 
@@ -36,11 +37,7 @@ WIDE = "() => document.documentElement.scrollWidth"
 
 def open_panel(page) -> None:
     """The panel is folded under its one-line summary: open it."""
-    page.wait_for_selector("#mars-methods-panel table", state="attached",
-                           timeout=ANALYSIS_TIMEOUT_MS)
-    if not page.locator("#mars-methods-panel table").is_visible():
-        page.locator("#mars-methods-box > button").first.click()
-    page.wait_for_selector("#mars-methods-panel table", timeout=ANALYSIS_TIMEOUT_MS)
+    open_fold(page, "#mars-methods-box", "#mars-methods-panel table")
 
 
 def check_rows(page) -> list[dict]:

@@ -83,3 +83,17 @@ def test_every_declared_panel_is_an_output_with_a_stable_id():
     assert set(panels.rescored_outputs()) == set(controller_module.SCORING_VIEW_OUTPUTS) - {"error"}
     with pytest.raises(ValueError, match="unknown kind"):
         panels.component(panels.Panel("x", "table", "mars-x", None, False, "answer"))
+
+
+def test_a_folds_summary_of_a_long_phrase_stays_short():
+    """A phrase without spaces (a random model's answer) would widen a phone's page in the
+    fold's label: the summary cuts it."""
+    from ui_helpers import make_answer
+
+    from mars_demo.ui import captions
+
+    long = "Ainentstonic" + "ars" * 40
+    result = make_result(greedy=make_answer([long], [-0.1], [([0], 1.0)]))
+    summary = captions.phrases_summary(result)
+    assert "…" in summary and len(summary) < 80 and long not in summary
+    assert captions.phrases_summary(make_result()).endswith('"Mars." (weight 0.95)')

@@ -129,12 +129,12 @@ WHY_MORE_WEIGHT = "more"
 WHY_LESS_WEIGHT = "less"
 GREEDY_CLUSTER = (
     "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one; "
-    "{samples} the same text as the greedy answer and {are} in {clusters} "
+    "{samples} the same words as the greedy answer and {are} in {clusters} "
     "({share} of the {scoring} probability mass of the samples)."
 )
 GREEDY_CLUSTER_NONE = (
     "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one, and "
-    "no sampled answer has the same text, so the greedy answer is in no cluster here."
+    "no sampled answer has the same words, so the greedy answer is in no cluster here."
 )
 
 TOKENS_LABEL = "Token by token: where the two scores differ"

@@ -10,6 +10,8 @@ from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.ui.methods_panel import shown_methods
 from mars_demo.ui.render import esc, fmt, percent
 
+SUMMARY_PHRASE_CHARS = 24  # the heaviest phrase in a folded section's label, cut to this
+
 
 def _table(head: list[str], rows: list[list[str]], cls: str) -> str:
     """A small table of already-escaped cells; the first cell of each row is its header."""
@@ -77,8 +79,11 @@ def phrases_summary(result: AnalysisResult) -> str:
     if not phrases:
         return texts.PHRASES_SUMMARY_NONE
     top = max(phrases, key=lambda p: p.weight)
+    phrase = " ".join(top.text.split())
+    if len(phrase) > SUMMARY_PHRASE_CHARS:  # a label stays one line or two, even on a phone
+        phrase = phrase[:SUMMARY_PHRASE_CHARS - 1] + "…"
     return texts.PHRASES_SUMMARY.format(count=len(phrases), s="" if len(phrases) == 1 else "s",
-                                        phrase=top.text, weight=fmt(top.weight, 2))
+                                        phrase=phrase, weight=fmt(top.weight, 2))
 
 
 def samples_summary(result: AnalysisResult) -> str:

@@ -9,6 +9,7 @@ import math
 
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
+from mars_demo.verdict import same_words
 from mars_demo.ui.redact import public_model_name
 from mars_demo.ui.render import (
     answer_tokens_html,
@@ -78,10 +79,10 @@ def why_text(result: AnalysisResult) -> str:
 def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
     """Which meaning cluster the greedy answer falls in, as far as the result can tell: the
     clusters are over the sampled answers only, so the greedy answer is placed by the samples
-    whose text is the same (whitespace at the ends ignored); no NLI is run here."""
-    greedy = result.greedy.text.strip()
+    with the same words (:func:`mars_demo.verdict.same_words`, as the verdict places it); no NLI
+    is run here."""
     same = [b for b, s in enumerate(result.samples)
-            if s.text.strip() == greedy and b < len(result.cluster_ids)]
+            if same_words(s.text, result.greedy.text) and b < len(result.cluster_ids)]
     if not same:
         return texts.GREEDY_CLUSTER_NONE
     clusters = sorted({result.cluster_ids[b] for b in same})
@@ -98,7 +99,8 @@ def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
 
 
 def explain_html(result: AnalysisResult, scoring: str) -> str:
-    """The answer's verdict in words and its meaning cluster, shown under its scores."""
+    """Why MARS moves the answer's uncertainty, in words, and its meaning cluster, shown under
+    its scores."""
     return (
         '<div class="mars-explain-answer">'
         f'<p class="mars-why">{esc(why_text(result))}</p>'
