@@ -16,6 +16,7 @@ line on stderr and exits with status 2 (1 for a failure while running); never a 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -36,29 +37,50 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see --help)\n")
 
 
-def _add_option(parser: argparse.ArgumentParser, opt: Option, *, keep_default: bool) -> None:
-    """One flag of the schema. Without ``keep_default`` an absent flag leaves no attribute, so
-    the caller can tell "not given" from "given the default"."""
-    default = opt.default if keep_default else argparse.SUPPRESS
-    if opt.kind is bool:  # --4bit / --no-4bit (the only boolean option)
-        group = parser.add_mutually_exclusive_group()
-        group.add_argument("--4bit", dest=opt.name, action="store_true", default=default,
-                           help="load the LLM in 4-bit NF4 (default on CUDA)")
-        group.add_argument("--no-4bit", dest=opt.name, action="store_false",
-                           help="load the LLM in full precision")
+def add_option(parser: argparse.ArgumentParser, opt: Option, *, keep_default: bool,
+               variable: bool = False) -> None:
+    """One flag of the schema (the page's server builds its flags with it too). Without
+    ``keep_default`` an absent flag leaves no attribute, so the caller can tell "not given" from
+    "given the default". ``variable``: the page's server, where an absent flag is None (its
+    environment variable, named in the help, may give it) and every value is checked here."""
+    if variable:
+        default = None
+    else:
+        default = opt.default if keep_default else argparse.SUPPRESS
+    help_text = opt.describe() + (f" [env {opt.variable}]" if variable else "")
+    help_text = help_text.replace("%", "%%")
+    if opt.kind is bool:  # --4bit / --no-4bit, --share / --no-share
+        parser.add_argument(opt.flag, dest=opt.name, action=argparse.BooleanOptionalAction,
+                            default=default, help=help_text)
+        return
+    if opt.kind is list:  # repeated: --trusted-proxy A --trusted-proxy B
+        parser.add_argument(opt.flag, dest=opt.name, action="append", default=default,
+                            help=help_text, metavar=opt.metavar or opt.name.upper())
         return
     kind = {int: int, float: float}.get(opt.kind, str)
+    if variable and opt.kind in (int, float):
+        kind = functools.partial(_checked, opt)
     parser.add_argument(opt.flag, dest=opt.name, type=kind, choices=opt.choices,
-                        default=default, help=opt.describe().replace("%", "%%"),
-                        metavar=None if opt.choices else opt.name.upper())
+                        default=default, help=help_text,
+                        metavar=None if opt.choices else (opt.metavar or opt.name.upper()))
 
 
-def _add_llm_help(parser: argparse.ArgumentParser) -> None:
+def _checked(opt: Option, text: str) -> Any:
+    """A flag's number, checked against the schema; the message names the flag."""
+    try:
+        return opt.parse(text, opt.flag)
+    except OptionError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_llm_help(parser: argparse.ArgumentParser) -> None:
+    """--llm's help with the presets' names (mars_demo.settings.LLM_PRESETS)."""
     for action in parser._actions:
         if action.dest == "llm":
             action.help = (
                 "LLM: a Hub id, a local directory or a preset (" + ", ".join(LLM_PRESETS)
                 + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise"
+                + (action.help[action.help.index(" [env"):] if " [env" in action.help else "")
             )
 
 
@@ -79,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="generate answers to one question and score them")
     ask.add_argument("question")
     for opt in MODEL_OPTIONS + REQUEST_OPTIONS:
-        _add_option(ask, opt, keep_default=True)
-    _add_llm_help(ask)
+        add_option(ask, opt, keep_default=True)
+    add_llm_help(ask)
     ask.add_argument("--json", action="store_true", help="print the analysis as JSON")
 
     score = sub.add_parser(
@@ -92,11 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("file", help="answer set JSON, JSONL of answer sets, or - for stdin")
     for opt in MODEL_OPTIONS:
-        _add_option(score, opt, keep_default=True)
-    _add_llm_help(score)
+        add_option(score, opt, keep_default=True)
+    add_llm_help(score)
     for opt in REQUEST_OPTIONS:
         if opt.stage == "scoring" or opt.name == "prompt":
-            _add_option(score, opt, keep_default=False)
+            add_option(score, opt, keep_default=False)
     score.add_argument("--json", action="store_true",
                        help="print the analysis as JSON (JSONL input always gives JSONL)")
     score.add_argument("--methods-only", action="store_true",
@@ -109,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .evaluation.cli import add_parser as add_evaluate_parser
 
-    add_evaluate_parser(sub, _add_option, _add_llm_help)
+    add_evaluate_parser(sub, add_option, add_llm_help)
 
     tiny = sub.add_parser("make-tiny-models", help="write tiny models for offline runs and tests")
     tiny.add_argument("dir")

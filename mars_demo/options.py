@@ -4,7 +4,9 @@ The command line's flags, the page's controls and the API's parameters are all b
 :data:`REQUEST_OPTIONS` (what one analysis may choose) and :data:`MODEL_OPTIONS` (which models the
 engine loads; the host chooses those, never a page visitor). :class:`~mars_demo.settings.Settings`
 validates against the same schema, so every entry point refuses the same values with the same
-message.
+message. The page's server (``python app.py``, :mod:`mars_demo.serve`) takes the model options,
+``methods`` and :data:`SERVER_OPTIONS` (its address, who may see it, its limits), each also from
+its environment variable (:attr:`Option.variable`).
 
 Request options come in two stages: ``generation`` options change the answers (changing one
 means generating again); ``scoring`` options only change how answers already generated are scored,
@@ -36,6 +38,9 @@ NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
 RECIPES = ("default", "paper-code", "truthtorchlm")
+# An environment variable's words for a boolean (any case, spaces around ignored); "" is off.
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,10 @@ class Option:
     """One option. ``kind`` is int, float, str, bool or tuple (names: one text of names
     separated by commas, or a list of names); ``bounds`` (lo, hi) for numbers,
     ``choices`` for names; ``optional``: None is allowed (it means "automatic", see ``help``).
-    ``stage``: "model", "generation" or "scoring" (see the module's docstring)."""
+    ``stage``: "model", "generation", "scoring" or "server" (see the module's docstring).
+    ``flag_name``: the flag without its dashes where it is not the name's (``4bit``);
+    ``env``: the environment variable where it is not ``MARS_DEMO_`` + the name in capitals;
+    ``metavar``: the value's name in ``--help``."""
 
     name: str
     kind: type
@@ -55,10 +63,41 @@ class Option:
     optional: bool = False
     label: str = ""  # the page's label
     auto: str = "automatic"  # what None (the default of an optional option) means
+    flag_name: str = ""
+    env: str = ""
+    metavar: str = ""
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return "--" + (self.flag_name or self.name.replace("_", "-"))
+
+    @property
+    def variable(self) -> str:
+        """The environment variable of the page's server (``python app.py``) for this option."""
+        return self.env or "MARS_DEMO_" + self.name.upper()
+
+    def parse(self, text: str, source: str = "") -> Any:
+        """The value of ``text`` (a flag's argument or an environment variable) for this option,
+        checked; ``source`` (the flag or the variable) names it in the error. Names (str, tuple)
+        stay as given (:class:`~mars_demo.settings.Settings` checks them); a list is one text of
+        items separated by commas."""
+        name = source or self.name
+        text = text.strip() if self.kind is not str else text
+        if self.kind is bool:
+            lowered = text.lower()
+            if lowered in TRUE or lowered in FALSE:
+                return lowered in TRUE
+            raise OptionError(f"{name} must be one of {', '.join(TRUE + FALSE[:-1])}; got {text!r}")
+        if self.kind is list:
+            return [item.strip() for item in text.split(",") if item.strip()]
+        if self.kind in (int, float):
+            try:
+                value = self.kind(text)
+            except ValueError:
+                value = text
+            self.check(value, name)
+            return value
+        return text
 
     def describe(self) -> str:
         """The help text with the allowed values and the default (for --help and the API)."""
@@ -75,31 +114,36 @@ class Option:
         parts.append(f"default: {default}")
         return "; ".join(parts)
 
-    def check(self, value: Any) -> None:
-        """Raise :class:`OptionError` naming the allowed values unless ``value`` is allowed."""
+    def check(self, value: Any, name: str = "") -> None:
+        """Raise :class:`OptionError` naming the allowed values unless ``value`` is allowed;
+        ``name`` (default: the option's) is who the message says must be so."""
         if value is None and self.optional:
             return
+        name = name or self.name
         if self.kind in (int, float):
-            _check_range(self.name, value, self.bounds, self.kind is int)
+            _check_range(name, value, self.bounds, self.kind is int)
         elif self.kind is bool:
             if not isinstance(value, bool):
                 auto = " or None (automatic)" if self.optional else ""
-                raise OptionError(f"{self.name} must be true, false{auto}; got {_shown(value)}")
+                raise OptionError(f"{name} must be true, false{auto}; got {_shown(value)}")
+        elif self.kind is list:
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise OptionError(f"{name} must be a list of texts; got {_shown(value)}")
         elif self.kind is tuple:  # which names are known is checked where they are defined
             names = value.split(",") if isinstance(value, str) else value
             if (not isinstance(names, (list, tuple)) or not names
                     or not all(isinstance(n, str) for n in names)
                     or not any(n.strip() for n in names)):
                 what = self.help.split(": ", 1)[-1]
-                raise OptionError(f"{self.name} must be {what}; got {_shown(value)}")
+                raise OptionError(f"{name} must be {what}; got {_shown(value)}")
         elif self.choices is not None:
             if value not in self.choices:
                 raise OptionError(
-                    f"{self.name} must be one of {', '.join(self.choices)}; got {_shown(value)}"
+                    f"{name} must be one of {', '.join(self.choices)}; got {_shown(value)}"
                 )
         elif not isinstance(value, str) or not value.strip():
             what = self.help.split(": ", 1)[-1]
-            raise OptionError(f"{self.name} must be {what}; got {_shown(value)}")
+            raise OptionError(f"{name} must be {what}; got {_shown(value)}")
 
 
 def _num(v: Any) -> str:
@@ -195,6 +239,10 @@ OPTIONAL_MODELS: tuple[OptionalModel, ...] = (
 #: The optional models with a model of their own (a Settings field, a flag, a loader, a line
 #: of the banner and of a run's models).
 OWN_MODELS: tuple[OptionalModel, ...] = tuple(m for m in OPTIONAL_MODELS if m.own)
+#: every model a page names, with its name for people: the three every analysis runs, then the
+#: optional ones with a model of their own
+MODEL_LABELS: dict[str, str] = {"llm": "LLM", "importance": "importance", "nli": "NLI",
+                                **{m.field: m.label for m in OWN_MODELS}}
 
 
 MODEL_OPTIONS: tuple[Option, ...] = (
@@ -213,8 +261,10 @@ MODEL_OPTIONS: tuple[Option, ...] = (
            "model"),
     Option("chunker", str, DEFAULT_CHUNKER,
            "Flair chunker for importance_method bem: a Hub id or a local directory", "model"),
-    Option("load_in_4bit", bool, None, "load the LLM in 4-bit NF4", "model",
-           optional=True, auto="4-bit on CUDA, full precision on CPU"),
+    Option("load_in_4bit", bool, None,
+           "load the LLM in 4-bit NF4 (--4bit) or unquantized: bf16 or fp16 on a GPU (--no-4bit)",
+           "model", optional=True, flag_name="4bit",
+           auto="4-bit on CUDA, except on ZeroGPU; full precision on CPU"),
     Option("llm_endpoint", str, None,
            "server: the URL of an OpenAI-compatible server (vLLM, llama.cpp, ...) that generates "
            "the answers instead of an in-process LLM, e.g. http://127.0.0.1:8000/v1", "model", optional=True,
@@ -277,6 +327,45 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "scoring",
            optional=True, label="Methods",
            auto="every method that needs no extra model (mars_demo.methods.FREE)"),
+)
+
+#: The page's server (``python app.py``): where it listens, who may see it and what visitors may
+#: ask of it (:mod:`mars_demo.access`), the names its models show under, and what it offers
+#: besides answers. Not options of an analysis: neither the CLI's ``ask`` nor the API takes them.
+SERVER_OPTIONS: tuple[Option, ...] = (
+    Option("host", str, None, "address to listen on", "server", optional=True,
+           auto="127.0.0.1, or $GRADIO_SERVER_NAME"),
+    Option("port", int, None, "port to listen on", "server", bounds=(1, 65535), optional=True,
+           auto="7860, or $GRADIO_SERVER_PORT"),
+    Option("share", bool, False, "also serve through a public *.gradio.live link", "server"),
+    Option("allow_model_switch", bool, False,
+           "show the language-model switch on the page (only on a page only you can open; "
+           "refused with --share, a non-loopback --host or on a Space)", "server"),
+    Option("max_sample_tokens", int, None,
+           "public pages: the most sampled answers x max new tokens one question may ask for; "
+           "0 = no limit", "server", bounds=(0, 10**9), optional=True,
+           auto="the public page's limit (mars_demo.access.PUBLIC_MAX_SAMPLE_TOKENS)"),
+    Option("per_client", int, None,
+           "public pages: analyses one client (IP address) may have running or waiting at once; "
+           "0 = no limit", "server", bounds=(0, 10**9), optional=True,
+           auto="the public page's limit (mars_demo.access.PUBLIC_PER_CLIENT)"),
+    Option("trusted_proxy", list, None,
+           "a reverse proxy in front of the page (an IP address or network; repeat the flag, or "
+           "separate them by commas in the variable), which appends the client to "
+           "X-Forwarded-For (nginx: $proxy_add_x_forwarded_for); a public page then identifies "
+           "its clients by that header", "server", optional=True, env="MARS_DEMO_TRUSTED_PROXIES",
+           metavar="ADDRESS", auto="none"),
+    *(Option(f"{role}_name", str, None,
+             f"the {label} model's name on the page and in its results, instead of its folder's "
+             "name", "server", optional=True, metavar="NAME", auto="its id, or its folder's name")
+      for role, label in MODEL_LABELS.items()),
+    Option("calibration", str, None,
+           "a calibration file made by `python -m mars_demo evaluate --calibrate RUN_DIR`: the "
+           "page and the API then show each answer's chance of being right; it must be made "
+           "with the models loaded here", "server", optional=True, metavar="FILE", auto="none"),
+    Option("runs", str, None,
+           "a folder of evaluation runs (python -m mars_demo evaluate --out DIR/NAME) that the "
+           "page's Evaluation view offers", "server", optional=True, metavar="DIR", auto="none"),
 )
 
 OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}

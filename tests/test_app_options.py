@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import app
+from mars_demo import serve as app
 from mars_demo.settings import DEFAULT_IMPORTANCE
 
 ENV_NAMES = (
@@ -24,7 +24,7 @@ ENV_NAMES = (
 
 def test_defaults_without_flags_or_environment():
     args = app.parse_args([], env={})
-    assert (args.llm, args.importance, args.nli) == (None, DEFAULT_IMPORTANCE, None)
+    assert (args.llm, args.importance, args.nli) == (None, None, None)  # Settings has the defaults
     assert (args.host, args.port, args.share) == (None, None, False)
     assert args.settings.llm is None and args.settings.importance == DEFAULT_IMPORTANCE
 
@@ -81,8 +81,8 @@ def test_share_variable_is_parsed_as_a_boolean(raw, expected):
     ("argv", "env", "message"),
     [
         ([], {"MARS_DEMO_SHARE": "maybe"}, "MARS_DEMO_SHARE must be one of"),
-        ([], {"MARS_DEMO_PORT": "http"}, "MARS_DEMO_PORT must be a port number"),
-        (["--port", "70000"], {}, "--port must be a port number"),
+        ([], {"MARS_DEMO_PORT": "http"}, "MARS_DEMO_PORT must be an integer from 1 to 65535"),
+        (["--port", "70000"], {}, "--port must be an integer from 1 to 65535"),
         (["--importance", " "], {}, "importance must be a Hub id or a local directory"),
         (["--methods", "eigv,entropy_of_nothing"], {}, "unknown method 'entropy_of_nothing'"),
         ([], {"MARS_DEMO_METHODS": " , "}, "methods is empty"),
@@ -127,7 +127,7 @@ def test_the_hosts_methods_are_computed_and_offered_to_visitors(public):
 def test_help_documents_every_flag_and_variable():
     out = subprocess.run(
         [sys.executable, "app.py", "--help"],
-        cwd=Path(app.__file__).parent,
+        cwd=Path(__file__).resolve().parents[1],  # the repository: app.py
         capture_output=True,
         text=True,
         check=True,
@@ -163,3 +163,23 @@ def test_app_serves_with_its_llm_behind_a_real_server(llama_server, llama_api_ke
     assert data["settings"]["llm_endpoint"] == llama_server
     assert data["settings"]["logprob_source"].startswith("endpoint")
     assert len(data["samples"]) == 2
+
+
+def test_every_flag_comes_from_the_option_schema_with_its_variable():
+    """app.py's flags are the schema's (mars_demo/options.py), as the CLI's are: each with its
+    variable in the help, parsed and checked by Option.parse (the message names the source)."""
+    from mars_demo.options import SERVER_OPTIONS
+
+    help_text = app.build_parser().format_help()
+    assert len(app.FLAGS) == len({o.name for o in app.FLAGS})
+    assert set(SERVER_OPTIONS) <= set(app.FLAGS)
+    for opt in app.FLAGS:
+        assert opt.flag in help_text and opt.variable in help_text, opt.name
+    proxies = app.parse_args([], env={"MARS_DEMO_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1"})
+    assert proxies.trusted_proxy == ["10.0.0.0/8", "127.0.0.1"]
+    assert app.parse_args(["--trusted-proxy", "10.0.0.1", "--trusted-proxy", "10.0.0.2"],
+                          env={}).trusted_proxy == ["10.0.0.1", "10.0.0.2"]
+    timeout = app.parse_args([], env={"MARS_DEMO_LLM_TIMEOUT": "30"})
+    assert timeout.settings.llm_timeout == 30.0
+    with pytest.raises(SystemExit):
+        app.parse_args([], env={"MARS_DEMO_LLM_TIMEOUT": "0"})  # the schema's range: 1 to 3600

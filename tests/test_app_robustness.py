@@ -294,9 +294,9 @@ def test_an_unloadable_model_still_serves_the_page_and_says_what_to_do(tiny_mode
         with pytest.raises(AppError) as refused:
             Client(url, verbose=False).predict(QUESTION, api_name="/analyze")
         message = str(refused.value)
-        assert f"no directory '{missing}'" in message and "Restart the app with other models" in message
+        assert f"no directory '{missing}'" in message and "restart it with other models" in message
         no_traceback(message)
 
         asked = page_event(url, "ask", [QUESTION, "mars", *PAGE_OPTIONS])
         shown = html.unescape(asked["mars-error"])
-        assert f"no directory '{missing}'" in shown and "Restart the app with other models" in shown
+        assert f"no directory '{missing}'" in shown and "restart it with other models" in shown

@@ -38,14 +38,17 @@ TOKEN_COLORS = "() => [...document.querySelectorAll('#mars-answer .mars-tok')].m
 ACTIVE_COLUMN = "() => [...document.querySelectorAll('#mars-uncertainty-table th.mars-active')].map(e => e.dataset.col)"
 # Contrast of the heaviest token's text over its background blended onto the page background.
 TOKEN_CONTRAST = """() => {
-  const parse = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  // "rgb(r, g, b)" or "rgba(...)", or a mixed color as Chromium writes it: "color(srgb r g b)", 0..1
+  const parse = c => { const n = (c.match(/[\\d.]+/g) || []).map(Number);
+                       return c.startsWith('color(') ? n.map((v, i) => i < 3 ? v * 255 : v) : n; };
   const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
                                return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
   const toks = [...document.querySelectorAll('#mars-answer .mars-tok')];
   const tok = toks.reduce((a, b) => parseFloat(a.dataset.weight) >= parseFloat(b.dataset.weight) ? a : b);
   let el = tok.parentElement, page = [255, 255, 255];
   while (el) { const c = parse(getComputedStyle(el).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] === 1)) { page = c.slice(0, 3); break; } el = el.parentElement; }
-  const [r, g, b, a] = parse(getComputedStyle(tok).backgroundColor);
+  const [r, g, b, alpha] = parse(getComputedStyle(tok).backgroundColor);
+  const a = alpha === undefined ? 1 : alpha;
   const bg = [r, g, b].map((v, i) => v * a + page[i] * (1 - a));
   const fg = parse(getComputedStyle(tok).color).slice(0, 3);
   const [l1, l2] = [lum(fg), lum(bg)].sort((x, y) => y - x);
@@ -132,13 +135,20 @@ def ask(page, question: str | None = None) -> None:
     )
     for selector in (
         "#mars-answer .mars-tok",
+        "#mars-verdict .mars-verdict",
         "#mars-uncertainty-table table",
         "#mars-uncertainty-plot .main-svg",
-        "#mars-clusters-plot .main-svg",
-        "#mars-nli-plot .main-svg",
-        "#mars-samples table",
     ):
         page.wait_for_selector(selector, timeout=ANALYSIS_TIMEOUT_MS)
+    # the sampled answers and their charts are folded under their summary (open_fold)
+
+
+def open_fold(page, box: str, inside: str) -> None:
+    """Open the folded section ``box`` (its accordion) unless ``inside`` shows already: Gradio
+    draws a fold's content only once it is opened."""
+    if not page.locator(inside).first.is_visible():
+        page.locator(f"{box} > button").first.click()
+    page.wait_for_selector(inside, timeout=ANALYSIS_TIMEOUT_MS)
 
 
 def choose_importance_per_token(page) -> None:
@@ -187,6 +197,7 @@ def test_ask_an_example_then_flip_the_scoring(page, shots):
     assert re.search(r"Total \d+\.\d\d s", page.inner_text("#mars-progress"))
     page.screenshot(path=str(shots / "light-mars.png"), full_page=True)
 
+    open_fold(page, "#mars-samples-box", "#mars-samples table")
     page.locator("#mars-scoring").get_by_text("Length-normalized", exact=True).click()
     page.wait_for_selector("#mars-answer .mars-answer[data-scoring='length_normalized']")
     ln_colors = page.evaluate(TOKEN_COLORS)
@@ -263,6 +274,7 @@ def test_the_scoring_flipped_while_the_answer_streams_wins(page):
 
 
 def check_readable(page, width: int) -> None:
+    page.mouse.move(0, 0)  # a hovered answer shows the hovered token's details, not the focused
     assert page.evaluate(TOKEN_CONTRAST) >= 4.5
     assert (
         page.evaluate("() => document.documentElement.scrollWidth") <= width
@@ -331,7 +343,9 @@ def keyboard_walk(page, shots, name: str) -> None:
     n = tokens.count()
     assert n >= 3
     assert tab_stops_in(page, "#mars-answer") == 1  # not one stop per token
+    open_fold(page, "#mars-samples-box", "#mars-samples table")
     samples = page.locator("#mars-samples tr[data-sample]").count()
+    assert samples >= 1
     assert tab_stops_in(page, "#mars-samples") == samples  # one per sampled answer
     stop = page.locator("#mars-answer .mars-tok[tabindex='0']")
     first = int(stop.get_attribute("data-token"))  # the first token, or the one last visited
@@ -427,7 +441,8 @@ def test_the_explanations_open_in_accordions(page, shots):
     rows = page.locator("#mars-tokens tr[data-token]").count()
     shown = page.locator("#mars-answer .mars-tok").last.get_attribute("data-token")
     assert rows >= int(shown) + 1  # every token of the answer has its row (blank ones too)
-    assert page.inner_text("#mars-answer .mars-verdict").startswith(("MARS finds", "MARS and"))
+    page.click("#mars-answer .mars-answer-more > summary")  # the numbers, one click away
+    assert page.inner_text("#mars-answer .mars-why").startswith(("MARS finds", "MARS and"))
     question = page.inner_text("#mars-answer .mars-question")
     assert question in page.inner_text("#mars-context .mars-prompt")  # the prompt, as text
     page.screenshot(path=str(shots / "light-1280-explained.png"), full_page=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -30,24 +31,31 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     page = open_page(browser, calibrated_url)
     # the page's default settings (5 samples of up to 64 tokens) are not the calibrated run's
     ask(page)
-    page.wait_for_selector("#mars-trust .mars-trust", timeout=ANALYSIS_TIMEOUT_MS)
-    assert "samples 5 here, 2 in the calibration" in page.inner_text("#mars-trust")
-    assert page.locator("#mars-trust .mars-trust-chance").count() == 0
+    page.wait_for_selector("#mars-verdict .mars-trust", state="attached",
+                           timeout=ANALYSIS_TIMEOUT_MS)
+    # why there is no chance is one click away, under the verdict
+    assert "samples 5 here, 2 in the calibration" in page.text_content("#mars-verdict")
+    assert page.locator("#mars-verdict .mars-trust-chance").count() == 0
+    assert page.locator("#mars-verdict .mars-verdict-chance").count() == 0
     # with the run's settings (2 samples of up to 6 tokens) the answer gets its chance
     page.locator("#mars-settings").get_by_text("Settings", exact=True).click()
     for control, value in (("#mars-samples-n", "2"), ("#mars-max-new-tokens", "6")):
         page.fill(f"{control} input[type=number]", value)
         page.press(f"{control} input[type=number]", "Enter")
     ask(page)
-    page.wait_for_selector("#mars-trust .mars-trust-chance", timeout=ANALYSIS_TIMEOUT_MS)
-    text = page.inner_text("#mars-trust")
+    page.wait_for_selector("#mars-verdict .mars-verdict-chance", timeout=ANALYSIS_TIMEOUT_MS)
+    chance = page.inner_text("#mars-verdict .mars-verdict-chance")
+    assert re.fullmatch(r"About \d{1,3}% likely right \(calibrated on .+, 10 questions\)\.",
+                        chance), chance
+    text = page.text_content("#mars-verdict")
     assert "likely to be right" in text and "n = 10 questions" in text
-    # the trust line sits directly under the answer
+    # the verdict sits directly under the answer
     answer = page.locator("#mars-answer").bounding_box()
-    trust = page.locator("#mars-trust").bounding_box()
-    assert 0 <= trust["y"] - (answer["y"] + answer["height"]) < 40
-    page.evaluate("document.querySelector('#mars-trust').scrollIntoView({block: 'center'})")
-    page.screenshot(path=str(shots / "eval-trust-line.png"))
+    verdict = page.locator("#mars-verdict").bounding_box()
+    assert 0 <= verdict["y"] - (answer["y"] + answer["height"]) < 40
+    page.click("#mars-verdict .mars-verdict-details > summary")
+    page.evaluate("document.querySelector('#mars-verdict').scrollIntoView({block: 'center'})")
+    page.screenshot(path=str(shots / "eval-verdict-chance.png"))
 
     # the Evaluation view: the served run is offered; Show draws the table and the curves
     page.locator("#mars-eval").get_by_text("Evaluation:", exact=False).first.click()
@@ -84,16 +92,23 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     page.screenshot(path=str(shots / "eval-view-methods.png"))
     page.evaluate("document.querySelector('#mars-eval-roc-methods').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view-roc-methods.png"))
-    # a phone: the page does not scroll sideways; the wide table scrolls inside its box
+    # a phone: the page does not scroll sideways; each table is a card per row, and the charts
+    # stack, one a row, none squeezed
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(500)
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
-    wrap = page.locator("#mars-eval-table .mars-table-wrap").first
-    assert wrap.evaluate("el => el.getBoundingClientRect().right") <= 390
+    for wrap in page.locator("#mars-eval-table .mars-table-wrap").all():
+        assert wrap.evaluate("el => el.getBoundingClientRect().right") <= 390
+        assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth + 1")  # nothing hidden
+    assert not page.locator("#mars-eval-table .mars-eval-methods thead").is_visible()
+    charts = page.evaluate("""() => [...document.querySelectorAll('#mars-eval-roc .mars-plot')]
+        .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width]; })""")
+    assert len(charts) == 3 and len({round(left) for left, _, _ in charts}) == 1, charts
+    assert all(width >= 300 for _, _, width in charts), charts
     page.evaluate("document.querySelector('#mars-eval-table').scrollIntoView()")
     page.screenshot(path=str(shots / "eval-view-390.png"))
-    wrap.evaluate("el => { el.scrollLeft = el.scrollWidth; }")  # the last columns
-    page.screenshot(path=str(shots / "eval-view-390-scrolled.png"))
+    page.evaluate("document.querySelector('#mars-eval-roc').scrollIntoView()")
+    page.screenshot(path=str(shots / "eval-view-390-curves.png"))
     page.set_viewport_size({"width": 1280, "height": 900})
 
     # a hostile upload: a clear message, escaped, and the page keeps working
@@ -106,6 +121,8 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     page.click("#mars-eval-show")
     page.wait_for_selector("#mars-eval-error .mars-error", timeout=60_000)
     assert "not a readable evaluation report" in page.inner_text("#mars-eval-error")
+    assert "report.json" in page.inner_text("#mars-eval-report")  # the upload stays shown
+    assert "Drop File Here" not in page.inner_text("#mars-eval-report")
     assert page.locator("#mars-eval-table table").count() == 0
     assert not page.locator("#mars-eval-roc").is_visible()  # no stale curves either
     assert not page.locator("#mars-eval-roc-methods").is_visible()

@@ -8,12 +8,17 @@ import re
 
 import pytest
 
-from test_browser import ANALYSIS_TIMEOUT_MS, ask, browser, open_page, page, shots  # noqa: F401
+from test_browser import (ask, browser, open_fold, open_page,  # noqa: F401
+                          page, shots)
 from test_ui_methods_panel import write_run
 from ui_helpers import running_app
 
 from mars_demo import texts
 from mars_demo.methods import FREE, METHODS
+from mars_demo.ui.methods_panel import IN_THE_TABLE
+
+#: the panel's rows on a page of the free methods: less those the uncertainty table shows
+SHOWN = [m for m in FREE if m not in IN_THE_TABLE]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -30,10 +35,15 @@ ACTIVE = "() => [...document.querySelectorAll('#mars-methods-panel th.mars-activ
 WIDE = "() => document.documentElement.scrollWidth"
 
 
+def open_panel(page) -> None:
+    """The panel is folded under its one-line summary: open it."""
+    open_fold(page, "#mars-methods-box", "#mars-methods-panel table")
+
+
 def check_rows(page) -> list[dict]:
-    page.wait_for_selector("#mars-methods-panel table", timeout=ANALYSIS_TIMEOUT_MS)
+    open_panel(page)
     rows = page.evaluate(PANEL_ROWS)
-    assert [r["id"] for r in rows] == list(FREE)  # the app's methods: the free ones, in order
+    assert [r["id"] for r in rows] == SHOWN  # the app's free methods, in order
     for row in rows:
         variants = ("length_normalized", "mars") if METHODS[row["id"]].scored else ("value",)
         assert sorted(row["cells"]) == sorted(variants), row
@@ -54,12 +64,13 @@ def test_the_panel_shows_every_method_with_numbers_wide_and_on_a_phone(page, sho
     assert "not comparable across rows" in panel and "Higher = less trustworthy" in panel
     assert all(not c["line"] for r in rows for c in r["cells"].values())  # no run: no places
     labels = page.locator("#mars-methods-panel td[data-col='method'] .mars-measure").all_inner_texts()
-    assert labels == [METHODS[m].label for m in FREE]
-    assert page.evaluate(ACTIVE) == ["mars"]
-    page.locator("#mars-scoring").get_by_text(texts.SCORING_NAMES["length_normalized"]).click()
-    page.wait_for_function(f"() => ({ACTIVE})().join() === 'length_normalized'")
-    page.locator("#mars-scoring").get_by_text(texts.SCORING_NAMES["mars"]).click()
-    page.wait_for_function(f"() => ({ACTIVE})().join() === 'mars'")
+    assert labels == [METHODS[m].label for m in SHOWN]
+    # none of the free methods reads the scorings (the table above shows those that do): the
+    # panel has no length-normalized or MARS column
+    assert page.evaluate(ACTIVE) == []
+    assert page.locator("#mars-methods-panel th[data-col='mars']").count() == 0
+    summary = page.inner_text("#mars-methods-box > button")
+    assert summary.startswith(f"{texts.METHODS_HEADING}: {len(SHOWN)} more methods"), summary
     panel_shot(page, shots / "methods-1280.png")
     page.set_viewport_size({"width": 390, "height": 844})
     try:

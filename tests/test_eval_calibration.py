@@ -89,7 +89,7 @@ def test_a_sar_calibration_records_and_checks_the_similarity_model(tmp_path):
 
 
 def test_app_refuses_a_sar_calibration_of_another_similarity_model(tmp_path):
-    import app
+    from mars_demo import serve as app
     from mars_demo.settings import Settings
 
     run = {**MODELS, "similarity": "cross-encoder/stsb-roberta-large"}

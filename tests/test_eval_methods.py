@@ -227,7 +227,7 @@ def test_the_view_shows_the_ranked_table_and_the_top_curves(run, tmp_path):
     update = view.show("run", None, None)
     assert update["eval_error"] == ""
     html = update["eval_table"]
-    assert 'class="mars-table mars-eval-methods"' in html
+    assert 'class="mars-table mars-eval-methods mars-stack"' in html  # cards on a phone
     body = html.split("mars-eval-methods")[1]
     positions = []
     for row in report["methods_table"]["rows"]:

@@ -90,19 +90,22 @@ def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
     result = first_result(given_run)
     update = controller(cal).show(result, "mars")
     expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
-    assert f"About <b>{round(100 * expected)}%</b> likely to be right." in update["trust"]
+    assert f"About <b>{round(100 * expected)}%</b> likely to be right." in update["verdict"]
+    # the verdict's own line says it too, and on what it was calibrated
+    assert (f'<p class="mars-verdict-chance">About {round(100 * expected)}% likely right '
+            f"(calibrated on ") in update["verdict"]
     report = json.loads((given_run / "report.json").read_text())
     for part in (f"n = {report['n']} questions", str(ANSWERS), "judge contains",
                  f"AUROC of that uncertainty there "
                  f"{report['metrics']['auroc']['semantic_entropy']['mars']['value']:.2f}",
                  "Semantic Entropy (MARS)"):
-        assert part in update["trust"], part
+        assert part in update["verdict"], part
     # a new question clears the line while it is answered, a failure too
-    assert controller(cal)._failed(RuntimeError("x"))["trust"] == ""
+    assert controller(cal)._failed(RuntimeError("x"))["verdict"] == ""
 
 
 def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
-    html = controller().show(first_result(given_run), "mars")["trust"]
+    html = controller().show(first_result(given_run), "mars")["verdict"]
     assert "lower uncertainty = more trustworthy" in html
     assert "not a probability" in html and "%" not in html.replace("1 to 6", "")
     assert "Table 1" in html and "MARS scoring predicted wrong answers better" in html
@@ -111,18 +114,18 @@ def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
 def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
     cal = calibration_module.load(given_run / "calibration.json")
     result = first_result(given_run)
-    assert "Careful" not in controller(cal).show(result, "mars")["trust"]
+    assert "Careful" not in controller(cal).show(result, "mars")["verdict"]
     cal.auroc = None  # as fit on answers that were all wrong (or all right)
-    assert "all right or all wrong" in controller(cal).show(result, "mars")["trust"]
+    assert "all right or all wrong" in controller(cal).show(result, "mars")["verdict"]
 
 
 def test_answers_of_other_models_get_no_chance(given_run):
     cal = calibration_module.load(given_run / "calibration.json")
     other = make_result()  # made by other models (the page's defaults)
-    html = controller(cal).show(other, "mars")["trust"]
+    html = controller(cal).show(other, "mars")["verdict"]
     assert "No chance of being right" in html and "likely to be right" not in html
     assert "other models" in html and "hand-written" in html  # says which
-    public = controller(cal, public_access()).show(other, "mars")["trust"]
+    public = controller(cal, public_access()).show(other, "mars")["verdict"]
     assert html_escape(texts.TRUST_OTHER_MODELS) in public and "hand-written" not in public
 
 
@@ -175,7 +178,7 @@ def test_app_refuses_a_calibration_of_other_models_before_serving(given_run, tin
 
 
 def test_app_reads_the_calibration_flag_and_variable(given_run, tmp_path):
-    import app
+    from mars_demo import serve as app
 
     path = str(given_run / "calibration.json")
     args = app.parse_args([], env={"MARS_DEMO_CALIBRATION": path})
@@ -189,7 +192,7 @@ def test_app_reads_the_calibration_flag_and_variable(given_run, tmp_path):
 
 
 def test_check_calibration_uses_the_ids_known_before_loading(given_run):
-    import app
+    from mars_demo import serve as app
     from mars_demo.settings import Settings
 
     cal = calibration_module.load(given_run / "calibration.json")
@@ -232,13 +235,13 @@ def test_app_with_a_calibration_shows_the_chance_on_the_page_and_the_api(
         assert n_inputs == len(values)
         # the page's default settings (5 samples, 64 tokens) are not the calibrated run's
         out = page_event(url, "ask", values)
-        assert "No chance of being right" in out["mars-trust"]
-        assert "samples 5 here, 2 in the calibration" in html_unescape(out["mars-trust"])
+        assert "No chance of being right" in out["mars-verdict"]
+        assert "samples 5 here, 2 in the calibration" in html_unescape(out["mars-verdict"])
         # the run's settings: its chance
         run_settings = {controls.elem_id("samples"): 2, controls.elem_id("max_new_tokens"): 6}
         values = [run_settings.get(elem[i], v) for i, v in zip(ask["inputs"], values)]
         out = page_event(url, "ask", values)
-        trust = out["mars-trust"]
+        trust = out["mars-verdict"]
         assert "likely to be right" in trust and "n = 10 questions" in trust
         # the Evaluation view offers the run by name
         shown = page_event(url, "evaluation_show", ["tiny", None, None])
@@ -292,13 +295,13 @@ def table_rows(html: str, cls: str) -> dict[str, list[str]]:
     """The rows of the view's table ``cls``: row header -> the cells' text (tags removed)."""
     import re
 
-    table = html.split(f'class="mars-table {cls}"', 1)[1].split("</table>", 1)[0]
+    table = html.split(f'class="mars-table {cls}', 1)[1].split("</table>", 1)[0]
     rows = {}
     for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1]):
         head = html_unescape(re.sub(r"<[^>]+>", "", re.search(r"<th[^>]*>(.*?)</th>",
                                                                 row).group(1)))
         rows[head] = [html_unescape(re.sub(r"<[^>]+>", "", c))
-                      for c in re.findall(r"<td>(.*?)</td>", row)]
+                      for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
     return rows
 
 
@@ -379,7 +382,8 @@ def test_uploaded_files_are_read_and_left_for_the_cache_cleanup(given_run, tmp_p
     # Gradio stores uploads by content: another visitor's upload of the same file is this one
     assert os.path.exists(report) and os.path.exists(results)
     assert EvaluationView().show(None, report, results)["eval_error"] == ""
-    assert update["eval_report"] is None and update["eval_results"] is None  # widgets cleared
+    # the upload boxes are left as they are (they show what was uploaded)
+    assert "eval_report" not in update and "eval_results" not in update
     # the report alone: the table, and a note that the curves need results.jsonl
     alone = EvaluationView().show(None, upload(tmp_path, "r.json", (given_run / "report.json")
                                                .read_text()), None)
@@ -464,7 +468,13 @@ def test_only_the_servers_runs_can_be_opened(given_run, tmp_path):
     for name in ("../facts", str(given_run), "/etc", "nope", 42):
         update = view.show(name, None, None)
         assert "There is no run" in update["eval_error"] and update["eval_table"] == ""
-    assert "Choose a run" in view.show(None, None, None)["eval_error"]
+    # nothing chosen: what to do, as a note, not an error
+    nothing = view.show(None, None, None)
+    assert nothing["eval_error"] == "" and "Choose a run above" in nothing["eval_note"]
+    assert "mars-error" not in nothing["eval_note"]
+    alone = EvaluationView().show(None, None, None)  # no runs on the server: the upload
+    assert "Upload a run's report.json" in html_unescape(alone["eval_note"])
+    assert alone["eval_error"] == ""
 
 
 def test_parse_report_keeps_undefined_metrics(given_run):

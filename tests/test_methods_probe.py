@@ -72,7 +72,7 @@ def test_score_methods_only_recomputes_it_without_models(probe, saved, capsys):
 
 def test_evaluate_ranks_it(probe):
     from mars_demo.evaluation import methods_table
-    from mars_demo.evaluation.runs import Record
+    from mars_demo.evaluation.records import Record
 
     records = [Record(correct=bool(k % 2), uncertainty={},
                       methods={"probe_method": {"length_normalized": float(k % 2 == 0) + k / 100,
@@ -80,10 +80,10 @@ def test_evaluate_ranks_it(probe):
                                "answer_length": {"value": float(k % 3)}})
                for k in range(12)]
     table = methods_table.compute(records, resamples=50, seed=0)
-    rows = {(r["name"], r["variant"]): r for r in table["rows"]}
-    assert rows["probe_method", "length_normalized"]["label"] == "Probe method (LN)"
-    assert rows["probe_method", "length_normalized"]["auroc"]["value"] == 1.0
-    assert rows["probe_method", "mars"]["prr_0.5"]["value"] is not None
+    rows = {(r.name, r.variant): r for r in table.rows}
+    assert rows["probe_method", "length_normalized"].label == "Probe method (LN)"
+    assert rows["probe_method", "length_normalized"].metrics["auroc"].value == 1.0
+    assert rows["probe_method", "mars"].metrics["prr_0.5"].value is not None
     assert "Probe method (MARS)" in "\n".join(methods_table.markdown_lines(table))
 
 

@@ -27,7 +27,7 @@ from ui_helpers import FakeEngine, PageEventError, page_event, running_app
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-import app
+from mars_demo import serve as app
 from mars_demo import texts
 from mars_demo.access import Access, check_bem_models, is_loopback, public_reasons
 from mars_demo.downloads import LOCK_NAME, PREFIX, DownloadFolder, cleanup_stale_downloads
@@ -176,7 +176,7 @@ def test_bem_is_offered_only_with_both_models_and_local_ones_on_a_public_page(tm
 
 
 def test_help_documents_the_new_flags_and_variables():
-    help_text = app.build_parser({}).format_help()
+    help_text = app.build_parser().format_help()
     for name in ("--bem", "--chunker", "--allow-model-switch", "--max-sample-tokens",
                  "--per-client", "--trusted-proxy", "--llm-name", "--importance-name",
                  "--nli-name", "MARS_DEMO_BEM", "MARS_DEMO_CHUNKER",

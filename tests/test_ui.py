@@ -63,7 +63,8 @@ def visible(update) -> bool:
 
 
 def token_colors(html: str) -> list[str]:
-    return re.findall(r'class="mars-tok"[^>]*style="background-color: ([^"]+)"', html)
+    """Each token's shade (CSS --w: the share of the heaviest color in its background)."""
+    return re.findall(r'class="mars-tok"[^>]*style="--w: ([^"]+)"', html)
 
 
 def active_columns(html: str) -> set[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
+
 from ui_helpers import make_answer, make_result
 
 from mars_demo import texts
@@ -123,9 +125,34 @@ def test_the_color_legend_holds_in_the_dark_theme_too():
     """Tokens are one hue whose strength follows the weight: on a dark page the heaviest token
     is the brightest, so the legend must not say "darker"."""
     assert "darker" not in texts.LEGEND and "stronger the color" in texts.LEGEND
-    alphas = [float(c.rsplit(",", 1)[1].rstrip(")")) for c in
-              (render.token_color(x / 4) for x in range(5))]
-    assert alphas == sorted(alphas) and alphas[0] < alphas[-1]
+    shades = [float(render.token_shade(x / 4)) for x in range(5)]
+    assert shades == sorted(shades) and (shades[0], shades[-1]) == (0.0, 1.0)
+    assert render.token_shade(-1) == "0.000" and render.token_shade(7) == "1.000"
+
+
+def _luminance(color: str) -> float:
+    r, g, b = (int(color[k:k + 2], 16) / 255 for k in (1, 3, 5))
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_token_shading_is_readable_and_its_ends_are_told_apart(theme):
+    """WCAG 1.4.3: the token's text keeps 4.5:1 on every shade (the ends are the extremes of
+    a mix in sRGB); WCAG 1.4.11: the lightest and the heaviest weight differ by 3:1."""
+    colors = render.TOKEN_PALETTE[theme]
+    assert _contrast(colors["text"], colors["low"]) >= 4.5
+    assert _contrast(colors["text"], colors["high"]) >= 4.5
+    assert _contrast(colors["low"], colors["high"]) >= 3.0
+    css = render.palette_css()
+    assert all(f"--mars-tok-{name}: {value};" in css for name, value in colors.items())
+    # the check can fail: the old shading (indigo at 6% and 76% over white) kept only 2.8:1
+    assert _contrast("#f6f6fe", "#888bf4") < 3.0
 
 
 # --- phrase weights near 0 say why -------------------------------------------------------------

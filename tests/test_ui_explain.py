@@ -85,15 +85,15 @@ def test_token_table_and_phrase_table_agree_on_each_phrase_weight():
         assert math.isclose(share * 100, number(row["mars"].rstrip("%")), abs_tol=0.2)
 
 
-# --- the verdict in words ------------------------------------------------------------------------
+# --- why MARS differs, in words ---------------------------------------------------------------------
 
 
-def test_the_verdict_says_mars_trusts_less_by_how_much_and_which_token():
+def test_why_mars_differs_says_it_trusts_less_by_how_much_and_which_token():
     result = make_result()  # ' Mars' has p = 0.41 and most of the importance
     ln = -result.greedy.scores.length_normalized
     mars = -result.greedy.scores.mars
     assert mars > ln
-    text = explain.verdict_text(result)
+    text = explain.why_text(result)
     assert text.startswith("MARS finds this answer less trustworthy")
     assert f"{mars:.3f} vs {ln:.3f} (+{mars - ln:.3f} nats)" in text
     mars_token = next(i for i, t in enumerate(result.greedy.tokens) if t.text == " Mars")
@@ -104,22 +104,22 @@ def test_the_verdict_says_mars_trusts_less_by_how_much_and_which_token():
     assert html.escape(text) in explain.answer_html(result, "mars")  # under the answer's scores
 
 
-def test_the_verdict_says_mars_trusts_more_when_the_important_token_is_probable():
+def test_why_mars_differs_says_it_trusts_more_when_the_important_token_is_probable():
     greedy = make_answer(["Um", " it", " is", " Mars"], [-2.0, -1.5, -0.3, -0.01],
                          [([0, 1, 2], 0.05), ([3], 0.95)])
     result = with_greedy(greedy)
     ln, mars = -greedy.scores.length_normalized, -greedy.scores.mars
     assert mars < ln
-    text = explain.verdict_text(result)
+    text = explain.why_text(result)
     assert text.startswith("MARS finds this answer more trustworthy")
     assert f"(−{ln - mars:.3f} nats)" in text
     # the improbable filler 'Um' loses weight: it moves the score most
     assert "'Um' (probability 0.14)" in text and "counts it less" in text
 
 
-def test_the_verdict_says_when_both_scores_agree():
+def test_why_mars_differs_says_when_both_scores_agree():
     greedy = make_answer(["Mars"], [-0.2], [([0], 1.0)])  # one token: w = 1 = 1/L
-    assert explain.verdict_text(with_greedy(greedy)).startswith(
+    assert explain.why_text(with_greedy(greedy)).startswith(
         "MARS and length-normalized scoring agree")
 
 
@@ -130,7 +130,7 @@ def test_the_greedy_answer_is_placed_by_the_samples_with_its_text():
     greedy = make_answer(["Mars", "."], [-0.3, -0.01], [([0, 1], 1.0)])  # sample #1's text
     result = with_greedy(greedy)
     text = explain.greedy_cluster_text(result, "mars")
-    assert "sampled answer #1 has the same text" in text and "cluster 1" in text
+    assert "sampled answer #1 has the same words" in text and "cluster 1" in text
     # cluster 1 holds samples 1, 2, 4: its share of the MARS mass, computed here from the scores
     scores = [s.scores.mars for s in result.samples]
     mass = [math.exp(s) for s in scores]
@@ -141,6 +141,16 @@ def test_the_greedy_answer_is_placed_by_the_samples_with_its_text():
 def test_a_greedy_answer_no_sample_repeats_is_in_no_cluster():
     text = explain.greedy_cluster_text(make_result(), "mars")  # "It is Mars." is no sample
     assert text == texts.GREEDY_CLUSTER_NONE and "no cluster" in text
+
+
+def test_the_cluster_line_places_the_answer_as_the_verdict_does():
+    """Case and end punctuation aside, as mars_demo.verdict.same_words: "mars" is sample #1's
+    "Mars." and both the line and the verdict say so."""
+    from mars_demo.verdict import evidence
+
+    result = with_greedy(make_answer(["mars"], [-0.3], [([0], 1.0)]))
+    assert "sampled answer #1 has the same words" in explain.greedy_cluster_text(result, "mars")
+    assert evidence(result).agreeing == 3  # cluster 1: samples 1, 2 and 4
 
 
 # --- prompt, settings, formulas -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from mars_demo.ui.controller import Controller
 from mars_demo.ui.host import EngineHost
 from mars_demo.ui.render import esc
 from mars_demo.ui.methods_panel import (
+    IN_THE_TABLE,
     Reference,
     load_reference,
     methods_panel_html,
@@ -103,7 +104,9 @@ def test_every_method_is_a_row_in_registry_order_with_its_values():
     result = result_with(dict(reversed(list(VALUES.items()))))  # order given: reversed
     html = methods_panel_html(result, "mars")
     found = rows(html)
-    assert list(found) == list(METHODS)
+    # in registry order, less the rows the uncertainty table above shows already
+    assert list(found) == [m for m in METHODS if m not in IN_THE_TABLE]
+    assert "semantic_entropy" not in found and "sentence_sar" in found
     for method_id, row in found.items():
         method = METHODS[method_id]
         assert esc(method.label) in row and esc(method.explain) in row
@@ -128,15 +131,26 @@ def test_the_active_scoring_column_is_highlighted():
         html = methods_panel_html(result, scoring)
         assert f'<th scope="col" data-col="{scoring}" class="mars-active">' in html
         assert f'<th scope="col" data-col="{other}">' in html
-        row = rows(html)["semantic_entropy"]
+        row = rows(html)["sentence_sar"]
         assert re.search(rf'<td data-col="{scoring}" data-label="[^"]+" class="mars-active"', row)
 
 
 def test_negative_values_use_a_true_minus_and_a_result_without_methods_says_so():
-    html = methods_panel_html(result_with({"semantic_entropy": {"length_normalized": -0.25,
-                                                                "mars": 0.5}}), "mars")
+    html = methods_panel_html(result_with({"sentence_sar": {"length_normalized": -0.25,
+                                                            "mars": 0.5}}), "mars")
     assert "−0.250" in html and "-0.250" not in html
     assert esc(texts.METHODS_NONE) in methods_panel_html(result_with({}), "mars")
+    # the table's own rows are not repeated: a result with only those has nothing else to show
+    only = result_with({"semantic_entropy": {"length_normalized": 1.0, "mars": 0.5},
+                        "semantic_entropy_normalized": {"length_normalized": 0.3, "mars": 0.2}})
+    assert esc(texts.METHODS_NONE) in methods_panel_html(only, "mars")
+
+
+def test_a_column_no_method_fills_is_left_out():
+    html = methods_panel_html(result_with({"eigv": {"value": 1.0}, "num_sets": {"value": 2.0}}),
+                              "mars")
+    assert 'data-col="value"' in html and 'data-col="mars"' not in html
+    assert 'data-col="length_normalized"' not in html
 
 
 def test_visitor_text_is_escaped():
@@ -157,12 +171,12 @@ def test_each_value_is_placed_among_the_run_answers(tmp_path):
     eigv = [0.5, 1.0, 1.0, 2.0]
     se_mars = [0.1, 0.2, 0.3, 0.9]
     records = [{"eigv": {"value": v},
-                "semantic_entropy": {"length_normalized": 5.0, "mars": m}}
+                "sentence_sar": {"length_normalized": 5.0, "mars": m}}
                for v, m in zip(eigv, se_mars)]
     reference = load_reference(write_run(tmp_path / "facts-run", records))
     assert reference.run is not None and reference.run.n == 4
     result = result_with({"eigv": {"value": 1.0},
-                          "semantic_entropy": {"length_normalized": 0.3, "mars": 0.85},
+                          "sentence_sar": {"length_normalized": 0.3, "mars": 0.85},
                           "num_sets": {"value": 2.0}})
     html = methods_panel_html(result, "mars", reference)
     found = rows(html)
@@ -170,8 +184,8 @@ def test_each_value_is_placed_among_the_run_answers(tmp_path):
     assert ("less trustworthy than 25% of the run&#x27;s answers; as high as 50% of them"
             in cell(found["eigv"], "value"))
     assert 'title="1 of the run&#x27;s 4 answers have a lower value, 2 the same value' in found["eigv"]
-    assert "less trustworthy than 75% of the run&#x27;s answers<" in cell(found["semantic_entropy"], "mars")
-    assert "less trustworthy than 0% of the run&#x27;s answers" in cell(found["semantic_entropy"],
+    assert "less trustworthy than 75% of the run&#x27;s answers<" in cell(found["sentence_sar"], "mars")
+    assert "less trustworthy than 0% of the run&#x27;s answers" in cell(found["sentence_sar"],
                                                                           "length_normalized")
     # a method the run lacks: no place, and the row says so
     assert "less trustworthy" not in found["num_sets"]
@@ -181,16 +195,14 @@ def test_each_value_is_placed_among_the_run_answers(tmp_path):
 
 
 def test_a_run_made_before_methods_still_places_semantic_entropy(tmp_path):
-    """Old results.jsonl lines have only "uncertainty": its semantic_entropy is the method's."""
+    """Old results.jsonl lines have only "uncertainty": its semantic_entropy is the method's
+    (the panel leaves it out, as the table above shows it; the run still holds its values)."""
     folder = write_run(tmp_path / "old", [{}, {}, {}])
-    reference = load_reference(folder)
-    html = methods_panel_html(result_with({"semantic_entropy": {"length_normalized": 2.0,
-                                                                "mars": 0.5},
-                                           "eigv": {"value": 1.0}}), "mars", reference)
-    found = rows(html)
-    assert "less trustworthy than 100% of the run" in cell(found["semantic_entropy"], "length_normalized")
-    assert "less trustworthy than 0% of the run" in cell(found["semantic_entropy"], "mars")
-    assert esc(texts.METHODS_ABSENT) in found["eigv"]
+    run = load_reference(folder).run
+    assert run.place("semantic_entropy", "length_normalized", 2.0).below == 1.0
+    assert run.place("semantic_entropy", "mars", 0.5).below == 0.0
+    html = methods_panel_html(result_with({"eigv": {"value": 1.0}}), "mars", Reference(run))
+    assert esc(texts.METHODS_ABSENT) in rows(html)["eigv"]
 
 
 def test_which_run_the_panel_reads(tmp_path):
@@ -219,7 +231,8 @@ def test_a_run_that_cannot_be_read_is_said_on_the_panel(tmp_path):
 
 def test_the_controller_renders_the_panel_and_says_how_the_run_was_made_otherwise(tmp_path):
     records = [{"eigv": {"value": v}} for v in (0.5, 1.5)]
-    result = result_with({"eigv": {"value": 1.0}})
+    result = result_with({"eigv": {"value": 1.0},
+                          "sentence_sar": {"length_normalized": 0.2, "mars": 0.3}})
     same = {k: result.settings[k] for k in ("llm", "importance", "nli")}
     samples = result.settings["samples"]
     cases = (

@@ -25,7 +25,7 @@ import gradio as gr
 import pytest
 from ui_helpers import FakeEngine
 
-import app
+from mars_demo import serve as app
 from mars_demo import zerogpu
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.settings import Settings

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 TITLE = "MARS Demo: should you trust this answer?"
 INTRO = (
-    "Ask a short factual question. A language model answers it, then samples a few more answers. "
-    "**MARS** (Meaning-Aware Response Scoring, "
-    "[Bakman et al., ACL 2024](https://arxiv.org/abs/2402.11756)) scores an answer by "
-    "weighting each token by how much it matters to the meaning, instead of giving every token "
-    "the same weight as the usual length-normalized score does. The uncertainty values below say "
-    "how far to trust the answer: **higher = less trustworthy**."
+    "Ask a short factual question: a language model answers it and samples more answers. The "
+    "page says whether they agree, and how uncertain the answer is with **MARS** (Meaning-Aware "
+    "Response Scoring, [Bakman et al., ACL 2024](https://arxiv.org/abs/2402.11756)), which "
+    "weighs each token by how much it matters to the meaning, and without it. "
+    "**Higher uncertainty = less trustworthy**."
 )
 
 # --- banner: models and device -----------------------------------------------------------------
@@ -37,6 +36,9 @@ BANNER_READY = "Models ready."
 QUESTION_LABEL = "Question"
 QUESTION_PLACEHOLDER = "e.g. Which planet is known as the Red Planet?"
 ASK_BUTTON = "Ask"
+ASK_BUSY = "Working…"  # Ask while a question of this page runs (it takes no click then)
+SKIP_TO_ANSWER = "Skip to the answer"
+SCROLL_REGION = "Table (scrolls sideways)"  # the name of a table box that scrolls (page.js)
 EXAMPLES_LABEL = "Examples (click one, then Ask):"
 
 # --- settings ----------------------------------------------------------------------------------
@@ -109,8 +111,7 @@ SWITCH_DONE = "Loaded {model}."
 
 # --- scoring toggle ----------------------------------------------------------------------------
 
-SCORING_LABEL = "Scoring"
-SCORING_INFO = "Recolors the tokens and highlights the matching column; nothing is recomputed."
+SCORING_LABEL = "Scoring (recolors the tokens and highlights its column; nothing is recomputed)"
 SCORING_NAMES = {
     "length_normalized": "Length-normalized",
     "mars": "MARS",
@@ -132,10 +133,11 @@ LEGEND = (
     "or Tab to the answer and move between its tokens with the arrow keys."
 )
 ANSWER_TOKENS_ARIA = "The answer, token by token: the left and right arrow keys move between its tokens"
+ANSWER_MORE = "Its scores, and why MARS weighs it as it does"
+CHART_DRAWING = "Drawing the chart…"  # where a chart will be, until the browser has drawn it
 LEGEND_LOW = "low weight"
 LEGEND_HIGH = "high weight"
 SHADE_LABEL = "Color the answer by"
-SHADE_INFO = "What the token colors show; nothing is recomputed."
 SHADE_NAMES = {"weight": "MARS weight", "probability": "token probability",
                "entropy": "token entropy"}
 #: per shade: the bar's two ends and what the colors mean
@@ -189,13 +191,17 @@ SAMPLES_EXPLAIN = (
 )
 SAMPLES_COLUMNS = ("#", "Answer", "Cluster", "Length-normalized", "MARS")
 SAMPLES_NONE = "No sampled answers."
+SAMPLES_SUMMARY = "{samples} {answers} in {meanings} {meaning_word}"
+PHRASES_SUMMARY = "{count} phrase{s}; the heaviest \"{phrase}\" (weight {weight})"
+PHRASES_SUMMARY_NONE = "no phrase found"
+METHODS_SUMMARY = "{count} more method{s}, each with what it measures"
+METHODS_SUMMARY_NONE = "none computed"
 SCORE_TITLE = "exp(score) = {prob:.3f}"
 
 # --- uncertainty -------------------------------------------------------------------------------
 
-UNCERTAINTY_HEADING = "Should you trust it?"
-UNCERTAINTY_EXPLAIN = "Higher = less trustworthy. Each measure is shown with the length-normalized score (baseline) and with MARS."
-UNCERTAINTY_COLUMNS = ("Measure", "Length-normalized", "MARS")
+UNCERTAINTY_HEADING = "How uncertain is it?"
+UNCERTAINTY_COLUMNS = ("Measure (higher = less trustworthy)", "Length-normalized", "MARS")
 UNCERTAINTY_ROWS = {
     "confidence": ("Confidence", "minus the greedy answer's score"),
     "entropy": ("Entropy", "minus the mean score of the sampled answers"),
@@ -206,12 +212,20 @@ UNCERTAINTY_ROWS = {
 
 PLOT_UNCERTAINTY_TITLE = "Uncertainty (higher = less trustworthy)"
 PLOT_UNCERTAINTY_Y = "uncertainty"
+PLOT_UNCERTAINTY_CAPTION = (
+    "The chart draws the table's Confidence, Entropy and Semantic entropy rows: for each, the "
+    "length-normalized (LN) and the MARS value."
+)
 PLOT_CLUSTERS_TITLE = "Meaning clusters of the sampled answers"
 PLOT_CLUSTERS_Y = "probability share"
 PLOT_CLUSTERS_NOTE = (
     "Each cluster's mass exp(logsumexp of its members' scores), normalized over the clusters."
 )
 PLOT_CLUSTER_NAME = "cluster {number}"
+CLUSTERS_TABLE_COLUMNS = ("Meaning", "Answers", "LN share", "MARS share")
+NLI_TABLE_SUMMARY = "The verdicts as a table"
+NLI_TABLE_CORNER = "Premise \\ hypothesis"
+NLI_TABLE_NONE = "Fewer than two sampled answers: nothing to compare."
 PLOT_CLUSTER_HOVER = "{members} answer(s):"
 PLOT_NLI_TITLE = "Same meaning? NLI verdicts between the sampled answers"
 PLOT_NLI_LABELS = {
@@ -219,8 +233,8 @@ PLOT_NLI_LABELS = {
     "neutral": "neutral",
     "contradiction": "contradiction",
 }
-PLOT_NLI_PREMISE = "premise (sampled answer #)"
-PLOT_NLI_HYPOTHESIS = "hypothesis (sampled answer #)"
+PLOT_NLI_PREMISE = "premise"  # the axes' ticks are the sampled answers' numbers
+PLOT_NLI_HYPOTHESIS = "hypothesis"
 PLOT_NLI_HOVER = "premise: {premise}<br>hypothesis: {hypothesis}<br>verdict: {label}"
 
 # --- progress, timings, download, warnings, errors ---------------------------------------------
@@ -238,7 +252,8 @@ STAGES_EXTRA = {  # other entries of timings_s
     "teacher_forced": "Token probabilities (read by the model)",
     "methods": "Other uncertainty methods",
 }
-PROGRESS_TOTAL = "Total {seconds:.2f} s"
+PROGRESS_TOTAL = "Done. Total {seconds:.2f} s"
+PROGRESS_LABEL = "Progress of the analysis"
 STAGE_SECONDS = "{seconds:.2f} s"
 DOWNLOAD_BUTTON = "Download the analysis (JSON)"
 DOWNLOAD_FILENAME = "mars-analysis.json"
@@ -249,9 +264,8 @@ ERROR_BAD_INPUT = "Please check the input: {error}."
 ERROR_NOT_READY = "The models are still loading ({stage}: {percent}%). Try again in a moment."
 ERROR_NOT_READY_START = "The models are still loading. Try again in a moment."
 ERROR_LOAD_FAILED = (
-    "The models could not be loaded, so nothing can be analyzed. {error} "
-    "Restart the app with other models (python app.py --llm ...), or pick another language "
-    "model under Settings where the page offers the switch (--allow-model-switch)."
+    "The models could not be loaded, so nothing can be analyzed. {error} The page's host can "
+    "restart it with other models."
 )
 ERROR_MODEL = "{error}"
 ERROR_OUT_OF_MEMORY = (
@@ -272,25 +286,10 @@ APP_DESCRIPTION = (
     "sampled answers, their meaning clusters and the uncertainty values with and without MARS. "
     "Every option can also be set with the environment variable named in its help."
 )
-APP_HELP_LLM = "LLM: a preset name, a Hub id or a local directory (default: a 7B model in 4-bit on a GPU, the small CPU preset otherwise) [env MARS_DEMO_LLM]"
-APP_HELP_IMPORTANCE = "importance model: a Hub id or a local directory (default: %(default)s) [env MARS_DEMO_IMPORTANCE]"
-APP_HELP_NLI = "NLI model: a Hub id or a local directory (default: deberta-large-mnli on a GPU, deberta-base-mnli on CPU) [env MARS_DEMO_NLI]"
-APP_HELP_HOST = (
-    "address to listen on (default: 127.0.0.1, or $GRADIO_SERVER_NAME) [env MARS_DEMO_HOST]"
-)
-APP_HELP_PORT = "port to listen on (default: 7860, or $GRADIO_SERVER_PORT) [env MARS_DEMO_PORT]"
-APP_HELP_SHARE = "also serve through a public *.gradio.live link [env MARS_DEMO_SHARE: 1/0, true/false, yes/no, on/off]"
-APP_HELP_4BIT = (
-    "load the LLM in 4-bit NF4 (--4bit) or unquantized: bf16 or fp16 on a GPU (--no-4bit); "
-    "default: 4-bit on a GPU, except on ZeroGPU [env MARS_DEMO_LOAD_IN_4BIT: 1/0, true/false, "
-    "yes/no, on/off]"
-)
 APP_ZEROGPU_LOG = (
     "ZeroGPU Space: loading the models now, before the page serves; each analysis gets a GPU "
     "through @spaces.GPU"
 )
-APP_BAD_BOOL = "{name} must be one of 1, 0, true, false, yes, no, on, off; got {value!r}"
-APP_BAD_PORT = "{name} must be a port number from 1 to 65535; got {value!r}"
 
 
 # --- the page's controls, by option name (ranges and defaults come from mars_demo.options) ------

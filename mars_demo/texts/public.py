@@ -11,7 +11,7 @@ ACCESS_METHODS_NOT_OFFERED = (
 )
 ACCESS_NO_BEM = (
     "importance_method bem is not available on this server: its two models were not set up by "
-    "the host (app.py --bem DIR --chunker DIR). Use model or token"
+    "the host. Use model or token"
 )
 ACCESS_TOO_MUCH = (
     "samples x max_new_tokens is {samples} x {tokens} = {work}; this public page allows at most "
@@ -47,10 +47,7 @@ ACCESS_SWITCH_PUBLIC = (
     "there a visitor's switch would change the models of every other visitor. Choose the models "
     "with --llm, --importance, --nli, --bem and --chunker instead."
 )
-ACCESS_SWITCH_OFF = (
-    "Switching models is off on this page: the host chooses the models when starting the app "
-    "(python app.py --llm ..., or --allow-model-switch on a page only the host can open)."
-)
+ACCESS_SWITCH_OFF = "Switching models is off on this page: the host chooses the models."
 ACCESS_BEM_BOTH = "BEM needs both of its models: give --bem and --chunker together"
 ACCESS_BEM_LOCAL = (
     "{flag} {value!r} is not a local path: a public page must not download models when a "
@@ -67,39 +64,9 @@ ACCESS_PUBLIC_NOTE_NO_LIMIT = "This is a public page: the models are fixed by th
 ACCESS_UNKNOWN_MODEL = (
     "{model!r} is not one of this page's language models; pick one from the list"
 )
-APP_HELP_BEM = (
-    "answer-equivalence model of BEM importance: a local directory (or, on a page only you can "
-    "open, a Hub id). BEM is offered only when --bem and --chunker are both given [env MARS_DEMO_BEM]"
-)
-APP_HELP_CHUNKER = (
-    "Flair phrase chunker of BEM importance: a local directory or .pt file (or, on a page only "
-    "you can open, a Hub id such as flair/chunk-english) [env MARS_DEMO_CHUNKER]"
-)
-APP_HELP_ALLOW_SWITCH = (
-    "show the language-model switch on the page (only on a page only you can open; refused with "
-    "--share, a non-loopback --host or on a Space) [env MARS_DEMO_ALLOW_MODEL_SWITCH]"
-)
-APP_HELP_MAX_SAMPLE_TOKENS = (
-    "public pages: the most sampled answers x max new tokens one question may ask for; 0 = no "
-    "limit (default: %(default)s) [env MARS_DEMO_MAX_SAMPLE_TOKENS]"
-)
-APP_HELP_PER_CLIENT = (
-    "public pages: analyses one client (IP address) may have running or waiting at once; 0 = no "
-    "limit (default: %(default)s) [env MARS_DEMO_PER_CLIENT]"
-)
-APP_BAD_COUNT = "{name} must be a whole number from 0 up; got {value!r}"
 APP_PUBLIC_LOG = (
     "public page ({reasons}): model switch off, at most {limit} sample tokens and {per_client} "
     "queued analysis per client; clients identified by {identity}"
-)
-APP_HELP_TRUSTED_PROXY = (
-    "a reverse proxy in front of the page (an IP address or network; repeat for several), which "
-    "appends the client to X-Forwarded-For (nginx: $proxy_add_x_forwarded_for); a public page "
-    "then identifies its clients by that header [env MARS_DEMO_TRUSTED_PROXIES, comma-separated]"
-)
-APP_HELP_MODEL_NAME = (
-    "the {model} model's name on the page and in its results, instead of its folder's name "
-    "[env MARS_DEMO_{variable}_NAME]"
 )
 # The queue line over a waiting visitor's answer box (ui/assets/page.js rewrites Gradio's
 # "queue: 2/3 | 4.1/9.0s" into it).
@@ -140,11 +107,6 @@ PHRASE_SUM_SOFTMAX_SMALL = (
 
 # --- calibration: a chance of being right (mars_demo/ui/trust.py, app.py --calibration) ----------
 
-APP_HELP_CALIBRATION = (
-    "a calibration file made by `python -m mars_demo evaluate --calibrate RUN_DIR`: the page and "
-    "the API then show each answer's chance of being right; it must be made with the models "
-    "loaded here [env MARS_DEMO_CALIBRATION]"
-)
 APP_CALIBRATION_MODELS = "--calibration {path}: {error}"
 APP_CALIBRATION_LLM_LATER = (
     "--calibration: the served LLM's name is known only once the server answers (give "
@@ -169,8 +131,6 @@ TRUST_WORDS = (
     "best. A value alone is not a probability of being right: it only ranks answers; a "
     "calibration on labelled questions would turn it into one, and this page has none."
 )
-# Only on a page the host opens: how to give the page a calibration.
-TRUST_HOST_HINT = " (Host: start the app with <code>--calibration FILE</code>.)"
 TRUST_NO_SCORING = "no scoring"  # a calibrated method that reads no sequence score
 MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",
                  "semantic_entropy": "Semantic Entropy"}

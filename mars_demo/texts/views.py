@@ -6,20 +6,28 @@ from __future__ import annotations
 
 EVAL_TAB = "Evaluation: does MARS help on labelled questions?"
 EVAL_EXPLAIN = (
-    "Open an evaluation run made by `python -m mars_demo evaluate --data SOURCE --out RUN_DIR`: "
-    "its report.json gives the tables, like the paper's Table 1: how well each uncertainty "
-    "predicts a wrong answer as AUROC (0.5 = chance, 1 = perfect), AUPRC (wrong answers as "
-    "positive), PRR (0 = random, 1 = perfect rejection) and AURAC (accuracy as the most "
-    "uncertain answers are rejected), with 95% bootstrap intervals in brackets. "
-    "The curves need the run's results.jsonl too. Uploads are "
-    "limited to {limit}. Uploaded files are removed from the server by its cache cleanup within "
-    "two hours; other visitors never see them."
+    "An evaluation run asks the model many questions whose right answers are known, and "
+    "measures how well each uncertainty predicts a wrong answer: AUROC (0.5 = chance, "
+    "1 = perfect), AUPRC (wrong answers as positive), PRR (0 = random, 1 = perfect rejection) and "
+    "AURAC (accuracy as the most uncertain answers are rejected), with 95% bootstrap intervals "
+    "in brackets, like the paper's Table 1. Open a run of this server, or upload a run's "
+    "report.json for the tables and its results.jsonl for the curves (at most {limit} each). "
+    "Uploaded files are removed from the server within two hours; other visitors never see them."
 )
 EVAL_RUN_LABEL = "A run on this server"
 EVAL_REPORT_LABEL = "report.json"
 EVAL_RESULTS_LABEL = "results.jsonl (optional: for the curves)"
 EVAL_OPEN_BUTTON = "Show"
-EVAL_NOTHING = "Choose a run, or upload its report.json."
+EVAL_NOTHING = "Choose a run above, or upload a run's report.json, then Show."
+EVAL_NOTHING_UPLOAD = "Upload a run's report.json (and its results.jsonl for the curves), then Show."
+EVAL_REPORT_FIRST = "Upload the run's report.json too: results.jsonl alone gives no table."
+EVAL_TOP_TITLE = "ROC of the best methods, by AUROC"
+EVAL_CURVES_WORDS = (
+    "Their numbers are in the tables above: the area under each ROC curve is its AUROC, the "
+    "area under each rejection curve its AURAC."
+)
+EVAL_ROC_TITLE = "ROC: each uncertainty predicting a wrong answer"
+EVAL_REJECTION_TITLE = "Rejection curves: accuracy as the most uncertain answers are left out"
 EVAL_BAD_REPORT = "This is not a readable evaluation report: {error}"
 EVAL_BAD_RESULTS = "The results file cannot be used for the curves: {error}"
 EVAL_TOO_BIG = "{name} is {size} bytes; this page reads at most {limit} bytes"
@@ -61,35 +69,72 @@ EVAL_MISMATCH = (
     "the same run, so the curves are not drawn."
 )
 
+# --- the verdict under the answer (mars_demo/verdict.py) ----------------------------------------
+
+VERDICT_BADGES = {"consistent": "Consistent", "mostly": "Mostly consistent", "unsure": "Unsure",
+                  "few": "Too few samples"}
+VERDICT_ANSWER = "sampled answer"
+VERDICT_ANSWERS = "sampled answers"
+VERDICT_MEANING = "meaning"
+VERDICT_MEANINGS = "meanings"
+VERDICT_ALL = "{agreeing} of {samples} {answers} {mean} the same as this answer."
+VERDICT_SOME = (
+    "{agreeing} of {samples} {answers} {mean} the same as this answer; the others give "
+    "{others} other {other_word}."
+)
+VERDICT_SPLIT = (
+    "the model's answers split into {meanings} different meanings; {agreeing} of {samples} "
+    "{mean} the same as this answer."
+)
+VERDICT_UNPLACED = (
+    "none of the {samples} {answers} has the words of this answer, so the page cannot tell "
+    "whether they mean the same; they give {meanings} {meaning_word}."
+)
+VERDICT_SCORINGS_DISAGREE = (
+    " MARS and length-normalized scoring disagree on which meaning is the most likely."
+)
+VERDICT_CALIBRATED = "About {percent}% likely right (calibrated on {data}{questions})."
+VERDICT_NOT_RIGHT = (
+    "Agreement is not correctness: a model can give the same wrong answer every time. Only a "
+    "calibration on labelled questions turns the numbers into a chance of being right."
+)
+VERDICT_DETAILS = "How the page judges this"
+VERDICT_DONE = "Analysis done."
+VERDICT_HOW = (
+    "The verdict counts how many of the sampled answers the NLI model puts in the same meaning "
+    "cluster as this answer (placed by the sampled answers with the same words), and checks "
+    "whether MARS and length-normalized scoring find the same meaning the most likely."
+)
+
 # --- why MARS differs: the answer explained (mars_demo/ui/render.py) -----------------------------
 
-VERDICT_LESS = (
+WHY_LESS = (
     "MARS finds this answer less trustworthy than length-normalized scoring: confidence "
     "uncertainty {mars:.3f} vs {ln:.3f} (+{diff:.3f} nats)."
 )
-VERDICT_MORE = (
+WHY_MORE = (
     "MARS finds this answer more trustworthy than length-normalized scoring: confidence "
     "uncertainty {mars:.3f} vs {ln:.3f} (−{diff:.3f} nats)."
 )
-VERDICT_SAME = (
+WHY_SAME = (
     "MARS and length-normalized scoring agree on this answer: confidence uncertainty {mars:.3f} "
     "vs {ln:.3f} (a difference below 0.0005 nats)."
 )
-VERDICT_BECAUSE = (
+WHY_BECAUSE = (
     " The largest part of the difference comes from the token {token} (probability {prob:.2f}): "
     "it carries {u:.1%} of the importance u, against the 1/L = {uniform:.1%} that every token "
     "gets under length-normalized scoring, so MARS counts it {direction}."
 )
-VERDICT_MORE_WEIGHT = "more"
-VERDICT_LESS_WEIGHT = "less"
+WHY_MORE_WEIGHT = "more"
+WHY_LESS_WEIGHT = "less"
 GREEDY_CLUSTER = (
     "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one; "
-    "{samples} the same text as the greedy answer and {are} in {clusters} "
+    "{samples} the same words as the greedy answer and {are} in {clusters} "
     "({share} of the {scoring} probability mass of the samples)."
 )
 GREEDY_CLUSTER_NONE = (
     "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one, and "
-    "no sampled answer has the same text, so the greedy answer is in no cluster here."
+    "no sampled answer has the same words, so the greedy answer is in no cluster here."
 )
 
 TOKENS_LABEL = "Token by token: where the two scores differ"
@@ -165,9 +210,8 @@ METHODS_EXPLAIN = (
 )
 METHODS_NOT_COMPARABLE = (
     "The methods' raw values are on different scales, so they are not comparable across rows: "
-    "only a row's length-normalized and MARS values compare. Start the app with --runs (or a "
-    "--calibration file inside its run's folder) to see where each value falls among a run's "
-    "answers."
+    "only a row's length-normalized and MARS values compare. A page that holds an evaluation "
+    "run shows where each value falls among that run's answers."
 )
 METHODS_RUN = (
     "Under each value: where it falls among the {n} answers of the evaluation run "

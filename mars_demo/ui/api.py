@@ -39,6 +39,15 @@ class Api:
     def __init__(self, controller: Any) -> None:
         self.controller = controller
 
+    def serve(self, demo: gr.Blocks, concurrency_id: str) -> None:
+        """Add /analyze and /score to ``demo`` (inside its ``with``), in the engine's queue
+        (``concurrency_id``) with the page's own events, each parameter described."""
+        for api_name in ("analyze", "score"):
+            endpoint = self.endpoint(api_name)
+            gr.api(endpoint, api_name=api_name, concurrency_id=concurrency_id,
+                   concurrency_limit=1)
+            describe_api_parameters(demo, api_name, endpoint)
+
     def analyze(self, question: str, **options: Any) -> dict[str, Any]:
         """Analyze one question (see texts.API_ANALYZE_DOC); ``options`` are the API's
         parameters (:data:`controls.API_OPTIONS`). Errors become ``gr.Error``."""
@@ -144,3 +153,16 @@ class Api:
         if self.controller.calibration is not None:
             doc += texts.API_CALIBRATION_DOC
         return controls.with_api_signature(endpoint, [first], doc)
+
+
+def describe_api_parameters(demo: gr.Blocks, api_name: str, fn: Callable[..., Any]) -> None:
+    """Put each parameter's description (from ``fn``'s docstring, "name: text" lines) into the
+    API page: ``/gradio_api/info`` reads it from the input's JSON schema
+    (``additional_description``), not from the docstring."""
+    _, described, _ = gr.utils.get_function_description(fn)
+    names = list(inspect.signature(fn).parameters)
+    block_fn = next(f for f in demo.fns.values() if f.api_name == api_name)
+    for name, component in zip(names, block_fn.inputs):
+        info = dict(component.api_info())
+        info["additional_description"] = described.get(name, "")
+        component._api_info = info  # gr.api's input component (gradio.components.api_component.Api)

@@ -43,7 +43,7 @@ from mars_demo.settings import (
     Settings,
     clean_question,
 )
-from mars_demo.ui import controls, explain, methods_panel, plots, render, tables, trust, worker
+from mars_demo.ui import controls, methods_panel, panels, render, worker
 from mars_demo.ui.api import Api
 from mars_demo.ui.host import EngineHost, EngineNotReady
 from mars_demo.ui.pasted import pasted_answers
@@ -56,36 +56,30 @@ DEFAULTS = Settings()  # default analysis options (the API's defaults too)
 COMMAND_LINE_MODEL = "command-line"  # the model switch's value for the LLM app.py was started with
 API_PROMPTS = ("auto", *PROMPTS)  # the prompt values of the page and the API ("auto" = None)
 
-ASK_OUTPUTS = (
+#: What the page's own handlers set besides the result panels.
+STATUS_OUTPUTS = (
     "result",  # gr.State: the AnalysisResult shown on the page (None before the first one)
     "error",
     "progress",
-    "answer",
     "results",  # the column with everything below the answer (hidden until there is a result)
-    "uncertainty_table",
-    "uncertainty_plot",
-    "phrases",
-    "samples",
-    "clusters_plot",
-    "nli_plot",
-    "warnings",
     "download",
-    "trust",  # the line under the answer: its chance of being right (mars_demo/ui/trust.py)
-    "tokens",  # the token-by-token table (an accordion of the results column)
-    "context",  # the prompt and settings behind the result (an accordion)
-    "methods_panel",  # compared with other methods (mars_demo/ui/methods_panel.py)
 )
-SCORING_VIEW_OUTPUTS = (
-    "error",  # only set when rendering fails; a successful re-render leaves it as it is
-    "answer",
-    "uncertainty_table",
-    "uncertainty_plot",
-    "phrases",
-    "samples",
-    "clusters_plot",
-    "tokens",
-    "methods_panel",
-)
+
+
+def ask_outputs() -> tuple[str, ...]:
+    """The outputs of Ask (and of every event that shows a whole analysis): the status, then
+    every panel of mars_demo/ui/panels.py and the labels of its folded sections."""
+    return STATUS_OUTPUTS + panels.outputs()
+
+
+def scoring_view_outputs() -> tuple[str, ...]:
+    """The outputs of the scoring toggle: the panels it re-renders ("error" only when that
+    fails)."""
+    return ("error", *panels.rescored_outputs())
+
+
+ASK_OUTPUTS = ask_outputs()  # as the page's panels are declared
+SCORING_VIEW_OUTPUTS = scoring_view_outputs()
 SWITCH_OUTPUTS = ("switch_status", "banner")
 BANNER_OUTPUTS = ("banner", "timer")
 
@@ -230,7 +224,7 @@ class Controller:
             "progress": "",
             "answer": render.placeholder_html(),
             "warnings": "",
-            "trust": "",
+            "verdict": "",
         }
 
     def show(self, result: AnalysisResult, scoring: str) -> dict[str, Any]:
@@ -238,17 +232,13 @@ class Controller:
         Raises what a renderer raises (see :meth:`ask`); a download that cannot be written only
         hides the button and says so."""
         redactor = self.redactor()
-        shown = redactor.result(result)
+        shown = self.shown(result, scoring, redactor)
         update = {
             "result": result,  # the original, to re-score; it stays on the server
             "error": "",
-            "progress": render.progress_html(timings_s=shown.timings_s),
+            "progress": render.progress_html(timings_s=shown.result.timings_s),
             "results": gr.update(visible=True),
-            "nli_plot": plots.nli_figure(shown),
-            "warnings": render.warnings_html(shown.warnings),
-            "context": explain.context_html(shown),
-            **self._rendered(shown, scoring, result),
-            "trust": self.trust_html(result),
+            **panels.rendered(shown),
         }
         try:
             path = self.downloads.write(redactor.result_dict(result.to_dict()),
@@ -261,9 +251,17 @@ class Controller:
                 texts.ERROR_DOWNLOAD.format(error=f"{type(exc).__name__}: {exc}")))
         return update
 
-    def trust_html(self, result: AnalysisResult) -> str:
-        """The line under the answer (:func:`mars_demo.ui.trust.trust_html`)."""
-        return trust.trust_html(result, self.calibration, public=self.access.public)
+    def shown(self, result: AnalysisResult, scoring: str,
+              redactor: Redactor | None = None,
+              shade: str = render.DEFAULT_SHADE) -> panels.Shown:
+        """What the panels render: ``result`` as visitors may see it (:meth:`redactor`), the
+        original, ``scoring``, the answer's coloring (``shade``, checked: a raw call's bad
+        value is a message, not a rendering) and this page's calibration and methods run."""
+        redactor = redactor or self.redactor()
+        return panels.Shown(redactor.result(result), render.check_scoring(scoring),
+                            original=result, calibration=self.calibration,
+                            reference=self.reference, public=self.access.public,
+                            shade=render.check_shade(shade))
 
     # --- scoring toggle -------------------------------------------------------------------------
 
@@ -278,28 +276,9 @@ class Controller:
         if result is None:
             return {}
         try:
-            render.check_shade(shade)  # a raw call's bad value: a message, not a rendering
-            return self._rendered(self.redactor().result(result), scoring, result, shade)
+            return panels.rendered(self.shown(result, scoring, shade=shade), only_rescored=True)
         except Exception as exc:
             return {"error": render.error_html(self.message(exc))}
-
-    def _rendered(self, result: AnalysisResult, scoring: str,
-                  original: AnalysisResult, shade: str = render.DEFAULT_SHADE) -> dict[str, Any]:
-        """What depends on the scoring, from ``result`` as visitors see it; ``original`` (not
-        redacted) says which models made it, to compare with the methods panel's run."""
-        run = self.reference.run
-        unlike = methods_panel.differences(original, run) if run is not None else []
-        return {
-            "methods_panel": methods_panel.methods_panel_html(result, scoring, self.reference,
-                                                              unlike=unlike),
-            "answer": explain.answer_html(result, scoring, shade),
-            "uncertainty_table": tables.uncertainty_table_html(result, scoring),
-            "uncertainty_plot": plots.uncertainty_figure(result, scoring),
-            "phrases": tables.phrase_table_html(result.greedy, scoring, result.settings),
-            "samples": tables.samples_table_html(result, scoring),
-            "clusters_plot": plots.clusters_figure(result, scoring),
-            "tokens": tables.token_table_html(result.greedy, scoring),
-        }
 
     # --- scoring options: re-score the answers on screen ---------------------------------------
 

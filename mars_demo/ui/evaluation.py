@@ -36,13 +36,19 @@ from mars_demo.evaluation.records import Record
 from mars_demo.evaluation.runs import RESULTS, parse_records, parse_report
 from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.methods import OWN_MODELS
+from mars_demo.result import MEASURES
+from mars_demo.ui.plots import GRID
 from mars_demo.ui.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
 OUTPUTS = ("eval_error", "eval_table", "eval_note", "eval_roc", "eval_rejection",
-           "eval_roc_methods", "eval_report", "eval_results")
-PLOTS = ("eval_roc", "eval_rejection", "eval_roc_methods")
+           "eval_roc_methods")
+#: the figures of one column per measure (report.figures): drawn one chart per measure, side by
+#: side where there is room and stacked on a phone
+SPLIT = ("eval_roc", "eval_rejection")
+SLOTS = len(MEASURES)  # charts per row of SPLIT (the measures of a run)
+CHARTS = (*SPLIT, "eval_roc_methods")  # each under its heading, hidden while it has no curves
 ReportError = RunFileError  # a report or results file that cannot be shown (one line: why)
 
 
@@ -115,15 +121,21 @@ def _head(report: Report, public: bool) -> str:
     return "".join(parts)
 
 
+def _td(label: str, html: str) -> str:
+    """A cell labelled by its column's header (shown where a phone stacks the rows as cards)."""
+    return f'<td data-label="{esc(label)}"><span>{html}</span></td>'
+
+
 def _metric_table(report: Report) -> str:
     shown = [m for m in METRICS if m in report.metrics]
     head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
     rows = "".join(
         f'<tr><th scope="row">{esc(method_name(m, s))}</th>'
-        + "".join(f"<td>{_cell(report.metrics[name].get(m, {}).get(s))}</td>" for name in shown)
+        + "".join(_td(METRIC_TITLES[name], _cell(report.metrics[name].get(m, {}).get(s)))
+                  for name in shown)
         + "</tr>"
         for m, s in report.rows())
-    return ('<div class="mars-table-wrap"><table class="mars-table mars-eval-table">'
+    return ('<div class="mars-table-wrap"><table class="mars-table mars-eval-table mars-stack">'
             f'<thead><tr><th scope="col">Method</th>{head}</tr></thead><tbody>{rows}</tbody>'
             "</table></div>")
 
@@ -136,11 +148,12 @@ def _paired_table(report: Report) -> str:
     head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
     rows = "".join(
         f'<tr><th scope="row">{esc(texts.MEASURE_NAMES.get(m, m.replace("_", " ")))}</th>'
-        + "".join(f"<td>{_cell(report.metrics[name].get(m, {}).get(DIFF), signed=True)}</td>"
+        + "".join(_td(METRIC_TITLES[name],
+                      _cell(report.metrics[name].get(m, {}).get(DIFF), signed=True))
                   for name in shown) + "</tr>"
         for m in paired)
     return (f'<p class="mars-small">{esc(texts.EVAL_PAIRED_CAPTION)}</p>'
-            '<div class="mars-table-wrap"><table class="mars-table mars-eval-diff">'
+            '<div class="mars-table-wrap"><table class="mars-table mars-eval-diff mars-stack">'
             f'<thead><tr><th scope="col">MARS − LN</th>{head}</tr></thead><tbody>{rows}'
             "</tbody></table></div>")
 
@@ -153,13 +166,13 @@ def _methods_table(report: Report) -> str:
     shown = ("auroc", "auprc", "prr")
     head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
     rows = "".join(
-        f'<tr><td>{k}</td><th scope="row">{esc(row.label)}</th>'
-        + "".join(f"<td>{_cell(row.metrics[m])}</td>" for m in shown)
-        + f"<td>{_cell(row.vs_best, signed=True)}</td></tr>"
+        f'<tr><td data-col="index">{k}</td><th scope="row">{esc(row.label)}</th>'
+        + "".join(_td(METRIC_TITLES[m], _cell(row.metrics[m])) for m in shown)
+        + _td(texts.EVAL_METHODS_VS_BEST, _cell(row.vs_best, signed=True)) + "</tr>"
         for k, row in enumerate(report.methods_table.rows, 1))
     caption = texts.EVAL_METHODS_CAPTION.format(best=report.methods_table.best_label or "none")
     return (f'<p class="mars-small">{esc(caption)}</p>'
-            '<div class="mars-table-wrap"><table class="mars-table mars-eval-methods">'
+            '<div class="mars-table-wrap"><table class="mars-table mars-eval-methods mars-stack">'
             f'<thead><tr><th scope="col">#</th><th scope="col">Method</th>{head}'
             f'<th scope="col">{esc(texts.EVAL_METHODS_VS_BEST)}</th></tr></thead>'
             f"<tbody>{rows}</tbody></table></div>")
@@ -212,10 +225,15 @@ def curves(records: list[Record], report: Report | None = None) -> tuple[Any, An
         warnings += more
     for fig in (roc, rej, top):
         if fig is not None:
+            # see-through, so the theme's background shows and the page's CSS (.mars-plot)
+            # writes the axes' text in the theme's text color, light or dark
             fig.update_layout(width=None, height=380, autosize=True,
-                              margin=dict(l=50, r=20, t=70, b=50))
-    if top is not None:
-        top.update_layout(height=480)
+                              margin=dict(l=50, r=20, t=70, b=50),
+                              paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)")
+            fig.update_xaxes(gridcolor=GRID, zerolinecolor=GRID)
+            fig.update_yaxes(gridcolor=GRID, zerolinecolor=GRID)
+    if top is not None:  # its heading is on the page (texts.EVAL_TOP_TITLE)
+        top.update_layout(height=480, title=None, margin=dict(t=24))
     return roc, rej, top, warnings
 
 
@@ -251,7 +269,6 @@ class EvaluationView:
         return self._show(run, report_file, results_file)
 
     def _show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
-        cleared = {"eval_report": None, "eval_results": None}
         empty = {"eval_table": "", "eval_note": "", "eval_roc": None, "eval_rejection": None,
                  "eval_roc_methods": None}
         try:
@@ -262,7 +279,7 @@ class EvaluationView:
                     results_text = _read_text(results_file, self.max_bytes, "results.jsonl")
                     source = "the uploaded results.jsonl"
             elif results_file:
-                raise ReportError(texts.EVAL_NOTHING)
+                raise ReportError(texts.EVAL_REPORT_FIRST)
             elif run:
                 folder = self._run_folder(run)
                 report = parse_report(_read_text(folder / "report.json", None, "report.json"))
@@ -270,17 +287,18 @@ class EvaluationView:
                 if (folder / "results.jsonl").is_file():
                     results_text = _read_text(folder / "results.jsonl", None, "results.jsonl")
                     source = f"the run's results.jsonl ({run})"
-            else:
-                raise ReportError(texts.EVAL_NOTHING)
+            else:  # nothing chosen yet: what to do, not an error
+                return {"eval_error": "", **empty, "eval_note": _note(
+                    texts.EVAL_NOTHING if self.runs() else texts.EVAL_NOTHING_UPLOAD)}
         except ReportError as err:
             message = str(err)
-            if not message.startswith(("Choose", "There is no")):
+            if not message.startswith(("Upload", "There is no")):
                 message = texts.EVAL_BAD_REPORT.format(error=message)
-            return {"eval_error": error_html(message), **empty, **cleared}
+            return {"eval_error": error_html(message), **empty}
         except OSError as err:
             return {"eval_error": error_html(texts.EVAL_BAD_REPORT.format(
-                error=type(err).__name__)), **empty, **cleared}
-        update = {"eval_error": "", "eval_table": table_html(report, self.public), **cleared,
+                error=type(err).__name__)), **empty}
+        update = {"eval_error": "", "eval_table": table_html(report, self.public),
                   "eval_roc": None, "eval_rejection": None, "eval_roc_methods": None}
         if results_text is None:
             update["eval_note"] = _note(texts.EVAL_NO_CURVES)
@@ -310,6 +328,53 @@ def _note(message: str) -> str:
     return f'<div class="mars-note" role="status">{esc(message)}</div>'
 
 
+def _elem(name: str) -> str:
+    """The page id of a chart's output name: eval_roc -> mars-eval-roc."""
+    return "mars-" + name.replace("_", "-")
+
+
+def split_columns(fig: Any) -> list[Any]:
+    """A figure of one row of subplots (:func:`mars_demo.evaluation.report.figures`) as one
+    figure per subplot, titled by its subplot's title, each with its own legend and the axis
+    titles of the first: charts that sit side by side where the page is wide and stack on a
+    phone, instead of three squeezed into one. None or no traces: no figure."""
+    import plotly.graph_objects as go
+
+    if fig is None or not fig.data:
+        return []
+    layout = fig.layout
+    titles = [a.text for a in layout.annotations or ()]
+    x_title = layout.xaxis.title.text if layout.xaxis.title else None
+    y_title = layout.yaxis.title.text if layout.yaxis.title else None
+    columns: dict[str, list[Any]] = {}
+    for trace in fig.data:
+        columns.setdefault(trace.xaxis or "x", []).append(trace)
+    out = []
+    for k, (axis, traces) in enumerate(sorted(columns.items(), key=lambda kv: _axis_number(kv[0]))):
+        x_axis = layout["xaxis" + axis[1:]]
+        y_axis = layout["yaxis" + axis[1:]]
+        one = go.Figure()
+        for trace in traces:
+            one.add_trace(trace.update(xaxis="x", yaxis="y", showlegend=True))
+        one.update_layout(
+            title={"text": titles[k] if k < len(titles) else "", "x": 0.02, "font": {"size": 15}},
+            template=layout.template, height=360, autosize=True, width=None,
+            margin=dict(l=56, r=16, t=48, b=56),
+            legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+            paper_bgcolor=layout.paper_bgcolor, plot_bgcolor=layout.plot_bgcolor,
+        )
+        one.update_xaxes(title_text=x_title, range=x_axis.range, gridcolor=x_axis.gridcolor,
+                         zerolinecolor=x_axis.zerolinecolor)
+        one.update_yaxes(title_text=y_title, range=y_axis.range, gridcolor=y_axis.gridcolor,
+                         zerolinecolor=y_axis.zerolinecolor)
+        out.append(one)
+    return out
+
+
+def _axis_number(axis: str) -> int:
+    return int(axis[1:] or 1)
+
+
 def build(view: EvaluationView) -> None:
     """The view's components and event, inside the current ``gr.Blocks`` (an accordion at the
     end of the page)."""
@@ -318,6 +383,7 @@ def build(view: EvaluationView) -> None:
     runs = view.runs()
     limit = f"{view.max_bytes // 1000} KB" if view.max_bytes < 10**6 else (
         f"{view.max_bytes / 10**6:g} MB")
+    components: dict[str, Any] = {}
     with gr.Accordion(texts.EVAL_TAB, open=False, elem_id="mars-eval"):
         gr.Markdown(texts.EVAL_EXPLAIN.format(limit=limit), elem_classes="mars-small")
         with gr.Row():
@@ -328,27 +394,41 @@ def build(view: EvaluationView) -> None:
             results = gr.File(label=texts.EVAL_RESULTS_LABEL, file_types=[".jsonl", ".json"],
                               type="filepath", elem_id="mars-eval-results")
         button = gr.Button(texts.EVAL_OPEN_BUTTON, elem_id="mars-eval-show")
-        error = gr.HTML(elem_id="mars-eval-error")
-        table = gr.HTML(elem_id="mars-eval-table")
-        note = gr.HTML(elem_id="mars-eval-note")
-        roc = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-roc",
-                      elem_classes="mars-plot")
-        rejection = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-rejection",
-                            elem_classes="mars-plot")
-        top = gr.Plot(show_label=False, visible=False, elem_id="mars-eval-roc-methods",
-                      elem_classes="mars-plot")
-    components = {"eval_error": error, "eval_table": table, "eval_note": note, "eval_roc": roc,
-                  "eval_rejection": rejection, "eval_roc_methods": top, "eval_report": report,
-                  "eval_results": results}
+        components["eval_error"] = gr.HTML(elem_id="mars-eval-error")
+        components["eval_table"] = gr.HTML(elem_id="mars-eval-table")
+        components["eval_note"] = gr.HTML(elem_id="mars-eval-note")
+        for name, title in zip(CHARTS, (texts.EVAL_ROC_TITLE, texts.EVAL_REJECTION_TITLE,
+                                        texts.EVAL_TOP_TITLE)):
+            with gr.Column(visible=False, elem_id=f"{_elem(name)}-box") as components[name]:
+                gr.HTML(f"<h2>{esc(title)}</h2><p class='mars-small'>{esc(texts.EVAL_CURVES_WORDS)}"
+                        "</p>", elem_classes="mars-section-title", padding=False)
+                if name not in SPLIT:
+                    components[f"{name}_1"] = gr.Plot(show_label=False, elem_id=_elem(name),
+                                                      elem_classes="mars-plot")
+                    continue
+                with gr.Row(equal_height=False, elem_id=_elem(name)):
+                    for k in range(1, SLOTS + 1):
+                        with gr.Column(min_width=300):
+                            components[f"{name}_{k}"] = gr.Plot(
+                                show_label=False, visible=False, elem_classes="mars-plot",
+                                elem_id=f"{_elem(name)}-{k}")
+    charts = [f"{name}_{k}" for name in SPLIT for k in range(1, SLOTS + 1)]
+    names = (*OUTPUTS, *charts, "eval_roc_methods_1")
 
     def handler(run_name: Any, report_file: Any, results_file: Any) -> tuple:
         update = view.show(run_name, report_file, results_file)
-        for name in PLOTS:  # a plot without curves takes no room
-            fig = update[name]
-            update[name] = gr.update(value=fig, visible=bool(fig is not None and fig.data))
-        return tuple(update.get(name, gr.skip()) for name in OUTPUTS)
+        for name in SPLIT:  # one chart per measure; a row without curves takes no room
+            figures = split_columns(update[name])
+            update[name] = gr.update(visible=bool(figures))
+            for k in range(1, SLOTS + 1):
+                fig = figures[k - 1] if k <= len(figures) else None
+                update[f"{name}_{k}"] = gr.update(value=fig, visible=fig is not None)
+        fig = update["eval_roc_methods"]
+        update["eval_roc_methods"] = gr.update(visible=bool(fig is not None and fig.data))
+        update["eval_roc_methods_1"] = fig
+        return tuple(update.get(name, gr.skip()) for name in names)
 
     button.click(handler, inputs=[run, report, results],
-                 outputs=[components[name] for name in OUTPUTS], api_name="evaluation_show",
+                 outputs=[components[name] for name in names], api_name="evaluation_show",
                  api_visibility="private",
                  concurrency_id="evaluation", concurrency_limit=2, show_progress="minimal")

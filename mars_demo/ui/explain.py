@@ -9,6 +9,7 @@ import math
 
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
+from mars_demo.verdict import same_words
 from mars_demo.ui.redact import public_model_name
 from mars_demo.ui.render import (
     answer_tokens_html,
@@ -28,17 +29,23 @@ def answer_html(result: AnalysisResult, scoring: str, shade: str = "weight") -> 
         f'<p class="mars-question">{esc(result.question)}</p>',
         f'<p class="mars-answer-text" role="group" aria-label="{esc(texts.ANSWER_TOKENS_ARIA)}">'
         f'{answer_tokens_html(answer, scoring, shade)}</p>',
-        scores_html(answer, scoring),
-        explain_html(result, scoring),
     ]
     if answer.finish_reason == "length":
         parts.append(f'<p class="mars-note">{esc(texts.ANSWER_TRUNCATED)}</p>')
-    parts.append(legend_html(shade))
-    parts.append("</div>")
+    parts += [
+        legend_html(shade),
+        # the numbers one click away; page.js keeps the fold as the visitor left it
+        f'<details class="mars-answer-more" data-keep="answer-numbers">'
+        f"<summary>{esc(texts.ANSWER_MORE)}</summary>",
+        scores_html(answer, scoring),
+        explain_html(result, scoring),
+        f'<p class="mars-legend-text mars-small">{esc(texts.LEGENDS[shade][2])}</p>',
+        "</details></div>",
+    ]
     return "".join(parts)
 
 
-def verdict_text(result: AnalysisResult) -> str:
+def why_text(result: AnalysisResult) -> str:
     """Which way MARS moves the confidence uncertainty of the answer on screen, by how much,
     and the token that moves it most.
 
@@ -50,8 +57,8 @@ def verdict_text(result: AnalysisResult) -> str:
     mars = result.uncertainty.confidence.mars
     diff = mars - ln
     if abs(diff) < 0.0005:
-        return texts.VERDICT_SAME.format(mars=mars, ln=ln)
-    template = texts.VERDICT_LESS if diff > 0 else texts.VERDICT_MORE
+        return texts.WHY_SAME.format(mars=mars, ln=ln)
+    template = texts.WHY_LESS if diff > 0 else texts.WHY_MORE
     sentence = template.format(mars=mars, ln=ln, diff=abs(diff))
     n = len(answer.tokens)
     if n == 0 or len(answer.token_importance) != n:
@@ -60,12 +67,12 @@ def verdict_text(result: AnalysisResult) -> str:
     parts = [-(u - 1.0 / n) / 2 * t.logprob for u, t in zip(answer.token_importance, answer.tokens)]
     i = max(range(n), key=lambda k: parts[k] if diff > 0 else -parts[k])
     u = answer.token_importance[i]
-    sentence += texts.VERDICT_BECAUSE.format(
+    sentence += texts.WHY_BECAUSE.format(
         token=repr(token_text(answer, i)),
         prob=math.exp(answer.tokens[i].logprob),
         u=u,
         uniform=1.0 / n,
-        direction=texts.VERDICT_MORE_WEIGHT if u > 1.0 / n else texts.VERDICT_LESS_WEIGHT,
+        direction=texts.WHY_MORE_WEIGHT if u > 1.0 / n else texts.WHY_LESS_WEIGHT,
     )
     return sentence
 
@@ -73,10 +80,10 @@ def verdict_text(result: AnalysisResult) -> str:
 def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
     """Which meaning cluster the greedy answer falls in, as far as the result can tell: the
     clusters are over the sampled answers only, so the greedy answer is placed by the samples
-    whose text is the same (whitespace at the ends ignored); no NLI is run here."""
-    greedy = result.greedy.text.strip()
+    with the same words (:func:`mars_demo.verdict.same_words`, as the verdict places it); no NLI
+    is run here."""
     same = [b for b, s in enumerate(result.samples)
-            if s.text.strip() == greedy and b < len(result.cluster_ids)]
+            if same_words(s.text, result.greedy.text) and b < len(result.cluster_ids)]
     if not same:
         return texts.GREEDY_CLUSTER_NONE
     clusters = sorted({result.cluster_ids[b] for b in same})
@@ -93,10 +100,11 @@ def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
 
 
 def explain_html(result: AnalysisResult, scoring: str) -> str:
-    """The answer's verdict in words and its meaning cluster, shown under its scores."""
+    """Why MARS moves the answer's uncertainty, in words, and its meaning cluster, shown under
+    its scores."""
     return (
         '<div class="mars-explain-answer">'
-        f'<p class="mars-verdict">{esc(verdict_text(result))}</p>'
+        f'<p class="mars-why">{esc(why_text(result))}</p>'
         f'<p class="mars-greedy-cluster mars-small">{esc(greedy_cluster_text(result, scoring))}</p>'
         "</div>"
     )
@@ -124,8 +132,9 @@ def context_html(result: AnalysisResult) -> str:
             shown = str(value)
         items.append(f'<dt>{esc(label)}</dt><dd data-setting="{esc(key)}">{esc(shown)}</dd>')
     return (
-        f'<h4>{esc(texts.CONTEXT_PROMPT)}</h4>{prompt}'
-        f'<h4>{esc(texts.CONTEXT_SETTINGS)}</h4><dl class="mars-settings-list">{"".join(items)}</dl>'
+        f'<h3 class="mars-chart-title">{esc(texts.CONTEXT_PROMPT)}</h3>{prompt}'
+        f'<h3 class="mars-chart-title">{esc(texts.CONTEXT_SETTINGS)}</h3>'
+        f'<dl class="mars-settings-list">{"".join(items)}</dl>'
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.ui import limits
+from mars_demo.ui import limits, render
 
 ASSETS = Path(__file__).resolve().parent / "assets"  # the page's script, style and examples
 CSS_PATH = ASSETS / "style.css"
@@ -19,7 +19,7 @@ MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads rep
 UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
 # The texts ui/assets/page.js writes into the page (window.marsTexts).
 PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ESTIMATE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE",
-              "ACCESS_WORK_OVER")
+              "ACCESS_WORK_OVER", "VERDICT_DONE", "SCROLL_REGION")
 
 # Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
 # but its 600 ("SemiBold") files of Source Sans Pro and IBM Plex Mono hold a few glyphs only
@@ -28,20 +28,40 @@ PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ESTIMATE", "QUEUE_ELAPSED", "ACCESS_WORK_NOT
 FONT_WEIGHTS = (400, 700)
 
 
+#: Colors of Gradio's default theme that read below WCAG 2.2 AA's 4.5:1 (its subdued text, gray
+#: 400 on white, 2.6:1; white on the orange 500 of Ask, 2.8:1), set where the theme sets them, so
+#: that Gradio's own parts follow as well as the page's (tests/test_browser_a11y.py checks them
+#: with axe-core in both themes).
+READABLE = {
+    "body_text_color_subdued": "*neutral_600",  # 7.7:1 on white
+    "body_text_color_subdued_dark": "*neutral_400",  # 7.8:1 on neutral 950, 5.3:1 on 800
+    "input_placeholder_color": "*neutral_500",
+    "input_placeholder_color_dark": "*neutral_400",
+    "button_primary_background_fill": "*primary_700",  # white on orange 700: 5.2:1
+    "button_primary_background_fill_hover": "*primary_800",
+    "button_primary_background_fill_dark": "*primary_700",
+    "button_primary_background_fill_hover_dark": "*primary_800",
+}
+
+
 def theme() -> gr.themes.Base:
-    """Gradio's default theme with fonts whose every declared face is complete."""
+    """Gradio's default theme with fonts whose every declared face is complete, and text colors
+    that everyone can read (:data:`READABLE`)."""
     return gr.themes.Default(
         font=[gr.themes.LocalFont("Source Sans Pro", weights=FONT_WEIGHTS),
               "ui-sans-serif", "system-ui", "sans-serif"],
         font_mono=[gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
                    "ui-monospace", "Consolas", "monospace"],
-    )
+    ).set(**READABLE)
 
 
 def head() -> str:
-    """The page's ``<head>`` script: its texts, then ui/assets/page.js."""
+    """The page's ``<head>``: the token shading of both themes and the texts the style sheet
+    shows (CSS variables), then a script of its texts and ui/assets/page.js."""
     strings = json.dumps({name: getattr(texts, name) for name in PAGE_TEXTS}, ensure_ascii=False)
-    return (f"<script>\nwindow.marsTexts = {strings};\n"
+    drawing = json.dumps(texts.CHART_DRAWING, ensure_ascii=False)
+    return (f"<style>\n{render.palette_css()}\n:root {{ --mars-text-drawing: {drawing}; }}\n"
+            f"</style>\n<script>\nwindow.marsTexts = {strings};\n"
             f"{JS_PATH.read_text(encoding='utf-8')}\n</script>")
 
 

@@ -19,7 +19,6 @@ running analysis at the next generated token or stage (see
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -30,13 +29,13 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.access import ENGINE_GROUP, Access
 from mars_demo.settings import MAX_QUESTION_CHARS
-from mars_demo.ui import controls, evaluation, explain, methods_panel, render
+from mars_demo.ui import controls, evaluation, methods_panel, panels, render
 from mars_demo.ui.controller import (
-    ASK_OUTPUTS,
     BANNER_OUTPUTS,
-    SCORING_VIEW_OUTPUTS,
     SWITCH_OUTPUTS,
     Controller,
+    ask_outputs,
+    scoring_view_outputs,
 )
 from mars_demo.ui.host import EngineHost, EngineLike
 from mars_demo.ui.launch import ASSETS
@@ -131,11 +130,11 @@ def build_demo(
     ``access``: what visitors may do (:mod:`mars_demo.ui.access`); the default is a local page
     without the model switch. ``calibration``: an
     :class:`~mars_demo.evaluation.calibration.Calibration` whose chance of being right is shown
-    under each answer (checked against the engine's models by the caller, see app.py).
-    ``runs_dir``: a folder of evaluation runs the Evaluation view offers by name.
-    ``methods_run``: the :class:`~mars_demo.ui.methods_panel.Reference` (a run's values, or why
-    there is none) among whose answers the "Compared with other methods" panel places each
-    value; by default the run of :func:`~mars_demo.ui.methods_panel.reference_folder`.
+    under each answer (checked against the engine's models by the caller, see
+    :mod:`mars_demo.serve`). ``runs_dir``: a folder of evaluation runs the Evaluation view offers
+    by name. ``methods_run``: the :class:`~mars_demo.ui.methods_panel.Reference` (a run's values,
+    or why there is none) among whose answers the "Compared with other methods" panel places
+    each value; by default the run of :func:`~mars_demo.ui.methods_panel.reference_folder`.
     """
     access = access or Access()
     host = EngineHost(engine)
@@ -148,261 +147,14 @@ def build_demo(
     controller = Controller(host, access, calibration=calibration, reference=methods_run)
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
-        gr.Markdown(f"# {texts.TITLE}\n\n{texts.INTRO}", elem_id="mars-intro")
-        banner = gr.HTML(controller.banner_html(), elem_id="mars-banner")
-        timer = gr.Timer(BANNER_POLL_S, active=host.status().state == "loading")
-
-        with gr.Row(equal_height=True, elem_id="mars-ask-row"):
-            question = gr.Textbox(
-                label=texts.QUESTION_LABEL,
-                placeholder=texts.QUESTION_PLACEHOLDER,
-                lines=1,
-                max_lines=4,
-                max_length=MAX_QUESTION_CHARS,  # the browser stops there; the server checks too
-                scale=5,
-                min_width=240,
-                elem_id="mars-question",
-            )
-            ask = gr.Button(
-                texts.ASK_BUTTON, variant="primary", scale=1, min_width=96, elem_id="mars-ask"
-            )
-        _example_buttons(question, load_examples())
-
-        with gr.Accordion(texts.SETTINGS_LABEL, open=False, elem_id="mars-settings"):
-            option_controls: dict[str, gr.components.Component] = {}
-            for row in OPTION_ROWS:
-                with gr.Row():
-                    for name in row:
-                        option_controls[name] = controls.control(
-                            name, exclude=() if access.bem else UNAVAILABLE_WITHOUT_BEM.get(name, ())
-                        )
-                if row == OPTION_ROWS[1] and access.max_sample_tokens is not None:
-                    gr.HTML(_work_note(access.max_sample_tokens), elem_id="mars-work-note",
-                            padding=False)
-            switch = _model_switch(controller) if access.allow_model_switch else None
-            if access.public:
-                gr.Markdown(_public_note(access), elem_id="mars-public-note",
-                            elem_classes="mars-small")
-
-        with gr.Accordion(texts.OWN_LABEL, open=False, elem_id="mars-own"):
-            gr.Markdown(texts.OWN_EXPLAIN, elem_classes="mars-small")
-            own_greedy = gr.Textbox(
-                label=texts.OWN_GREEDY_LABEL,
-                placeholder=texts.OWN_GREEDY_PLACEHOLDER,
-                lines=1,
-                max_lines=4,
-                max_length=OWN_MAX_CHARS,
-                elem_id="mars-own-greedy",
-            )
-            own_samples = gr.Textbox(
-                label=texts.OWN_SAMPLES_LABEL,
-                placeholder=texts.OWN_SAMPLES_PLACEHOLDER,
-                lines=4,
-                max_lines=20,
-                max_length=OWN_MAX_CHARS,
-                elem_id="mars-own-samples",
-            )
-            own_json = gr.Code(
-                label=texts.OWN_JSON_LABEL,
-                language="json",
-                lines=3,
-                max_lines=12,
-                elem_id="mars-own-json",
-            )
-            own_score = gr.Button(texts.OWN_BUTTON, elem_id="mars-own-score")
-
-        error = gr.HTML(elem_id="mars-error")
-        progress = gr.HTML(elem_id="mars-progress")
-        scoring = gr.Radio(
-            [(texts.SCORING_NAMES[key], key) for key in render.SCORINGS],
-            value=DEFAULT_SCORING,
-            label=texts.SCORING_LABEL,
-            info=texts.SCORING_INFO,
-            elem_id="mars-scoring",
-        )
-        shade = gr.Radio(  # what the answer's token colors show (render.SHADES)
-            [(texts.SHADE_NAMES[key], key) for key in render.SHADES],
-            value=render.DEFAULT_SHADE,
-            label=texts.SHADE_LABEL,
-            info=texts.SHADE_INFO,
-            elem_id="mars-shade",
-        )
-        # Filled in the browser while the visitor waits in the queue (ui/assets/page.js).
-        gr.HTML('<p class="mars-queue-line" role="status" aria-live="polite" hidden></p>',
-                elem_id="mars-queue-line", padding=False)
-        answer = gr.HTML(render.placeholder_html(), elem_id="mars-answer")
-        trust = gr.HTML(elem_id="mars-trust")  # chance of being right, or how to read the numbers
-        warnings = gr.HTML(elem_id="mars-warnings")
-
-        with gr.Column(visible=False, elem_id="mars-results") as results:
-            # why the two scores differ: closed by default; they keep their state on a rescore
-            with gr.Accordion(texts.TOKENS_LABEL, open=False, elem_id="mars-tokens-box"):
-                tokens_table = gr.HTML(elem_id="mars-tokens")
-            with gr.Accordion(texts.CONTEXT_LABEL, open=False, elem_id="mars-context-box"):
-                context = gr.HTML(elem_id="mars-context")
-            with gr.Accordion(texts.FORMULAS_LABEL, open=False, elem_id="mars-formulas-box"):
-                gr.HTML(explain.formulas_html(), elem_id="mars-formulas")
-            gr.Markdown(f"### {texts.UNCERTAINTY_HEADING}")
-            with gr.Row():
-                with gr.Column(min_width=300):
-                    uncertainty_table = gr.HTML(elem_id="mars-uncertainty-table")
-                with gr.Column(min_width=300):
-                    uncertainty_plot = gr.Plot(
-                        label=texts.PLOT_UNCERTAINTY_TITLE,
-                        show_label=False,
-                        elem_id="mars-uncertainty-plot",
-                        elem_classes="mars-plot",
-                    )
-            gr.Markdown(f"### {texts.METHODS_HEADING}")
-            methods_table = gr.HTML(elem_id="mars-methods-panel")
-            gr.Markdown(f"### {texts.PHRASES_HEADING}\n{texts.PHRASES_EXPLAIN}")
-            phrases = gr.HTML(elem_id="mars-phrases")
-            gr.Markdown(f"### {texts.SAMPLES_HEADING}\n{texts.SAMPLES_EXPLAIN}")
-            samples_table = gr.HTML(elem_id="mars-samples")
-            with gr.Row():
-                with gr.Column(min_width=300):
-                    gr.Markdown(f"#### {texts.PLOT_CLUSTERS_TITLE}")
-                    clusters_plot = gr.Plot(
-                        label=texts.PLOT_CLUSTERS_TITLE,
-                        show_label=False,
-                        elem_id="mars-clusters-plot",
-                        elem_classes="mars-plot",
-                    )
-                    gr.Markdown(texts.PLOT_CLUSTERS_NOTE, elem_classes="mars-small")
-                with gr.Column(min_width=300):
-                    gr.Markdown(f"#### {texts.PLOT_NLI_TITLE}")
-                    nli_plot = gr.Plot(
-                        label=texts.PLOT_NLI_TITLE,
-                        show_label=False,
-                        elem_id="mars-nli-plot",
-                        elem_classes="mars-plot",
-                    )
-            download = gr.DownloadButton(
-                texts.DOWNLOAD_BUTTON, visible=False, elem_id="mars-download"
-            )
-
-        result = gr.State(None)
-
-        components = {
-            "result": result,
-            "error": error,
-            "progress": progress,
-            "answer": answer,
-            "results": results,
-            "uncertainty_table": uncertainty_table,
-            "uncertainty_plot": uncertainty_plot,
-            "phrases": phrases,
-            "samples": samples_table,
-            "clusters_plot": clusters_plot,
-            "nli_plot": nli_plot,
-            "warnings": warnings,
-            "download": download,
-            "trust": trust,
-            "tokens": tokens_table,
-            "context": context,
-            "methods_panel": methods_table,
-            "switch_status": switch["status"] if switch else None,
-            "banner": banner,
-            "timer": timer,
-        }
-
-        def outputs(names: Sequence[str]) -> list:
-            return [components[name] for name in names]
-
-        options = [option_controls[name] for name in controls.PAGE_OPTIONS]
-        show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
-            fn=packed_once(controller.show_scoring, SCORING_VIEW_OUTPUTS),
-            inputs=[result, scoring, shade],
-            outputs=outputs(SCORING_VIEW_OUTPUTS),
-            api_visibility="private",
-            concurrency_limit=None,
-            show_progress="hidden",
-        )
-        gr.on(
-            [ask.click, question.submit],
-            packed(controller.ask, ASK_OUTPUTS),
-            inputs=[question, scoring, *options],
-            outputs=outputs(ASK_OUTPUTS),
-            api_visibility="private",
-            concurrency_id=ENGINE_QUEUE,
-            concurrency_limit=1,
-            show_progress=QUEUE_STATUS,
-            show_progress_on=[answer],
-        ).then(**show_scoring)  # the toggle may have been flipped while the answer streamed
-        gr.on(
-            [ask.click, question.submit],
-            None,
-            js=SCROLL_TO_ANSWER_JS,
-            api_visibility="private",
-            queue=False,
-            show_progress="hidden",
-        )
-        scoring.change(**show_scoring)
-        shade.change(**show_scoring)
-        # A scoring option changed: score the answers on screen again (models, so the queue).
-        # A quick check outside the queue first: with nothing on screen, or nothing changed,
-        # no event joins the queue (nor counts against the visitor's one place in it).
-        gr.on(
-            [option_controls[name].change for name in controls.RESCORING_OPTIONS],
-            controller.rescore_wanted,
-            inputs=[result, *options],
-            outputs=None,
-            api_visibility="private",
-            queue=False,
-            show_progress="hidden",
-        ).success(
-            packed_once(controller.rescore_options, ASK_OUTPUTS),
-            inputs=[result, scoring, *options],
-            outputs=outputs(ASK_OUTPUTS),
-            api_visibility="private",
-            concurrency_id=ENGINE_QUEUE,
-            concurrency_limit=1,
-            show_progress="hidden",
-        )
-        own_score.click(
-            packed(controller.score_own, ASK_OUTPUTS),
-            inputs=[question, own_greedy, own_samples, own_json, scoring, *options],
-            outputs=outputs(ASK_OUTPUTS),
-            api_visibility="private",
-            concurrency_id=ENGINE_QUEUE,
-            concurrency_limit=1,
-            show_progress=QUEUE_STATUS,
-            show_progress_on=[answer],
-        ).then(**show_scoring)
-        if switch:  # only when the host allowed it: otherwise the handler does not exist at all
-            switch["load"].click(
-                packed(controller.switch_model, SWITCH_OUTPUTS),
-                inputs=[switch["model"]],
-                outputs=outputs(SWITCH_OUTPUTS),
-                api_visibility="private",
-                concurrency_id=ENGINE_QUEUE,
-                concurrency_limit=1,
-                show_progress="hidden",
-            )
-        refresh_banner = packed_once(controller.banner, BANNER_OUTPUTS)
-        demo.load(
-            refresh_banner,
-            outputs=outputs(BANNER_OUTPUTS),
-            api_visibility="private",
-            concurrency_limit=None,
-            show_progress="hidden",
-        )
-        timer.tick(
-            refresh_banner,
-            outputs=outputs(BANNER_OUTPUTS),
-            api_visibility="private",
-            concurrency_limit=None,
-            show_progress="hidden",
-        )
-        for api_name in ("analyze", "score"):
-            endpoint = controller.api.endpoint(api_name)
-            gr.api(
-                endpoint,
-                api_name=api_name,
-                concurrency_id=ENGINE_QUEUE,
-                concurrency_limit=1,
-            )
-            describe_api_parameters(demo, api_name, endpoint)
+        parts: dict[str, Any] = {}
+        _header(controller, parts)
+        _question(parts)
+        options = _settings(controller, access, parts)
+        _results(parts)
+        _own_answers(parts)  # another way in, for those who have answers already
+        _events(demo, controller, parts, options)
+        controller.api.serve(demo, ENGINE_QUEUE)
         # The Evaluation view, at the end of the page (mars_demo/ui/evaluation.py).
         evaluation.build(evaluation.EvaluationView(runs_dir, public=access.public))
 
@@ -412,6 +164,267 @@ def build_demo(
     limit_queue(demo, access)
     demo.mars_access = access  # type: ignore[attr-defined]  # read by launch_options(demo)
     return demo
+
+
+# --- the page's sections, top to bottom ----------------------------------------------------------
+
+
+def _header(controller: Controller, parts: dict[str, Any]) -> None:
+    """The title and what the page does, the models' banner and the timer that refreshes it
+    while they load."""
+    gr.Markdown(f"# {texts.TITLE}\n\n{texts.INTRO}", elem_id="mars-intro")
+    parts["banner"] = gr.HTML(controller.banner_html(), elem_id="mars-banner")
+    parts["timer"] = gr.Timer(BANNER_POLL_S,
+                              active=controller.host.status().state == "loading")
+
+
+def _question(parts: dict[str, Any]) -> None:
+    """The question box, Ask, the link that skips to the answer, and the example questions."""
+    with gr.Row(equal_height=True, elem_id="mars-ask-row"):
+        parts["question"] = gr.Textbox(
+            label=texts.QUESTION_LABEL,
+            placeholder=texts.QUESTION_PLACEHOLDER,
+            lines=1,
+            max_lines=4,
+            max_length=MAX_QUESTION_CHARS,  # the browser stops there; the server checks too
+            scale=5,
+            min_width=240,
+            elem_id="mars-question",
+        )
+        parts["ask"] = gr.Button(
+            texts.ASK_BUTTON, variant="primary", scale=1, min_width=96, elem_id="mars-ask"
+        )
+    # the next tab stop after Ask: to the verdict, past the examples and the settings
+    gr.HTML(f'<a class="mars-skip" href="#mars-verdict">{render.esc(texts.SKIP_TO_ANSWER)}</a>',
+            elem_id="mars-skip", padding=False)
+    _example_buttons(parts["question"], load_examples())
+
+
+def _settings(controller: Controller, access: Access, parts: dict[str, Any]
+              ) -> dict[str, gr.components.Component]:
+    """The settings accordion: the option controls (by name), the public page's note and the
+    model switch where the host allowed it."""
+    option_controls: dict[str, gr.components.Component] = {}
+    with gr.Accordion(texts.SETTINGS_LABEL, open=False, elem_id="mars-settings"):
+        for row in OPTION_ROWS:
+            with gr.Row():
+                for name in row:
+                    option_controls[name] = controls.control(
+                        name, exclude=() if access.bem else UNAVAILABLE_WITHOUT_BEM.get(name, ())
+                    )
+            if row == OPTION_ROWS[1] and access.max_sample_tokens is not None:
+                gr.HTML(_work_note(access.max_sample_tokens), elem_id="mars-work-note",
+                        padding=False)
+        if access.allow_model_switch:
+            parts["switch"] = _model_switch(controller)
+            parts["switch_status"] = parts["switch"]["status"]
+        if access.public:
+            gr.Markdown(_public_note(access), elem_id="mars-public-note",
+                        elem_classes="mars-small")
+    return option_controls
+
+
+def _own_answers(parts: dict[str, Any]) -> None:
+    """Score your own answers: pasted text, or an answer set as JSON."""
+    with gr.Accordion(texts.OWN_LABEL, open=False, elem_id="mars-own"):
+        gr.Markdown(texts.OWN_EXPLAIN, elem_classes="mars-small")
+        parts["own_greedy"] = gr.Textbox(
+            label=texts.OWN_GREEDY_LABEL,
+            placeholder=texts.OWN_GREEDY_PLACEHOLDER,
+            lines=1,
+            max_lines=4,
+            max_length=OWN_MAX_CHARS,
+            elem_id="mars-own-greedy",
+        )
+        parts["own_samples"] = gr.Textbox(
+            label=texts.OWN_SAMPLES_LABEL,
+            placeholder=texts.OWN_SAMPLES_PLACEHOLDER,
+            lines=4,
+            max_lines=20,
+            max_length=OWN_MAX_CHARS,
+            elem_id="mars-own-samples",
+        )
+        parts["own_json"] = gr.Code(
+            label=texts.OWN_JSON_LABEL,
+            language="json",
+            lines=3,
+            max_lines=12,
+            # copy only: a download of what one pasted is of no use, and Gradio nests its link
+            # and button into one target too small to tap (WCAG 2.5.8)
+            buttons=["copy"],
+            elem_id="mars-own-json",
+        )
+        parts["own_score"] = gr.Button(texts.OWN_BUTTON, elem_id="mars-own-score")
+
+
+def _results(parts: dict[str, Any]) -> None:
+    """Errors, progress, then the result panels by section (mars_demo/ui/panels.py): the
+    answer's section always, the scoring toggle, the others in a column shown with the first
+    result; the download last."""
+    parts["error"] = gr.HTML(elem_id="mars-error")
+    parts["progress"] = gr.HTML(elem_id="mars-progress")
+    # Filled in the browser while the visitor waits in the queue (ui/assets/page.js).
+    gr.HTML('<p class="mars-queue-line" role="status" aria-live="polite" hidden></p>',
+            elem_id="mars-queue-line", padding=False)
+    for section in panels.SECTIONS:
+        if section.always:
+            _section(section, parts)
+    with gr.Row(elem_id="mars-view-row"):  # side by side on a wide screen, stacked on a phone
+        parts["scoring"] = gr.Radio(
+            [(texts.SCORING_NAMES[key], key) for key in render.SCORINGS],
+            value=DEFAULT_SCORING,
+            label=texts.SCORING_LABEL,
+            elem_id="mars-scoring",
+        )
+        parts["shade"] = gr.Radio(  # what the answer's token colors show (render.SHADES)
+            [(texts.SHADE_NAMES[key], key) for key in render.SHADES],
+            value=render.DEFAULT_SHADE,
+            label=texts.SHADE_LABEL,
+            elem_id="mars-shade",
+        )
+    with gr.Column(visible=False, elem_id="mars-results") as parts["results"]:
+        for section in panels.SECTIONS:
+            if not section.always:
+                _section(section, parts)
+        parts["download"] = gr.DownloadButton(
+            texts.DOWNLOAD_BUTTON, visible=False, elem_id="mars-download"
+        )
+    parts["result"] = gr.State(None)
+
+
+def _section(section: panels.Section, parts: dict[str, Any]) -> None:
+    """One section of :data:`panels.SECTIONS` and its panels: folded (an accordion whose label
+    the analysis updates with its summary) or under its heading. Panels with a ``column`` sit
+    side by side, one column per name, and stack on a narrow screen."""
+    members = [p for p in panels.PANELS if p.section == section.key]
+    if section.folded:
+        with gr.Accordion(section.title, open=False,
+                          elem_id=section.elem_id or None) as parts[section.output]:
+            _panels(members, parts)
+        return
+    if section.title:
+        gr.HTML(f"<h2>{render.esc(section.title)}</h2>", elem_classes="mars-section-title",
+                padding=False)
+    _panels(members, parts)
+
+
+def _panels(members: Sequence[panels.Panel], parts: dict[str, Any]) -> None:
+    i = 0
+    while i < len(members):
+        if not members[i].column:
+            parts[members[i].key] = panels.component(members[i])
+            i += 1
+            continue
+        j = i
+        while j < len(members) and members[j].column:
+            j += 1
+        side_by_side = members[i:j]
+        with gr.Row(equal_height=False):
+            for column in dict.fromkeys(p.column for p in side_by_side):
+                with gr.Column(min_width=300):
+                    for panel in side_by_side:
+                        if panel.column == column:
+                            parts[panel.key] = panels.component(panel)
+        i = j
+
+
+def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
+            option_controls: dict[str, gr.components.Component]) -> None:
+    """Ask, the scoring and coloring toggles, the scoring options, pasted answers, the model switch and the
+    banner, wired to the controller's handlers."""
+
+    def outputs(names: Sequence[str]) -> list:
+        return [parts[name] for name in names]
+
+    question, ask, scoring, answer, result = (
+        parts[name] for name in ("question", "ask", "scoring", "answer", "result"))
+    ask_names, view_names = ask_outputs(), scoring_view_outputs()  # the panels as declared now
+    options = [option_controls[name] for name in controls.PAGE_OPTIONS]
+    show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
+        fn=packed_once(controller.show_scoring, view_names),
+        inputs=[result, scoring, parts["shade"]],
+        outputs=outputs(view_names),
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
+    # Ask says it is working, and takes no click, until the analysis has ended (either way).
+    busy = dict(api_visibility="private", queue=False, show_progress="hidden")
+    gr.on(
+        [ask.click, question.submit],
+        packed(controller.ask, ask_names),
+        inputs=[question, scoring, *options],
+        outputs=outputs(ask_names),
+        api_visibility="private",
+        concurrency_id=ENGINE_QUEUE,
+        concurrency_limit=1,
+        show_progress=QUEUE_STATUS,
+        show_progress_on=[answer],
+    ).then(**show_scoring).then(  # the toggle may have been flipped while the answer streamed
+        _ask_ready, outputs=[ask], **busy)
+    gr.on([ask.click, question.submit], _ask_busy, outputs=[ask], js=SCROLL_TO_ANSWER_JS,
+          **busy)
+    scoring.change(**show_scoring)
+    parts["shade"].change(**show_scoring)
+    # A scoring option changed: score the answers on screen again (models, so the queue).
+    # A quick check outside the queue first: with nothing on screen, or nothing changed,
+    # no event joins the queue (nor counts against the visitor's one place in it).
+    gr.on(
+        [option_controls[name].change for name in controls.RESCORING_OPTIONS],
+        controller.rescore_wanted,
+        inputs=[result, *options],
+        outputs=None,
+        api_visibility="private",
+        queue=False,
+        show_progress="hidden",
+    ).success(
+        packed_once(controller.rescore_options, ask_names),
+        inputs=[result, scoring, *options],
+        outputs=outputs(ask_names),
+        api_visibility="private",
+        concurrency_id=ENGINE_QUEUE,
+        concurrency_limit=1,
+        show_progress="hidden",
+    )
+    parts["own_score"].click(
+        packed(controller.score_own, ask_names),
+        inputs=[question, parts["own_greedy"], parts["own_samples"], parts["own_json"], scoring,
+                *options],
+        outputs=outputs(ask_names),
+        api_visibility="private",
+        concurrency_id=ENGINE_QUEUE,
+        concurrency_limit=1,
+        show_progress=QUEUE_STATUS,
+        show_progress_on=[answer],
+    ).then(**show_scoring)
+    switch = parts.get("switch")
+    if switch:  # only when the host allowed it: otherwise the handler does not exist at all
+        switch["load"].click(
+            packed(controller.switch_model, SWITCH_OUTPUTS),
+            inputs=[switch["model"]],
+            outputs=outputs(SWITCH_OUTPUTS),
+            api_visibility="private",
+            concurrency_id=ENGINE_QUEUE,
+            concurrency_limit=1,
+            show_progress="hidden",
+        )
+    refresh_banner = packed_once(controller.banner, BANNER_OUTPUTS)
+    for trigger in (demo.load, parts["timer"].tick):
+        trigger(
+            refresh_banner,
+            outputs=outputs(BANNER_OUTPUTS),
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
+
+
+def _ask_busy() -> Any:
+    return gr.Button(value=texts.ASK_BUSY, interactive=False)
+
+
+def _ask_ready() -> Any:
+    return gr.Button(value=texts.ASK_BUTTON, interactive=True)
 
 
 def _example_buttons(question: gr.Textbox, questions: Sequence[str]) -> None:
@@ -426,9 +439,9 @@ def _example_buttons(question: gr.Textbox, questions: Sequence[str]) -> None:
     ``component_meta[i]`` around it, once for every example.
     """
     with gr.Column(elem_id="mars-examples"):
-        gr.HTML(f'<span class="mars-small">{render.esc(texts.EXAMPLES_LABEL)}</span>',
-                elem_id="mars-examples-label", padding=False)
         with gr.Row(elem_id="mars-example-buttons"):
+            gr.HTML(f'<span class="mars-small">{render.esc(texts.EXAMPLES_LABEL)}</span>',
+                    elem_id="mars-examples-label", padding=False, min_width=0)
             for text in questions:
                 gr.Button(
                     text, size="sm", variant="secondary", scale=0, min_width=0,
@@ -480,16 +493,3 @@ def _public_note(access: Access) -> str:
     if access.max_sample_tokens is None:
         return texts.ACCESS_PUBLIC_NOTE_NO_LIMIT
     return texts.ACCESS_PUBLIC_NOTE.format(limit=access.max_sample_tokens)
-
-
-def describe_api_parameters(demo: gr.Blocks, api_name: str, fn: Callable[..., Any]) -> None:
-    """Put each parameter's description (from ``fn``'s docstring, "name: text" lines) into the
-    API page: ``/gradio_api/info`` reads it from the input's JSON schema
-    (``additional_description``), not from the docstring."""
-    _, described, _ = gr.utils.get_function_description(fn)
-    names = list(inspect.signature(fn).parameters)
-    block_fn = next(f for f in demo.fns.values() if f.api_name == api_name)
-    for name, component in zip(names, block_fn.inputs):
-        info = dict(component.api_info())
-        info["additional_description"] = described.get(name, "")
-        component._api_info = info  # gr.api's input component (gradio.components.api_component.Api)

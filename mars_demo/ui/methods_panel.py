@@ -1,6 +1,6 @@
 """The page's "Compared with other methods" panel: every method of the result's ``methods``
-(:mod:`mars_demo.methods`, issue 19) with what it measures and its value(s), under the
-uncertainty table.
+(:mod:`mars_demo.methods`) with what it measures and its value(s), under the uncertainty table
+(less the rows that table shows already: :data:`IN_THE_TABLE`).
 
 Raw values of different methods are on different scales. Where the app has an evaluation run
 (``--runs``, or a ``--calibration`` file inside its run's folder), each value is also placed
@@ -22,13 +22,15 @@ from mars_demo import texts
 # the models and settings that set an uncertainty's scale (those a calibration checks)
 from mars_demo.evaluation.calibration import MODEL_KEYS, SETTING_KEYS
 from mars_demo.methods import METHODS, OWN_MODELS, models_of, values_of
-from mars_demo.result import AnalysisResult
+from mars_demo.result import MEASURES, AnalysisResult
 from mars_demo.ui.render import esc, fmt
 from mars_demo.ui.tables import Cell, table
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("method", "length_normalized", "mars", "value")
+#: methods whose values the uncertainty table above the panel shows already
+IN_THE_TABLE = frozenset(MEASURES) | {"semantic_entropy_normalized"}
 RUN_FILES = ("run.json", "report.json", "results.jsonl")
 
 
@@ -178,6 +180,15 @@ def differences(result: AnalysisResult, run: RunValues) -> list[str]:
 # --- the HTML ---------------------------------------------------------------------------------
 
 
+def shown_methods(result: AnalysisResult) -> list[str]:
+    """The methods the panel lists, in :data:`METHODS` order (a newer JSON's unknown ones
+    last): those of the result that the uncertainty table does not show already
+    (:data:`IN_THE_TABLE`)."""
+    ids = [m for m in METHODS if m in result.methods]
+    ids += sorted(m for m in result.methods if m not in METHODS)
+    return [m for m in ids if m not in IN_THE_TABLE]
+
+
 def whole_percent(share: float) -> str:
     """A share in whole percents that never says "all" or "none" when it is not: 0.995 ->
     "99%", 0.004 -> "<1%", 0.583 -> "58%"."""
@@ -207,8 +218,8 @@ def _value_cell(value: float, where: Place | None, run: RunValues | None) -> Cel
 
 def methods_panel_html(result: AnalysisResult, scoring: str, reference: Reference | None = None,
                        unlike: list[str] | tuple[str, ...] = ()) -> str:
-    """The panel: one row per method of ``result.methods`` in :data:`METHODS` order (label,
-    what it measures, LN and MARS values or one value), each value placed among the run's
+    """The panel: one row per method of ``result.methods`` that the uncertainty table does not
+    show (:func:`shown_methods`, in :data:`METHODS` order: label, what it measures, LN and MARS values or one value), each value placed among the run's
     answers when ``reference`` has a run. ``unlike``: how the run's answers were made
     otherwise (:func:`differences`), which the panel says."""
     reference = reference or Reference()
@@ -223,8 +234,7 @@ def methods_panel_html(result: AnalysisResult, scoring: str, reference: Referenc
     head = "".join(f'<p class="mars-explain">{esc(n)}</p>' for n in notes[:2])
     extra = [n for n in (reference.note, *notes[2:]) if n]
     head += "".join(f'<p class="mars-small mars-methods-note">{esc(n)}</p>' for n in extra)
-    ids = [m for m in METHODS if m in result.methods]
-    ids += sorted(m for m in result.methods if m not in METHODS)  # a newer JSON's methods
+    ids = shown_methods(result)
     if not ids:
         return head + f'<p class="mars-muted">{esc(texts.METHODS_NONE)}</p>'
     rows = []
@@ -238,5 +248,8 @@ def methods_panel_html(result: AnalysisResult, scoring: str, reference: Referenc
                 where = run.place(method_id, variant, value) if run else None
                 cells[variant] = _value_cell(value, where, run)
         rows.append((f' data-method="{esc(method_id)}"', cells))
-    columns = list(zip(COLUMNS, texts.METHODS_COLUMNS))
+    # a column no row fills is left out (without SAR's methods, none reads the scorings)
+    filled = {key for _, cells in rows for key in cells}
+    columns = [(key, header) for key, header in zip(COLUMNS, texts.METHODS_COLUMNS)
+               if key == "method" or key in filled]
     return head + table(columns, rows, "mars-methods mars-stack", scoring)

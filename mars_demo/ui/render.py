@@ -23,11 +23,15 @@ from mars_demo.result import SCORINGS
 from mars_demo.result import ScoredAnswer as Answer
 
 
-#: Token color: one hue (indigo), its alpha follows the token's weight. Chosen so that both the
-#: light theme's dark text and the dark theme's light text keep a contrast above 4.5:1.
-TOKEN_RGB = (99, 102, 241)
-TOKEN_ALPHA_MIN = 0.06  # alpha of a weightless token
-TOKEN_ALPHA_RANGE = 0.79  # alpha added for the heaviest token: 3.2:1 against the lightest
+#: Token shading: one hue (indigo) from the lightest weight ("low") to the answer's heaviest
+#: ("high"), mixed in between, and the tokens' text, per theme. Chosen so that the text keeps
+#: at least 4.5:1 on every shade (WCAG 1.4.3) and the two ends at least 3:1 between them, so the
+#: weights can be told apart (WCAG 1.4.11); tests/test_ui_display.py checks the ratios. The
+#: page's head writes them as CSS variables (:func:`mars_demo.ui.launch.head`).
+TOKEN_PALETTE = {
+    "light": {"low": "#f5f6ff", "high": "#7972eb", "text": "#000000"},
+    "dark": {"low": "#1e1b3c", "high": "#6169b8", "text": "#ffffff"},
+}
 WARNINGS_SHOWN = 3  # warnings listed in full; the others behind a "more" toggle
 
 
@@ -78,11 +82,21 @@ def token_intensities(answer: Answer, scoring: str, shade: str = DEFAULT_SHADE) 
     return [w / scale for w in token_weights(answer, scoring)]
 
 
-def token_color(intensity: float) -> str:
-    """CSS color of a token whose weight is ``intensity`` (0..1) of the answer's largest weight."""
-    alpha = TOKEN_ALPHA_MIN + TOKEN_ALPHA_RANGE * min(max(intensity, 0.0), 1.0)
-    r, g, b = TOKEN_RGB
-    return f"rgba({r}, {g}, {b}, {alpha:.3f})"
+def token_shade(intensity: float) -> str:
+    """The shade of a token whose weight is ``intensity`` (0..1) of the answer's largest weight:
+    the share of :data:`TOKEN_PALETTE`'s "high" in its color (CSS ``--w``, mixed in the page's
+    style sheet)."""
+    return f"{min(max(intensity, 0.0), 1.0):.3f}"
+
+
+def palette_css() -> str:
+    """:data:`TOKEN_PALETTE` as CSS variables of the light and the dark theme."""
+    def block(selector: str, colors: dict[str, str]) -> str:
+        return selector + " { " + " ".join(
+            f"--mars-tok-{name}: {value};" for name, value in colors.items()) + " }"
+
+    return "\n".join((block(":root", TOKEN_PALETTE["light"]),
+                      block(".dark", TOKEN_PALETTE["dark"])))
 
 
 def fmt(value: float, digits: int = 3) -> str:
@@ -208,7 +222,7 @@ def answer_tokens_html(answer: Answer, scoring: str, shade: str = DEFAULT_SHADE)
             tip = esc(_token_title(answer, i, weights[i], scoring))
             out.append(
                 f'<span class="mars-tok" data-token="{i}" data-weight="{weights[i]:.4f}" '
-                f'style="background-color: {token_color(shades[i])}" '
+                f'style="--w: {token_shade(shades[i])}" '
                 f'data-tip="{tip}" aria-label="{tip}" tabindex="{stop}">{esc(core)}</span>'
             )
             stop = "-1"
@@ -232,15 +246,14 @@ def scores_html(answer: Answer, scoring: str) -> str:
 
 
 def legend_html(shade: str = DEFAULT_SHADE) -> str:
-    """The color bar and what it means for ``shade``."""
-    stops = ", ".join(token_color(x / 4) for x in range(5))
-    low, high, text = texts.LEGENDS[check_shade(shade)]
+    """The shading's scale for ``shade``, from its low to its high end (the style sheet draws
+    the bar)."""
+    low, high, _ = texts.LEGENDS[check_shade(shade)]
     return (
         f'<div class="mars-legend" data-shade="{shade}">'
         f'<span class="mars-legend-end">{esc(low)}</span>'
-        f'<span class="mars-legend-bar" style="background: linear-gradient(to right, {stops})"></span>'
+        '<span class="mars-legend-bar" aria-hidden="true"></span>'
         f'<span class="mars-legend-end">{esc(high)}</span>'
-        f'<p class="mars-legend-text">{esc(text)}</p>'
         "</div>"
     )
 
@@ -296,32 +309,34 @@ def _stage_item(key: str, name: str, state: str, detail: str) -> str:
 def progress_html(
     progress: StageProgress | None = None, timings_s: dict[str, float] | None = None
 ) -> str:
-    """A bar over the four stages; with ``timings_s`` (a finished analysis) the time of each."""
+    """A bar over the four stages while an analysis runs; with ``timings_s`` (a finished
+    analysis) one line with the total, the time of each stage folded under it."""
     items = []
-    note = ""
     if timings_s is not None:
-        overall = 1.0
         for key, seconds in timings_s.items():  # the engine's order: load, generate, logprobs...
             name = texts.STAGES.get(key) or texts.STAGES_EXTRA.get(key, key)
             items.append(
                 _stage_item(key, name, "done", texts.STAGE_SECONDS.format(seconds=seconds))
             )
-        note = texts.PROGRESS_TOTAL.format(seconds=sum(timings_s.values()))
-    else:
-        progress = progress or StageProgress()
-        overall = progress.overall
-        position = STAGES.index(progress.stage) if progress.stage in STAGES else -1
-        for index, stage in enumerate(STAGES):
-            state = "done" if index < position else "active" if index == position else "pending"
-            items.append(_stage_item(stage, texts.STAGES[stage], state, ""))
-        if position < 0:
-            note = f"{progress.stage} ({round(min(max(progress.fraction, 0.0), 1.0) * 100)}%)"
-    percent = round(overall * 100)
+        total = texts.PROGRESS_TOTAL.format(seconds=sum(timings_s.values()))
+        return (f'<details class="mars-progress" data-state="done" data-keep="timings">'
+                f'<summary class="mars-total">{esc(total)}</summary>'
+                f'<ol class="mars-stages">{"".join(items)}</ol></details>')
+    progress = progress or StageProgress()
+    position = STAGES.index(progress.stage) if progress.stage in STAGES else -1
+    for index, stage in enumerate(STAGES):
+        state = "done" if index < position else "active" if index == position else "pending"
+        items.append(_stage_item(stage, texts.STAGES[stage], state, ""))
+    note = ""
+    if position < 0:
+        note = f"{progress.stage} ({round(min(max(progress.fraction, 0.0), 1.0) * 100)}%)"
+    percent = round(progress.overall * 100)
     note_html = f'<p class="mars-total">{esc(note)}</p>' if note else ""
     return (
-        f'<div class="mars-progress" data-state="{"done" if timings_s is not None else "running"}">'
-        f'<div class="mars-progress-track" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
-        f'aria-valuenow="{percent}"><div class="mars-progress-fill" style="width: {percent}%"></div></div>'
+        '<div class="mars-progress" data-state="running">'
+        f'<div class="mars-progress-track" role="progressbar" aria-valuemin="0" '
+        f'aria-valuemax="100" aria-valuenow="{percent}" aria-label="{esc(texts.PROGRESS_LABEL)}">'
+        f'<div class="mars-progress-fill" style="width: {percent}%"></div></div>'
         f'<ol class="mars-stages">{"".join(items)}</ol>{note_html}</div>'
     )
 

@@ -186,7 +186,9 @@ def phrase_table_html(answer: Answer, scoring: str, settings: dict | None = None
                 },
             )
         )
-    explain = f'<p class="mars-explain mars-weight-explain">{esc(paragraph)}</p>' if paragraph else ""
+    explain = f'<p class="mars-explain">{esc(texts.PHRASES_EXPLAIN)}</p>'
+    if paragraph:
+        explain += f'<p class="mars-explain mars-weight-explain">{esc(paragraph)}</p>'
     return explain + _table(columns, rows, "mars-phrases mars-stack", scoring)
 
 
@@ -218,7 +220,8 @@ def samples_table_html(result: AnalysisResult, scoring: str) -> str:
             value = getattr(sample.scores, key)
             cells[key] = _cell(fmt(value), texts.SCORE_TITLE.format(prob=math.exp(value)))
         rows.append((f' data-sample="{b}"', cells))
-    return _table(columns, rows, "mars-samples mars-stack", scoring)
+    explain = f'<p class="mars-explain">{esc(texts.SAMPLES_EXPLAIN)}</p>'
+    return explain + _table(columns, rows, "mars-samples mars-stack", scoring)
 
 
 def uncertainty_table_html(result: AnalysisResult, scoring: str) -> str:
@@ -248,7 +251,6 @@ def uncertainty_table_html(result: AnalysisResult, scoring: str) -> str:
             **{key: _cell(fmt(normalized[key])) for key in SCORINGS},
         },
     ))
-    explain = f'<p class="mars-explain">{esc(texts.UNCERTAINTY_EXPLAIN)}</p>'
     negative = [
         f"{texts.SCORING_NAMES[key]} {fmt(getattr(result.uncertainty.semantic_entropy, key))}"
         for key in SCORINGS
@@ -259,7 +261,7 @@ def uncertainty_table_html(result: AnalysisResult, scoring: str) -> str:
         f'{esc(texts.SE_NEGATIVE_NOTE.format(values=", ".join(negative)))}</p>'
         if negative else ""
     )
-    return explain + _table(columns, rows, "mars-uncertainty", scoring) + note
+    return _table(columns, rows, "mars-uncertainty", scoring) + note
 
 
 def token_table_html(answer: Answer, scoring: str) -> str:

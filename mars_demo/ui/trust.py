@@ -1,8 +1,10 @@
-"""The "trust" line under the answer: its chance of being right, or what the numbers mean.
+"""The verdict under the answer (``#mars-verdict``): :mod:`mars_demo.verdict` in a badge and a
+sentence, with its calibrated chance of being right where the page has a calibration, and, one
+click away, how the page judges it and where the chance comes from.
 
 With a calibration (``app.py --calibration FILE``, see :mod:`mars_demo.evaluation.calibration`)
-the line says "About 72% likely to be right." and where that comes from (measure, scoring, data
-set, n, judge, AUROC). Without one it says in words how to read the uncertainty values: lower =
+the details say "About 72% likely to be right." and where that comes from (measure, scoring, data
+set, n, judge, AUROC). Without one they say in words how to read the uncertainty values: lower =
 more trustworthy, which scoring the paper found more reliable, and that a value alone is no
 probability. Pure functions: no gradio, no models.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from mars_demo import texts
+from mars_demo.verdict import verdict
 from mars_demo.ui.redact import public_model_name
 from mars_demo.ui.render import esc
 
@@ -53,11 +56,39 @@ def _judge(judge: dict[str, Any]) -> str:
     return text
 
 
+def verdict_html(shown: Any, made: Any = None, calibration: Any = None, *,
+                 public: bool = False) -> str:
+    """The verdict on ``shown`` (an AnalysisResult as visitors see it; ``made``: as it was made,
+    which the calibration checks): badge, sentence, the calibrated chance where the calibration
+    covers the answer, and the details (:func:`trust_html`) folded under it."""
+    made = made if made is not None else shown
+    chance, data, n = None, "", None
+    if calibration is not None:
+        estimate = calibration_estimate(made, calibration)
+        if estimate["chance_correct"] is not None:
+            chance, n = estimate["chance_correct"], estimate["n"]
+            data = public_model_name(estimate["data"]) if public else estimate["data"]
+    found = verdict(shown, chance, calibrated_on=str(data), n=n)
+    chance_line = (f'<p class="mars-verdict-chance">{esc(found.calibrated)}</p>'
+                   if found.calibrated else "")
+    return (
+        f'<div class="mars-verdict mars-verdict-{found.level}" data-level="{found.level}" '
+        'tabindex="-1">'
+        f'<p class="mars-verdict-line"><strong class="mars-verdict-badge">{esc(found.badge)}'
+        f'<span class="mars-sr-only">:</span></strong> {esc(found.sentence)}</p>{chance_line}'
+        f'<details class="mars-verdict-details" data-keep="verdict">'
+        f"<summary>{esc(texts.VERDICT_DETAILS)}</summary>"
+        f'<p class="mars-small">{esc(texts.VERDICT_HOW)} {esc(texts.VERDICT_NOT_RIGHT)}</p>'
+        f"{trust_html(made, calibration, public=public)}</details></div>"
+    )
+
+
 def trust_html(result: Any, calibration: Any = None, *, public: bool = False) -> str:
-    """The line under the answer for ``result`` (an AnalysisResult)."""
+    """How far to trust ``result`` (an AnalysisResult) beyond the verdict: with a calibration,
+    its chance of being right and where that comes from; without one, how to read the
+    uncertainty values."""
     if calibration is None:
-        hint = "" if public else texts.TRUST_HOST_HINT  # only the host can give it one
-        return f'<div class="mars-trust mars-small" role="note">{texts.TRUST_WORDS}{hint}</div>'
+        return f'<div class="mars-trust mars-small" role="note">{texts.TRUST_WORDS}</div>'
     estimate = calibration_estimate(result, calibration)
     if estimate["chance_correct"] is None:
         # a public page does not show the server's model paths the message names

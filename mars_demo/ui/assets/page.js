@@ -11,6 +11,12 @@
 //   it is put into words (window.marsTexts, from mars_demo/texts/) above the answer box
 //   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line.
 // - The work note under a public page's sliders says samples x max new tokens as they move.
+// - When an analysis is done, one live region says so with the verdict (screen readers), and
+//   the focus moves to the verdict if it was on Ask (which the analysis disabled) or nowhere;
+//   the "Skip to the answer" link after Ask moves it there too.
+// - A folded <details data-keep> stays open when the panel holding it is drawn again (the
+//   scoring toggle redraws the answer).
+// - A table box that scrolls sideways takes the focus (tabindex), so keyboard users can scroll it.
 (() => {
   if (window.__marsPage) return;
   window.__marsPage = true;
@@ -132,4 +138,90 @@
           event.target.closest("#mars-samples-n, #mars-max-new-tokens")) updateWorkNote();
     });
   }
+
+  // --- the verdict: announced once per analysis, and where the focus goes -------------------
+  const live = document.createElement("div");
+  live.id = "mars-live";
+  live.className = "mars-sr-only";
+  live.setAttribute("role", "status");
+  live.setAttribute("aria-live", "polite");
+  const addLive = () => { if (!live.isConnected && document.body) document.body.appendChild(live); };
+  addLive();
+  document.addEventListener("DOMContentLoaded", addLive);
+  let lastVerdict = null;
+
+  function verdictShown() {
+    const verdict = document.querySelector("#mars-verdict .mars-verdict");
+    if (!verdict || verdict === lastVerdict) return;
+    lastVerdict = verdict;
+    addLive();
+    const line = verdict.querySelector(".mars-verdict-line");
+    const chance = verdict.querySelector(".mars-verdict-chance");
+    live.textContent = [T.VERDICT_DONE || "", line ? line.textContent : "",
+                        chance ? chance.textContent : ""].join(" ").trim();
+    const active = document.activeElement;
+    const fromAsk = !active || active === document.body || !!active.closest("#mars-ask, #mars-skip");
+    if (fromAsk) verdict.focus({ preventScroll: false });
+  }
+
+  document.addEventListener("click", (event) => {
+    const link = event.target && event.target.closest && event.target.closest("a.mars-skip");
+    if (!link) return;
+    const target = document.querySelector("#mars-verdict .mars-verdict") ||
+                   document.querySelector("#mars-answer");
+    if (!target) return;
+    event.preventDefault();
+    if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+    target.focus();
+    target.scrollIntoView({ block: "center" });
+  });
+
+  // --- folded details that stay as the visitor left them -------------------------------------
+  const kept = new Map();
+  document.addEventListener("toggle", (event) => {
+    const el = event.target;
+    if (el && el.matches && el.matches("details[data-keep]")) kept.set(el.dataset.keep, el.open);
+  }, true);
+
+  function keepOpen() {
+    for (const el of document.querySelectorAll("details[data-keep]")) {
+      const open = kept.get(el.dataset.keep);
+      if (open !== undefined && el.open !== open) el.open = open;
+    }
+  }
+
+  // --- table boxes that scroll sideways take the focus ---------------------------------------
+  function scrollers() {
+    for (const wrap of document.querySelectorAll(".mars-table-wrap")) {
+      const scrolls = wrap.scrollWidth > wrap.clientWidth + 1 || wrap.scrollHeight > wrap.clientHeight + 1;
+      if (scrolls && !wrap.hasAttribute("tabindex")) {
+        wrap.setAttribute("tabindex", "0");
+        // a region's name must be its own: the table's first column headers name it
+        const heads = [...wrap.querySelectorAll("thead th")].slice(0, 3)
+          .map((th) => th.textContent.trim()).filter(Boolean).join(", ");
+        wrap.setAttribute("role", "region");
+        wrap.setAttribute("aria-label", `${T.SCROLL_REGION || "Table"}: ${heads}`);
+      } else if (!scrolls && wrap.getAttribute("tabindex") === "0") {
+        wrap.removeAttribute("tabindex");
+        wrap.removeAttribute("role");
+        wrap.removeAttribute("aria-label");
+      }
+    }
+  }
+
+  let pending = false;
+  function afterChange() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      verdictShown();
+      keepOpen();
+      scrollers();
+    });
+  }
+  new MutationObserver(afterChange).observe(document.documentElement, {
+    subtree: true, childList: true,
+  });
+  window.addEventListener("resize", afterChange);
 })();

@@ -1,0 +1,157 @@
+"""The page as a visitor meets it, checked by axe-core (``axe-playwright-python``) in headless
+Chromium: no serious or critical WCAG 2.2 AA violation in any state (before a question, after an
+answer, every section open, an evaluation run shown), at 1280 and 390 px, in the light and the
+dark theme; and what the page promises its visitors: a verdict first, Ask busy while it works,
+the answer within 2 Tabs, the analysis announced, no host instructions, the verdict, the colored
+answer and the uncertainty table in the first 1.5 screens at 1280x800.
+
+A public page (``SPACE_ID`` set) of the trained tiny models, with an evaluation run offered
+(``--runs``). Screenshots of every state go to $MARS_DEMO_ARTIFACTS if set (``a11y-*.png``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from test_browser import ANALYSIS_TIMEOUT_MS, browser, shots  # noqa: F401  (fixtures)
+from test_eval_view import full_run, given_run  # noqa: F401  (fixtures)
+from ui_helpers import running_app
+
+pytestmark = pytest.mark.browser
+
+WIDTHS = {1280: 800, 390: 844}  # the viewport of a laptop and of a phone
+THEMES = ("light", "dark")
+#: WCAG 2.0, 2.1 and 2.2 A and AA: the rules the page must pass
+AXE_OPTIONS = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa",
+                                                      "wcag22aa"]},
+               "resultTypes": ["violations"]}
+BLOCKING = ("serious", "critical")
+QUESTION = "Who wrote Hamlet?"
+#: a host instruction in the page's own text (a flag, a command, an environment variable)
+HOST_WORDS = r"(^|\s)--[a-z][a-z0-9-]+|\bpython\b|\bapp\.py\b|MARS_DEMO_"
+SECTIONS = ("#mars-settings", "#mars-methods-box", "#mars-phrases-box", "#mars-samples-box",
+            "#mars-tokens-box", "#mars-context-box", "#mars-formulas-box", "#mars-own")
+
+
+@pytest.fixture(scope="module")
+def public_url(trained_tiny_models, given_run, tmp_path_factory):  # noqa: F811
+    runs = tmp_path_factory.mktemp("a11y-runs")
+    shutil.copytree(given_run, runs / "facts")
+    with running_app(trained_tiny_models, "--runs", str(runs),
+                     env={"SPACE_ID": "mars-demo/a11y"}) as url:
+        yield url
+
+
+def serious(page) -> list[str]:
+    """axe's serious and critical violations on the page as it is now: "rule: where" lines."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page, options=AXE_OPTIONS).response["violations"]
+    return [f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes'][:5]]} "
+            f"{v['nodes'][0].get('failureSummary', '')[:200]}"
+            for v in found if v["impact"] in BLOCKING]
+
+
+def check_state(page, state: str, theme: str, shots, results: dict) -> None:  # noqa: F811
+    """axe and a screenshot of ``state`` at both widths, and no host instruction in its text."""
+    for width, height in WIDTHS.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(400)  # the layout settles (the charts redraw)
+        page.screenshot(path=str(shots / f"a11y-{state}-{width}-{theme}.png"), full_page=True)
+        results[f"{state} {width} {theme}"] = serious(page)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width, state
+    text = page.inner_text("body")
+    assert not re.search(HOST_WORDS, text), re.search(HOST_WORDS, text)
+
+
+def wait_done(page) -> None:
+    page.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
+                           timeout=ANALYSIS_TIMEOUT_MS)
+    page.wait_for_selector("#mars-verdict .mars-verdict", timeout=ANALYSIS_TIMEOUT_MS)
+    page.wait_for_selector("#mars-uncertainty-plot .main-svg", timeout=ANALYSIS_TIMEOUT_MS)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_every_state_at_both_widths_has_no_serious_violation(browser, public_url, shots,  # noqa: F811
+                                                             theme):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{public_url}/?__theme={theme}")
+    page.wait_for_selector("#mars-question textarea")
+    page.wait_for_function("() => document.querySelector('#mars-banner').innerText"
+                           ".includes('Models:')")
+    results: dict[str, list[str]] = {}
+    check_state(page, "before", theme, shots, results)
+
+    # an answer, asked with the keyboard alone
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.focus("#mars-question textarea")
+    page.keyboard.type(QUESTION)
+    page.keyboard.press("Enter")
+    # Ask says it is working and takes no click until the analysis has ended
+    page.wait_for_function("() => document.querySelector('#mars-ask').disabled",
+                           timeout=ANALYSIS_TIMEOUT_MS)
+    assert page.inner_text("#mars-ask") == "Working…"
+    wait_done(page)
+    page.wait_for_function("() => !document.querySelector('#mars-ask').disabled")
+    verdict = page.inner_text("#mars-verdict .mars-verdict-line")
+    assert re.match(r"(Consistent|Mostly consistent|Unsure|Too few samples)\s*:?\s+\S", verdict)
+    # one live region says the analysis is done, with the verdict
+    live = page.evaluate("() => document.querySelector('#mars-live').textContent")
+    line = page.evaluate("() => document.querySelector('#mars-verdict .mars-verdict-line')"
+                         ".textContent")
+    assert live.startswith(f"Analysis done. {line}"), (live, line)
+    # from the question box, the answer is at most 2 Tabs away (Ask, then the skip link)
+    for _ in range(2):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.classList.contains('mars-skip')"):
+            page.keyboard.press("Enter")
+            break
+    assert page.evaluate("() => !!document.activeElement.closest('#mars-verdict, #mars-answer')")
+    check_state(page, "answer", theme, shots, results)
+
+    # every section open (the folded ones, the details inside them)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    for selector in SECTIONS:
+        page.locator(f"{selector} > button").first.click()
+    page.evaluate("() => document.querySelectorAll('#mars-results details, #mars-answer details,"
+                  " #mars-verdict details').forEach(d => { d.open = true; })")
+    page.wait_for_selector("#mars-nli-plot .main-svg", timeout=ANALYSIS_TIMEOUT_MS)
+    check_state(page, "open", theme, shots, results)
+
+    # an evaluation run shown
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.locator("#mars-eval > button").first.click()
+    page.click("#mars-eval-show")
+    page.wait_for_selector("#mars-eval-table table", timeout=60_000)
+    page.wait_for_selector("#mars-eval-roc .main-svg", timeout=60_000)
+    check_state(page, "run", theme, shots, results)
+    page.close()
+    assert not any(results.values()), {k: v for k, v in results.items() if v}
+
+
+def test_the_verdict_the_answer_and_the_table_come_first(browser, public_url, shots):  # noqa: F811
+    """After one answer at 1280x800: the verdict, the colored answer, the toggle and the
+    uncertainty table within the first 1.5 screens; the rest one click away, each fold naming
+    what it holds; the page far shorter than the 4,350 px it was."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(public_url)
+    page.wait_for_selector("#mars-question textarea")
+    page.click("#mars-examples .mars-example >> nth=0")
+    page.click("#mars-ask")
+    wait_done(page)
+    page.evaluate("() => window.scrollTo(0, 0)")
+    bottoms = page.evaluate("""() => Object.fromEntries(
+        ['#mars-verdict .mars-verdict', '#mars-answer .mars-answer-text', '#mars-scoring',
+         '#mars-uncertainty-table table'].map(s => [s, document.querySelector(s)
+         .getBoundingClientRect().bottom + window.scrollY]))""")
+    assert max(bottoms.values()) <= 1.5 * 800, bottoms
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    assert height < 2600, height
+    for box in ("#mars-methods-box", "#mars-phrases-box", "#mars-samples-box"):
+        label = page.inner_text(f"{box} > button")
+        assert ":" in label and not page.locator(f"{box} .mars-table").first.is_visible(), label
+    page.screenshot(path=str(shots / "a11y-first-screens-1280.png"))
+    page.close()

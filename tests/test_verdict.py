@@ -1,0 +1,106 @@
+"""The verdict under the answer (mars_demo/verdict.py) on answer sets whose agreement is known."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mars_demo import verdict as v
+from ui_helpers import make_answer, make_result
+
+
+def answers(greedy: str, samples: list[tuple[str, int, float]]):
+    """A result whose greedy answer is ``greedy`` and whose samples are (text, cluster, log p of
+    its one token)."""
+    base = make_result()
+    return dataclasses.replace(
+        base,
+        greedy=make_answer([greedy], [-0.1], [([0], 1.0)]),
+        samples=[make_answer([text], [lp], [([0], 1.0)]) for text, _, lp in samples],
+        cluster_ids=[cluster for _, cluster, _ in samples],
+    )
+
+
+ALL_MARS = [("Mars", 0, -0.1), ("Mars.", 0, -0.2), ("It is Mars", 0, -0.5), ("mars", 0, -0.3),
+            ("Mars", 0, -0.1)]
+SPLIT = [("Mars", 0, -0.1), ("Jupiter", 1, -0.9), ("Venus", 2, -1.2), ("Saturn", 3, -1.5),
+         ("Jupiter", 1, -1.0)]
+
+
+def test_all_samples_one_meaning_is_consistent():
+    found = v.evidence(answers("Mars", ALL_MARS))
+    assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True)
+    verdict = v.judge(found)
+    assert verdict.level == "consistent" and verdict.badge == "Consistent"
+    assert verdict.text == "Consistent: 5 of 5 sampled answers mean the same as this answer."
+    assert verdict.chance is None and "likely right" not in verdict.text  # no calibration
+
+
+def test_split_meanings_are_unsure_and_say_how_many():
+    verdict = v.verdict(answers("Mars", SPLIT))
+    assert verdict.evidence == v.Evidence(agreeing=1, samples=5, meanings=4, scorings_agree=True)
+    assert verdict.level == "unsure"
+    assert verdict.text == ("Unsure: the model's answers split into 4 different meanings; 1 of 5 "
+                            "means the same as this answer.")
+
+
+def test_a_majority_is_mostly_consistent_and_names_the_other_meanings():
+    samples = [("Mars", 0, -0.1), ("Mars", 0, -0.2), ("Mars", 0, -0.3), ("Venus", 1, -2.0),
+               ("Jupiter", 2, -2.5)]
+    verdict = v.verdict(answers("Mars", samples))
+    assert verdict.level == "mostly"
+    assert verdict.sentence == ("3 of 5 sampled answers mean the same as this answer; the others "
+                                "give 2 other meanings.")
+
+
+def test_scorings_that_favour_different_meanings_make_a_majority_unsure():
+    """Three of five samples share the answer's meaning ("The Mars": an unlikely "The", then a
+    likely, important "Mars"), two say "Venus". Length-normalized scoring counts the unlikely
+    "The" in full, and gives "Venus" the most mass; MARS weighs "Mars" most, and gives the
+    answer's meaning the most mass."""
+    base = make_result()
+    the_mars = make_answer(["The", " Mars"], [-3.0, -0.01], [([1], 1.0)])
+    venus = make_answer(["Venus"], [-0.8], [([0], 1.0)])
+    result = dataclasses.replace(base, greedy=the_mars, samples=[the_mars] * 3 + [venus] * 2,
+                                 cluster_ids=[0, 0, 0, 1, 1])
+    ln, mars = result.cluster_masses("length_normalized"), result.cluster_masses("mars")
+    assert ln[1] > ln[0] and mars[0] > mars[1]  # the premise: each favours another meaning
+    verdict = v.verdict(result)
+    assert verdict.evidence == v.Evidence(agreeing=3, samples=5, meanings=2,
+                                          scorings_agree=False)
+    assert verdict.level == "unsure"
+    assert verdict.sentence == (
+        "3 of 5 sampled answers mean the same as this answer; the others give 1 other meaning. "
+        "MARS and length-normalized scoring disagree on which meaning is the most likely.")
+
+
+def test_an_answer_no_sample_shares_words_with_is_placed_nowhere():
+    verdict = v.verdict(answers("The fourth planet", ALL_MARS))
+    assert verdict.evidence.agreeing is None and verdict.level == "unsure"
+    assert "none of the 5 sampled answers has the words of this answer" in verdict.text
+    assert "give 1 meaning." in verdict.text
+
+
+def test_too_few_samples_say_so():
+    verdict = v.verdict(answers("Mars", ALL_MARS[:2]))
+    assert verdict.level == "few" and verdict.badge == "Too few samples"
+    assert verdict.sentence == "2 of 2 sampled answers mean the same as this answer."
+    one = v.verdict(answers("Mars", ALL_MARS[:1]))
+    assert one.sentence == "1 of 1 sampled answer means the same as this answer."
+
+
+@pytest.mark.parametrize("samples", [ALL_MARS, SPLIT])
+def test_a_calibration_adds_its_chance_and_where_it_was_made(samples):
+    plain = v.verdict(answers("Mars", samples))
+    calibrated = v.verdict(answers("Mars", samples), chance=0.823, calibrated_on="facts.jsonl",
+                           n=40)
+    assert calibrated.level == plain.level and calibrated.sentence == plain.sentence
+    assert calibrated.calibrated == "About 82% likely right (calibrated on facts.jsonl, 40 questions)."
+    assert calibrated.text == f"{plain.text} {calibrated.calibrated}"
+
+
+def test_same_words_sets_aside_case_spaces_and_end_punctuation_only():
+    assert v.same_words("Mars.", "  mars ") and v.same_words("It is  Mars!", "it is mars")
+    assert not v.same_words("Mars", "It is Mars") and not v.same_words("", "")
+    assert not v.same_words("Mars", "Marseille")
