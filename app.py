@@ -32,16 +32,18 @@ from collections.abc import Mapping, Sequence
 
 from mars_demo import texts, zerogpu
 from mars_demo.methods import FREE, OPTIONAL_MODELS, parse_methods
-from mars_demo.options import OPTIONS
+from mars_demo.options import OPTIONS, SERVER
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
 from mars_demo.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
     Access,
     ClientIdentity,
+    add_server_flags,
     check_bem_models,
     public_access,
     public_reasons,
+    server_settings,
 )
 
 TRUE = ("1", "true", "yes", "on")
@@ -148,6 +150,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help=texts.APP_HELP_TRUSTED_PROXY,
     )
+    add_server_flags(parser)  # --ipv6-prefix, --header-timeout... (mars_demo.options)
     for model in ("llm", "importance", "nli", "similarity", "lars"):
         parser.add_argument(
             f"--{model}-name",
@@ -215,8 +218,10 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     proxies = args.trusted_proxy
     if proxies is None:
         proxies = [p for p in env.get("MARS_DEMO_TRUSTED_PROXIES", "").split(",") if p.strip()]
+    server = server_settings({name: getattr(args, name) for name in SERVER}, env)
     identity = ClientIdentity.for_deployment(
-        space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies)
+        space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies,
+        ipv6_prefix=server.pop("ipv6_prefix"))
     offered = frozenset(FREE) | frozenset(args.settings.method_ids)  # the host's methods too
     if not reasons:
         return Access(allow_model_switch=args.allow_model_switch, bem=bem, model_names=names,
@@ -230,6 +235,7 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
         identity=identity,
         model_names=names,
         methods=offered,
+        **server,
     )
 
 

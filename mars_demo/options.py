@@ -2,7 +2,8 @@
 
 The command line's flags, the page's controls and the API's parameters are all built from
 :data:`REQUEST_OPTIONS` (what one analysis may choose) and :data:`MODEL_OPTIONS` (which models the
-engine loads; the host chooses those, never a page visitor). :class:`~mars_demo.settings.Settings`
+engine loads; the host chooses those, never a page visitor). :data:`SERVER_OPTIONS` are the
+host's too: how a public page's server treats connections (app.py's flags and variables). :class:`~mars_demo.settings.Settings`
 validates against the same schema, so every entry point refuses the same values with the same
 message.
 
@@ -74,6 +75,20 @@ class Option:
             parts.append(f"allowed: {allowed}")
         parts.append(f"default: {default}")
         return "; ".join(parts)
+
+    def parse(self, text: str) -> Any:
+        """The value of a flag or variable given as ``text``, checked (:meth:`check`); a text
+        that is not a number where one is needed raises :class:`OptionError` too."""
+        value: Any = text.strip()
+        if self.kind in (int, float):
+            try:
+                value = self.kind(value)
+            except ValueError:
+                pass  # check() names the allowed values
+        elif self.kind is tuple:
+            value = tuple(name.strip() for name in value.split(",") if name.strip())
+        self.check(value)
+        return value
 
     def check(self, value: Any) -> None:
         """Raise :class:`OptionError` naming the allowed values unless ``value`` is allowed."""
@@ -223,7 +238,27 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            auto="every method that needs no extra model (mars_demo.methods.FREE)"),
 )
 
+SERVER_OPTIONS: tuple[Option, ...] = (
+    Option("ipv6_prefix", int, 64,
+           "public page: an IPv6 client counts as its whole network of this prefix length (one "
+           "subscriber gets a /64, from some providers a /56 or /48), wherever its address comes "
+           "from (the connection, a Space's proxy, --trusted-proxy)", "server",
+           bounds=(16, 128)),
+    Option("header_timeout", float, 10.0,
+           "public page: seconds a connection may take to send a request's headers (also between "
+           "two requests on one connection) before it is closed", "server", bounds=(1, 300)),
+    Option("connections_per_client", int, 64,
+           "public page: connections one client may hold open at once; more are refused (HTTP "
+           "429). Behind a proxy the connections are the proxy's: limit them there", "server",
+           bounds=(1, 100_000)),
+    Option("allowed_origins", tuple, None,
+           "public page: web origins (scheme://host[:port]) besides the page's own whose web pages "
+           "may call this page from a browser: origins separated by commas", "server",
+           optional=True, auto="none: the page's own origin only"),
+)
+
 OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}
+SERVER: dict[str, Option] = {o.name: o for o in SERVER_OPTIONS}
 MODEL_FIELDS = tuple(o.name for o in MODEL_OPTIONS)
 REQUEST_FIELDS = tuple(o.name for o in REQUEST_OPTIONS)
 GENERATION_FIELDS = tuple(o.name for o in REQUEST_OPTIONS if o.stage == "generation")
