@@ -10,7 +10,9 @@ the vocabulary at every position:
   predicts every answer's first token;
 - the answers are read in batches of similar length (sorted by length), each batch right-padded
   to its own longest answer only, and no batch holds more than :data:`BATCH_TOKENS` tokens with
-  the prompt it attends to, nor more than :data:`LOGIT_POSITIONS` answer positions;
+  the prompt it attends to, nor more than :data:`LOGIT_POSITIONS` answer positions; an answer
+  longer than that is read :data:`LOGIT_POSITIONS` positions at a time, its cache growing, so no
+  forward pass computes the logits of more positions;
 - the log-softmax is never built for the whole vocabulary at every position at once: each
   position's log-prob is its logit minus the log-sum-exp of its row, computed
   :data:`LOGSUMEXP_POSITIONS` positions at a time in float32.
@@ -84,7 +86,8 @@ def forced_logprobs(model, prompt_ids: Sequence[int], answers: Sequence[Sequence
 
     The prompt is read once (``use_cache``); each batch of answers (:func:`batches`) attends to a
     copy of its key/value cache repeated for the batch's rows, with position ids that continue
-    the prompt's. An answer of one token needs only the prompt's last logits."""
+    the prompt's, at most :data:`LOGIT_POSITIONS` positions per forward pass. An answer of one
+    token needs only the prompt's last logits."""
     import torch
 
     if not prompt_ids:
@@ -102,7 +105,8 @@ def forced_logprobs(model, prompt_ids: Sequence[int], answers: Sequence[Sequence
         p = len(prompt_ids)
         rest = [len(ids) - 1 for ids in answers]  # tokens fed after the prompt: all but the last
         todo = [i for i in range(len(answers)) if rest[i] > 0]
-        for batch in batches([rest[i] for i in todo], p):
+        for batch in batches([rest[i] for i in todo], p, tokens=BATCH_TOKENS,
+                             positions=LOGIT_POSITIONS):
             rows = [todo[j] for j in batch]
             width = max(rest[i] for i in rows)
             input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -111,14 +115,23 @@ def forced_logprobs(model, prompt_ids: Sequence[int], answers: Sequence[Sequence
             for r, i in enumerate(rows):  # right padding: the real tokens keep their positions
                 input_ids[r, :rest[i]] = torch.tensor(answers[i][:-1], dtype=torch.long)
                 mask[r, p:p + rest[i]] = 1
-            positions = torch.arange(p, p + width, dtype=torch.long).expand(len(rows), width)
             batch_cache = copy.deepcopy(cache)
             batch_cache.batch_repeat_interleave(len(rows))
-            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                           position_ids=positions.to(device), past_key_values=batch_cache,
-                           use_cache=True).logits
+            # a long answer is read a few positions at a time (its cache grows), so its logits
+            # never exceed LOGIT_POSITIONS positions at once
+            step = max(1, LOGIT_POSITIONS // len(rows))
+            for start in range(0, width, step):
+                end = min(width, start + step)
+                positions = torch.arange(p + start, p + end, dtype=torch.long)
+                logits = model(input_ids=input_ids[:, start:end].to(device),
+                               attention_mask=mask[:, :p + end].to(device),
+                               position_ids=positions.expand(len(rows), -1).to(device),
+                               past_key_values=batch_cache, use_cache=True).logits
+                for r, i in enumerate(rows):
+                    last = min(end, rest[i])
+                    if last > start:
+                        result[i] += _token_logprobs(logits[r, :last - start],
+                                                     list(answers[i][1 + start:1 + last]))
+                del logits
             del batch_cache
-            for r, i in enumerate(rows):
-                result[i] += _token_logprobs(logits[r, :rest[i]], list(answers[i][1:]))
-            del logits
     return result

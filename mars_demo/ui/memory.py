@@ -20,9 +20,9 @@ Gradio 6.17 keeps, without bound or for long:
 its session's component configs (kept only for Gradio's deep links, which this page does not
 offer) and the copies under new ids are let go; a session that holds no result (``gr.State``),
 with nothing pending, is let go at once, and any other after :data:`SESSION_IDLE_S` without an
-event or beyond the newest :data:`MAX_SESSIONS`; a finished event's records go after
-:data:`FINISHED_KEEP_S` (time enough to read its result) or beyond the newest
-:data:`MAX_FINISHED`. The page behaves the same: a session's result (for re-scoring) stays as
+event or beyond the newest :data:`MAX_SESSIONS`; a finished event's records go once its result
+was read, an unread result after :data:`FINISHED_KEEP_S` (time enough to read it) or beyond the
+newest :data:`MAX_FINISHED`. The page behaves the same: a session's result (for re-scoring) stays as
 long as the visitor uses it.
 """
 
@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 
 SESSION_IDLE_S = 3600.0  # a session with a result, untouched this long, is let go
 MAX_SESSIONS = 500  # sessions kept at most (the oldest-used go first)
-FINISHED_KEEP_S = 120.0  # a finished event's records (and a result nobody read) are kept this long
-MAX_FINISHED = 1000  # ... and at most this many
+FINISHED_KEEP_S = 120.0  # a result nobody read (and its event's records) is kept this long
+MAX_FINISHED = 1000  # ... and at most this many finished events
 SWEEP_S = 5.0  # idle sessions and old events are looked for at most this often
+ENDED = ("success", "failed", "cancelled")  # what Gradio's analytics say of an event it closed
 
 
 class MemoryBounds:
@@ -105,23 +106,28 @@ class MemoryBounds:
     # --- every SWEEP_S --------------------------------------------------------------------------
 
     def sweep(self) -> None:
-        """Let go of finished events past :data:`FINISHED_KEEP_S` or :data:`MAX_FINISHED`, their
-        unread results, idle sessions and the analytics of events that ended otherwise
-        (cancelled, disconnected)."""
+        """Let go of finished events whose result was read (their session's stream took it), and
+        of the others, with their unread results, past :data:`FINISHED_KEEP_S` or
+        :data:`MAX_FINISHED`; of idle sessions; and of the analytics of events that ended
+        otherwise (cancelled, disconnected)."""
         now = self.now()
         self.last_sweep = now
         queue, app = self.queue, self.app
-        while self.finished:
-            event_id, (when, session) = next(iter(self.finished.items()))
-            if now - when < FINISHED_KEEP_S and len(self.finished) <= MAX_FINISHED:
-                break
-            self.finished.popitem(last=False)
+        pending_of = queue.pending_event_ids_session
+        for event_id, (when, session) in list(self.finished.items()):
+            record = queue.event_analytics.get(event_id)
+            if record is not None and record.get("status") not in ENDED:
+                continue  # Gradio is still closing it (its record's status comes last)
+            unread = event_id in pending_of.get(session, ())
+            expired = now - when >= FINISHED_KEEP_S or len(self.finished) > MAX_FINISHED
+            if unread and not expired:
+                continue  # its result waits for its reader
+            del self.finished[event_id]
             queue.event_ids_to_events.pop(event_id, None)
             queue.event_analytics.pop(event_id, None)
             app.iterators_to_reset.discard(event_id)
-            pending = queue.pending_event_ids_session.get(session)
-            if pending is not None:
-                pending.discard(event_id)  # a result nobody came to read
+            if unread:
+                pending_of[session].discard(event_id)  # a result nobody came to read
         wall = time.time()  # the analytics records' clock
         for event_id in [e for e, record in queue.event_analytics.items()
                          if e not in queue.event_ids_to_events
