@@ -13,9 +13,14 @@ A page is **public** when anyone but the host can reach it: ``--share`` (a *.gra
   in characters (:meth:`Access.check_score_work`) and, once the LLM's tokenizer has read them, in
   tokens, with at most :attr:`Access.max_prompt_tokens` prompt tokens (:attr:`Access.work_cap`,
   which the teacher-forced pass checks);
-- each client (:class:`ClientIdentity`; an IPv6 client by its /64 network) holds at most a few places in Gradio's queue: at most
-  :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of any other event, and
-  :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused at once (HTTP 429).
+- each client (:class:`ClientIdentity`; an IPv6 client is its /64 network) holds at most a few
+  places in Gradio's queue: at most :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of
+  any other event, and :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused
+  at once (HTTP 429);
+- a connection must send its headers in time, and one client holds a few connections
+  (:attr:`Access.header_timeout`, :attr:`Access.connections_per_client`); only the page's own web
+  pages, and those the host names, may call it from a browser (:attr:`Access.allowed_origins`).
+  The web server enforces them (:mod:`mars_demo.ui.connections`).
 
 Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
 default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
@@ -44,7 +49,7 @@ PUBLIC_PER_CLIENT = 1  # analyses one client may have running or waiting, public
 # their question): a page question (at most 1,000 characters) in the few-shot prompt stays well
 # under it with every tokenizer the engine runs.
 PUBLIC_MAX_PROMPT_TOKENS = 2048
-IPV6_PREFIX = 64  # an IPv6 client is its /64 network: one subscriber's share of the internet
+IPV6_PREFIX = SERVER["ipv6_prefix"].default  # an IPv6 client is its /64: one subscriber's share
 ENGINE_GROUP = "engine"  # the queue's concurrency group of every event that runs the models
 VIEW_PLACES = 2  # places one client may hold of any one other queued event (the Evaluation view...)
 QUEUE_PLACES = 4  # places one client may hold in the queue, all events together

@@ -3,9 +3,9 @@
 The command line's flags, the page's controls and the API's parameters are all built from
 :data:`REQUEST_OPTIONS` (what one analysis may choose) and :data:`MODEL_OPTIONS` (which models the
 engine loads; the host chooses those, never a page visitor). :data:`SERVER_OPTIONS` are the
-host's too: how a public page's server treats connections (app.py's flags and variables). :class:`~mars_demo.settings.Settings`
-validates against the same schema, so every entry point refuses the same values with the same
-message.
+host's too: how a public page's server treats connections (app.py's flags and variables).
+:class:`~mars_demo.settings.Settings` validates against the same schema, so every entry point
+refuses the same values with the same message.
 
 Request options come in two stages: ``generation`` options change the answers (changing one
 means generating again); ``scoring`` options only change how answers already generated are scored,

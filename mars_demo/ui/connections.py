@@ -1,6 +1,6 @@
 """A public page's connections, where the web server (uvicorn, which Gradio 6.17 starts) accepts
 them, and which web sites may call the page from a browser (covered by
-tests/test_hostile_connections.py).
+tests/test_hostile_server.py).
 
 - :func:`guarded_protocol`: a connection must send a request's headers within
   :attr:`Access.header_timeout <mars_demo.access.Access.header_timeout>` seconds, on its opening

@@ -84,10 +84,7 @@ def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
     """When ``demo``'s server starts (``app`` its Starlette app, ``config`` uvicorn's): bound
     what it keeps per visitor and request (:func:`~mars_demo.ui.memory.bound_memory`); on a
     public page also guard its connections and origins
-    (:func:`~mars_demo.ui.connections.guard_server`) and stop Gradio's request analytics, which
-    only the closed ``/monitoring`` reads (Gradio rebuilds their summary after each request)."""
+    (:func:`~mars_demo.ui.connections.guard_server`)."""
     memory.bound_memory(demo, app)
     if access.public:
         connections.guard_server(app, config, access)
-        queue = demo._queue
-        queue.compute_analytics_summary = lambda *_: queue.cached_event_analytics_summary
