@@ -207,7 +207,8 @@ def test_a_foreign_web_site_is_refused_and_its_origin_never_reflected(monkeypatc
     monkeypatch.setenv("SPACE_ID", "someone/mars-demo")
     monkeypatch.setenv("SPACE_HOST", "someone-mars-demo.hf.space")
     engine = FakeEngine()
-    with public_page(engine, access={"allowed_origins": ["https://friend.example"]}) as (_, url):
+    with public_page(engine, access={"allowed_origins": ["https://friend.example"]}) as (demo, url):
+        demo.share_url = "https://abc123.gradio.live/"  # as --share would have it
         data = api_data(url, "analyze", QUESTION)
         host = "mars.example.org"
         evil = preflight(url, host, "https://evil.example")
@@ -219,6 +220,7 @@ def test_a_foreign_web_site_is_refused_and_its_origin_never_reflected(monkeypatc
         assert engine.calls == []
         for origin, via in ((f"https://{host}", {}), ("https://friend.example", {}),
                             ("https://someone-mars-demo.hf.space", {}),
+                            ("https://abc123.gradio.live", {}),
                             ("https://mars.proxy.example", {"X-Forwarded-Host": "mars.proxy.example"})):
             ok = preflight(url, host, origin, **via)
             assert ok.status_code == 200, origin

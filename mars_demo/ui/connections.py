@@ -76,16 +76,18 @@ def server_config() -> Any:
     return config if hasattr(config, "http_protocol_class") else None
 
 
-def guard_server(app: Any, config: Any, access: Access) -> None:
+def guard_server(app: Any, config: Any, access: Access,
+                 share_url: Callable[[], str | None] = lambda: None) -> None:
     """On a public page's start: the connection guard in uvicorn's HTTP protocol
     (:func:`guarded_protocol`), the open-file limit raised to what the system allows
-    (:func:`more_open_files`), and Gradio's CORS middleware replaced by :class:`SameOrigin`."""
+    (:func:`more_open_files`), and Gradio's CORS middleware replaced by :class:`SameOrigin`
+    (``share_url``: the page's ``*.gradio.live`` address once it has one)."""
     if config is not None and hasattr(config, "http_protocol_class"):
         config.http_protocol_class = guarded_protocol(config.http_protocol_class, access)
         more_open_files()
     else:
         log.warning(NO_GUARD_LOG)
-    replace_cors(app, access)
+    replace_cors(app, access, share_url)
 
 
 def more_open_files() -> None:
@@ -195,7 +197,8 @@ def guarded_protocol(base: type, access: Access) -> type:
 # --- which web pages may call this one ----------------------------------------------------------
 
 
-def replace_cors(app: Any, access: Access) -> None:
+def replace_cors(app: Any, access: Access,
+                 share_url: Callable[[], str | None] = lambda: None) -> None:
     """Put :class:`SameOrigin` where Gradio's CORS middleware is in ``app``'s middleware (the
     stack is built again at the next request)."""
     from starlette.middleware import Middleware
@@ -205,25 +208,27 @@ def replace_cors(app: Any, access: Access) -> None:
     replaced = False
     for i, entry in enumerate(app.user_middleware):
         if getattr(entry, "cls", None) is CustomCORSMiddleware:
-            app.user_middleware[i] = Middleware(SameOrigin, access=access)
+            app.user_middleware[i] = Middleware(SameOrigin, access=access, share_url=share_url)
             replaced = True
     if not replaced:
-        app.user_middleware.insert(0, Middleware(SameOrigin, access=access))
+        app.user_middleware.insert(0, Middleware(SameOrigin, access=access, share_url=share_url))
     app.middleware_stack = None
 
 
 class SameOrigin:
     """CORS of a public page: a browser's request that carries an ``Origin`` is answered only
-    when that origin is the page's own (:meth:`own`) or one the host allowed
+    when that origin is the page's own (:meth:`own`, or its share link) or one the host allowed
     (:attr:`Access.allowed_origins <mars_demo.access.Access.allowed_origins>`), with the headers
     that let the browser read the answer (as Gradio's own middleware does for its origins); any
     other origin gets HTTP 403 before anything runs, and no CORS header."""
 
     METHODS = "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
 
-    def __init__(self, app: Callable, access: Access) -> None:
+    def __init__(self, app: Callable, access: Access,
+                 share_url: Callable[[], str | None] = lambda: None) -> None:
         self.app = app
         self.access = access
+        self.share_url = share_url
         spaces = [h.strip() for h in os.environ.get("SPACE_HOST", "").split(",") if h.strip()]
         self.allowed = set(access.allowed_origins) | {
             web_origin(f"https://{host}") for host in spaces if os.environ.get("SPACE_ID")}
@@ -247,6 +252,14 @@ class SameOrigin:
                 continue
         return False
 
+    def _shared(self) -> str | None:
+        """The origin of the page's share link (``--share``), whatever Host its tunnel sends."""
+        url = self.share_url()
+        try:
+            return web_origin(url.rstrip("/")) if url else None
+        except ValueError:
+            return None
+
     async def __call__(self, scope, receive, send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
@@ -261,7 +274,8 @@ class SameOrigin:
             origin = web_origin(text)
         except ValueError:
             origin = None
-        if origin is None or not (origin in self.allowed or self.own(origin, scope)):
+        if origin is None or not (origin in self.allowed or self.own(origin, scope)
+                                  or origin == self._shared()):
             await send_json(send, 403, {"detail": texts.ACCESS_FOREIGN_ORIGIN.format(
                 origin=text[:100])})
             return

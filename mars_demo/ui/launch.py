@@ -87,4 +87,5 @@ def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
     (:func:`~mars_demo.ui.connections.guard_server`)."""
     memory.bound_memory(demo, app)
     if access.public:
-        connections.guard_server(app, config, access)
+        connections.guard_server(app, config, access,
+                                 share_url=lambda: getattr(demo, "share_url", None))
