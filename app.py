@@ -33,7 +33,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts, zerogpu
-from mars_demo.methods import FREE, OPTIONAL_MODELS, parse_methods
+from mars_demo.methods import FREE, METHODS, OWN_MODELS, is_free, parse_methods
 from mars_demo.options import OPTIONS, SERVER
 from mars_demo.settings import DEFAULT_IMPORTANCE, Settings
 from mars_demo.access import (
@@ -49,6 +49,10 @@ from mars_demo.access import (
 )
 
 TRUE = ("1", "true", "yes", "on")
+#: every model a page names, with its name in the help: the three every analysis runs, then
+#: the optional ones (mars_demo.options.OWN_MODELS)
+MODEL_LABELS = {"llm": "LLM", "importance": "importance", "nli": "NLI",
+                **{m.field: m.label for m in OWN_MODELS}}
 FALSE = ("0", "false", "no", "off", "")
 
 
@@ -82,21 +86,19 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help=texts.APP_HELP_IMPORTANCE,
     )
     parser.add_argument("--nli", default=env.get("MARS_DEMO_NLI") or None, help=texts.APP_HELP_NLI)
-    parser.add_argument(
-        "--similarity", default=env.get("MARS_DEMO_SIMILARITY") or None,
-        help=OPTIONS["similarity"].describe() + " (variable MARS_DEMO_SIMILARITY)",
-    )
-    parser.add_argument(
-        "--lars", default=env.get("MARS_DEMO_LARS") or None,
-        help=OPTIONS["lars"].describe() + " (variable MARS_DEMO_LARS)",
-    )
+    for model in OWN_MODELS:  # the models only some methods run (SAR's similarity, LARS...)
+        variable = f"MARS_DEMO_{model.field.upper()}"
+        parser.add_argument(
+            model.option, default=env.get(variable) or None,
+            help=OPTIONS[model.field].describe() + f" (variable {variable})",
+        )
     parser.add_argument(
         "--methods", default=env.get("MARS_DEMO_METHODS") or None,
         help="the uncertainty methods every analysis on this page computes beside the three "
         "measures, ids separated by commas (default: the free ones, mars_demo.methods.FREE); an "
-        "opt-in one (p_true, p_true_sampling, token_sar, sentence_sar, sar, lars, lars_entropy, "
-        "lars_semantic_entropy) costs an extra pass or model per question, and API callers may "
-        "then ask for it too (variable MARS_DEMO_METHODS)",
+        "opt-in one (" + ", ".join(m for m in METHODS if not is_free(METHODS[m]))
+        + ") costs an extra pass or model per question, and API callers may then ask for it "
+        "too (variable MARS_DEMO_METHODS)",
     )
     parser.add_argument("--bem", default=env.get("MARS_DEMO_BEM") or None, help=texts.APP_HELP_BEM)
     parser.add_argument(
@@ -153,15 +155,12 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help=texts.APP_HELP_TRUSTED_PROXY,
     )
     add_server_flags(parser)  # --ipv6-prefix, --header-timeout... (mars_demo.options)
-    for model in ("llm", "importance", "nli", "similarity", "lars"):
+    for model, label in MODEL_LABELS.items():
         parser.add_argument(
-            f"--{model}-name",
+            f"--{model.replace('_', '-')}-name",
             default=env.get(f"MARS_DEMO_{model.upper()}_NAME") or None,
             metavar="NAME",
-            help=texts.APP_HELP_MODEL_NAME.format(
-                model={"llm": "LLM", "importance": "importance", "nli": "NLI",
-                       "similarity": "similarity (SAR)", "lars": "LARS"}[model],
-                variable=model.upper()),
+            help=texts.APP_HELP_MODEL_NAME.format(model=label, variable=model.upper()),
         )
     parser.add_argument(
         "--calibration",
@@ -187,7 +186,7 @@ def check_calibration(calibration, info: Mapping[str, object], settings: Setting
     models = {"llm": info.get("llm"), "importance": info.get("importance"), "nli": info.get("nli")}
     # an optional model (SAR's similarity model...): checked where the calibration's
     # uncertainty reads one (it recorded it)
-    models.update({m.field: getattr(settings, m.field) for m in OPTIONAL_MODELS})
+    models.update({m.field: getattr(settings, m.field) for m in OWN_MODELS})
     note = None
     if settings.llm_endpoint:
         if settings.llm_model:
@@ -214,8 +213,7 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     """What visitors may do, from the flags (raises ValueError for a forbidden combination)."""
     reasons = public_reasons(args.host, args.share, env)
     bem = check_bem_models(args.bem, args.chunker, public=bool(reasons))
-    names = {model: getattr(args, f"{model}_name")
-             for model in ("llm", "importance", "nli", "similarity", "lars")}
+    names = {model: getattr(args, f"{model}_name") for model in MODEL_LABELS}
     names = {model: name.strip() for model, name in names.items() if name and name.strip()}
     proxies = args.trusted_proxy
     if proxies is None:
@@ -265,8 +263,8 @@ def parse_args(
                 default = PUBLIC_MAX_SAMPLE_TOKENS if name == "max_sample_tokens" else PUBLIC_PER_CLIENT
                 raw = env.get(variable, "").strip()
                 setattr(args, name, count(variable, raw) if raw else default)
-        models = {"bem": args.bem, "chunker": args.chunker, "similarity": args.similarity,
-                  "lars": args.lars}
+        models = {"bem": args.bem, "chunker": args.chunker,
+                  **{m.field: getattr(args, m.field) for m in OWN_MODELS}}
         args.settings = Settings(
             llm=args.llm,
             importance=args.importance,

@@ -84,6 +84,10 @@ class Answer:
     logprobs: list[float] | None
     finish_reason: str = "stop"
     warnings: list[str] = field(default_factory=list)
+    # per token, beside the log-probs: "entropy", "kl_uniform", "alternatives" (see
+    # mars_demo.result.Token); a key is absent where the source did not give it
+    token_stats: dict[str, list] = field(default_factory=dict)
+    entropy_top_k: int | None = None  # entropies from a server's top-k log-probs (a lower bound)
 
     @property
     def has_logprobs(self) -> bool:
@@ -103,7 +107,17 @@ class Answer:
                     self.token_ids, self.token_texts, self.spans, self.logprobs
                 )
             ]
+            for key, values in self.token_stats.items():
+                for token, value in zip(out["tokens"], values):
+                    if value is not None:
+                        token[key] = value
+            if self.entropy_top_k is not None:
+                out["entropy_top_k"] = self.entropy_top_k
         return out
+
+    def cut_stats(self, keep: int) -> None:
+        """Keep the token statistics of the first ``keep`` tokens (an answer cut short)."""
+        self.token_stats = {k: list(v[:keep]) for k, v in self.token_stats.items()}
 
 
 @dataclass
@@ -308,6 +322,7 @@ def parse_answer(data: Any, name: str) -> Answer:
             f"{name}: has {len(tokens)} tokens; the limit is {MAX_TOKENS_PER_ANSWER}"
         )
     texts, ids, logprobs, starts, ends = [], [], [], [], []
+    stats: dict[str, list] = {"entropy": [], "kl_uniform": [], "alternatives": []}
     for i, tok in enumerate(tokens):
         where = f"{name}, token {i + 1}"
         if not isinstance(tok, dict):
@@ -333,6 +348,12 @@ def parse_answer(data: Any, name: str) -> Answer:
         texts.append(t)
         ids.append(tid)
         logprobs.append(min(lp, 0.0))
+        for key in ("entropy", "kl_uniform"):
+            value = _number(tok.get(key)) if tok.get(key) is not None else None
+            if tok.get(key) is not None and (value is None or not math.isfinite(value)):
+                raise AnswerSetError(f"{where} ({t!r}): {key} must be a finite number or absent")
+            stats[key].append(value)
+        stats["alternatives"].append(_alternatives(tok.get("alternatives"), where, t))
         starts.append(tok.get("start"))
         ends.append(tok.get("end"))
     joined = "".join(texts)
@@ -357,7 +378,30 @@ def parse_answer(data: Any, name: str) -> Answer:
         logprobs=logprobs,
         finish_reason=finish,
         warnings=known_notes(text, finish),
+        token_stats={k: v for k, v in stats.items() if any(x is not None for x in v)},
+        entropy_top_k=_top_k(data.get("entropy_top_k"), name),
     )
+
+
+def _alternatives(value: Any, where: str, text: str) -> list | None:
+    """A token's saved alternatives, ``[[text, logprob], ...]``, checked; None when absent."""
+    if value is None:
+        return None
+    ok = isinstance(value, list) and value and all(
+        isinstance(a, (list, tuple)) and len(a) == 2 and isinstance(a[0], str)
+        and _number(a[1]) is not None and math.isfinite(_number(a[1])) for a in value)
+    if not ok:
+        raise AnswerSetError(f"{where} ({text!r}): alternatives must be a list of [text, "
+                             "logprob] pairs or absent")
+    return [[a[0], min(float(a[1]), 0.0)] for a in value]
+
+
+def _top_k(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise AnswerSetError(f"{name}: entropy_top_k must be a whole number >= 1 or absent")
+    return value
 
 
 def _check_text(text: str, name: str) -> None:

@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "recorded) of a saved analysis, from its JSON alone: no model is loaded "
                        "and nothing else changes")
 
+    sub.add_parser("methods", help="list the uncertainty methods (ids for --methods), what "
+                   "each reads and costs")
+
     from .evaluation.cli import add_parser as add_evaluate_parser
 
     add_evaluate_parser(sub, _add_option, _add_llm_help)
@@ -257,6 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
+        if args.command == "methods":
+            from .methods.listing import text
+
+            print(terminal_safe(text()).replace("\\n", "\n"))
+            return 0
         if args.command == "score":
             return _score_command(args)
         if args.command == "evaluate":

@@ -36,7 +36,7 @@ IMPORTANCE_METHODS = ("model", "token", "bem")
 NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
-RECIPES = ("default", "paper-code")
+RECIPES = ("default", "paper-code", "truthtorchlm")
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,66 @@ def _check_range(name: str, value: Any, bounds, integer: bool) -> None:
         raise OptionError(message)
 
 
+@dataclass(frozen=True)
+class OptionalModel:
+    """A model (or a pass of one) that only some uncertainty methods run: loaded only when a
+    method asked for needs it, so an analysis, a run or a page names it only then. The one
+    list of them, :data:`OPTIONAL_MODELS`, is what the command line's and the page's flags,
+    the model loaders, the scoring stages, a public page's redaction and its banner loop over.
+    """
+
+    #: the Settings field (and recorded settings key) naming the model
+    field: str
+    #: the need (mars_demo.methods NEEDS) of the methods that run it
+    need: str
+    #: its name for people
+    label: str
+    #: the analysis' ``method_inputs`` entry where what it computed is saved, what that entry
+    #: holds, and the key inside it naming the model
+    saved: str
+    holds: str
+    model_key: str
+    #: its default id and its help (an own model: one with its own Settings field and flag)
+    default: str | None = None
+    help: str = ""
+    #: "module:Class" under mars_demo.models whose ``from_pretrained(source, model_id)``
+    #: loads it (an own model)
+    loader: str = ""
+    page_label: str = ""
+    #: False: the pass runs a model every analysis names already (CCP's NLI of the
+    #: alternatives runs the analysis' NLI model): no flag, no loader, no banner line of its own
+    own: bool = True
+
+    @property
+    def option(self) -> str:
+        """The command-line option naming the model."""
+        return "--" + self.field.replace("_", "-")
+
+
+#: The optional models, in the order they are named.
+OPTIONAL_MODELS: tuple[OptionalModel, ...] = (
+    OptionalModel(
+        "similarity", "similarity_model", "similarity (SAR)", "sar",
+        "similarities of the SAR cross-encoder", "similarity_model", DEFAULT_SIMILARITY,
+        "sentence-similarity cross-encoder of the SAR and CoCoA methods (token_sar, "
+        "sentence_sar, sar, cocoa_msp, cocoa_ppl, cocoa_mte): a Hub id or a local directory; "
+        "loaded only when one of them is asked for",
+        "similarity:SimilarityModel", "Similarity model"),
+    OptionalModel(
+        "lars", "lars_model", "LARS", "lars", "logits of the LARS model", "lars_model",
+        DEFAULT_LARS,
+        "LARS's trained scorer of the LARS methods (lars, lars_entropy, "
+        "lars_semantic_entropy): a Hub id or a local directory; loaded only when one of them "
+        "is asked for", "lars:LarsModel", "LARS model"),
+    OptionalModel(
+        "nli", "alternatives_nli", "NLI (CCP's alternatives)", "ccp",
+        "NLI verdicts of the greedy tokens' alternatives", "nli_model", own=False),
+)
+#: The optional models with a model of their own (a Settings field, a flag, a loader, a line
+#: of the banner and of a run's models).
+OWN_MODELS: tuple[OptionalModel, ...] = tuple(m for m in OPTIONAL_MODELS if m.own)
+
+
 MODEL_OPTIONS: tuple[Option, ...] = (
     Option("llm", str, None, "LLM: a Hub id, a local directory or a preset", "model",
            optional=True, label="Language model",
@@ -161,14 +221,8 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     Option("nli", str, None, "NLI model: a Hub id or a local directory", "model",
            optional=True, label="NLI model",
            auto=f"{DEFAULT_NLI} on a GPU, {CPU_NLI} otherwise"),
-    Option("similarity", str, DEFAULT_SIMILARITY,
-           "sentence-similarity cross-encoder of the SAR methods (token_sar, sentence_sar, "
-           "sar): a Hub id or a local directory; loaded only when one of them is asked for",
-           "model", label="Similarity model"),
-    Option("lars", str, DEFAULT_LARS,
-           "LARS's trained scorer of the LARS methods (lars, lars_entropy, "
-           "lars_semantic_entropy): a Hub id or a local directory; loaded only when one of them "
-           "is asked for", "model", label="LARS model"),
+    *(Option(m.field, str, m.default, m.help, "model", label=m.page_label)
+      for m in OPTIONAL_MODELS if m.own),
     Option("bem", str, DEFAULT_BEM,
            "answer-equivalence model for importance_method bem: a Hub id or a local directory",
            "model"),
@@ -226,13 +280,15 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "semantic clusters: strict (entailment both ways) or lenient (no contradiction "
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
     Option("recipe", str, "default",
-           "default (this project's documented choices) or paper-code (the published code's "
-           "choices, see docs/paper-code.md)", "scoring", choices=RECIPES, label="Recipe"),
+           "default (this project's documented choices), paper-code (the published code's "
+           "choices, see docs/paper-code.md) or truthtorchlm (the MARS choices of the authors' "
+           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights and its "
+           "token-to-phrase rule)", "scoring", choices=RECIPES, label="Recipe"),
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
-           "eigv,degree,lexical_similarity; p_true and p_true_sampling run one extra LLM pass "
-           "each, token_sar, sentence_sar and sar the similarity model, lars, lars_entropy and "
-           "lars_semantic_entropy the LARS model (see docs/methods.md)",
+           "eigv,degree,lexical_similarity; those that run an extra LLM pass or model are "
+           "computed only when named (python -m mars_demo methods lists them; see "
+           "docs/methods.md)",
            "scoring",
            optional=True, label="Methods",
            auto="every method that needs no extra model (mars_demo.methods.FREE)"),

@@ -4,7 +4,11 @@ A recipe names a whole set of pipeline choices, so that one word switches all of
 
 - ``"default"``: this project's documented behaviour, which avoids the published code's bugs;
 - ``"paper-code"``: the choices of the code that produced the paper's numbers (github
-  Ybakman/LLM_Uncertainty), wherever they are well defined.
+  Ybakman/LLM_Uncertainty), wherever they are well defined;
+- ``"truthtorchlm"``: the MARS choices of the authors' later library, TruthTorchLM 0.1.19
+  (phrase weights ``softmax(score / 0.1)``; a whitespace-only token joins the phrase before
+  it; phrases that share a token are merged with the mean of their scores), with which this
+  project's scores equal that library's to 3.5e-7. Everything else is ``"default"``'s.
 
 Where the published code's result is undefined (it hangs when no phrase aligns or the first word
 has no sub-token, errors on answers cut at 512 importance tokens, drops id 1, the BOS token of
@@ -27,7 +31,8 @@ from .settings import RECIPES, Settings
 
 # The choices that are also Settings fields. A recipe value of None leaves the Settings value as
 # it is; any other value replaces it (see Recipe.apply), so the recorded settings say what ran.
-SETTINGS_FIELDS = ("prompt", "max_new_tokens", "cluster_rule", "normalization")
+SETTINGS_FIELDS = ("prompt", "max_new_tokens", "cluster_rule", "normalization",
+                   "softmax_temperature")
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Recipe:
     clustering_algorithm: str  # core.clustering.semantic_clusters(..., algorithm=)
     cluster_rule: str | None  # a Settings field
     cluster_by_text: bool  # pass the sample texts as answers=: identical texts are one answer
+    softmax_temperature: float | None = None  # a Settings field
 
     def apply(self, settings: Settings) -> Settings:
         """``settings`` with the Settings fields this recipe fixes (:data:`SETTINGS_FIELDS`).
@@ -135,6 +141,27 @@ _RECIPES: dict[str, Recipe] = {
         cluster_rule="lenient",
         cluster_by_text=True,
     ),
+    "truthtorchlm": Recipe(
+        name="truthtorchlm",
+        prompt=None,
+        prompt_trailing_space=False,
+        stop_strings=None,
+        keep_stop=False,
+        banned_strings=(),
+        top_k=None,
+        max_new_tokens=None,
+        logprob_source="generation",
+        # TruthTorchLM's token-to-phrase rule is the published code's (whitespace tokens join
+        # the phrase before them, phrases sharing a token merged with their mean score)
+        alignment_rule="paper-code",
+        normalization="softmax",  # softmax(score / 0.1), its MARS default
+        nli_input_format="pair",
+        nli_dtype="auto",
+        clustering_algorithm="first-member",
+        cluster_rule=None,
+        cluster_by_text=False,
+        softmax_temperature=0.1,
+    ),
 }
 
 
@@ -181,7 +208,8 @@ class Resolved:
         ]
         if not changed:
             return []
-        return [f"The {used.recipe} recipe sets {', '.join(changed)}, as the published code does."]
+        source = {"truthtorchlm": "TruthTorchLM 0.1.19"}.get(used.recipe, "the published code")
+        return [f"The {used.recipe} recipe sets {', '.join(changed)}, as {source} does."]
 
 
 def resolve(settings: Settings) -> Resolved:

@@ -41,6 +41,14 @@ class Token:
     start: int
     end: int
     logprob: float
+    # the entropy of the model's next-token distribution at this token (nats; from the top
+    # log-probs of a server, a lower bound: see ScoredAnswer.entropy_top_k); None: not known
+    entropy: float | None = None
+    # KL(uniform || that distribution), self-certainty's term; None: not known (a server)
+    kl_uniform: float | None = None
+    # the top alternatives at this position, [[text, logprob], ...], this token first; saved
+    # for the greedy answer when CCP is asked for, else None
+    alternatives: list | None = None
 
 
 @dataclass
@@ -87,15 +95,31 @@ class ScoredAnswer:
     scores: Scores
     phrase_of_token: list[int] = field(default_factory=list)
     finish_reason: str = "stop"
+    # the number of top log-probs a server returned per token, from which each token's
+    # entropy was computed (a lower bound); None: exact (in-process) or not known
+    entropy_top_k: int | None = None
+
+
+#: token fields left out of the JSON when None, so an analysis that has none of them reads as
+#: before they existed
+TOKEN_EXTRAS = ("entropy", "kl_uniform", "alternatives")
+
+
+def token_stats(tokens: list[Token]) -> dict[str, list]:
+    """The tokens' :data:`TOKEN_EXTRAS` as lists (an :class:`~mars_demo.answers.Answer`'s
+    ``token_stats``), each kept only where some token has it."""
+    out = {key: [getattr(t, key) for t in tokens] for key in TOKEN_EXTRAS}
+    return {k: v for k, v in out.items() if any(x is not None for x in v)}
 
 
 @dataclass
 class NLIResult:
     """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
     ``probabilities[i][j]``: the model's (entailment, neutral, contradiction) probabilities for
-    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical answers
-    (no model call; their label is "entailment"); None in an analysis made before they were
-    saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
+    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical texts
+    (no model call); answers equal after normalization (case, spaces, punctuation) are
+    labelled "entailment" (one answer for the clustering) but hold the model's own
+    probabilities; None in an analysis made before they were saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
     unknown characters); they are in the result's warnings too."""
 
     answers: list[str]
@@ -144,7 +168,15 @@ class AnalysisResult:
     method_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        for answer in [out["greedy"], *out["samples"]]:
+            if answer.get("entropy_top_k") is None:
+                answer.pop("entropy_top_k", None)
+            for token in answer["tokens"]:
+                for key in TOKEN_EXTRAS:
+                    if token.get(key) is None:
+                        token.pop(key, None)
+        return out
 
     # --- what the sampled answers say, from the scores and clusters already here ------------
     # (for display: no model runs; the math is mars_demo.core's)
@@ -195,6 +227,8 @@ class AnalysisResult:
                 logprobs=[t.logprob for t in a.tokens],
                 finish_reason=a.finish_reason,
                 warnings=known_notes(a.text, a.finish_reason),
+                token_stats=token_stats(a.tokens),
+                entropy_top_k=a.entropy_top_k,
             )
 
         preset = self.settings.get("prompt")
@@ -223,6 +257,7 @@ class AnalysisResult:
                 scores=Scores(**d["scores"]),
                 phrase_of_token=list(d.get("phrase_of_token", [])),
                 finish_reason=d.get("finish_reason", "stop"),
+                entropy_top_k=d.get("entropy_top_k"),
             )
 
         u = data["uncertainty"]

@@ -90,6 +90,24 @@ def tiny_settings(tiny_models):
 
 
 @pytest.fixture(scope="session")
+def tiny_similarity(tiny_models, tmp_path_factory):
+    """A random tiny cross-encoder with one output (a BERT sequence classifier, num_labels=1,
+    the tiny BEM model's shape and tokenizer), saved as a Hub model is."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(str(tiny_models["bem"]))
+    config.num_labels = 1
+    config.id2label, config.label2id = {0: "LABEL_0"}, {"LABEL_0": 0}
+    torch.manual_seed(19)
+    model = BertForSequenceClassification(config).eval()
+    path = tmp_path_factory.mktemp("tiny-similarity") / "similarity"
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(str(tiny_models["bem"])).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def app_url(request, tiny_models):
     """URL of the one ``app.py`` (tiny models, 127.0.0.1) that the whole session shares."""
     from ui_helpers import shared_app_url

@@ -66,7 +66,11 @@ def test_every_method_has_its_cost(data):
     assert data["targets"]["free_methods_share"]["met"] is None  # tiny: timings mean nothing
     opt_in = costs["opt_in"]
     assert set(opt_in) == {"p_true", "p_true_sampling", "token_sar, sentence_sar, sar",
-                           "lars, lars_entropy, lars_semantic_entropy"}
+                           "lars, lars_entropy, lars_semantic_entropy",
+                           "cocoa_msp, cocoa_ppl, cocoa_mte", "ccp", "eigenscore"}
+    assert costs["semantic_density_nli"]["greedy_pairs"] >= 0
+    stats = costs["token_stats"]  # the token-level methods' inputs, timed apart
+    assert stats["logprobs_s"] > 0 and stats["with_entropy_and_kl_s"] > 0
     for group in opt_in.values():
         assert group["seconds"] > 0
         assert all(v is not None for v in group["values"].values()), group
@@ -86,7 +90,9 @@ def test_results_match_and_no_extra_forward_pass(data):
     assert data["generate_calls"] == 1 and data["targets"]["one_generate_call"]["met"] is True
     assert all(r["two_call_generate_calls"] == 2 for r in data["runs"])
     assert data["importance_forward_passes"] == 1
-    assert data["nli_forward_passes"] == 1
+    # the samples' pairs in one batch, semantic density's greedy-to-sample pairs in their own
+    # (batched apart, so the samples' probabilities do not depend on whether it is asked)
+    assert data["nli_forward_passes"] == 2
     assert data["targets"]["extra_llm_forward_passes"]["met"] is True
     assert data["targets"]["importance_one_pass"]["met"] is True
 

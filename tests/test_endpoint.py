@@ -553,7 +553,8 @@ def test_request_body_is_plain_sampling(fake):
     assert [b["temperature"] for b in bodies] == [0.0, 1.0, 1.0]
     assert sorted(b["seed"] for b in bodies[1:]) == [5, 6]
     for b in bodies:
-        assert b["model"] == "fake-model" and b["max_tokens"] == 9 and b["logprobs"] == 1
+        # the top log-probs (as many as vLLM allows) give each token's entropy
+        assert b["model"] == "fake-model" and b["max_tokens"] == 9 and b["logprobs"] == 20
         assert b["top_k"] == 0 and b["min_p"] == 0.0 and b["repeat_penalty"] == 1.0
         assert b["stop"] == [".", "\n"] and b["n"] == 1
         # special tokens in the text; no token ids asked for without the model's tokenizer

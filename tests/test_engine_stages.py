@@ -27,7 +27,7 @@ def names(planned) -> list[str]:
 def test_the_result_needs_every_stage_in_order():
     assert names(stages.plan(RESULT_NEEDS)) == [
         "importance", "alignment", "nli", "clustering", "uncertainty", "llm_pass", "similarity",
-        "lars", "methods"]
+        "lars", "ccp", "embeddings", "methods"]
 
 
 @pytest.mark.parametrize("wanted, expected", [
@@ -38,7 +38,7 @@ def test_the_result_needs_every_stage_in_order():
     (["scored", "phrasings"], ["importance", "alignment"]),
     (["question"], []),  # an input: nothing to compute
     (["methods"], ["importance", "alignment", "nli", "clustering", "llm_pass", "similarity",
-                   "lars", "methods"]),
+                   "lars", "ccp", "embeddings", "methods"]),
     (["similarities"], ["importance", "alignment", "similarity"]),
     (["lars_outputs"], ["lars"]),  # from the answers themselves
     (["method_inputs"], ["llm_pass"]),  # from the answers themselves

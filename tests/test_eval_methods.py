@@ -293,7 +293,7 @@ def test_calibrate_on_a_method(run, tmp_path, capsys):
 
 @pytest.mark.parametrize("flags, message", [
     (["--measure", "token_sar"], "has no uncertainty 'token_sar'; it has confidence, entropy, "
-     "semantic_entropy, semantic_entropy_normalized, eigv, num_sets, lexical_similarity"),
+     "semantic_entropy, semantic_entropy_normalized, num_sets, lexical_similarity, eigv"),
     (["--measure", "eigv", "--scoring", "mars"], "has no eigv (mars) uncertainty; eigv has value"),
     (["--measure", "confidence", "--scoring", "value"], "has no confidence (value) "
      "uncertainty; confidence has length_normalized, mars"),

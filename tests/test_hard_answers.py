@@ -91,7 +91,7 @@ def test_all_samples_identical(engine, monkeypatch):
 def test_all_samples_different(engine, monkeypatch):
     nli = engine.models.nli
 
-    def contradiction(pairs, input_format="pair"):
+    def contradiction(pairs, input_format="pair", apart=None):
         return PairVerdicts(["contradiction"] * len(pairs), [[0.0, 0.0, 1.0]] * len(pairs))
 
     monkeypatch.setattr(nli, "judge", contradiction)

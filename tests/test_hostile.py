@@ -185,7 +185,7 @@ def flood_once(url: str, name: str, ip: str, http=httpx) -> int:
                     http, headers).status_code
     data = {
         "ask": [QUESTION, "mars", *PAGE_OPTIONS],
-        "show_scoring_1": [None, "length_normalized"],
+        "show_scoring_1": [None, "length_normalized", "weight"],
         "rescore_options": [None, "mars", *PAGE_OPTIONS],
         "score_own": [*OWN, "mars", *PAGE_OPTIONS],
         "banner": [], "banner_1": [],

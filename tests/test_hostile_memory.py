@@ -9,7 +9,6 @@ Nothing asserts on time; timeouts only keep a hung server from hanging the run.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 
@@ -84,6 +83,7 @@ def big_result(tiny_settings):
     return engine.score({"question": QUESTION, "greedy": SAMPLES[0], "samples": SAMPLES})
 
 
+@pytest.mark.slow  # 120 results (about a minute and a half)
 def test_results_in_one_session_leave_nothing_behind(big_result):
     """A visitor asks again and again in one session (each result of 20 samples, about 1 MB of
     tables and plots on the page): 40 results a batch kept about 40 MiB before."""
@@ -105,14 +105,6 @@ def test_results_in_one_session_leave_nothing_behind(big_result):
         held = demo.server_app.state_holder.session_data[session]
         assert held.config_values == {}
         assert set(held.blocks_config.blocks) <= set(demo.default_config.blocks)
-
-
-@contextlib.contextmanager
-def clock(monkeypatch):
-    """memory's bounds with a clock the test moves (``ticks[0]``: seconds)."""
-    ticks = [0.0]
-    monkeypatch.setattr(memory.time, "monotonic", lambda: ticks[0])
-    yield ticks
 
 
 def test_finished_events_and_idle_sessions_are_let_go(monkeypatch):

@@ -78,9 +78,9 @@ def transformers_logits(path, question, texts) -> list[float]:
 
 
 def test_the_logits_are_the_models_on_lars_input(tiny_lars):
-    from mars_demo.models.registry import load_lars
+    from mars_demo.models.registry import load_optional
 
-    model = load_lars(str(tiny_lars))
+    model = load_optional("lars", str(tiny_lars))
     assert (model.number_of_bins, model.edges) == (BINS, EDGES)
     texts = [lars_answer_text(["It", " is", " Mars"], p, EDGES, BINS)
              for p in ([0.9, 0.0011, 0.0005], [0.0005, 0.0005, 0.9], [0.0011] * 3)]
@@ -96,9 +96,9 @@ def test_the_logits_are_the_models_on_lars_input(tiny_lars):
 
 
 def test_an_input_longer_than_the_window_is_cut_and_said(tiny_lars):
-    from mars_demo.models.registry import load_lars
+    from mars_demo.models.registry import load_optional
 
-    model = load_lars(str(tiny_lars))
+    model = load_optional("lars", str(tiny_lars))
     warnings: list[str] = []
     long = lars_answer_text(["Mars"] * 600, [0.5] * 600, EDGES, BINS)
     got = model.logits(QUESTION, ["Mars[prob_token_2]", long], warnings)
@@ -108,9 +108,9 @@ def test_an_input_longer_than_the_window_is_cut_and_said(tiny_lars):
 
 
 def test_questions_share_batches_and_keep_their_own_warnings(tiny_lars):
-    from mars_demo.models.registry import load_lars
+    from mars_demo.models.registry import load_optional
 
-    model = load_lars(str(tiny_lars))
+    model = load_optional("lars", str(tiny_lars))
     long = lars_answer_text(["Mars"] * 600, [0.5] * 600, EDGES, BINS)
     other, texts = "Which planet is nearest to the Sun?", ["Mercury[prob_token_3]",
                                                            "Venus[prob_token_1] is"]
@@ -139,20 +139,20 @@ def edited(source, target, **changes):
 
 
 def test_models_that_are_not_lars_are_refused(tiny_models, tiny_lars, tmp_path):
-    from mars_demo.models.registry import load_lars
+    from mars_demo.models.registry import load_optional
 
     with pytest.raises(ModelLoadError, match="has 3 outputs; LARS has one"):
-        load_lars(str(tiny_models["nli"]))
+        load_optional("lars", str(tiny_models["nli"]))
     with pytest.raises(ModelLoadError, match="no number_of_bins .* in its config"):
-        load_lars(edited(tiny_lars, tmp_path / "no-bins", number_of_bins=None))
+        load_optional("lars", edited(tiny_lars, tmp_path / "no-bins", number_of_bins=None))
     # five bins named, four bin tokens in the tokenizer
     with pytest.raises(ModelLoadError, match=r"does not hold \[prob_token_4\] as whole tokens "
                                              r"\(1 of its 5 bin tokens\)"):
-        load_lars(edited(tiny_lars, tmp_path / "more-bins", number_of_bins=5))
+        load_optional("lars", edited(tiny_lars, tmp_path / "more-bins", number_of_bins=5))
     with pytest.raises(ModelLoadError, match="unusable edges .* must not decrease"):
-        load_lars(edited(tiny_lars, tmp_path / "bad-edges", edges=[0.0, 0.6, 0.3, 0.9]))
+        load_optional("lars", edited(tiny_lars, tmp_path / "bad-edges", edges=[0.0, 0.6, 0.3, 0.9]))
     # no edges: even bins, as LARS's own code does without them
-    even = load_lars(edited(tiny_lars, tmp_path / "no-edges", edges=None))
+    even = load_optional("lars", edited(tiny_lars, tmp_path / "no-edges", edges=None))
     assert even.edges is None and even.number_of_bins == BINS
 
 
@@ -229,8 +229,8 @@ def test_a_rescore_reuses_the_saved_logits_of_the_same_inputs(tiny_settings, ask
     result = AnalysisResult.from_dict(asked[0])
     settings = tiny_settings.replace(lars=str(tiny_lars), methods="lars,lars_semantic_entropy")
     loaded = []
-    real = registry.load_lars
-    monkeypatch.setattr(registry, "load_lars", lambda *a, **k: loaded.append(a) or real(*a, **k))
+    real = registry.load_optional
+    monkeypatch.setattr(registry, "load_optional", lambda *a, **k: loaded.append(a) or real(*a, **k))
     again = Engine(settings).rescore(result)
     assert not loaded and again.method_inputs["lars"] == result.method_inputs["lars"]
     assert again.methods["lars"] == result.methods["lars"]

@@ -41,13 +41,23 @@ PASSES = {"p_true": {"logprob": -0.4, "prompt": "Question: ..."},
                    "logits": LARS_LOGITS}}
 
 
+GREEDY = {"text": "Mars, it is", "scores": {"length_normalized": -0.3, "mars": -0.2},
+          "mars_weights": [0.5, 0.25, 0.25],
+          "tokens": [{"logprob": -0.1, "entropy": 0.3, "kl_uniform": 5.0},
+                     {"logprob": -0.5, "entropy": 1.2, "kl_uniform": 3.0},
+                     {"logprob": -0.3, "entropy": 0.6, "kl_uniform": 4.0}]}
+
+
 def analysis(texts=TEXTS, ln=LN, mars=MARS, clusters=CLUSTERS, nli=NLI, passes=PASSES) -> dict:
     """The part of an analysis JSON the methods read."""
     samples = [{"text": t, "scores": {"length_normalized": a, "mars": b},
                 "tokens": [{"logprob": x} for x in logprobs]}
                for t, a, b, logprobs in zip(texts, ln, mars, TOKEN_LOGPROBS)]
-    out = {"samples": samples, "cluster_ids": list(clusters),
+    out = {"samples": samples, "cluster_ids": list(clusters), "greedy": GREEDY,
            "nli": {"answers": list(texts), "labels": []}}
+    passes = None if passes is None else {
+        **passes, "greedy_nli": {"greedy": GREEDY["text"], "answers": list(texts),
+                                 "probabilities": [[0.6, 0.3, 0.1]] * len(texts)}}
     if nli is not None:
         out["nli"]["probabilities"] = nli
     if passes is not None:
@@ -83,21 +93,25 @@ LARS = ("lars", "lars_entropy", "lars_semantic_entropy")
 EXPECTED_SCORED = {
     "semantic_entropy": uncertainty.semantic_entropy,
     "semantic_entropy_normalized": uncertainty.semantic_entropy_normalized,
+    "entropy": lambda scores, _: uncertainty.entropy(scores),
     "sentence_sar": lambda scores, _: sar.sentence_sar(scores, SAMPLE_SIMILARITY),
 }
 
 
-def test_every_method_is_computed_and_named():
-    assert set(EXPECTED_VALUE) | set(EXPECTED_SCORED) == set(METHODS) == set(methods._formulas())
-    # every registered method but those of an extra LLM pass or model needs nothing more
-    assert FREE == tuple(m for m in METHODS if m not in LLM_PASS + SIMILARITY + LARS)
+OPT_IN = LLM_PASS + SIMILARITY + LARS + ("cocoa_msp", "cocoa_ppl", "cocoa_mte", "ccp",
+                                         "eigenscore")
+
+
+def test_every_method_is_one_entry_with_its_inputs():
     for m in METHODS.values():
-        assert ("llm_pass" in m.needs) == (m.id in LLM_PASS)
-        assert ("similarity_model" in m.needs) == (m.id in SIMILARITY)
-        assert ("lars_model" in m.needs) == (m.id in LARS)
-        assert (m.id in LLM_PASS + SIMILARITY + LARS) == (not m.free)
         assert m.needs <= set(methods.NEEDS) and m.label and m.explain and m.source
-        assert m.scored == (m.id in EXPECTED_SCORED)
+        assert callable(m.compute) and m.family in methods.FAMILIES
+        assert ("llm_pass" in m.needs) == (m.id in LLM_PASS)
+        assert ("lars_model" in m.needs) == (m.id in LARS)
+        assert (m.id in OPT_IN) == (not methods.is_free(m))
+    assert FREE == tuple(m for m in METHODS if m not in OPT_IN)
+    for m in set(EXPECTED_VALUE) | set(EXPECTED_SCORED):
+        assert METHODS[m].scored == (m in EXPECTED_SCORED)
 
 
 @pytest.mark.parametrize("method_id", sorted(EXPECTED_VALUE))
@@ -177,7 +191,7 @@ def test_parse_methods(text, expected):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("eigv,eigenvalue", "unknown method 'eigenvalue'; known: semantic_entropy, .*eigv"),
+    ("eigv,eigenvalue", "unknown method 'eigenvalue'; known: confidence, entropy, semantic_entropy, .*eigv"),
     ("", "methods is empty"),
     ([3], "method ids"),
     (3, "method ids separated by commas"),

@@ -145,7 +145,7 @@ def test_score_and_the_library_take_the_methods_asked_for(saved, tiny_models, ti
 
 
 @pytest.mark.parametrize("value, message", [
-    ("eigv,eigenvalues", "unknown method 'eigenvalues'; known: semantic_entropy"),
+    ("eigv,eigenvalues", "unknown method 'eigenvalues'; known: confidence, entropy, semantic_entropy"),
 ])
 def test_a_bad_method_is_one_line_and_exit_status_2(value, message, saved, tiny_models):
     code, out, err = cli("score", str(saved), *model_flags(tiny_models), "--methods", value)
@@ -168,14 +168,11 @@ def test_the_methods_flag_is_documented():
 
 def test_a_method_that_fails_for_some_answers_is_left_out_with_a_warning(
         tiny_settings, analysis, monkeypatch):
-    formulas = methods._formulas
+    import dataclasses
 
-    def broken():
-        out = formulas()
-        out["degree"] = lambda inputs, scores: math.log(-1.0)  # ValueError: math domain error
-        return out
-
-    monkeypatch.setattr(methods, "_formulas", broken)
+    broken = dataclasses.replace(METHODS["degree"],  # ValueError: math domain error
+                                 compute=lambda inputs, variant: math.log(-1.0))
+    monkeypatch.setitem(METHODS, "degree", broken)
     again = Engine(tiny_settings.replace(methods="eigv,degree")).rescore(analysis)
     assert list(again.methods) == ["eigv"]
     assert any("method degree could not be computed" in w and "math domain error" in w

@@ -12,7 +12,7 @@ import pytest
 from numeric_checks import float32_order
 import torch
 
-from mars_demo.core.clustering import NLI_LABELS
+from mars_demo.core.clustering import NLI_LABELS, normalize_answer
 from mars_demo.engine import Engine
 from mars_demo.methods import compute_methods
 from mars_demo.models.nli import NLIModel
@@ -40,13 +40,20 @@ def test_probabilities_agree_with_the_verdicts(tiny_models, input_format):
     p = np.asarray(m.probabilities)
     assert p.shape == (5, 5, 3)
     assert np.allclose(p.sum(axis=2), 1.0, atol=1e-12) and (p >= 0).all()
+    same = [normalize_answer(a) for a in ANSWERS] if input_format == "pair" else ANSWERS
     for i in range(5):
         assert p[i, i].tolist() == [1.0, 0.0, 0.0]
         for j in range(5):
-            if labels[i][j] != "entailment" or p[i, j].tolist() != [1.0, 0.0, 0.0]:
+            if same[i] == same[j]:  # one answer for the clustering
+                assert labels[i][j] == "entailment"
+            else:
                 assert NLI_LABELS[int(p[i, j].argmax())] == labels[i][j]
-    # "Mars." and "mars" are one answer for the pair format (no call), two for paper-code
-    assert (p[0, 1].tolist() == [1.0, 0.0, 0.0]) == (input_format == "pair")
+    # "Mars." and "mars" are one answer for the pair format's clustering, but their pair holds
+    # its own probabilities, the model's, not another pair's or (1, 0, 0)
+    assert p[0, 1].tolist() == pytest.approx(
+        model_probabilities(nli, f"{QUESTION} Mars.", f"{QUESTION} mars"), abs=1e-6) \
+        if input_format == "pair" else True
+    assert p[0, 1].tolist() != [1.0, 0.0, 0.0]
 
 
 def test_probabilities_are_the_models_softmax_in_entailment_neutral_contradiction_order(
@@ -126,7 +133,7 @@ def test_rescoring_a_schema_2_analysis_runs_the_nli_again(tiny_settings, analysi
                         lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
     old = AnalysisResult.from_dict(schema_2(analysis))
     again = Engine(tiny_settings).rescore(old, normalization="softmax")
-    assert calls == [1]
+    assert calls == [1]  # semantic density's greedy-to-sample NLI is reused from method_inputs
     assert again.nli.labels == analysis.nli.labels
     assert np.allclose(again.nli.probabilities, analysis.nli.probabilities, atol=1e-6)
 
@@ -197,3 +204,16 @@ def test_a_pair_longer_than_the_window_is_cut_and_named(tiny_models):
     index = {name: k for k, name in nli.labels.items()}
     # judged in one batch with two shorter pairs, expected alone: float32 order
     assert judged.probabilities[1] == float32_order([expected[index[n]] for n in NLI_LABELS])
+
+
+def test_extra_pairs_ride_in_the_same_call_without_changing_the_samples_numbers(tiny_models):
+    """Semantic density's greedy-to-sample pairs are judged in the samples' call but batched
+    apart, so the samples' probabilities are bit for bit those of a call without them."""
+    nli = load_nli(str(tiny_models["nli"]))
+    alone = nli.matrices([QUESTION], [ANSWERS])
+    extra = [(f"{QUESTION} It is Mars", f"{QUESTION} {a}") for a in ANSWERS]
+    both, judged = nli.matrices_and_pairs([QUESTION], [ANSWERS], extra)
+    assert both[0].probabilities == alone[0].probabilities
+    assert len(judged.probabilities) == len(extra)
+    for (premise, hypothesis), got in zip(extra, judged.probabilities):
+        assert got == pytest.approx(model_probabilities(nli, premise, hypothesis), abs=1e-6)

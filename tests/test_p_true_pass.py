@@ -115,9 +115,10 @@ def test_the_llm_is_needed_only_when_a_pass_is_asked_for(tiny_settings, asked, n
     again = Engine(tiny_settings.replace(methods="p_true,p_true_sampling,eigv")).rescore(result)
     assert again.method_inputs == result.method_inputs
     assert {k: again.methods[k] for k in PASSES} == {k: result.methods[k] for k in PASSES}
-    # the free methods alone: no pass, nothing saved
+    # the free methods alone: no pass; only what the analysis' own NLI model said (semantic
+    # density's greedy-to-sample pairs) is saved
     free = Engine(tiny_settings).rescore(result)
-    assert list(free.methods) == list(FREE) and free.method_inputs == {}
+    assert list(free.methods) == list(FREE) and set(free.method_inputs) == {"greedy_nli"}
 
 
 def test_a_fresh_pass_loads_the_llm(tiny_settings, asked, monkeypatch):

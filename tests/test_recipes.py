@@ -18,11 +18,11 @@ def choices(name: str) -> dict:
     return dataclasses.asdict(recipe_of(name))
 
 
-def test_recipes_are_default_and_paper_code():
-    assert RECIPES == ("default", "paper-code")
+def test_recipes_are_default_paper_code_and_truthtorchlm():
+    assert RECIPES == ("default", "paper-code", "truthtorchlm")
     assert Settings().recipe == "default"
     assert Settings(recipe="paper-code").to_dict()["recipe"] == "paper-code"
-    with pytest.raises(OptionError, match="recipe must be one of default, paper-code"):
+    with pytest.raises(OptionError, match="recipe must be one of default, paper-code, truthtorchlm"):
         Settings(recipe="paper")
     with pytest.raises(OptionError, match="recipe"):
         recipe_of("Paper-Code")
@@ -70,6 +70,7 @@ def test_paper_code_recipe_lists_the_published_choices():
         "clustering_algorithm": "all-pairs",
         "cluster_rule": "lenient",
         "cluster_by_text": True,
+        "softmax_temperature": None,
     }
     assert c["clustering_algorithm"] in ALGORITHMS and c["cluster_rule"] in CLUSTER_RULES
     assert c["alignment_rule"] in ALIGNMENT_RULES and c["normalization"] in NORMALIZATIONS
@@ -119,3 +120,21 @@ def test_the_docs_have_the_point_by_point_table_with_both_recipes():
     for choice in ("clustering algorithm", "clustering rule", "NLI input", "whitespace-only token",
                    "phrases sharing one LLM token", "medical run", "undefined results"):
         assert any(row.startswith(f"| {choice}") for row in rows), choice
+
+
+def test_the_truthtorchlm_recipe_is_its_mars_choices():
+    """TruthTorchLM 0.1.19's MARS: softmax(score / 0.1) phrase weights and the published code's
+    token-to-phrase rule; every other choice is default's; asked otherwise, it says so."""
+    from mars_demo.recipes import resolve
+
+    r = recipe_of("truthtorchlm")
+    assert (r.normalization, r.softmax_temperature, r.alignment_rule) == ("softmax", 0.1,
+                                                                          "paper-code")
+    default = recipe_of("default")
+    same = {"prompt", "stop_strings", "keep_stop", "banned_strings", "top_k", "max_new_tokens",
+            "nli_input_format", "clustering_algorithm", "cluster_rule", "cluster_by_text"}
+    assert all(getattr(r, k) == getattr(default, k) for k in same)
+    run = resolve(Settings(recipe="truthtorchlm", normalization="sum", softmax_temperature=0.5))
+    assert (run.settings.normalization, run.settings.softmax_temperature) == ("softmax", 0.1)
+    assert run.overrides() == ["The truthtorchlm recipe sets normalization softmax (not sum), "
+                               "softmax temperature 0.1 (not 0.5), as TruthTorchLM 0.1.19 does."]

@@ -124,3 +124,22 @@ def test_how_to_read_the_numbers_tells_no_visitor_to_run_a_host_command():
     assert "lower uncertainty = more trustworthy" in public
     assert "--calibration" not in public and "app.py" not in public
     assert "--calibration FILE" in trust.trust_html(make_result(), None, public=False)
+
+
+@pytest.mark.parametrize("entry, key", [("eigenscore", "llm"), ("ccp", "nli_model"),
+                                        ("greedy_nli", "nli_model"), ("sar", "similarity_model"),
+                                        ("lars", "lars_model")])
+def test_the_model_named_in_every_saved_pass_is_shown_by_its_public_name(entry, key):
+    """Each optional pass' entry names its model (OPTIONAL_MODELS' model_key, or the LLM): a
+    public page shows it by the name visitors see, never the host's folder."""
+    nli = "/srv/secret/models/nli-large"
+    settings = SETTINGS.replace(nli=nli, similarity="/srv/secret/sim", lars="/srv/secret/lars")
+    result = make_result()
+    result.method_inputs = {entry: {key: {"llm": LLM, "nli_model": nli,
+                                          "similarity_model": "/srv/secret/sim",
+                                          "lars_model": "/srv/secret/lars"}[key]}}
+    shown = Redactor.for_page(public_access(), settings).result(result)
+    assert "/srv/secret" not in json.dumps(shown.to_dict())
+    assert shown.method_inputs[entry][key] == {"llm": "tiny-llm", "nli_model": "nli-large",
+                                               "similarity_model": "sim",
+                                               "lars_model": "lars"}[key]

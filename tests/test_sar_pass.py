@@ -26,24 +26,6 @@ QUESTION = "Which planet is known as the Red Planet?"
 SAR = ("token_sar", "sentence_sar", "sar")
 
 
-@pytest.fixture(scope="module")
-def tiny_similarity(tiny_models, tmp_path_factory):
-    """A random tiny cross-encoder with one output (a BERT sequence classifier, num_labels=1,
-    the tiny BEM model's shape and tokenizer), saved as a Hub model is."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    config = BertConfig.from_pretrained(str(tiny_models["bem"]))
-    config.num_labels = 1
-    config.id2label, config.label2id = {0: "LABEL_0"}, {"LABEL_0": 0}
-    torch.manual_seed(19)
-    model = BertForSequenceClassification(config).eval()
-    path = tmp_path_factory.mktemp("tiny-similarity") / "similarity"
-    model.save_pretrained(path)
-    AutoTokenizer.from_pretrained(str(tiny_models["bem"])).save_pretrained(path)
-    return path
-
-
 def flags(models, similarity) -> list[str]:
     return ["--llm", str(models["llm"]), "--importance", str(models["importance"]),
             "--nli", str(models["nli"]), "--similarity", str(similarity)]
@@ -77,9 +59,9 @@ def transformers_similarities(path, pairs) -> list[float]:
 
 
 def test_the_similarities_are_the_cross_encoders_sigmoid(tiny_similarity):
-    from mars_demo.models.registry import load_similarity
+    from mars_demo.models.registry import load_optional
 
-    model = load_similarity(str(tiny_similarity))
+    model = load_optional("similarity", str(tiny_similarity))
     pairs = relevance_pairs(QUESTION, "It is Mars", [(0, 2), (2, 5), (5, 10)])
     pairs += [("Mars", "the red planet Mars is"), ("Venus", "Venus")]
     got = model.similarities(pairs)
@@ -89,9 +71,9 @@ def test_the_similarities_are_the_cross_encoders_sigmoid(tiny_similarity):
 
 
 def test_questions_share_batches_and_keep_their_own_warnings(tiny_similarity):
-    from mars_demo.models.registry import load_similarity
+    from mars_demo.models.registry import load_optional
 
-    model = load_similarity(str(tiny_similarity))
+    model = load_optional("similarity", str(tiny_similarity))
     first = [("Mars", "the red planet Mars is"), ("Venus", "Venus")]
     second = [("Mars " * 600, "Mars"), ("Jupiter", "the largest planet")]
     got = model.grouped_similarities([first, second, []])
@@ -105,17 +87,17 @@ def test_questions_share_batches_and_keep_their_own_warnings(tiny_similarity):
 
 def test_a_model_with_other_outputs_is_refused(tiny_models):
     from mars_demo.errors import ModelLoadError
-    from mars_demo.models.registry import load_similarity
+    from mars_demo.models.registry import load_optional
 
     with pytest.raises(ModelLoadError, match="num_labels=1"):
-        load_similarity(str(tiny_models["nli"]))  # three outputs: an NLI model
+        load_optional("similarity", str(tiny_models["nli"]))  # three outputs: an NLI model
 
 
 def test_a_cross_encoder_with_another_activation_is_refused(tiny_similarity, tmp_path):
     import shutil
 
     from mars_demo.errors import ModelLoadError
-    from mars_demo.models.registry import load_similarity
+    from mars_demo.models.registry import load_optional
 
     other = tmp_path / "identity"
     shutil.copytree(tiny_similarity, other)
@@ -123,10 +105,10 @@ def test_a_cross_encoder_with_another_activation_is_refused(tiny_similarity, tmp
     config["sbert_ce_default_activation_function"] = "torch.nn.modules.linear.Identity"
     (other / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelLoadError, match="names the activation 'torch.nn.modules.linear"):
-        load_similarity(str(other))
+        load_optional("similarity", str(other))
     config["sbert_ce_default_activation_function"] = "torch.nn.modules.activation.Sigmoid"
     (other / "config.json").write_text(json.dumps(config))
-    assert load_similarity(str(other)).similarities([("a", "b")])
+    assert load_optional("similarity", str(other)).similarities([("a", "b")])
 
 
 def test_ask_gives_the_sar_methods_from_the_saved_similarities(asked, tiny_similarity):
@@ -186,8 +168,8 @@ def test_a_rescore_reuses_the_saved_similarities(tiny_settings, asked, tiny_simi
     result = AnalysisResult.from_dict(asked[0])
     settings = tiny_settings.replace(similarity=str(tiny_similarity), methods="sar,token_sar")
     loaded = []
-    real = registry.load_similarity
-    monkeypatch.setattr(registry, "load_similarity",
+    real = registry.load_optional
+    monkeypatch.setattr(registry, "load_optional",
                         lambda *a, **k: loaded.append(a) or real(*a, **k))
     again = Engine(settings).rescore(result)
     assert not loaded and again.method_inputs["sar"] == result.method_inputs["sar"]

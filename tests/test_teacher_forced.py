@@ -6,6 +6,7 @@ counted in the LLM's tokens (the main answer and the prompt included)."""
 from __future__ import annotations
 
 import functools
+import math
 import shutil
 
 import pytest
@@ -31,9 +32,10 @@ def llm(tiny_models) -> LLM:
     return load_llm(str(tiny_models["llm"]))
 
 
-def padded_pass(llm: LLM, prompt_ids: list[int], encoded: list[list[int]]) -> list[list[float]]:
+def padded_pass(llm: LLM, prompt_ids: list[int], encoded: list[list[int]]) -> list[tuple]:
     """The pass this one replaced: every answer after the prompt in one batch, right-padded to
-    the longest, the logits of every position, log-softmax over the vocabulary."""
+    the longest, the logits of every position, log-softmax over the vocabulary; per answer its
+    log-probs and each position's entropy and KL from uniform."""
     rows = [list(prompt_ids) + ids for ids in encoded]
     width = max(len(r) for r in rows)
     input_ids = torch.full((len(rows), width), llm.pad_token_id, dtype=torch.long)
@@ -44,8 +46,14 @@ def padded_pass(llm: LLM, prompt_ids: list[int], encoded: list[list[int]]) -> li
     with torch.inference_mode():
         logits = llm.model(input_ids=input_ids, attention_mask=mask).logits.float()
     start = len(prompt_ids)
-    return [[float(torch.log_softmax(logits[i, start - 1 + t], -1)[tok])
-             for t, tok in enumerate(ids)] for i, ids in enumerate(encoded)]
+    out = []
+    for i, ids in enumerate(encoded):
+        logp = torch.log_softmax(logits[i, start - 1:start - 1 + len(ids)], -1)
+        chosen = logp.gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
+        entropy = -(logp.exp() * logp).sum(1)
+        kl = -logp.mean(1) - math.log(logp.shape[1])
+        out.append((chosen.tolist(), entropy.tolist(), kl.tolist()))
+    return out
 
 
 @pytest.mark.parametrize("preset", ["paper", "chat"])
@@ -60,9 +68,11 @@ def test_the_pass_gives_the_log_probs_of_the_pass_it_replaced(llm, preset, monke
     assert min(map(len, encoded)) == 1 and max(map(len, encoded)) > 40
     scored = llm.teacher_forced(prompt, answers)
     old = padded_pass(llm, prompt.token_ids, encoded)
-    for answer, ids, before in zip(scored, encoded, old):
+    for answer, ids, (before, entropy, kl) in zip(scored, encoded, old):
         assert answer.token_ids == ids
         assert answer.logprobs == float32_order(before)
+        assert answer.token_stats["entropy"] == float32_order(entropy)
+        assert answer.token_stats["kl_uniform"] == float32_order(kl)
         assert answer.logprobs == float32_order(teacher_forced_logprobs(llm, prompt.token_ids, ids))
 
 

@@ -618,7 +618,7 @@ def test_the_ask_event_is_followed_by_a_re_render_with_the_toggles_value_then():
     ask_dep = next(d for d in deps if d["api_name"] == "ask")
     follow = [d for d in deps if d.get("trigger_after") == ask_dep["id"]]
     assert len(follow) == 1
-    assert elem(follow[0]["inputs"]) == ["state", "mars-scoring"]
+    assert elem(follow[0]["inputs"]) == ["state", "mars-scoring", "mars-shade"]
     outputs = elem(follow[0]["outputs"])
     assert "mars-answer" in outputs and "mars-error" in outputs
     # what it computes: the stored result in the toggle's current scoring

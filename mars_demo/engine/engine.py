@@ -248,7 +248,10 @@ class Engine:
         if load_s * len(jobs) > generation.LOAD_SHOWN_S:
             for j in jobs:
                 j.timings["load"] = j.timings.get("load", 0.0) + load_s
-        stages.run(planned, jobs, stages.ScoringContext(run, **loaded), progress, check)
+        base = {k: v for k, v in loaded.items() if k in stages.BASE}
+        optional = {k: v for k, v in loaded.items() if k not in stages.BASE}
+        stages.run(planned, jobs, stages.ScoringContext(run, **base, optional=optional),
+                   progress, check)
         return [job.to_result(j, run) for j in jobs]
 
 

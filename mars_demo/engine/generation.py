@@ -11,6 +11,7 @@ from typing import Callable
 
 from ..answers import AnswerSet, WorkCap
 from ..errors import OptionError
+from ..methods import METHODS
 from ..models import prompts, registry
 from ..models.contract import GenerationRequest, GenerationResult, LanguageModel, Prompt
 from ..progress import Progress
@@ -19,6 +20,11 @@ from ..settings import GENERATION_FIELDS
 
 #: Getting the models faster than this (they were loaded already) is not recorded as "load".
 LOAD_SHOWN_S = 0.05
+
+
+#: top alternatives kept per greedy token when CCP is asked for (the token itself first;
+#: lm-polygraph's default of 10)
+ALTERNATIVES = 10
 
 
 def request_for(run: Resolved, preset: str) -> GenerationRequest:
@@ -34,6 +40,8 @@ def request_for(run: Resolved, preset: str) -> GenerationRequest:
         stop_strings=prompts.stop_strings(preset, recipe),
         keep_stop=recipe.keep_stop,
         banned_strings=tuple(recipe.banned_strings),
+        alternatives=ALTERNATIVES if any(
+            "alternatives_nli" in METHODS[m].needs for m in s.method_ids) else 0,
     )
 
 

@@ -24,9 +24,14 @@ from .generation import teacher_force
 
 #: The fields a job has when it is made; the stages fill the others.
 INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings")
+#: What the optional models and passes save in the analysis (its ``method_inputs``): entry ->
+#: the job field its stage fills (``{}`` when none of its methods is asked). The P(True) passes
+#: fill ``method_inputs`` itself, one entry per method.
+SAVED = {"sar": "similarities", "lars": "lars_outputs", "ccp": "ccp_outputs",
+         "greedy_nli": "greedy_nli", "eigenscore": "embeddings"}
 #: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
 RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods",
-                "method_inputs", "similarities", "lars_outputs")
+                "method_inputs", *SAVED.values())
 
 
 @dataclass
@@ -59,6 +64,15 @@ class ScoringJob:
     # lars: LARS's logits of the greedy answer and the samples ({} when no LARS method is
     # asked), saved as method_inputs["lars"]
     lars_outputs: dict | None = None
+    # ccp: the NLI verdicts of the greedy tokens' alternatives ({} unless CCP is asked),
+    # saved as method_inputs["ccp"]
+    ccp_outputs: dict | None = None
+    # nli: NLI of the greedy answer against each sample ({} unless a method reads it), saved
+    # as method_inputs["greedy_nli"]
+    greedy_nli: dict | None = None
+    # embeddings: the samples' middle-layer embeddings ({} unless EigenScore is asked), saved
+    # as method_inputs["eigenscore"]
+    embeddings: dict | None = None
     methods: dict[str, dict[str, float]] | None = None  # methods: {id: {variant: value}}
 
 
@@ -134,6 +148,10 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
 
 def all_method_inputs(job: ScoringJob) -> dict[str, dict]:
     """What the extra passes gave, as the analysis saves it (``method_inputs``): the LLM
-    passes' entries, SAR's similarities under ``"sar"`` and LARS's logits under ``"lars"``."""
-    return {**job.method_inputs, **({"sar": job.similarities} if job.similarities else {}),
-            **({"lars": job.lars_outputs} if job.lars_outputs else {})}
+    passes' entries, then each optional stage's under its entry of :data:`SAVED`."""
+    out = dict(job.method_inputs or {})
+    for entry, name in SAVED.items():
+        value = getattr(job, name)
+        if value:
+            out[entry] = value
+    return out

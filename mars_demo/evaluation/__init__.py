@@ -22,4 +22,5 @@ Importing this package imports nothing heavy; each module imports what it needs.
 from ..result import MEASURES, SCORINGS  # noqa: F401  (re-exported: one list of each)
 
 METRICS = ("auroc", "auprc", "prr", "aurac")
-METRIC_TITLES = {"auroc": "AUROC", "auprc": "AUPRC", "prr": "PRR", "aurac": "AURAC"}
+METRIC_TITLES = {"auroc": "AUROC", "auprc": "AUPRC", "prr": "PRR", "prr_0.5": "PRR@50%",
+                 "aurac": "AURAC"}

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..methods import BASE_MODELS, OPTIONAL_MODELS, optional_models
+from ..methods import BASE_MODELS, OWN_MODELS, optional_models
 from . import MEASURES, SCORINGS
 from .runs import NAME, VARIANTS
 
@@ -142,7 +142,7 @@ class Calibration:
     def model_keys(self) -> tuple[str, ...]:
         """The models this calibration checks: :data:`MODEL_KEYS`, and each optional model
         (SAR's similarity model...) it recorded, as it does when its uncertainty reads one."""
-        return MODEL_KEYS + tuple(m.field for m in OPTIONAL_MODELS if self.models.get(m.field))
+        return MODEL_KEYS + tuple(m.field for m in OWN_MODELS if self.models.get(m.field))
 
     def check_models(self, models: dict[str, Any]) -> None:
         """Raise :class:`CalibrationError` unless ``models`` (llm, importance, nli ids, and an

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..methods import BASE_MODELS, OPTIONAL_MODELS
+from ..methods import BASE_MODELS, OWN_MODELS
 from . import METRIC_TITLES, METRICS
 from . import methods_table
 from . import metrics as metric_math
@@ -54,7 +54,7 @@ def _warnings(a: Run, b: Run, shared: int) -> list[str]:
     ma, mb = a.report.models, b.report.models
     # an optional model (SAR's similarity model...) where both runs ran it: a run without it
     # has none of its methods' values to compare
-    keys = BASE_MODELS + tuple(m.field for m in OPTIONAL_MODELS
+    keys = BASE_MODELS + tuple(m.field for m in OWN_MODELS
                                if ma.get(m.field) and mb.get(m.field))
     models = [f"{k}: {ma.get(k)} vs {mb.get(k)}" for k in keys if ma.get(k) != mb.get(k)]
     if models:
@@ -137,7 +137,7 @@ def markdown(c: dict[str, Any]) -> str:
              f"| data | {a['data']} | {b['data']} |", f"| n | {a['n']} | {b['n']} |",
              f"| accuracy on the {c['shared']} shared | {a['accuracy_shared'] * 100:.1f}% | "
              f"{b['accuracy_shared'] * 100:.1f}% |"]
-    optional = [m.field for m in OPTIONAL_MODELS
+    optional = [m.field for m in OWN_MODELS
                 if a["models"].get(m.field) or b["models"].get(m.field)]
     for key in BASE_MODELS + tuple(optional):
         lines.append(f"| {key} | {a['models'].get(key) or 'none'} | "

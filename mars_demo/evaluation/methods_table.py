@@ -1,17 +1,23 @@
 """Every uncertainty method of a run in one table, ranked by AUROC (issue 19).
 
-A row is ``(name, variant)``: the three measures (confidence, entropy, semantic_entropy) with
-each of their scorings (length_normalized, mars), then every method of the records' top-level
-``methods`` (``{id: {variant: value}}``, variants :data:`~.runs.VARIANTS`) whose id is not
-also a measure (``semantic_entropy`` is the same numbers either way and is listed once). A run
-made before the records carried ``methods`` gets the measures' rows only.
+A row is ``(name, variant)``: every method of the records (:func:`mars_demo.methods.values_of`:
+their ``methods``, and MARS's three measures from their ``uncertainty`` block where a run made
+before those were methods lacks them) with each of its variants, in the registry's order (ids
+the registry does not know, from a later version, after them). A method some records lack is
+left out (:func:`incomplete` says so).
 
-Each row has AUROC, AUPRC and PRR with their 95% percentile bootstrap intervals
-(:func:`.metrics.summarize`; a measure's entries are taken from the report's ``metrics``, the
-same seeded computation), and ``auroc_minus_best_mars``: its AUROC minus that of the best MARS
-row (the ``mars`` row with the highest AUROC), with the paired bootstrap interval of
-:func:`.metrics.paired_difference` (both on the same resampled questions; 0 for the best MARS
-row itself). Rows are ranked by AUROC, best first; a row whose AUROC is undefined comes last.
+Each row has AUROC, AUPRC, PRR and PRR up to half of the answers rejected (``prr_0.5``,
+lm-polygraph's ``PredictionRejectionArea(max_rejection=0.5)``) with their 95% percentile
+bootstrap intervals (:func:`.metrics.summarize`; an entry the report's ``metrics`` already holds,
+the same seeded computation, is taken as it is), ``length_spearman``: the Spearman correlation
+of the row's values with the greedy answer's length (scipy's ``spearmanr``; in tokens where the
+records hold ``answer_length``, else in words of the greedy answer), and
+``auroc_minus_best_mars``: its AUROC minus that of the best MARS row (the ``mars`` row with the
+highest AUROC), with the paired bootstrap interval of :func:`.metrics.paired_difference` (both
+on the same resampled questions; 0 for the best MARS row itself). Rows are ranked by AUROC, best
+first; a row whose AUROC is undefined comes last. With a lexical judge (labels from word
+overlap), a best row whose correlation with length is above :data:`LENGTH_LIMIT` is warned of:
+such judges favour length-biased methods (Santilli et al., ACL 2025).
 
 report.json keeps the table under ``methods_table``; report.md shows it
 (:func:`markdown_lines`) and ``roc_methods.html/.png`` draws the ROC curves of its
@@ -24,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..methods import METHODS, values_of
 from . import METRIC_TITLES
 from . import metrics as metric_math
 from .labels import row_label
@@ -31,20 +38,32 @@ from .report import cell
 from .runs import Record
 
 RANKED_BY = "auroc"
-TABLE_METRICS = ("auroc", "auprc", "prr")
+TABLE_METRICS = ("auroc", "auprc", "prr", "prr_0.5")
 VS_BEST = "auroc_minus_best_mars"  # a row's paired AUROC difference from the best MARS row
+LENGTH = "length_spearman"  # a row's Spearman correlation with the answer's length
+LENGTH_LIMIT = 0.5  # above this, with a lexical judge, the best row is warned of
+LEXICAL_JUDGES = ("contains", "em", "f1", "rouge")  # judges that compare words
 TOP = 5  # rows drawn in roc_methods
 
+
+def record_values(record: Record) -> dict[str, dict[str, float]]:
+    """Every method's values of one record (the measures included)."""
+    return values_of({"methods": record.methods, "uncertainty": record.uncertainty})
+
+
+def _order(ids) -> list[str]:
+    known = [m for m in METHODS if m in ids]
+    return known + [m for m in ids if m not in METHODS]
+
+
 def rows(records: Sequence[Record]) -> list[tuple[str, str]]:
-    """(name, variant) of every row the records hold: the measures, then the other methods,
-    in the records' order."""
+    """(name, variant) of every row all the records hold, in the registry's order."""
     if not records:
         return []
-    first = records[0]
-    out = [(m, s) for m, scorings in first.uncertainty.items() for s in scorings]
-    out += [(m, v) for m, variants in first.methods.items() if m not in first.uncertainty
-            for v in variants if all(v in r.methods.get(m, {}) for r in records)]
-    return out
+    every = [record_values(r) for r in records]
+    first = every[0]
+    return [(m, v) for m in _order(first) for v in first[m]
+            if all(v in x.get(m, {}) for x in every)]
 
 
 def incomplete(records: Sequence[Record]) -> list[str]:
@@ -54,29 +73,48 @@ def incomplete(records: Sequence[Record]) -> list[str]:
     than every other row's."""
     n, counts = len(records), {}
     for r in records:
-        for m, variants in r.methods.items():
+        for m, variants in record_values(r).items():
             for v in variants:
                 counts[m, v] = counts.get((m, v), 0) + 1
-    out = []
-    for (m, v), k in counts.items():
-        if k < n and (m not in records[0].uncertainty):
-            out.append(f"{row_label(m, v)} has a value for {k} of {n} answers only (it could "
-                       "not be computed for the others, see their warnings); it is left out of "
-                       "the table of every method")
-    return out
+    return [f"{row_label(m, v)} has a value for {k} of {n} answers only (it could not be "
+            "computed for the others, see their warnings); it is left out of the table of "
+            "every method" for (m, v), k in counts.items() if k < n]
 
 
 def values(records: Sequence[Record], name: str, variant: str) -> np.ndarray:
-    """The uncertainty of every record for one row (a measure's, else a method's)."""
-    if name in records[0].uncertainty:
-        return np.array([r.uncertainty[name][variant] for r in records], dtype=float)
-    return np.array([r.methods[name][variant] for r in records], dtype=float)
+    """The uncertainty of every record for one row."""
+    return np.array([record_values(r)[name][variant] for r in records], dtype=float)
 
 
 def arrays(records: Sequence[Record]) -> tuple[np.ndarray, dict[tuple[str, str], np.ndarray]]:
     """(correct, {(name, variant): uncertainties}) of every row."""
     correct = np.array([r.correct for r in records], dtype=bool)
-    return correct, {row: values(records, *row) for row in rows(records)}
+    every = [record_values(r) for r in records]
+    return correct, {row: np.array([x[row[0]][row[1]] for x in every], dtype=float)
+                     for row in rows(records)}
+
+
+def lengths(records: Sequence[Record]) -> tuple[np.ndarray | None, str]:
+    """Each record's greedy answer length and its unit: ``answer_length`` (tokens) where every
+    record holds it, else the words of the greedy answer where every record has it; (None,
+    "") otherwise."""
+    every = [record_values(r) for r in records]
+    if records and all("answer_length" in x for x in every):
+        return np.array([x["answer_length"]["value"] for x in every], dtype=float), "tokens"
+    if records and all(r.greedy is not None for r in records):
+        return np.array([len(r.greedy.split()) for r in records], dtype=float), "words"
+    return None, ""
+
+
+def spearman(u: np.ndarray, length: np.ndarray | None) -> dict[str, Any]:
+    """The Spearman correlation of ``u`` with the lengths (scipy), or undefined with why."""
+    from scipy.stats import spearmanr
+
+    if length is None:
+        return _undefined("the records hold no answer lengths")
+    if np.ptp(u) == 0 or np.ptp(length) == 0:
+        return _undefined("constant values or lengths: no correlation")
+    return {"value": float(spearmanr(u, length).statistic), "ci95": None}
 
 
 def _undefined(reason: str) -> dict[str, Any]:
@@ -90,24 +128,27 @@ def _rank_key(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
 
 
 def compute(records: Sequence[Record], *, resamples: int, seed: int,
-            metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The table as JSON: ``ranked_by``, ``best_mars`` ({"name", "variant", "label"} or None)
-    and ``rows`` (ranked), each ``{"name", "variant", "label", "auroc", "auprc", "prr",
-    VS_BEST}`` with ``{"value", "ci95", ...}`` entries. ``metrics``: the report's
-    ``metrics`` (:func:`.report.compute_metrics` with the same resamples and seed), whose
-    measure entries are used as they are."""
+            metrics: dict[str, Any] | None = None, judge: str | None = None) -> dict[str, Any]:
+    """The table as JSON: ``ranked_by``, ``best_mars`` ({"name", "variant", "label"} or None),
+    ``length_unit`` ("tokens", "words" or ""), ``warnings`` and ``rows`` (ranked), each
+    ``{"name", "variant", "label", "auroc", "auprc", "prr", "prr_0.5", LENGTH, VS_BEST}`` with
+    ``{"value", "ci95", ...}`` entries. ``metrics``: the report's ``metrics``
+    (:func:`.report.compute_metrics` with the same resamples and seed), whose entries are used
+    as they are. ``judge``: the judge's name (a lexical one turns on the length warning)."""
     if not records:
-        return {"ranked_by": RANKED_BY, "best_mars": None, "rows": []}
+        return {"ranked_by": RANKED_BY, "best_mars": None, "length_unit": "", "warnings": [],
+                "rows": []}
     correct, u = arrays(records)
+    length, unit = lengths(records)
     table = []
-    for name, variant in rows(records):
+    for name, variant in u:
         row: dict[str, Any] = {"name": name, "variant": variant,
                                "label": row_label(name, variant)}
         for metric in TABLE_METRICS:
             known = ((metrics or {}).get(metric) or {}).get(name, {}).get(variant)
-            row[metric] = known if name in records[0].uncertainty and known else (
-                metric_math.summarize(metric, u[name, variant], correct, resamples=resamples,
-                                      seed=seed).to_dict())
+            row[metric] = known or metric_math.summarize(
+                metric, u[name, variant], correct, resamples=resamples, seed=seed).to_dict()
+        row[LENGTH] = spearman(u[name, variant], length)
         table.append(row)
     ranked = [row for _, row in sorted(enumerate(table), key=_rank_key)]
     best = next((row for row in ranked
@@ -119,30 +160,46 @@ def compute(records: Sequence[Record], *, resamples: int, seed: int,
         row[VS_BEST] = metric_math.paired_difference(
             RANKED_BY, u[row["name"], row["variant"]], u[best["name"], best["variant"]],
             correct, resamples=resamples, seed=seed).to_dict()
+    warnings = []
+    top = ranked[0] if ranked and ranked[0][RANKED_BY]["value"] is not None else None
+    tie = top[LENGTH]["value"] if top else None
+    if judge in LEXICAL_JUDGES and tie is not None and tie > LENGTH_LIMIT:
+        warnings.append(
+            f"The best method, {top['label']}, follows the answers' length (Spearman "
+            f"{tie:.2f} with the length in {unit}), and the {judge} judge compares words, "
+            "which favours length-biased methods (Santilli et al., ACL 2025): check the "
+            "ranking with the nli or llm judge (--rejudge RUN_DIR --judge nli)")
     return {"ranked_by": RANKED_BY,
             "best_mars": None if best is None else {k: best[k] for k in ("name", "variant",
                                                                           "label")},
-            "rows": ranked}
+            "length_unit": unit, "warnings": warnings, "rows": ranked}
 
 
 def markdown_lines(table: dict[str, Any] | None) -> list[str]:
-    """report.md's section: the ranked table, x100 with the intervals, and one line saying
-    what it is."""
+    """report.md's section: the ranked table, x100 with the intervals, each row's correlation
+    with answer length, and what it is."""
     if not table or not table.get("rows"):
         return []
     best = table.get("best_mars")
     against = f"the best MARS row, {best['label']}" if best else "the best MARS row (none)"
+    unit = table.get("length_unit") or "length"
     lines = ["", "## Every method, ranked by AUROC", "",
-             f"Ranked by AUROC (best first); values x100 with the 95% bootstrap interval; the "
-             f"last column is the row's AUROC minus that of {against}, with the paired "
-             "bootstrap interval (both on the same resampled questions).", "",
+             f"Ranked by AUROC (best first); values x100 with the 95% bootstrap interval; "
+             f"\"Length ρ\" is the Spearman correlation of the method's values with the greedy "
+             f"answer's length (in {unit}); the last column is the row's AUROC minus that of "
+             f"{against}, with the paired bootstrap interval (both on the same resampled "
+             "questions).", "",
              "| # | Method | " + " | ".join(METRIC_TITLES[m] for m in TABLE_METRICS)
-             + " | AUROC − best MARS |", "|---|---|" + "---|" * (len(TABLE_METRICS) + 1)]
+             + " | Length ρ | AUROC − best MARS |",
+             "|---|---|" + "---|" * (len(TABLE_METRICS) + 2)]
     for k, row in enumerate(table["rows"], 1):
+        rho = (row.get(LENGTH) or {}).get("value")
         lines.append(f"| {k} | {row['label']} | "
                      + " | ".join(cell(row[m]) for m in TABLE_METRICS)
+                     + f" | {'n/a' if rho is None else f'{rho:+.2f}'}"
                      + f" | {cell(row[VS_BEST], signed=True)} |")
-    return lines
+    lines += [f"", *(f"Warning: {w}" for w in table.get("warnings") or [])]
+    return lines if table.get("warnings") else lines[:-1]
 
 
 def ranked_rows(table: dict[str, Any] | None) -> list[tuple[str, str]]:

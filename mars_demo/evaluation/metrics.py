@@ -165,19 +165,38 @@ def oracle_aurac(correct: Sequence[bool]) -> float:
     return float(np.minimum(1.0, n_correct / kept).mean())
 
 
-def prr(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
-    """Prediction rejection ratio (see the module's docstring). Raises
+def prr(uncertainty: Sequence[float], correct: Sequence[bool],
+        max_rejection: float = 1.0) -> float:
+    """Prediction rejection ratio (see the module's docstring); with ``max_rejection`` < 1
+    the areas run over the first ``int(max_rejection * n)`` points of the curves only
+    (k = 0 .. that - 1), as lm-polygraph's ``PredictionRejectionArea(max_rejection)``
+    reports ``prr_0.5``: how well the method ranks the answers it would reject first. Raises
     :class:`UndefinedMetric` when every answer is correct or every answer is wrong."""
+    from .metrics_bootstrap import rejected_steps
+
     u, c = _arrays(uncertainty, correct)
     _two_classes(c)
+    steps = rejected_steps(u.size, max_rejection)
+    if steps < 2:  # at k = 0 every order keeps every answer: oracle = random
+        raise UndefinedMetric(f"{u.size} answers: rejecting up to {max_rejection:.0%} of them "
+                              "rejects none, so no order is better than another")
     random = float(c.mean())
-    return (aurac(u, c) - random) / (oracle_aurac(c) - random)
+    _, acc = rejection_curve(u, c)
+    kept = np.arange(u.size, 0, -1)[:steps]
+    oracle = float(np.minimum(1.0, int(c.sum()) / kept).mean())
+    return (float(acc[:steps].mean()) - random) / (oracle - random)
+
+
+def prr_half(uncertainty: Sequence[float], correct: Sequence[bool]) -> float:
+    """:func:`prr` up to half of the answers rejected (``prr_0.5``)."""
+    return prr(uncertainty, correct, 0.5)
 
 
 METRIC_FUNCTIONS: dict[str, Callable[[Sequence[float], Sequence[bool]], float]] = {
     "auroc": auroc,
     "auprc": auprc,
     "prr": prr,
+    "prr_0.5": prr_half,
     "aurac": aurac,
 }
 

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-VECTORIZED = ("auroc", "auprc", "prr", "aurac")
+VECTORIZED = ("auroc", "auprc", "prr", "prr_0.5", "aurac")
 # resamples per block: about a million counts per array, whatever n is
 _BLOCK_CELLS = 1 << 20
 
@@ -63,6 +63,11 @@ def _auprc(wrong: np.ndarray, right: np.ndarray) -> np.ndarray:
 
 
 def _aurac(wrong: np.ndarray, right: np.ndarray) -> np.ndarray:
+    return _accuracy_curve(wrong, right).mean(axis=1)
+
+
+def _accuracy_curve(wrong: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """acc(k) of every row, k = 0..n-1 (the order of metrics.rejection_curve)."""
     rows, groups = wrong.shape
     counts = wrong + right
     n = int(counts[0].sum())
@@ -76,21 +81,33 @@ def _aurac(wrong: np.ndarray, right: np.ndarray) -> np.ndarray:
     correct_kept = (c_before.ravel()[cell]
                     + partial * correct_in.ravel()[cell] / counts.ravel()[cell])
     # k = 0..n-1 keeps m = n..1, the order of metrics.rejection_curve
-    return np.ascontiguousarray((correct_kept / kept)[:, ::-1]).mean(axis=1)
+    return np.ascontiguousarray((correct_kept / kept)[:, ::-1])
 
 
-def _prr(wrong: np.ndarray, right: np.ndarray) -> np.ndarray:
-    n = int(wrong[0].sum() + right[0].sum())
-    n_correct = right.sum(axis=1)
-    random = n_correct / n
-    kept = np.arange(n, 0, -1)
-    oracle = np.minimum(1.0, n_correct[:, None] / kept).mean(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):  # undefined rows, flagged apart
-        return (_aurac(wrong, right) - random) / (oracle - random)
+def _prr_up_to(max_rejection: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    def prr(wrong: np.ndarray, right: np.ndarray) -> np.ndarray:
+        n = int(wrong[0].sum() + right[0].sum())
+        steps = rejected_steps(n, max_rejection)
+        n_correct = right.sum(axis=1)
+        random = n_correct / n
+        kept = np.arange(n, 0, -1)[:steps]
+        oracle = np.minimum(1.0, n_correct[:, None] / kept).mean(axis=1)
+        area = _accuracy_curve(wrong, right)[:, :steps].mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):  # undefined rows, flagged apart
+            return (area - random) / (oracle - random)
+    return prr
 
 
+def rejected_steps(n: int, max_rejection: float) -> int:
+    """How many points k = 0, 1, ... of the rejection curve an area up to ``max_rejection``
+    reads: ``int(max_rejection * n)`` (lm-polygraph's ``num_rej``), at least 1."""
+    return max(1, min(n, int(max_rejection * n)))
+
+
+_MAX_REJECTION = {"prr": 1.0, "prr_0.5": 0.5}
 _FORMULAS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "auroc": _auroc, "auprc": _auprc, "prr": _prr, "aurac": _aurac,
+    "auroc": _auroc, "auprc": _auprc, "prr": _prr_up_to(1.0), "prr_0.5": _prr_up_to(0.5),
+    "aurac": _aurac,
 }
 
 
@@ -111,6 +128,8 @@ def resampled_values(name: str, u: np.ndarray, c: np.ndarray, idx: np.ndarray
         if name != "aurac":
             n_correct = right.sum(axis=1)
             defined[part] = (n_correct > 0) & (n_correct < n)
+        if name in _MAX_REJECTION and rejected_steps(n, _MAX_REJECTION[name]) < 2:
+            defined[part] = False  # as metrics.prr: nothing rejected, nothing to compare
         ok = defined[part]
         if ok.any():
             block_values = values[part]

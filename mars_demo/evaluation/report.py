@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..methods import OPTIONAL_MODELS
+from ..methods import OWN_MODELS
 from . import METRIC_TITLES, METRICS
 from . import metrics as metric_math
 from .judges import WHOLE_ANSWER_JUDGES, normalize_answer
@@ -156,7 +156,7 @@ def markdown(report: dict[str, Any], extra: Sequence[str] = ()) -> str:
         f"n = {report['n']} questions, accuracy {report['accuracy'] * 100:.1f}% "
         f"({labels_text(report)}). Models: LLM {model}, importance "
         f"{report['models'].get('importance')}, NLI {report['models'].get('nli')}"
-        + "".join(f", {m.label} {report['models'][m.field]}" for m in OPTIONAL_MODELS
+        + "".join(f", {m.label} {report['models'][m.field]}" for m in OWN_MODELS
                   if report["models"].get(m.field)) + ".",
     ]
     if check_text(report.get("judge_check")):

@@ -350,7 +350,8 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: dict
                       "interval": "percentile 2.5-97.5"},
         "metrics": metrics,
         "methods_table": methods_table.compute(records, resamples=resamples, seed=seed,
-                                               metrics=metrics),
+                                               metrics=metrics,
+                                               judge=manifest["judge"].get("name")),
         "failed": list(failed), "skipped_lines": list(skipped_lines),
         "seconds_per_question": (round(sum(float(r.data.get("seconds") or 0.0)
                                            for r in records) / n, 4) if n else None),

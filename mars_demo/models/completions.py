@@ -14,6 +14,7 @@ sends the requests).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,8 @@ class ServerChoice:
     finish_reason: str  # the server's
     token_ids: list[int] | None = None  # when the server gave them (see the module doc)
     textless: list[int] | None = None  # tokens in the text without text of their own
+    # per token, the server's top log-probs ({token text: logprob}); None: not returned
+    top_logprobs: list[dict[str, float] | None] | None = None
 
 
 def _bad(base_url: str, what: str) -> EndpointError:
@@ -76,8 +79,11 @@ def parse_choice(data: Any, base_url: str, tokenizer: Any = None) -> ServerChoic
             "retry, or check the server's log."
         )
     ids = token_ids_of(tokens) if tokenizer is not None else None
+    tops = _top_logprobs(lp.get("top_logprobs"), len(tokens), tokenizer)
     if ids is not None:
-        return _choice_of_ids(text, ids, logprobs, finish, tokenizer, base_url)
+        choice_ = _choice_of_ids(text, ids, logprobs, finish, tokenizer, base_url)
+        choice_.top_logprobs = tops
+        return choice_
     starts = _token_starts(text, tokens, offsets)
     if starts is None:
         raise _bad(base_url, "token texts and offsets that do not match the answer text (with "
@@ -101,7 +107,54 @@ def parse_choice(data: Any, base_url: str, tokenizer: Any = None) -> ServerChoic
         else:
             pieces.append(tok)
     return ServerChoice(text=text, pieces=pieces, in_text=n_in, logprobs=logprobs,
-                        finish_reason=finish, textless=_textless(tokens, pieces, n_in))
+                        finish_reason=finish, textless=_textless(tokens, pieces, n_in),
+                        top_logprobs=tops)
+
+
+def _top_logprobs(tops: Any, n: int, tokenizer: Any) -> list[dict[str, float] | None] | None:
+    """The server's top log-probs of each token as ``{text: logprob}`` (tokens returned as
+    "token_id:N" decoded with ``tokenizer``); None when it returned none, or not one per token."""
+    if not isinstance(tops, list) or len(tops) != n:
+        return None
+    out: list[dict[str, float] | None] = []
+    for top in tops:
+        if not isinstance(top, dict) or not top:
+            out.append(None)
+            continue
+        entry: dict[str, float] = {}
+        for key, value in top.items():
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                continue
+            m = _TOKEN_ID.fullmatch(str(key))
+            if m is not None and tokenizer is not None:
+                key = tokenizer.decode([int(m.group(1))], skip_special_tokens=False)
+            entry[str(key)] = max(entry.get(str(key), -math.inf), v)
+        out.append(entry or None)
+    return out
+
+
+def token_stats_of(answer: ServerChoice, pieces: list[str], keep: int,
+                   alternatives: int) -> tuple[dict[str, list], int | None]:
+    """The kept tokens' entropies from the server's top log-probs (:func:`~mars_demo.core.
+    token_level.top_k_entropy`: the rest of the mass one outcome, a lower bound) and, with
+    ``alternatives``, their top alternatives (the token first); and the k the server returned.
+    Nothing when it returned no top log-probs for some kept token."""
+    from ..core.token_level import top_k_entropy
+
+    tops = (answer.top_logprobs or [])[:keep]
+    if keep == 0 or len(tops) < keep or any(t is None for t in tops):
+        return {}, None
+    stats: dict[str, list] = {"entropy": [top_k_entropy(list(t.values()))[0] for t in tops]}
+    if alternatives:
+        rows = []
+        for piece, lp, top in zip(pieces, answer.logprobs, tops):
+            others = sorted(((k, v) for k, v in top.items() if k != piece), key=lambda kv: -kv[1])
+            rows.append([[piece, min(float(lp), 0.0)]]
+                        + [[k, min(v, 0.0)] for k, v in others[:alternatives - 1]])
+        stats["alternatives"] = rows
+    return stats, max(len(t) for t in tops)
 
 
 def _textless(tokens: list[str], pieces: list[str], n_in: int) -> list[int]:
@@ -253,7 +306,8 @@ def token_end(i: int, starts: list[int], tokens: list[str], limit: int) -> int:
 
 def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
               extra_warnings: list[str] | None = None,
-              limit: int | None = None, keep_stop: bool = False) -> tuple[Answer, str]:
+              limit: int | None = None, keep_stop: bool = False,
+              alternatives: int = 0) -> tuple[Answer, str]:
     """Apply the stop strings to a server answer; mirrors ``decoding.build_answer``.
 
     ``limit`` (max new tokens): llama-cpp-python may return a few tokens more while it completes
@@ -312,4 +366,5 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
         finish_reason=finish,
         warnings=warnings,
     )
+    gen.token_stats, gen.entropy_top_k = token_stats_of(answer, pieces, keep, alternatives)
     return gen, text  # text: the answer before stripping, what teacher forcing re-scores

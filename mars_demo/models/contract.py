@@ -9,7 +9,7 @@ answers, where their log-probs came from and the seconds it took.
 
 >>> GenerationRequest(samples=5, temperature=0.5, top_p=1.0, max_new_tokens=64, seed=0)
 ... # doctest: +ELLIPSIS
-GenerationRequest(samples=5, temperature=0.5, ..., greedy=True)
+GenerationRequest(samples=5, temperature=0.5, ..., greedy=True, alternatives=0)
 
 Pure Python: no torch or transformers here.
 """
@@ -50,6 +50,7 @@ class GenerationRequest:
     keep_stop: bool = False  # the stop string stays in the answer and is scored
     banned_strings: tuple[str, ...] = ()  # never generated; no stop strings
     greedy: bool = True  # False: the samples alone, no greedy answer (a reference path)
+    alternatives: int = 0  # top alternatives kept per greedy token (CCP); 0 = none
 
 
 class Prompt(NamedTuple):

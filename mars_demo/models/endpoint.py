@@ -280,7 +280,10 @@ class EndpointLLM(ServerClient):
 
         def body(temp: float, p: float, seed_: int) -> dict:
             return self.completion_body(prompt.text, max_tokens=r.max_new_tokens, temperature=temp,
-                                        top_p=p, seed=seed_, stop=server_stops, logprobs=1,
+                                        top_p=p, seed=seed_, stop=server_stops,
+                                        # the top log-probs give each token's entropy (and
+                                        # CCP's alternatives), from as many as the server allows
+                                        logprobs=self.top_logprobs,
                                         top_k=r.top_k, **self._ids_field())
 
         check = stop_checker(should_stop)
@@ -314,7 +317,8 @@ class EndpointLLM(ServerClient):
                 mode = "server" if raw_ok else "teacher-forced"
             built = {
                 k: to_answer(a, stops, limit=r.max_new_tokens, keep_stop=r.keep_stop,
-                             extra_warnings=notes)
+                             extra_warnings=notes,
+                             alternatives=r.alternatives if k == "greedy" else 0)
                 for k, a in results.items()
             }
             answers = {k: g for k, (g, _) in built.items()}

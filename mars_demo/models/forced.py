@@ -13,9 +13,10 @@ the vocabulary at every position:
   the prompt it attends to, nor more than :data:`LOGIT_POSITIONS` answer positions; an answer
   longer than that is read :data:`LOGIT_POSITIONS` positions at a time, its cache growing, so no
   forward pass computes the logits of more positions;
-- the log-softmax is never built for the whole vocabulary at every position at once: each
-  position's log-prob is its logit minus the log-sum-exp of its row, computed
-  :data:`LOGSUMEXP_POSITIONS` positions at a time in float32.
+- each position's distribution is read one position at a time (its log-softmax in float32:
+  the chosen token's log-prob, the entropy and the KL from uniform that the token-level methods
+  read, :func:`mars_demo.models.distributions.token_stats`), never the whole vocabulary at every
+  position at once.
 
 The log-probs are those of one forward pass over prompt + answer (the same model, the same
 positions): equal up to float rounding, since the prompt's keys and values are computed in another
@@ -28,9 +29,10 @@ import copy
 import inspect
 from collections.abc import Sequence
 
+from . import distributions
+
 BATCH_TOKENS = 8192  # prompt + answer tokens of one batch's rows (the key/value cache it holds)
 LOGIT_POSITIONS = 256  # answer positions of one batch (its logits: positions x vocabulary)
-LOGSUMEXP_POSITIONS = 64  # positions whose log-sum-exp is taken at once, in float32
 
 
 def batches(lengths: Sequence[int], prompt: int, *, tokens: int = BATCH_TOKENS,
@@ -65,24 +67,24 @@ def _kept(model, n: int) -> dict:
     return {"logits_to_keep": n} if "logits_to_keep" in accepted else {}
 
 
-def _token_logprobs(logits, ids) -> list[float]:
-    """log P(ids[t]) from ``logits[t]`` (positions x vocabulary, any float dtype), a few
-    positions at a time in float32."""
+def _read(logits, ids: Sequence[int], into: dict[str, list[float]]) -> None:
+    """Append to ``into`` the log-prob of each of ``ids`` from its row of ``logits`` (positions x
+    vocabulary, any float dtype), with that position's entropy and KL from uniform."""
     import torch
 
-    out: list[float] = []
-    for start in range(0, len(ids), LOGSUMEXP_POSITIONS):
-        step = logits[start:start + LOGSUMEXP_POSITIONS].float()
-        chosen = torch.tensor(ids[start:start + LOGSUMEXP_POSITIONS], device=step.device)
-        picked = step.gather(1, chosen.unsqueeze(1)).squeeze(1)
-        out += (picked - torch.logsumexp(step, dim=1)).cpu().tolist()
-    return out
+    logprobs, stats = distributions.token_stats(torch.tensor([list(ids)]),
+                                                [row.unsqueeze(0) for row in logits])
+    into["logprobs"] += logprobs[0]
+    into["entropy"] += stats["entropy"][0]
+    into["kl_uniform"] += stats["kl_uniform"][0]
 
 
 def forced_logprobs(model, prompt_ids: Sequence[int], answers: Sequence[Sequence[int]], *,
-                    pad_id: int, device) -> list[list[float]]:
-    """log P(token | prompt, the answer's tokens before it) of every token of every answer
-    (``answers``: token ids after ``prompt_ids``), at temperature 1, in float32.
+                    pad_id: int, device) -> list[dict[str, list[float]]]:
+    """For every answer (``answers``: token ids after ``prompt_ids``) and each of its tokens,
+    log P(token | prompt, the answer's tokens before it) at temperature 1 (``"logprobs"``), and
+    the entropy and KL from uniform of that position's distribution (``"entropy"``,
+    ``"kl_uniform"``), in float32.
 
     The prompt is read once (``use_cache``); each batch of answers (:func:`batches`) attends to a
     copy of its key/value cache repeated for the batch's rows, with position ids that continue
@@ -99,9 +101,10 @@ def forced_logprobs(model, prompt_ids: Sequence[int], answers: Sequence[Sequence
         first = out.logits[0, -1:]  # predicts every answer's first token
         cache = out.past_key_values
         del out
-        result: list[list[float]] = [[] for _ in answers]
+        result: list[dict[str, list[float]]] = [
+            {"logprobs": [], "entropy": [], "kl_uniform": []} for _ in answers]
         for i, ids in enumerate(answers):
-            result[i] = _token_logprobs(first, [ids[0]])
+            _read(first, [ids[0]], result[i])
         p = len(prompt_ids)
         rest = [len(ids) - 1 for ids in answers]  # tokens fed after the prompt: all but the last
         todo = [i for i in range(len(answers)) if rest[i] > 0]
@@ -130,8 +133,8 @@ def forced_logprobs(model, prompt_ids: Sequence[int], answers: Sequence[Sequence
                 for r, i in enumerate(rows):
                     last = min(end, rest[i])
                     if last > start:
-                        result[i] += _token_logprobs(logits[r, :last - start],
-                                                     list(answers[i][1 + start:1 + last]))
+                        _read(logits[r, :last - start], answers[i][1 + start:1 + last],
+                              result[i])
                 del logits
             del batch_cache
     return result

@@ -9,7 +9,7 @@ The model is a sequence classifier with one output (``num_labels=1``; the releas
 loads: its logit would not be LARS's. It reads the bare question and the answer segment of
 :func:`~mars_demo.core.lars.lars_answer_text` as the tokenizer's two segments; pairs longer than
 its window are cut to fit and reported. Load it through
-:func:`mars_demo.models.registry.load_lars`, which caches it.
+:func:`mars_demo.models.registry.load_optional`, which caches it.
 """
 
 from __future__ import annotations

@@ -304,16 +304,7 @@ class LLM:
     @staticmethod
     def token_logprobs(new_ids, logits) -> "list[list[float]]":
         """log P(chosen token) at temperature 1 from the raw logits of each generation step."""
-        import torch
-
-        steps = min(len(logits), new_ids.shape[1])
-        out = torch.empty((new_ids.shape[0], steps), dtype=torch.float32)
-        for t in range(steps):
-            step = logits[t].float()
-            chosen = new_ids[:, t].to(step.device).unsqueeze(1)
-            lp = step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)
-            out[:, t] = lp.cpu()
-        return out.tolist()
+        return distributions.token_stats(new_ids, logits)[0]
 
     def generate(self, prompt: Prompt, request: GenerationRequest, *,
                  on_text: Callable[[str], None] | None = None,
@@ -392,9 +383,18 @@ class LLM:
         if should_stop is not None and should_stop():
             raise GenerationCancelled("generation was cancelled")
         t1 = time.perf_counter()
-        lps = self.token_logprobs(ids, logits)
+        greedy_rows = range(0, ids.shape[0], n) if request.greedy else ()
+        lps, stats = distributions.token_stats(ids, logits, request.alternatives, greedy_rows)
         answers = self._build_rows([(ids[i].tolist(), lps[i]) for i in range(ids.shape[0])],
                                    request)
+        for i, answer in enumerate(answers):
+            keep = len(answer.logprobs)
+            answer.token_stats = {"entropy": stats["entropy"][i][:keep],
+                                  "kl_uniform": stats["kl_uniform"][i][:keep]}
+            if i in stats["alternatives"]:
+                answer.token_stats["alternatives"] = [
+                    [[self.tokenizer.decode([a], skip_special_tokens=False), lp]
+                     for a, lp in step] for step in stats["alternatives"][i][:keep]]
         t2 = time.perf_counter()
         share = {"generate": (t1 - t0) / len(prompts_ids), "logprobs": (t2 - t1) / len(prompts_ids)}
         return [
@@ -421,6 +421,12 @@ class LLM:
                 )
         return answers
 
+    def last_token_embeddings(self, prompt_ids: list[int], answers: Sequence[list[int]]
+                              ) -> tuple[list[list[float]], int]:
+        """EigenScore's embeddings (see :mod:`mars_demo.models.distributions`)."""
+        return distributions.last_token_embeddings(self.model, self.pad_token_id, self.device,
+                                                   prompt_ids, answers)
+
     # ---- teacher forcing -----------------------------------------------------------------
     def next_token_logprob(self, text: str, target: str) -> NextToken:
         """The next token's log-prob after ``text`` (the LLM contract; see
@@ -436,9 +442,9 @@ class LLM:
 
     def teacher_forced(self, prompt: Prompt, answers: Sequence[Answer]) -> list[Answer]:
         """Token log-probs of answers given as text, read at temperature 1 (the same numbers
-        generation would have given) by :func:`~mars_demo.models.forced.forced_logprobs`: the
-        prompt read once, the answers in batches of similar length, log-probs at the answers'
-        own positions only.
+        generation would have given), with each position's entropy and KL from uniform, by
+        :func:`~mars_demo.models.forced.forced_logprobs`: the prompt read once, the answers in
+        batches of similar length, the model's head at the answers' own positions only.
 
         Each answer is tokenized as the model continues the prompt
         (:func:`~mars_demo.models.prompts.answer_ids`).
@@ -450,10 +456,11 @@ class LLM:
         check_token_ids(list(prompt.token_ids), self.vocabulary_size)
         tok = self.tokenizer
         encoded = prompts.answer_ids(tok, prompt, answers)
-        all_logprobs = forced.forced_logprobs(self.model, prompt.token_ids, encoded,
-                                              pad_id=self.pad_token_id, device=self.device)
+        all_read = forced.forced_logprobs(self.model, prompt.token_ids, encoded,
+                                          pad_id=self.pad_token_id, device=self.device)
         out: list[Answer] = []
-        for a, ids, logprobs in zip(answers, encoded, all_logprobs):
+        for a, ids, read in zip(answers, encoded, all_read):
+            logprobs = read["logprobs"]
             if not all(math.isfinite(x) for x in logprobs):
                 raise InvalidModelOutput(
                     f"The LLM {self.model_id} produced invalid scores (NaN or infinity) for a "
@@ -461,6 +468,9 @@ class LLM:
                     "model."
                 )
             scored = build_answer(tok, ids, logprobs, eos_ids=set(), stop_strings=())
+            keep = len(scored.logprobs)
+            scored.token_stats = {"entropy": read["entropy"][:keep],
+                                  "kl_uniform": read["kl_uniform"][:keep]}
             notes = [w for w in a.warnings]
             if scored.text != a.text.strip():
                 notes.append(

@@ -2,8 +2,9 @@
 
 The label meaning is read from the model's ``id2label`` (never hard-coded indices). The question is
 put in front of each answer, as in the original semantic-entropy code. Answers that are identical
-after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning without a model call;
-every other ordered pair goes through the model.
+after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning (label
+"entailment") whatever the model says; identical texts need no model call, and every other
+ordered pair of texts goes through the model, so each pair's saved probabilities are its own.
 
 Cost without a changed verdict (:meth:`NLIModel.judge`): each distinct (premise, hypothesis)
 text pair is judged once, whichever questions or answers ask for it; the pairs are tokenized
@@ -130,12 +131,15 @@ class NLIModel:
         model.eval()
         return cls(model, tokenizer, model_id)
 
-    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair") -> PairVerdicts:
+    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair",
+              apart: int | None = None) -> PairVerdicts:
         """Label and probabilities of each (premise, hypothesis) pair, in the order given.
 
         Each distinct pair is judged once; the pairs are sorted by length into batches
         (:func:`length_batches`), one forward pass each. ``input_format`` ``"paper-code"``
         gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
+        ``apart``: the pairs from this index on are batched apart from those before it (a
+        pair's padding, and so its last bits, then do not depend on whether they are asked).
         """
         import torch
 
@@ -153,7 +157,13 @@ class NLIModel:
         enc, cut, unk = tokenize_pairs(self.tokenizer, firsts, seconds, MAX_LENGTH)
         labels: list[str] = [""] * len(distinct)
         shares: list[list[float]] = [[]] * len(distinct)
-        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH, BATCH_TOKENS):
+        lengths = [len(ids) for ids in enc["input_ids"]]
+        split = len(distinct) if apart is None else len({where[k] for k in range(min(apart,
+                                                                                    len(pairs)))})
+        groups = [list(range(split)), list(range(split, len(distinct)))]  # first-seen order
+        batches = [[group[r] for r in rows] for group in groups if group
+                   for rows in length_batches([lengths[i] for i in group], BATCH, BATCH_TOKENS)]
+        for rows in batches:
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
@@ -188,11 +198,14 @@ class NLIModel:
 
     def matrix(self, question: str, answers: list[str],
                input_format: str = "pair") -> NLIMatrix:
-        """Verdicts and probabilities among ``answers`` (premise = row); identical answers and
-        the diagonal are "entailment" with probabilities (1, 0, 0), without a model call.
+        """Verdicts and probabilities among ``answers`` (premise = row); the diagonal and
+        identical texts are "entailment" with probabilities (1, 0, 0), without a model call.
 
-        Identical means equal after ``normalize_answer`` for ``input_format="pair"``, and
-        exactly equal text for ``"paper-code"`` (see the module docstring). The matrix's
+        Answers equal after ``normalize_answer`` (``input_format="pair"``; exactly equal text
+        for ``"paper-code"``, see the module docstring) are one answer for the clustering:
+        their label is "entailment". Their probabilities, like every pair of texts that differ
+        at all, are the model's own, so the saved matrix holds each ordered pair's own
+        probabilities (the graph and kernel methods read them). The matrix's
         ``warnings`` say when verdicts are degraded (pairs cut to fit the model's window,
         unknown characters).
         """
@@ -204,6 +217,14 @@ class NLIModel:
         ONE :meth:`judge` call; each question's pairs carry its own question. The same verdicts
         as one :meth:`matrix` per question (up to float rounding of another padding width,
         which can only matter for a near-tie)."""
+        return self.matrices_and_pairs(questions, answers, [], input_format)[0]
+
+    def matrices_and_pairs(self, questions: list[str], answers: list[list[str]],
+                           extra: list[tuple[str, str]], input_format: str = "pair"
+                           ) -> tuple[list[NLIMatrix], PairVerdicts]:
+        """:meth:`matrices`, and the verdicts of ``extra`` (premise, hypothesis) pairs, all in
+        the same ONE :meth:`judge` call (semantic density's greedy-to-sample pairs ride with
+        the samples' pairs)."""
         check_choice("input_format", input_format, INPUT_FORMATS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
@@ -215,22 +236,27 @@ class NLIModel:
             needed: dict[tuple[str, str], tuple[int, int]] = {}
             for i in range(n):
                 for j in range(n):
-                    if norm[i] != norm[j]:
-                        needed.setdefault((norm[i], norm[j]), (i, j))
+                    if texts[i] != texts[j]:  # every pair of texts that differ at all
+                        needed.setdefault((texts[i], texts[j]), (i, j))
             keys = list(needed)
-            plans.append((norm, needed, keys, len(pairs)))
+            plans.append((list(texts), norm, needed, keys, len(pairs)))
             pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
                       for i, j in (needed[k] for k in keys)]
-        judged = self.judge(pairs, input_format)
-        if len(judged.probabilities) != len(pairs):
+        judged = self.judge(pairs + list(extra), input_format, apart=len(pairs))
+        if len(judged.probabilities) != len(pairs) + len(extra):
             raise RuntimeError(f"the NLI model gave {len(judged.probabilities)} probability "
-                               f"triples for {len(pairs)} pairs")
-        return [self._matrix_of(plan, judged) for plan in plans]
+                               f"triples for {len(pairs) + len(extra)} pairs")
+        n = len(pairs)
+        rest = PairVerdicts(labels=judged.labels[n:], probabilities=judged.probabilities[n:],
+                            truncated=[k - n for k in judged.truncated if k >= n],
+                            unknown=[k - n for k in judged.unknown if k >= n],
+                            passes=judged.passes)
+        return [self._matrix_of(plan, judged) for plan in plans], rest
 
     @staticmethod
     def _matrix_of(plan, judged: PairVerdicts) -> NLIMatrix:
         """One question's :class:`NLIMatrix` from its part of the judged pairs."""
-        norm, needed, keys, start = plan
+        texts, norm, needed, keys, start = plan
         mine = range(start, start + len(keys))
         found = {k: (judged.labels[start + x], judged.probabilities[start + x])
                  for x, k in enumerate(keys)}
@@ -250,9 +276,9 @@ class NLIModel:
             warnings.append(f"The NLI model does not know some characters ([UNK]) in "
                             f"{which(unk)}; those verdicts and the clusters are less reliable.")
         n = len(norm)
-        labels = [["entailment" if norm[i] == norm[j] else found[(norm[i], norm[j])][0]
+        labels = [["entailment" if norm[i] == norm[j] else found[(texts[i], texts[j])][0]
                    for j in range(n)] for i in range(n)]
-        probabilities = [[list(SAME) if norm[i] == norm[j]
-                          else list(found[(norm[i], norm[j])][1]) for j in range(n)]
+        probabilities = [[list(SAME) if texts[i] == texts[j]
+                          else list(found[(texts[i], texts[j])][1]) for j in range(n)]
                          for i in range(n)]
         return NLIMatrix(labels, probabilities, warnings)

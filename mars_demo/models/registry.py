@@ -19,6 +19,7 @@ its files; this module knows when to.
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import os
 import threading
@@ -28,15 +29,14 @@ from typing import Any, Callable
 
 from ..errors import ModelLoadError, explain_load_error
 from ..progress import Progress
+from ..options import OWN_MODELS
 from ..recipes import recipe_of
 from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
 from .endpoint import EndpointLLM
 from .importance import BEMImportance, ImportanceModel
-from .lars import LarsModel
 from .llm import LLM
 from .nli import DTYPES, NLIModel, check_choice
 from .server import normalize_url
-from .similarity import SimilarityModel
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +154,6 @@ def nli_key(model_id: str, dtype: str = "auto") -> tuple:
     return key if dtype == "auto" else (*key, dtype)
 
 
-def similarity_key(model_id: str) -> tuple:
-    """The key of SAR's similarity cross-encoder."""
-    return ("similarity", check_source(model_id, "similarity model"))
-
-
-def lars_key(model_id: str) -> tuple:
-    """The key of LARS's trained scorer."""
-    return ("lars", check_source(model_id, "LARS model"))
-
-
 def importance_key(model_id: str) -> tuple:
     return ("importance", check_source(model_id, "importance model"))
 
@@ -225,26 +215,28 @@ def load_bem(model_id: str, chunker_id: str, progress: Progress | None = None) -
                        progress)
 
 
+def load_optional(field: str, model_id: str, progress: Progress | None = None) -> Any:
+    """The optional model named by Settings ``field`` (one of
+    :data:`mars_demo.options.OWN_MODELS`: SAR's similarity cross-encoder, LARS's scorer...),
+    ``model_id``, loaded once by its spec's class (``loader``: its
+    ``from_pretrained(source, model_id)``)."""
+    spec = next((m for m in OWN_MODELS if m.field == field), None)
+    if spec is None:
+        raise ValueError(f"no optional model {field!r}; known: "
+                         f"{', '.join(m.field for m in OWN_MODELS)}")
+    module, name = spec.loader.split(":")
+    cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    key = (field, check_source(model_id, f"{spec.label} model"))
+    return load_cached(key, f"{spec.label} model", model_id,
+                       lambda: cls.from_pretrained(key[1], model_id), progress)
+
+
 def load_nli(model_id: str, progress: Progress | None = None, dtype: str = "auto") -> NLIModel:
     """The NLI model ``model_id``, loaded once per ``dtype``: ``"auto"`` = float16 on CUDA and
     float32 on CPU; ``"float32"`` = float32 everywhere (the published code's precision)."""
     key = nli_key(model_id, dtype)
     return load_cached(key, "NLI model", model_id,
                        lambda: NLIModel.from_pretrained(key[1], model_id, dtype), progress)
-
-
-def load_similarity(model_id: str, progress: Progress | None = None) -> SimilarityModel:
-    """SAR's sentence-similarity cross-encoder ``model_id``, loaded once."""
-    key = similarity_key(model_id)
-    return load_cached(key, "similarity model", model_id,
-                       lambda: SimilarityModel.from_pretrained(key[1], model_id), progress)
-
-
-def load_lars(model_id: str, progress: Progress | None = None) -> LarsModel:
-    """LARS's trained scorer ``model_id``, loaded once."""
-    key = lars_key(model_id)
-    return load_cached(key, "LARS model", model_id,
-                       lambda: LarsModel.from_pretrained(key[1], model_id), progress)
 
 
 # ---- the models a Settings names --------------------------------------------------------------
@@ -276,17 +268,6 @@ def nli_for(s: Settings, progress: Progress | None = None) -> NLIModel:
     return load_nli(resolve_nli(s.nli, cuda_available()), progress, dtype=nli_dtype(s))
 
 
-def similarity_for(s: Settings, progress: Progress | None = None) -> SimilarityModel:
-    """SAR's similarity model: loaded only by a stage that needs it (never by
-    :func:`load_all`)."""
-    return load_similarity(s.similarity, progress)
-
-
-def lars_for(s: Settings, progress: Progress | None = None) -> LarsModel:
-    """LARS's scorer: loaded only by a stage that needs it (never by :func:`load_all`)."""
-    return load_lars(s.lars, progress)
-
-
 def nli_dtype(s: Settings) -> str:
     """The NLI model's dtype for ``s``'s recipe. Without CUDA "auto" is float32 already, so a
     recipe's "float32" is the same model: it shares the loaded one instead of a second copy."""
@@ -299,18 +280,24 @@ def load_all(s: Settings, progress: Progress | None = None) -> Models:
     return Models(llm_for(s, progress), importance_for(s, progress), nli_for(s, progress))
 
 
+def optional_for(field: str) -> Callable[..., Any]:
+    """The loader of the optional model named by Settings ``field``: loaded only by a stage
+    that needs it (never by :func:`load_all`), cached by id."""
+    return lambda s, progress=None: load_optional(field, getattr(s, field), progress)
+
+
 _FOR = {"llm": llm_for, "importance": importance_for, "nli": nli_for,
-        "similarity": similarity_for, "lars": lars_for}
+        **{m.field: optional_for(m.field) for m in OWN_MODELS}}
 #: the models only a stage loads, never among an engine's :class:`Models`: cached by id alone
-_STAGE_ONLY = ("similarity", "lars")
+_STAGE_ONLY = tuple(m.field for m in OWN_MODELS)
 
 
 def model_for(which: str, s: Settings, progress: Progress | None,
               models: Models | None, models_settings: Settings) -> Any:
-    """The ``which`` model ("llm", "importance", "nli", "similarity" or "lars") that ``s``
-    names: one of ``models`` (loaded for ``models_settings``) when it is the same, else
-    :func:`llm_for` and its kin (the similarity and LARS models, never among ``models``, are
-    always cached by id)."""
+    """The ``which`` model ("llm", "importance", "nli", or an optional model's field) that
+    ``s`` names: one of ``models`` (loaded for ``models_settings``) when it is the same, else
+    :func:`llm_for` and its kin (the optional models, never among ``models``, are always
+    cached by id)."""
     if (models is not None and which not in _STAGE_ONLY
             and same_models(s, models_settings, which)):
         return getattr(models, which)

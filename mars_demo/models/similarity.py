@@ -8,7 +8,7 @@ is used in the paper's code (sentence-transformers' ``CrossEncoder`` applies tha
 one-output model unless its config names another activation: such a model is refused, since its
 output would not be a similarity in [0, 1]). It reads the pair as the tokenizer's two segments; pairs longer than
 its window are cut to fit and reported. Load it through
-:func:`mars_demo.models.registry.load_similarity`, which caches it.
+:func:`mars_demo.models.registry.load_optional`, which caches it.
 """
 
 from __future__ import annotations

@@ -85,11 +85,13 @@ CLUSTER_RULE_INFO = (
 RECIPE_LABEL = "Recipe"
 RECIPE_INFO = (
     "default: this project's documented choices; paper-code: the published code's choices "
-    "(see the table in docs/paper-code.md)."
+    "(see the table in docs/paper-code.md); TruthTorchLM: the MARS choices of the authors' "
+    "library."
 )
 RECIPE_CHOICES = [
     ("default", "default"),
     ("paper's published code", "paper-code"),
+    ("TruthTorchLM 0.1.19", "truthtorchlm"),
 ]
 RESCORED_NOTE = "Re-scored the same answers with {changes}; nothing was generated again."
 
@@ -132,6 +134,24 @@ LEGEND = (
 ANSWER_TOKENS_ARIA = "The answer, token by token: the left and right arrow keys move between its tokens"
 LEGEND_LOW = "low weight"
 LEGEND_HIGH = "high weight"
+SHADE_LABEL = "Color the answer by"
+SHADE_INFO = "What the token colors show; nothing is recomputed."
+SHADE_NAMES = {"weight": "MARS weight", "probability": "token probability",
+               "entropy": "token entropy"}
+#: per shade: the bar's two ends and what the colors mean
+LEGENDS = {
+    "weight": (LEGEND_LOW, LEGEND_HIGH, LEGEND),
+    "probability": ("probable", "improbable", (
+        "Color = how improbable each token was when the model wrote it (1 − its probability): "
+        "the stronger the color, the less sure the model was of that very token. Boxes are "
+        "the phrases the importance model found.")),
+    "entropy": ("sure", "hesitant", (
+        "Color = the entropy of the model's next-token distribution at each token: the "
+        "stronger the color, the more the model hesitated between tokens there (scale: the "
+        "answer's largest entropy, at least one bit). Answers given without it are not "
+        "colored; through a server the entropy comes from its top log-probs (a lower "
+        "bound).")),
+}
 
 TOKEN_TITLE = (
     "token {token}\n"

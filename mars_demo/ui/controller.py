@@ -32,7 +32,7 @@ from mars_demo.errors import (
     ModelLoadError,
     is_out_of_memory,
 )
-from mars_demo.methods import OPTIONAL_MODELS, optional_models
+from mars_demo.methods import OWN_MODELS, optional_models
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
     CPU_DEFAULT_PRESET,
@@ -267,21 +267,24 @@ class Controller:
 
     # --- scoring toggle -------------------------------------------------------------------------
 
-    def show_scoring(self, result: AnalysisResult | None, scoring: str) -> dict[str, Any]:
-        """Re-render what depends on the scoring from the stored result (nothing is recomputed).
+    def show_scoring(self, result: AnalysisResult | None, scoring: str,
+                     shade: str = render.DEFAULT_SHADE) -> dict[str, Any]:
+        """Re-render what depends on the scoring (and the answer's coloring, ``shade``) from
+        the stored result (nothing is recomputed).
 
-        Runs on the toggle and once more after every Ask (with the toggle's value then, which the
+        Runs on the toggles and once more after every Ask (with their values then, which the
         visitor may have flipped while the answer streamed). A rendering error becomes a message.
         """
         if result is None:
             return {}
         try:
-            return self._rendered(self.redactor().result(result), scoring, result)
+            render.check_shade(shade)  # a raw call's bad value: a message, not a rendering
+            return self._rendered(self.redactor().result(result), scoring, result, shade)
         except Exception as exc:
             return {"error": render.error_html(self.message(exc))}
 
     def _rendered(self, result: AnalysisResult, scoring: str,
-                  original: AnalysisResult) -> dict[str, Any]:
+                  original: AnalysisResult, shade: str = render.DEFAULT_SHADE) -> dict[str, Any]:
         """What depends on the scoring, from ``result`` as visitors see it; ``original`` (not
         redacted) says which models made it, to compare with the methods panel's run."""
         run = self.reference.run
@@ -289,7 +292,7 @@ class Controller:
         return {
             "methods_panel": methods_panel.methods_panel_html(result, scoring, self.reference,
                                                               unlike=unlike),
-            "answer": explain.answer_html(result, scoring),
+            "answer": explain.answer_html(result, scoring, shade),
             "uncertainty_table": tables.uncertainty_table_html(result, scoring),
             "uncertainty_plot": plots.uncertainty_figure(result, scoring),
             "phrases": tables.phrase_table_html(result.greedy, scoring, result.settings),
@@ -474,12 +477,12 @@ class Controller:
         )
 
     def _optional_models(self) -> list[tuple[str, str, Any]]:
-        """(key, label, id or path) of each optional model (:data:`OPTIONAL_MODELS`) that this
+        """(key, label, id or path) of each optional model (:data:`OWN_MODELS`) that this
         page's analyses may run: one a method of the engine's settings or of those visitors may
         ask for (:attr:`Access.methods`) needs. None when no such method is offered."""
         settings = self.host.engine.settings
         used = optional_models(tuple(settings.method_ids) + tuple(sorted(self.access.methods)))
-        return [(m.field, m.label, getattr(settings, m.field)) for m in OPTIONAL_MODELS
+        return [(m.field, m.label, getattr(settings, m.field)) for m in OWN_MODELS
                 if m.field in used]
 
     def banner(self) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from mars_demo.evaluation import METRIC_TITLES, METRICS
 from mars_demo.evaluation.labels import row_label
 from mars_demo.evaluation.runs import (DIFF, RESULTS, Entry, Record, Report, RunFileError,
                                        parse_records, parse_report)
-from mars_demo.methods import OPTIONAL_MODELS
+from mars_demo.methods import OWN_MODELS
 from mars_demo.ui.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
@@ -102,7 +102,7 @@ def _head(report: Report, public: bool) -> str:
     parts = [f"<p><b>{esc(data)}</b>: n = {report.n} questions, accuracy {acc} "
              f"({esc(verdicts)}). LLM {esc(models.get('llm'))}, "
              f"importance {esc(models.get('importance'))}, NLI {esc(models.get('nli'))}"
-             + "".join(f", {esc(m.label)} {esc(models[m.field])}" for m in OPTIONAL_MODELS
+             + "".join(f", {esc(m.label)} {esc(models[m.field])}" for m in OWN_MODELS
                        if models.get(m.field))  # SAR's similarity model, where the run ran SAR
              + ".</p>"]
     check = report.judge_check

@@ -19,20 +19,21 @@ from mars_demo.ui.render import (
 )
 
 
-def answer_html(result: AnalysisResult, scoring: str) -> str:
-    """The greedy answer, colored, with its two scores and the color legend."""
+def answer_html(result: AnalysisResult, scoring: str, shade: str = "weight") -> str:
+    """The greedy answer, colored by ``shade`` (:data:`mars_demo.ui.render.SHADES`), with its
+    two scores and the color legend."""
     answer = result.greedy
     parts = [
         f'<div class="mars-answer" data-scoring="{esc(scoring)}">',
         f'<p class="mars-question">{esc(result.question)}</p>',
         f'<p class="mars-answer-text" role="group" aria-label="{esc(texts.ANSWER_TOKENS_ARIA)}">'
-        f'{answer_tokens_html(answer, scoring)}</p>',
+        f'{answer_tokens_html(answer, scoring, shade)}</p>',
         scores_html(answer, scoring),
         explain_html(result, scoring),
     ]
     if answer.finish_reason == "length":
         parts.append(f'<p class="mars-note">{esc(texts.ANSWER_TRUNCATED)}</p>')
-    parts.append(legend_html())
+    parts.append(legend_html(shade))
     parts.append("</div>")
     return "".join(parts)
 

@@ -220,6 +220,13 @@ def build_demo(
             info=texts.SCORING_INFO,
             elem_id="mars-scoring",
         )
+        shade = gr.Radio(  # what the answer's token colors show (render.SHADES)
+            [(texts.SHADE_NAMES[key], key) for key in render.SHADES],
+            value=render.DEFAULT_SHADE,
+            label=texts.SHADE_LABEL,
+            info=texts.SHADE_INFO,
+            elem_id="mars-shade",
+        )
         # Filled in the browser while the visitor waits in the queue (ui/assets/page.js).
         gr.HTML('<p class="mars-queue-line" role="status" aria-live="polite" hidden></p>',
                 elem_id="mars-queue-line", padding=False)
@@ -305,7 +312,7 @@ def build_demo(
         options = [option_controls[name] for name in controls.PAGE_OPTIONS]
         show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
             fn=packed_once(controller.show_scoring, SCORING_VIEW_OUTPUTS),
-            inputs=[result, scoring],
+            inputs=[result, scoring, shade],
             outputs=outputs(SCORING_VIEW_OUTPUTS),
             api_visibility="private",
             concurrency_limit=None,
@@ -331,6 +338,7 @@ def build_demo(
             show_progress="hidden",
         )
         scoring.change(**show_scoring)
+        shade.change(**show_scoring)
         # A scoring option changed: score the answers on screen again (models, so the queue).
         # A quick check outside the queue first: with nothing on screen, or nothing changed,
         # no event joins the queue (nor counts against the visitor's one place in it).

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from mars_demo import texts
 # the models and settings that set an uncertainty's scale (those a calibration checks)
 from mars_demo.evaluation.calibration import MODEL_KEYS, SETTING_KEYS
-from mars_demo.methods import METHODS, OPTIONAL_MODELS, SCORED_VARIANTS, models_of
+from mars_demo.methods import METHODS, OWN_MODELS, models_of, values_of
 from mars_demo.result import AnalysisResult
 from mars_demo.ui.render import esc, fmt
 from mars_demo.ui.tables import Cell, table
@@ -92,20 +92,17 @@ class RunValues:
 
 
 def run_values(run, name: str | None = None) -> RunValues:
-    """:class:`RunValues` of a :class:`~mars_demo.evaluation.runs.Run`. A record's
-    ``methods`` give the values; a run made before them still has ``semantic_entropy``, a
-    measure that is the same numbers (issue 19's contract)."""
+    """:class:`RunValues` of a :class:`~mars_demo.evaluation.runs.Run`: every method's values
+    of its records (:func:`mars_demo.methods.values_of`: a run made before the measures were
+    methods still has them in its ``uncertainty`` block, the same numbers)."""
     collected: dict[tuple[str, str], list[float]] = {}
     for record in run.records:
-        by_method = dict(record.methods)
-        for measure, by_scoring in record.uncertainty.items():
-            if measure in METHODS and measure not in by_method:
-                by_method[measure] = {k: v for k, v in by_scoring.items() if k in SCORED_VARIANTS}
+        by_method = values_of({"methods": record.methods, "uncertainty": record.uncertainty})
         for method_id, by_variant in by_method.items():
             for variant, value in by_variant.items():
                 collected.setdefault((method_id, variant), []).append(float(value))
     models = {k: run.report.models.get(k) for k in MODEL_KEYS}
-    models.update({m.field: run.report.models[m.field] for m in OPTIONAL_MODELS
+    models.update({m.field: run.report.models[m.field] for m in OWN_MODELS
                    if run.report.models.get(m.field)})  # SAR's similarity model, where it ran
     first = run.records[0].data.get("analysis") if run.records else None
     recorded = first.get("settings") if isinstance(first, dict) else None

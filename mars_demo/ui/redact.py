@@ -19,9 +19,15 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mars_demo.methods import OPTIONAL_MODELS, OWN_MODELS
 from mars_demo.result import AnalysisResult
 
-MODEL_KEYS = ("llm", "importance", "nli", "similarity", "lars")
+#: every model a page may name: the three every analysis runs, then the optional ones
+MODEL_KEYS = ("llm", "importance", "nli") + tuple(m.field for m in OWN_MODELS)
+#: the key naming a model inside an entry of an analysis' ``method_inputs`` -> the model it
+#: names: the LLM of an extra pass (P(True), EigenScore), then each optional model's
+PASS_MODELS = {"llm": "llm", **{m.model_key: m.field for m in OPTIONAL_MODELS},
+               "nli_model": "nli"}
 #: Settings of an analysis JSON that a public page does not hand out: where the server keeps
 #: its BEM models and which server generates its answers.
 PRIVATE_SETTINGS = ("llm_endpoint", "bem", "chunker")
@@ -92,8 +98,7 @@ class Redactor:
         if not isinstance(entry, dict):
             return entry
         entry = dict(entry)
-        for field, key in (("llm", "llm"), ("similarity_model", "similarity"),
-                           ("lars_model", "lars")):
+        for field, key in PASS_MODELS.items():
             if entry.get(field) is not None:
                 entry[field] = (self.shown.get(str(entry[field]))
                                 or self.model_name(key, entry[field]))

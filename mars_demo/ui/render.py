@@ -27,7 +27,7 @@ from mars_demo.result import ScoredAnswer as Answer
 #: light theme's dark text and the dark theme's light text keep a contrast above 4.5:1.
 TOKEN_RGB = (99, 102, 241)
 TOKEN_ALPHA_MIN = 0.06  # alpha of a weightless token
-TOKEN_ALPHA_RANGE = 0.70  # alpha added for the answer's heaviest token
+TOKEN_ALPHA_RANGE = 0.79  # alpha added for the heaviest token: 3.2:1 against the lightest
 WARNINGS_SHOWN = 3  # warnings listed in full; the others behind a "more" toggle
 
 
@@ -48,6 +48,34 @@ def token_weights(answer: Answer, scoring: str) -> list[float]:
     if check_scoring(scoring) == "mars":
         return [float(w) for w in answer.mars_weights]
     return [1.0 / n] * n
+
+
+#: What the answer's tokens may be colored by: the weight in the active score, how improbable
+#: each token was (1 - p), or the entropy of the model's next-token distribution there.
+SHADES = ("weight", "probability", "entropy")
+DEFAULT_SHADE = "weight"
+
+
+def check_shade(shade: str) -> str:
+    if shade not in SHADES:
+        raise ValueError(f"shade must be one of {', '.join(SHADES)}; got {shade!r}")
+    return shade
+
+
+def token_intensities(answer: Answer, scoring: str, shade: str = DEFAULT_SHADE) -> list[float]:
+    """Each token's color intensity (0..1) under ``shade``: its weight over one scale for both
+    scorings (the answer's largest MARS weight, at least 1/L); ``1 - p`` (an improbable token
+    is dark); or its entropy over the answer's largest (at least log 2, one bit), 0 where the
+    entropy is not known."""
+    n = len(answer.tokens)
+    if check_shade(shade) == "probability":
+        return [1.0 - math.exp(t.logprob) for t in answer.tokens]
+    if shade == "entropy":
+        known = [t.entropy for t in answer.tokens if t.entropy is not None]
+        scale = max([math.log(2), *known])
+        return [0.0 if t.entropy is None else t.entropy / scale for t in answer.tokens]
+    scale = max(max(answer.mars_weights, default=0.0), 1.0 / n)
+    return [w / scale for w in token_weights(answer, scoring)]
 
 
 def token_color(intensity: float) -> str:
@@ -134,8 +162,9 @@ def _groups(answer: Answer) -> list[tuple[int, list[int]]]:
     return groups
 
 
-def answer_tokens_html(answer: Answer, scoring: str) -> str:
-    """The answer's text with every token colored by its weight and phrases boxed.
+def answer_tokens_html(answer: Answer, scoring: str, shade: str = DEFAULT_SHADE) -> str:
+    """The answer's text with every token colored by its weight (or, ``shade``, by how
+    improbable it was or by the entropy there: :func:`token_intensities`) and phrases boxed.
 
     Colors use one scale for both scorings (the answer's largest MARS weight, at least 1/L), so
     switching the scoring shows how MARS moves weight onto the important tokens.
@@ -150,7 +179,7 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
     if n == 0 or not answer.text.strip():
         return f'<span class="mars-empty">{esc(texts.ANSWER_EMPTY)}</span>'
     weights = token_weights(answer, scoring)
-    scale = max(max(answer.mars_weights, default=0.0), 1.0 / n)
+    shades = token_intensities(answer, scoring, shade)
     text = answer.text
     out: list[str] = []
     pos = 0
@@ -179,7 +208,7 @@ def answer_tokens_html(answer: Answer, scoring: str) -> str:
             tip = esc(_token_title(answer, i, weights[i], scoring))
             out.append(
                 f'<span class="mars-tok" data-token="{i}" data-weight="{weights[i]:.4f}" '
-                f'style="background-color: {token_color(weights[i] / scale)}" '
+                f'style="background-color: {token_color(shades[i])}" '
                 f'data-tip="{tip}" aria-label="{tip}" tabindex="{stop}">{esc(core)}</span>'
             )
             stop = "-1"
@@ -202,14 +231,16 @@ def scores_html(answer: Answer, scoring: str) -> str:
     return f'<div class="mars-scores">{esc(texts.ANSWER_SCORES)} {" ".join(cells)}</div>'
 
 
-def legend_html() -> str:
+def legend_html(shade: str = DEFAULT_SHADE) -> str:
+    """The color bar and what it means for ``shade``."""
     stops = ", ".join(token_color(x / 4) for x in range(5))
+    low, high, text = texts.LEGENDS[check_shade(shade)]
     return (
-        '<div class="mars-legend">'
-        f'<span class="mars-legend-end">{esc(texts.LEGEND_LOW)}</span>'
+        f'<div class="mars-legend" data-shade="{shade}">'
+        f'<span class="mars-legend-end">{esc(low)}</span>'
         f'<span class="mars-legend-bar" style="background: linear-gradient(to right, {stops})"></span>'
-        f'<span class="mars-legend-end">{esc(texts.LEGEND_HIGH)}</span>'
-        f'<p class="mars-legend-text">{esc(texts.LEGEND)}</p>'
+        f'<span class="mars-legend-end">{esc(high)}</span>'
+        f'<p class="mars-legend-text">{esc(text)}</p>'
         "</div>"
     )
 

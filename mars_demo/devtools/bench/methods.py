@@ -5,9 +5,13 @@
   (:func:`mars_demo.methods.compute_from`), the same call the engine's methods stage makes.
 - Opt-in methods (``--opt-in-methods``): the engine scores the same answers again with only
   that method asked and the earlier result given as ``reuse`` (so importance and NLI are not
-  redone); the seconds its ``methods`` timing took, pass or model call included. The SAR
-  methods share one similarity pass, and the LARS methods one LARS pass (greedy answer and
-  samples), so each family is timed together.
+  redone); the seconds its ``methods`` timing took, pass or model call included. The methods of
+  one family share its pass (SAR's and CoCoA's similarity model, LARS, CCP's NLI of the
+  alternatives, EigenScore's LLM pass), so each family is timed together
+  (:func:`opt_in_groups`, from the registry).
+- Semantic density's extra NLI pairs ride in the NLI stage's batched pass; their number beside
+  the samples' pairs is reported apart (:func:`extra_nli_pairs`), not in the free methods'
+  share.
 """
 
 from __future__ import annotations
@@ -18,14 +22,29 @@ import statistics
 import time
 from typing import Any
 
-#: Opt-in methods timed together (one extra pass or model each group).
-OPT_IN_GROUPS: dict[str, tuple[str, ...]] = {
-    "p_true": ("p_true",),
-    "p_true_sampling": ("p_true_sampling",),
-    "token_sar, sentence_sar, sar": ("token_sar", "sentence_sar", "sar"),
-    "lars, lars_entropy, lars_semantic_entropy": ("lars", "lars_entropy",
-                                                  "lars_semantic_entropy"),
-}
+def opt_in_groups() -> dict[str, tuple[str, ...]]:
+    """The opt-in methods timed together: one group per family file of the registry (its
+    methods share one extra pass or model), each P(True) method alone (one pass each); a new
+    opt-in method is timed with no edit here."""
+    from ...methods import METHODS, is_free
+
+    groups: dict[str, list[str]] = {}
+    for m in METHODS.values():
+        if is_free(m):
+            continue
+        key = m.id if "llm_pass" in m.needs else m.family
+        groups.setdefault(key, []).append(m.id)
+    return {", ".join(ids): tuple(ids) for ids in groups.values()}
+
+
+def extra_nli_pairs(result) -> dict[str, int]:
+    """Semantic density's extra NLI pairs (the greedy answer against each distinct sample) and
+    the samples' own pairs the NLI stage judged with them, from an analysis."""
+    texts = [s.text for s in result.samples]
+    distinct = len(set(texts))
+    entry = result.method_inputs.get("greedy_nli") or {}
+    return {"greedy_pairs": int(entry.get("pairs", 0)),
+            "sample_pairs": distinct * (distinct - 1)}
 SIMILARITY_LIKE = "cross-encoder/stsb-roberta-large (SAR)"
 LARS_LIKE = "duygunuryldz/LARS (roberta-base)"
 
@@ -76,13 +95,21 @@ def build_similarity(path: pathlib.Path, shape: str, seed: int, tokenizer_dir) -
 
 def opt_in_method_costs(engine, settings, answers, result, similarity: str,
                         lars: str) -> dict[str, Any]:
-    """Seconds of each group of :data:`OPT_IN_GROUPS`: the answers scored again with only those
+    """Seconds of each group of :func:`opt_in_groups`: the answers scored again with only those
     methods asked, the earlier ``result`` reused (its importance and NLI are not redone)."""
+    from ...methods import METHODS
+
     costs: dict[str, Any] = {}
-    for name, ids in OPT_IN_GROUPS.items():
+    for name, ids in opt_in_groups().items():
         asked = settings.replace(methods=ids, similarity=similarity, lars=lars)
-        engine.score(answers, asked, reuse=result)  # warm-up: loads the model, if any
-        again = engine.score(answers, asked, reuse=result)
+        these, earlier = answers, result
+        if any("alternatives_nli" in METHODS[m].needs for m in ids):
+            # CCP reads the greedy tokens' alternatives, which generation keeps only when it
+            # is asked for: its answers are generated again with it (not timed)
+            these = engine.generate(answers.question, asked)
+            earlier = engine.score(these, settings)
+        engine.score(these, asked, reuse=earlier)  # warm-up: loads the model, if any
+        again = engine.score(these, asked, reuse=earlier)
         costs[name] = {"seconds": again.timings_s.get("methods", 0.0),
                        "values": {m: again.methods.get(m) for m in ids}}
     return costs

@@ -55,14 +55,31 @@ def format_report(d: dict[str, Any]) -> str:
     ]
     mc = d["method_costs"]
     lines.append(
-        f"other methods ({len(mc['methods_asked'])} free ones asked): "
+        f"other methods ({len(mc['methods_asked'])} free ones asked: "
+        f"{', '.join(mc['methods_asked'])}): "
         f"{d['stages']['methods']:.4f} s = "
         f"{pct(d['methods_share_of_after_generation'])} of after generation; each recomputed "
         "from the saved inputs (median ms): " + ", ".join(
             f"{k} {1000 * v:.2f}" for k, v in sorted(mc["free_s"].items(),
                                                      key=lambda kv: -kv[1])))
+    ts = mc.get("token_stats")
+    if ts:
+        lines.append(
+            f"token statistics (entropy, KL from uniform; in the log-probs stage): "
+            f"{ts['with_entropy_and_kl_s']:.3f} s against {ts['logprobs_s']:.3f} s for the "
+            f"log-probs alone ({ts['ratio']:.1f}x; {ts['rows']} rows x {ts['steps']} steps x "
+            f"{ts['vocab']} tokens, random logits)")
+    sd = mc.get("semantic_density_nli")
+    if sd:
+        lines.append(
+            f"semantic density's extra NLI pairs (not in the free methods' share): "
+            f"{sd['greedy_pairs']} beside the samples' {sd['sample_pairs']} "
+            f"({pct(sd['share_of_nli_pairs'])} of the NLI pairs"
+            + (f", about {sd['estimated_s']:.3f} s of the NLI step)" if sd["estimated_s"]
+               is not None else ")"))
     if mc["opt_in"]:
-        lines.append(f"opt-in methods (each asked alone, after the analysis; similarity model "
+        lines.append(f"opt-in methods (each family asked alone, after the analysis; similarity "
+                     f"model "
                      f"like {mc['similarity_like']}, LARS like {mc['lars_like']}): " + ", ".join(
                          f"{k} {v['seconds']:.3f} s" for k, v in mc["opt_in"].items()))
     lines.append("")

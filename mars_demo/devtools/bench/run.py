@@ -16,10 +16,12 @@ from .methods import (
     LARS_LIKE,
     SIMILARITY_LIKE,
     build_similarity,
+    extra_nli_pairs,
     free_method_costs,
     opt_in_method_costs,
 )
 from .models import build_models
+from .token_stats import token_stats_cost
 from .reference import (
     greedy_only_generation,
     nli_per_pair,
@@ -196,7 +198,11 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
         del other
 
         log("timing each free method ...")
-        costs = {"free": free_method_costs(last[1]), "opt_in": None}
+        costs = {"free": free_method_costs(last[1]), "opt_in": None,
+                 "semantic_density_nli": extra_nli_pairs(last[1])}
+        log("timing the token statistics (entropy, KL from uniform) against the log-probs ...")
+        costs["token_stats"] = token_stats_cost(len(llm.tokenizer), samples + 1,
+                                                max(len(g.token_ids) for g in last[0].answers))
         if opt_in_methods:
             from ..tiny.lars import build_lars
 

@@ -227,6 +227,13 @@ def summarize_runs(*, built_on, runs, other_runs, costs, nli_compute, llm, spec,
             "opt_in": costs["opt_in"],
             "similarity_like": costs.get("similarity_like"),
             "lars_like": costs.get("lars_like"),
+            # semantic density's greedy-to-sample NLI pairs, apart from the free methods' share:
+            # they ride in the NLI stage's pass; the NLI seconds they take, estimated by their
+            # share of the pairs judged
+            "semantic_density_nli": _extra_nli(costs.get("semantic_density_nli"),
+                                               stages.get("nli")),
+            # the token-level methods' inputs, computed in the log-probs stage
+            "token_stats": costs.get("token_stats"),
         },
         "reference_stages": ref_stages,
         "reference_generation_s": ref_generation,
@@ -320,3 +327,14 @@ def stages_of(timings: dict[str, float], total: float) -> dict[str, float]:
         "rest": timings.get("alignment", 0.0) + timings.get("uncertainty", 0.0)
         + max(0.0, total - known),
     }
+
+
+def _extra_nli(pairs: dict | None, nli_s: float | None) -> dict | None:
+    """Semantic density's extra NLI pairs with their estimated seconds (the NLI stage's
+    seconds times their share of the pairs it judged)."""
+    if not pairs:
+        return None
+    total = pairs["greedy_pairs"] + pairs["sample_pairs"]
+    share = pairs["greedy_pairs"] / total if total else 0.0
+    return {**pairs, "share_of_nli_pairs": share,
+            "estimated_s": None if nli_s is None else nli_s * share}

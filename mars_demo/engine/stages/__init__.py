@@ -27,8 +27,10 @@ from ...progress import Progress
 from ...recipes import Resolved
 from ..job import INPUTS, ScoringJob
 from .alignment import AlignmentStage
-from .base import MODELS, ScoringContext, Stage
+from .base import BASE, MODELS, ScoringContext, Stage
+from .ccp import CCPStage
 from .clustering import ClusteringStage
+from .embeddings import EmbeddingsStage
 from .importance import ImportanceStage
 from .lars import LarsStage
 from .llm_pass import LLMPassStage
@@ -37,12 +39,13 @@ from .nli import NLIStage
 from .similarity import SimilarityStage
 from .uncertainty import UncertaintyStage
 
-__all__ = ["SCORING", "MODELS", "ScoringContext", "Stage", "plan", "models_needed", "run"]
+__all__ = ["SCORING", "BASE", "MODELS", "ScoringContext", "Stage", "plan", "models_needed", "run"]
 
 #: Every scoring stage, in the order they run.
 SCORING: tuple[Stage, ...] = (
     ImportanceStage(), AlignmentStage(), NLIStage(), ClusteringStage(), UncertaintyStage(),
-    LLMPassStage(), SimilarityStage(), LarsStage(), MethodsStage(),
+    LLMPassStage(), SimilarityStage(), LarsStage(), CCPStage(),
+    EmbeddingsStage(), MethodsStage(),
 )
 
 _FIELDS = {f.name for f in dataclasses.fields(ScoringJob)}

@@ -69,10 +69,12 @@ def score_answer(answer: Answer, ph: PhraseScoring, s: Settings,
             phrases[k].tokens.append(i)
             phrases[k].weight += float(u[i])
     w = scoring.mars_weights(u)
+    stats = answer.token_stats
     tokens = [
-        Token(id=i, text=answer.text[a:b] if b > a else txt, start=a, end=b, logprob=float(lp))
-        for i, (a, b), txt, lp in zip(answer.token_ids, answer.spans, answer.token_texts,
-                                      answer.logprobs)
+        Token(id=i, text=answer.text[a:b] if b > a else txt, start=a, end=b, logprob=float(lp),
+              **{key: values[n] for key, values in stats.items() if n < len(values)})
+        for n, (i, (a, b), txt, lp) in enumerate(zip(answer.token_ids, answer.spans,
+                                                     answer.token_texts, answer.logprobs))
     ]
     scored = ScoredAnswer(
         text=answer.text,
@@ -86,6 +88,7 @@ def score_answer(answer: Answer, ph: PhraseScoring, s: Settings,
         ),
         phrase_of_token=phrase_of_token,
         finish_reason=answer.finish_reason,
+        entropy_top_k=answer.entropy_top_k,
     )
     return scored, notes
 

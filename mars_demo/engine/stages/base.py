@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
 
-from ...methods import METHODS
+from ...methods import METHODS, OPTIONAL_MODELS
 from ...recipes import Resolved
 from ..job import ScoringJob
 
-#: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass;
-#: "similarity": SAR's cross-encoder; "lars": LARS's trained scorer)
-MODELS = ("llm", "importance", "nli", "similarity", "lars")
+#: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass; then
+#: each optional model with a model of its own, :data:`mars_demo.options.OPTIONAL_MODELS`)
+BASE = ("llm", "importance", "nli")
+MODELS = BASE + tuple(m.field for m in OPTIONAL_MODELS if m.own)
 
 
 @dataclass(frozen=True)
 class ScoringContext:
     """What every stage of one call may use: the options (settings after the recipe, and the
-    recipe) and the loaded models (None: no planned stage needs it)."""
+    recipe), the loaded models every analysis may run (None: no planned stage needs it) and the
+    optional ones (``optional``: Settings field -> loaded model)."""
 
     run: Resolved
     llm: Any = None  # a LanguageModel (mars_demo.models.contract), for an extra LLM pass
     importance: Any = None  # ImportanceModel or BEMImportance
     nli: Any = None  # NLIModel
-    similarity: Any = None  # SimilarityModel (mars_demo.models.similarity), for SAR
-    lars: Any = None  # LarsModel (mars_demo.models.lars), for the LARS methods
+    optional: Mapping[str, Any] = field(default_factory=dict)
+
+    def model(self, name: str) -> Any:
+        """The loaded model ``name`` (of :data:`MODELS`)."""
+        return getattr(self, name) if name in BASE else self.optional.get(name)
 
 
 class Stage(Protocol):
@@ -52,7 +57,7 @@ class OptionalModelStage(ABC):
 
     need: str  # the need (mars_demo.methods.NEEDS) of the methods it serves
     model: str  # the model role (of MODELS) it runs
-    output: str  # the ScoringJob field it fills
+    output: str  # the ScoringJob field it fills (an entry of mars_demo.engine.job.SAVED)
 
     def asked(self, run: Resolved) -> bool:
         """Whether a method with this stage's need is asked for."""

@@ -68,7 +68,7 @@ class LarsStage(OptionalModelStage):
         return dict(entry) if same else None
 
     def compute(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
-        model = ctx.lars
+        model = ctx.model("lars")
         every = [answers_of(job) for job in jobs]
         inputs = [segments(answers, model.number_of_bins, model.edges) for answers in every]
         said = model.grouped_logits([(job.question, texts) for job, texts in zip(jobs, inputs)])

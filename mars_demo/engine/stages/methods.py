@@ -1,18 +1,42 @@
-"""The methods stage: the other uncertainty methods asked for (:mod:`mars_demo.methods`: graph
-measures, kernel entropy, lexical similarity, the semantic entropy variants), each from the
-scored samples, their clusters, the NLI probabilities, the log-probs of the extra LLM
-passes (:mod:`.llm_pass`), SAR's similarities (:mod:`.similarity`) and LARS's logits
-(:mod:`.lars`); no model runs here."""
+"""The methods stage: the uncertainty methods asked for (:mod:`mars_demo.methods`), each from
+the scored answers, their clusters, the NLI probabilities and what the optional models and
+passes saved (:data:`mars_demo.engine.job.SAVED`, the P(True) passes); no model runs here."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ...methods import MethodInputs, compute_from
+from ...methods import METHODS, AnswerInputs, MethodInputs, compute_from
 from ...recipes import Resolved
-from ...result import SCORINGS
-from ..job import ScoringJob, all_method_inputs
+from ...result import SCORINGS, ScoredAnswer
+from ..job import SAVED, ScoringJob, all_method_inputs
 from .base import ScoringContext
+
+
+def answer_inputs(a: ScoredAnswer) -> AnswerInputs:
+    """What the methods read of one scored answer."""
+    return AnswerInputs(
+        text=a.text,
+        scores={k: getattr(a.scores, k) for k in SCORINGS},
+        token_logprobs=[t.logprob for t in a.tokens],
+        mars_weights=list(a.mars_weights),
+        token_entropies=[t.entropy for t in a.tokens],
+        kl_uniform=[t.kl_uniform for t in a.tokens],
+        alternatives=[t.alternatives for t in a.tokens],
+    )
+
+
+def job_inputs(job: ScoringJob, saved: bool = True) -> MethodInputs:
+    """:class:`MethodInputs` of a job whose answers are scored and clustered (``saved``: with
+    what the optional stages saved, which have run)."""
+    return MethodInputs(
+        question=job.question,
+        greedy=answer_inputs(job.scored[0]),
+        samples=[answer_inputs(a) for a in job.scored[1:]],
+        cluster_ids=list(job.cluster_ids),
+        nli_probabilities=job.nli.probabilities if job.nli is not None else None,
+        saved=all_method_inputs(job) if saved else {},
+    )
 
 
 class MethodsStage:
@@ -20,7 +44,7 @@ class MethodsStage:
     that cannot be computed for these answers is left out with a warning naming it."""
 
     name = "methods"
-    reads = ("scored", "cluster_ids", "nli", "method_inputs", "similarities", "lars_outputs")
+    reads = ("scored", "cluster_ids", "nli", "method_inputs", *SAVED.values())
     adds = ("methods",)
     progress = "uncertainty"
     timing = "methods"
@@ -31,15 +55,7 @@ class MethodsStage:
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         ids = ctx.run.settings.method_ids
         for job in jobs:
-            samples = job.scored[1:]
-            inputs = MethodInputs(
-                texts=[a.text for a in samples],
-                scores={k: [getattr(a.scores, k) for a in samples] for k in SCORINGS},
-                cluster_ids=list(job.cluster_ids),
-                nli_probabilities=job.nli.probabilities,
-                llm_pass=all_method_inputs(job),
-                token_logprobs=[[t.logprob for t in a.tokens] for a in samples],
-            )
+            inputs = job_inputs(job)
             job.methods = {}
             for method_id in ids:
                 try:
@@ -49,3 +65,10 @@ class MethodsStage:
                         f"The method {method_id} could not be computed for these answers, so "
                         f"it is left out: {err}"
                     )
+            top_k = job.scored[0].entropy_top_k
+            reading = [m for m in job.methods if "token_entropy" in METHODS[m].needs]
+            if top_k is not None and reading:
+                job.warnings.append(
+                    f"The token entropies ({', '.join(reading)}) come from the server's top "
+                    f"{top_k} log-probs per token, with the rest of the probability as one "
+                    "outcome: a lower bound of each token's entropy.")

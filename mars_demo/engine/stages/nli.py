@@ -1,12 +1,26 @@
 """The NLI stage: the verdict and the (entailment, neutral, contradiction) probabilities of every
 ordered pair of sampled answers, all questions' needed pairs in one batched pass; those of an
-earlier result of the same answers are reused."""
+earlier result of the same answers are reused.
+
+When a method that reads it is asked for (Semantic Density, :mod:`mars_demo.methods.density`),
+the same pass also judges "question greedy answer" (premise) against "question sample" for each
+distinct sample text, semantic density's extra pairs, saved in the analysis as
+``method_inputs["greedy_nli"]`` so that ``score`` recomputes it without models::
+
+    {"nli_model": id, "question": ..., "greedy": text, "answers": [sample texts],
+     "probabilities": [[e, n, c] per sample], "pairs": number of pairs the model judged}
+
+A sample whose text is the greedy answer's gets (1, 0, 0) without a call (lm-polygraph judges
+the distinct samples); an earlier result's entry of the same answers and NLI model is reused.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from ...methods import METHODS
 from ...models import registry
+from ...models.nli import SAME
 from ...recipes import Resolved
 from ...result import NLIResult
 from ...settings import resolve_nli
@@ -29,6 +43,46 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
     )
 
 
+GREEDY_KEY = "greedy_nli"
+
+
+def greedy_asked(run: Resolved) -> bool:
+    """Whether an asked method reads the greedy-to-sample NLI."""
+    return any("greedy_nli" in METHODS[m].needs for m in run.settings.method_ids)
+
+
+def greedy_reused(job: ScoringJob, run: Resolved) -> dict | None:
+    """The greedy-to-sample entry of an earlier result of these answers by the NLI model the
+    settings name, else None."""
+    if job.reuse is None:
+        return None
+    entry = job.reuse.method_inputs.get(GREEDY_KEY)
+    if (entry and entry.get("nli_model") == resolve_nli(run.settings.nli,
+                                                        registry.cuda_available())
+            and entry.get("question") == job.question
+            and entry.get("greedy") == job.answers.greedy.text
+            and entry.get("answers") == [a.text for a in job.answers.samples]):
+        return dict(entry)
+    return None
+
+
+def greedy_pairs(job: ScoringJob) -> tuple[list[str], list[tuple[str, str]]]:
+    """The distinct sample texts other than the greedy answer's, and their pairs."""
+    greedy = job.scored[0].text
+    texts = [a.text for a in job.scored[1:]]
+    distinct = [t for k, t in enumerate(texts) if t != greedy and t not in texts[:k]]
+    return distinct, [(f"{job.question} {greedy}", f"{job.question} {t}") for t in distinct]
+
+
+def greedy_entry(job: ScoringJob, model_id: str, distinct: list[str], judged, start: int) -> dict:
+    found = {t: judged.probabilities[start + k] for k, t in enumerate(distinct)}
+    greedy = job.scored[0].text
+    texts = [a.text for a in job.scored[1:]]
+    return {"nli_model": model_id, "question": job.question, "greedy": greedy,
+            "answers": texts, "pairs": len(distinct),
+            "probabilities": [list(SAME) if t == greedy else list(found[t]) for t in texts]}
+
+
 class NLIStage:
     """NLI verdicts and probabilities among each job's samples (``nli``) and the model that
     gave them (``nli_model_id``), in the recipe's input format. Identical answers need no model
@@ -37,12 +91,13 @@ class NLIStage:
 
     name = "nli"
     reads = ("scored", "question", "reuse")
-    adds = ("nli", "nli_model_id")
+    adds = ("nli", "nli_model_id", "greedy_nli")
     progress = "nli"
     timing = "nli"
 
     def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
-        return () if all(reusable(job, run) for job in jobs) else ("nli",)
+        greedy = greedy_asked(run) and any(greedy_reused(job, run) is None for job in jobs)
+        return () if all(reusable(job, run) for job in jobs) and not greedy else ("nli",)
 
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         fmt = ctx.run.recipe.nli_input_format
@@ -59,10 +114,30 @@ class NLIStage:
                 job.nli = NLIResult(answers=texts, labels=[], warnings=[])
                 job.nli_model_id = ctx.nli.model_id
                 fresh.append(job)
-        if fresh:
-            matrices = ctx.nli.matrices([j.question for j in fresh],
-                                        [j.nli.answers for j in fresh], input_format=fmt)
+        extra: list[tuple[str, str]] = []
+        greedy_jobs = []
+        for job in jobs:
+            job.greedy_nli = {}
+            if greedy_asked(ctx.run):
+                entry = greedy_reused(job, ctx.run)
+                if entry is not None:
+                    job.greedy_nli = entry
+                    continue
+                distinct, pairs = greedy_pairs(job)
+                greedy_jobs.append((job, distinct, len(extra)))
+                extra += pairs
+        if fresh or greedy_jobs:
+            matrices, judged = ctx.nli.matrices_and_pairs(
+                [j.question for j in fresh], [j.nli.answers for j in fresh], extra,
+                input_format=fmt)
             for job, m in zip(fresh, matrices):
                 job.nli.labels = m.labels
                 job.nli.probabilities = m.probabilities
                 job.nli.warnings.extend(m.warnings)
+            for job, distinct, start in greedy_jobs:
+                job.greedy_nli = greedy_entry(job, ctx.nli.model_id, distinct, judged, start)
+                cut = [k for k in judged.truncated if start <= k < start + len(distinct)]
+                if cut:
+                    job.warnings.append(
+                        f"The NLI model cut {len(cut)} of the greedy answer's comparisons with "
+                        "the samples to fit its window; semantic density is less reliable.")

@@ -1,34 +1,18 @@
-"""The uncertainty stage: Confidence, Entropy and Semantic Entropy, each under length-normalized
-and MARS scoring (higher = less trustworthy)."""
+"""The uncertainty stage: MARS's three measures (Confidence, Entropy, Semantic Entropy), each
+under length-normalized and MARS scoring (higher = less trustworthy): the methods
+:data:`mars_demo.methods.MEASURES`, computed by their own entries, kept in every analysis as its
+``uncertainty`` block."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ...core import uncertainty
+from ...methods import MEASURES, compute_from
 from ...recipes import Resolved
-from ...result import SCORINGS, Pair, ScoredAnswer, Uncertainty
+from ...result import Pair, Uncertainty
 from ..job import ScoringJob
 from .base import ScoringContext
-
-
-def measures(greedy: ScoredAnswer, samples: list[ScoredAnswer],
-             cluster_ids: list[int]) -> Uncertainty:
-    """The three measures of one answer set under both scorings (:data:`SCORINGS`)."""
-
-    def pair(fn) -> Pair:
-        return Pair(**{scoring: fn(scoring) for scoring in SCORINGS})
-
-    def sample_scores(scoring: str) -> list[float]:
-        return [getattr(a.scores, scoring) for a in samples]
-
-    return Uncertainty(
-        confidence=pair(lambda k: uncertainty.confidence(getattr(greedy.scores, k))),
-        entropy=pair(lambda k: uncertainty.entropy(sample_scores(k))),
-        semantic_entropy=pair(
-            lambda k: uncertainty.semantic_entropy(sample_scores(k), cluster_ids)
-        ),
-    )
+from .methods import job_inputs
 
 
 class UncertaintyStage:
@@ -45,4 +29,5 @@ class UncertaintyStage:
 
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         for job in jobs:
-            job.uncertainty = measures(job.scored[0], job.scored[1:], job.cluster_ids)
+            values = compute_from(job_inputs(job, saved=False), MEASURES)
+            job.uncertainty = Uncertainty(**{m: Pair(**values[m]) for m in MEASURES})

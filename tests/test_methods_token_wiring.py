@@ -1,0 +1,129 @@
+"""The token-level, CoCoA, density, CCP and EigenScore methods through the engine on tiny
+models: the per-token entropy and divergence from uniform saved with each token (equal to the
+model's own distribution), the greedy tokens' alternatives, the extra NLI pairs and the
+embeddings saved in the analysis, and every value recomputed from the saved JSON alone, within
+1e-9, in a process where torch is never imported."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mars_demo.core import token_level
+from mars_demo.engine import Engine
+from mars_demo.methods import compute_methods
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTION = "Which planet is known as the Red Planet?"
+NEW = ("msp", "mean_token_entropy", "self_certainty", "answer_length", "semantic_density",
+       "cocoa_msp", "cocoa_ppl", "cocoa_mte", "ccp", "eigenscore")
+
+
+@pytest.fixture(scope="module")
+def analysis(tiny_settings, tiny_similarity):
+    settings = tiny_settings.replace(methods=",".join(NEW), similarity=str(tiny_similarity))
+    return Engine(settings).analyze(QUESTION)
+
+
+def test_each_method_is_computed(analysis):
+    assert list(analysis.methods) == list(NEW), analysis.warnings
+    for values in analysis.methods.values():
+        assert all(math.isfinite(v) for v in values.values())
+    g = analysis.greedy
+    lp = [t.logprob for t in g.tokens]
+    h = [t.entropy for t in g.tokens]
+    assert analysis.methods["msp"]["value"] == pytest.approx(-sum(lp), abs=1e-12)
+    assert analysis.methods["answer_length"]["value"] == len(g.tokens)
+    mte = analysis.methods["mean_token_entropy"]
+    assert mte["length_normalized"] == pytest.approx(np.mean(h), abs=1e-12)
+    assert mte["mars"] == pytest.approx(np.dot(g.mars_weights, h), abs=1e-12)
+    assert analysis.methods["self_certainty"]["value"] == pytest.approx(
+        -np.mean([t.kl_uniform for t in g.tokens]), abs=1e-12)
+
+
+def test_the_token_statistics_are_the_models_own(analysis, tiny_settings):
+    """Each saved entropy and KL(U || p) equals the one computed here from the LLM's logits over
+    the prompt and the greedy answer (teacher forcing gives the logits generation saw)."""
+    import torch
+
+    from mars_demo.models.registry import llm_for
+
+    llm = llm_for(tiny_settings)
+    g = analysis.greedy
+    ids = list(analysis.prompt_token_ids) + [t.id for t in g.tokens]
+    with torch.inference_mode():
+        logits = llm.model(torch.tensor([ids])).logits[0].double()
+    start = len(analysis.prompt_token_ids)
+    for k, token in enumerate(g.tokens):
+        logp = torch.log_softmax(logits[start - 1 + k], -1).numpy()
+        assert token.entropy == pytest.approx(token_level.entropy_of(logp), abs=1e-4)
+        assert token.kl_uniform == pytest.approx(token_level.kl_from_uniform(logp), abs=1e-3)
+        assert token.alternatives[0][0] == token.text or token.alternatives[0][1] == \
+            pytest.approx(token.logprob, abs=1e-5)
+        assert len(token.alternatives) == 10
+        top = sorted(logp, reverse=True)[:10]
+        assert max(a[1] for a in token.alternatives) == pytest.approx(top[0], abs=1e-4)
+    for sample in analysis.samples:  # the samples carry their entropies; no alternatives
+        assert all(t.entropy is not None and t.alternatives is None for t in sample.tokens)
+
+
+def test_what_the_extra_passes_saved(analysis):
+    saved = analysis.method_inputs
+    n = len(analysis.samples)
+    assert len(saved["greedy_nli"]["probabilities"]) == n
+    assert saved["greedy_nli"]["greedy"] == analysis.greedy.text
+    assert len(saved["ccp"]["labels"]) == len(analysis.greedy.tokens)
+    assert all(row[0] == "entailment" for row in saved["ccp"]["labels"])
+    embeddings = np.array(saved["eigenscore"]["embeddings"])
+    assert embeddings.shape[0] == n and embeddings.shape[1] > 1
+    assert len(saved["sar"]["greedy_similarity"]["forward"]) == n
+
+
+def test_score_methods_only_recomputes_each_without_any_model(analysis, tmp_path):
+    path = tmp_path / "analysis.json"
+    path.write_text(json.dumps(analysis.to_dict()), encoding="utf-8")
+    code = (
+        "import sys, json\n"
+        "from mars_demo.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), 'a model library was loaded'\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, "score", str(path), "--methods-only",
+                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)["methods"]
+    assert list(again) == list(NEW)
+    for m, values in analysis.methods.items():
+        for k, v in values.items():
+            assert abs(again[m][k] - v) <= 1e-9, (m, k)
+
+
+def test_an_analysis_without_the_token_statistics_says_what_it_lacks(analysis):
+    data = analysis.to_dict()
+    for token in data["greedy"]["tokens"]:
+        token.pop("entropy"), token.pop("kl_uniform")
+    with pytest.raises(ValueError, match="holds no entropy of the greedy answer's tokens"):
+        compute_methods(data, ["mean_token_entropy"])
+    with pytest.raises(ValueError, match="full next-token distribution.*self_certainty"):
+        compute_methods(data, ["self_certainty"])
+    del data["method_inputs"]["eigenscore"]
+    with pytest.raises(ValueError, match="middle-layer embeddings.*--methods eigenscore"):
+        compute_methods(data, ["eigenscore"])
+
+
+def test_answers_given_as_text_get_their_token_statistics_from_the_teacher_forced_pass(
+        tiny_settings):
+    result = Engine(tiny_settings.replace(methods="mean_token_entropy,self_certainty")).score(
+        {"question": QUESTION, "greedy": "Mars", "samples": ["Mars", "It is Venus"]})
+    tokens = result.greedy.tokens
+    assert all(t.entropy is not None and t.kl_uniform is not None for t in tokens)
+    assert list(result.methods) == ["mean_token_entropy", "self_certainty"]
+    assert result.methods["mean_token_entropy"]["length_normalized"] == pytest.approx(
+        np.mean([t.entropy for t in tokens]), abs=1e-12)
