@@ -18,7 +18,6 @@ from test_hostile import (
     QUESTION,
     GatedEngine,
     api_data,
-    call,
     call_result,
     public_page,
     ten_analyses,

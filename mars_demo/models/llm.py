@@ -22,7 +22,7 @@ from ..answers import Answer, check_token_ids
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import forced, next_token, prompts
+from . import distributions, forced, next_token, prompts
 from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
