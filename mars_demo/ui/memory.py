@@ -6,10 +6,10 @@ Gradio 6.17 keeps, without bound or for long:
 - per browser session (``StateHolder.session_data``, ``gradio/state_holder.py``; dropped only past
   10,000 sessions): a copy of the config of every component (``SessionState.config_values``,
   about 0.2 MB for this page, made by the session's first event), updated with the last value of
-  every output, the tables and plots of a result included. And each output updated with
-  ``gr.update(...)`` (a new component object with a new id, ``Blocks.postprocess_data``) is kept
-  again under that new id at the next result: about nine copies of a result's outputs per result
-  shown, in one session;
+  every output, the tables and plots of a result included. And each output a handler skipped
+  (``gr.skip()``) or updated (``gr.update(...)``) becomes a new component object with a new id
+  (``Blocks.postprocess_data``), under which its next value is kept again: about nine copies of
+  a result's outputs per result shown, in one session;
 - per request (``Queue.event_ids_to_events``, ``Queue.event_analytics``,
   ``App.iterators_to_reset``, ``gradio/queueing.py``, ``gradio/routes.py``): the event with its
   request and input data, its analytics record (which ``/monitoring`` reads) and its id, for the
@@ -22,8 +22,8 @@ offer) and the copies under new ids are let go; a session that holds no result (
 with nothing pending, is let go at once, and any other after :data:`SESSION_IDLE_S` without an
 event or beyond the newest :data:`MAX_SESSIONS`; a finished event's records go once its result
 was read, an unread result after :data:`FINISHED_KEEP_S` (time enough to read it) or beyond the
-newest :data:`MAX_FINISHED`. The page behaves the same: a session's result (for re-scoring) stays as
-long as the visitor uses it.
+newest :data:`MAX_FINISHED`. The page behaves the same: a session's result (for re-scoring)
+stays as long as the visitor uses it.
 """
 
 from __future__ import annotations
@@ -45,16 +45,16 @@ ENDED = ("success", "failed", "cancelled")  # what Gradio's analytics say of an 
 
 class MemoryBounds:
     """The bounds of one launched page (``demo``, served by the Gradio app ``app``); built by
-    :func:`bound_memory`. ``now``: the clock (tests pass their own)."""
+    :func:`bound_memory`."""
 
-    def __init__(self, demo: Any, app: Any, now=time.monotonic) -> None:
+    def __init__(self, demo: Any, app: Any) -> None:
         self.demo = demo
         self.app = app
         self.queue = demo._queue
-        self.now = now
+        self.now = time.monotonic
         self.base_ids = frozenset(demo.default_config.blocks)  # the page's own components
         self.finished: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
-        self.last_sweep = now()
+        self.last_sweep = self.now()
         self.app.state_holder.capacity = MAX_SESSIONS
 
     # --- after each event --------------------------------------------------------------------
