@@ -9,11 +9,18 @@ A page is **public** when anyone but the host can reach it: ``--share`` (a *.gra
 - nobody can switch or load models: the switch is not on the page and its handler does not exist
   on the server (the host chooses every model with flags or variables);
 - each request may ask for at most :attr:`Access.max_sample_tokens` = samples x max new tokens,
-  and pasted answers may hold at most as many characters per sample-token allowance
-  (:meth:`Access.check_score_work`);
-- each client (:class:`ClientIdentity`) holds at most a few places in Gradio's queue: at most
-  :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of any other event, and
-  :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused at once (HTTP 429).
+  and pasted answers may cost as much: the samples x the longest answer (the main one included)
+  in characters (:meth:`Access.check_score_work`) and, once the LLM's tokenizer has read them, in
+  tokens, with at most :attr:`Access.max_prompt_tokens` prompt tokens (:attr:`Access.work_cap`,
+  which the teacher-forced pass checks);
+- each client (:class:`ClientIdentity`; an IPv6 client is its /64 network) holds at most a few
+  places in Gradio's queue: at most :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of
+  any other event, and :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused
+  at once (HTTP 429);
+- a connection must send its headers in time, and one client holds a few connections
+  (:attr:`Access.header_timeout`, :attr:`Access.connections_per_client`); only the page's own web
+  pages, and those the host names, may call it from a browser (:attr:`Access.allowed_origins`).
+  The web server enforces them (:mod:`mars_demo.ui.connections`).
 
 Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
 default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
@@ -24,6 +31,7 @@ visitor's request ever starts a download.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 from collections.abc import Iterable, Mapping
@@ -31,11 +39,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mars_demo import texts
+from mars_demo.answers import AnswerSet, WorkCap
 from mars_demo.methods import FREE
-from mars_demo.options import OptionError
+from mars_demo.options import SERVER, OptionError
 
 PUBLIC_MAX_SAMPLE_TOKENS = 640  # samples x max new tokens per request, public default (5 x 128)
 PUBLIC_PER_CLIENT = 1  # analyses one client may have running or waiting, public default
+# Tokens of the prompt pasted answers continue (their prompt_token_ids, or the prompt built from
+# their question): a page question (at most 1,000 characters) in the few-shot prompt stays well
+# under it with every tokenizer the engine runs.
+PUBLIC_MAX_PROMPT_TOKENS = 2048
+IPV6_PREFIX = SERVER["ipv6_prefix"].default  # an IPv6 client is its /64: one subscriber's share
 ENGINE_GROUP = "engine"  # the queue's concurrency group of every event that runs the models
 VIEW_PLACES = 2  # places one client may hold of any one other queued event (the Evaluation view...)
 QUEUE_PLACES = 4  # places one client may hold in the queue, all events together
@@ -83,16 +97,20 @@ LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """An address of X-Forwarded-For or of the connection: "1.2.3.4", "1.2.3.4:80", "[::1]:80",
-    "::1"; None when it is none."""
+    "::1" (an IPv4 address written as IPv6, "::ffff:1.2.3.4", is the IPv4 one); None when it is
+    none."""
     text = text.strip()
     if text.startswith("["):
         text = text[1:].split("]", 1)[0]
     elif text.count(":") == 1:  # IPv4 with a port
         text = text.split(":", 1)[0]
     try:
-        return ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
         return None
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return address.ipv4_mapped  # a server listening on "::" sees IPv4 clients so
+    return address
 
 
 @dataclass(frozen=True)
@@ -119,13 +137,23 @@ class ClientIdentity:
     any_peer: bool = False
     public_only: bool = False
     name: str = "connection"  # the deployment, for the log line and docs/public-page.md
+    ipv6_prefix: int = IPV6_PREFIX  # an IPv6 client is its network of this length (see key)
 
     @classmethod
     def for_deployment(cls, *, space: bool = False, share: bool = False,
-                       trusted_proxies: Iterable[str] = ()) -> ClientIdentity:
+                       trusted_proxies: Iterable[str] = (),
+                       ipv6_prefix: int = IPV6_PREFIX) -> ClientIdentity:
         """The identity of a deployment; ``trusted_proxies``: addresses or networks
         ("127.0.0.1", "10.0.0.0/8") of the host's own reverse proxies. Raises ValueError for
-        one that is neither."""
+        one that is neither. ``ipv6_prefix``: see :meth:`key`."""
+        if not 0 <= ipv6_prefix <= 128:
+            raise ValueError(f"ipv6_prefix must be from 0 to 128; got {ipv6_prefix}")
+        return dataclasses.replace(
+            cls._deployment(space, share, trusted_proxies), ipv6_prefix=ipv6_prefix)
+
+    @classmethod
+    def _deployment(cls, space: bool, share: bool, trusted_proxies: Iterable[str]
+                    ) -> ClientIdentity:
         proxies = []
         for text in trusted_proxies:
             try:
@@ -144,12 +172,43 @@ class ClientIdentity:
         return address is not None and any(address in net for net in self.proxies
                                            if net.version == address.version)
 
+    def key(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+        """Who ``address`` is, as text: an IPv4 address itself; an IPv6 address its network of
+        :attr:`ipv6_prefix` bits ("2001:db8:1:2::/64"), since one subscriber holds a whole /64
+        (18 quintillion addresses) and could otherwise be a new client per request; an IPv4
+        address written as IPv6 (``::ffff:1.2.3.4``) the IPv4 address.
+
+        >>> ClientIdentity().key(ipaddress.ip_address("2001:db8:1:2:aaaa::7"))
+        '2001:db8:1:2::/64'
+        >>> ClientIdentity(ipv6_prefix=56).key(ipaddress.ip_address("2001:db8:1:2ff::7"))
+        '2001:db8:1:200::/56'
+        """
+        if address.version == 6:
+            if address.ipv4_mapped is not None:
+                return str(address.ipv4_mapped)
+            if self.ipv6_prefix < 128:
+                return str(ipaddress.ip_network(f"{address}/{self.ipv6_prefix}", strict=False))
+        return str(address)
+
+    def connection_key(self, peer: str) -> str | None:
+        """Who holds a connection from ``peer`` (its address), for a per-connection limit; None
+        when the connection is the deployment's proxy, whose connections carry every client's
+        requests (then the proxy in front must limit connections)."""
+        address = _address(peer)
+        if address is None:
+            return peer
+        if self.any_peer or self._trusted(address):
+            return None
+        return self.key(address)
+
     def of(self, scope: Mapping[str, Any]) -> str:
-        """The client of a request (an ASGI scope): an IP address, as text."""
+        """The client of a request (an ASGI scope): an IPv4 address or an IPv6 network
+        (:meth:`key`), as text."""
         client = scope.get("client")
         peer = str(client[0]) if client else "unknown"
-        if not (self.any_peer or self._trusted(_address(peer))):
-            return peer
+        peer_address = _address(peer)
+        if not (self.any_peer or self._trusted(peer_address)):
+            return self.key(peer_address) if peer_address is not None else peer
         forwarded = [value.decode("latin-1") for key, value in scope.get("headers") or ()
                      if key == b"x-forwarded-for"]
         for entry in reversed(",".join(forwarded).split(",")):
@@ -160,8 +219,8 @@ class ClientIdentity:
                 continue
             if self._trusted(address) or (self.public_only and not address.is_global):
                 continue
-            return str(address)
-        return peer
+            return self.key(address)
+        return self.key(peer_address) if peer_address is not None else peer
 
 
 # --- what visitors may do ------------------------------------------------------------------------
@@ -171,11 +230,16 @@ class ClientIdentity:
 class Access:
     """What visitors may do. The defaults are a local page without the model switch.
 
-    ``max_sample_tokens`` / ``per_client``: None = no limit. ``bem``: the host named BEM's models,
-    so BEM importance is offered. ``identity``: how a request's client is decided.
+    ``max_sample_tokens`` / ``per_client``: None = no limit. ``max_prompt_tokens``: the most
+    tokens of the prompt pasted answers continue (None: no limit). ``bem``: the host named BEM's
+    models, so BEM importance is offered. ``identity``: how a request's client is decided.
     ``model_names``: names the host gave its models for visitors (``--llm-name``...; "llm",
     "importance", "nli" -> name). ``methods``: the uncertainty methods a visitor may ask for
-    (the server-side allowed set; the free ones unless the host says otherwise)."""
+    (the server-side allowed set; the free ones unless the host says otherwise).
+    ``header_timeout`` / ``connections_per_client``: seconds a connection may take to send a
+    request's headers, connections one client may hold open (None: no limit; see
+    :mod:`mars_demo.ui.connections`). ``allowed_origins``: web origins other than the page's own
+    whose pages may call this one from a browser (a public page allows none by default)."""
 
     public: bool = False
     allow_model_switch: bool = False
@@ -185,6 +249,10 @@ class Access:
     identity: ClientIdentity = ClientIdentity()
     model_names: Mapping[str, str] = field(default_factory=dict)
     methods: frozenset[str] = frozenset(FREE)
+    max_prompt_tokens: int | None = None
+    header_timeout: float | None = None
+    connections_per_client: int | None = None
+    allowed_origins: tuple[str, ...] = ()
 
     def check_models(self, settings: Any) -> None:
         """Raise :class:`OptionError` when ``settings`` need models the host did not set up,
@@ -214,22 +282,44 @@ class Access:
                     tokens=settings.max_new_tokens,
                     work=work,
                     limit=self.max_sample_tokens,
+                    over=work - self.max_sample_tokens,
                 )
             )
 
-    def check_score_work(self, samples: list[str]) -> None:
-        """Raise :class:`OptionError` when pasted answers would cost more than the heaviest
-        question this page allows: the samples x their longest length in characters may be at
-        most :data:`CHARS_PER_TOKEN` x ``max_sample_tokens`` (the NLI model compares every pair of
-        samples, so the cost grows with both)."""
-        if self.max_sample_tokens is None or not samples:
+    def check_score_work(self, answers: AnswerSet) -> None:
+        """Raise :class:`OptionError` saying which limit and by how much when pasted answers
+        would cost more than the heaviest question this page allows: the samples x the longest
+        answer (the main answer included) in characters may be at most :data:`CHARS_PER_TOKEN` x
+        ``max_sample_tokens`` (the NLI model compares every pair of samples, and the LLM's
+        teacher-forced pass reads every answer, so the cost grows with both), and the prompt they
+        continue at most ``max_prompt_tokens`` ids (its text as many characters per token). The
+        same is checked in the LLM's tokens once its tokenizer has read them
+        (:attr:`work_cap`)."""
+        ids, prompt = answers.prompt_token_ids or [], answers.prompt or ""
+        if self.max_prompt_tokens is not None:
+            for size, unit, limit in ((len(ids), "token ids", self.max_prompt_tokens),
+                                      (len(prompt), "characters",
+                                       CHARS_PER_TOKEN * self.max_prompt_tokens)):
+                if size > limit:
+                    raise OptionError(texts.ACCESS_PROMPT_TOO_LONG.format(
+                        size=size, unit=unit, limit=limit, over=size - limit))
+        if self.max_sample_tokens is None or not answers.samples:
             return
-        longest = max(len(text) for text in samples)
-        work = len(samples) * longest
+        longest = max(len(answer.text) for answer in answers.answers)
+        work = len(answers.samples) * longest
         limit = CHARS_PER_TOKEN * self.max_sample_tokens
         if work > limit:
             raise OptionError(texts.ACCESS_TOO_MUCH_PASTED.format(
-                samples=len(samples), chars=longest, work=work, limit=limit))
+                samples=len(answers.samples), chars=longest, work=work, limit=limit,
+                over=work - limit))
+
+    @property
+    def work_cap(self) -> WorkCap | None:
+        """The cap the engine checks in the LLM's tokens before a teacher-forced pass (None:
+        none)."""
+        if self.max_sample_tokens is None and self.max_prompt_tokens is None:
+            return None
+        return WorkCap(self.max_sample_tokens, self.max_prompt_tokens)
 
     def client_of(self, scope: Mapping[str, Any]) -> str:
         """The client a request (an ASGI scope) comes from (:class:`ClientIdentity`)."""
@@ -257,9 +347,14 @@ def public_access(
     identity: ClientIdentity = ClientIdentity(),
     model_names: Mapping[str, str] | None = None,
     methods: frozenset[str] = frozenset(FREE),
+    max_prompt_tokens: int | None = PUBLIC_MAX_PROMPT_TOKENS,
+    header_timeout: float | None = SERVER["header_timeout"].default,
+    connections_per_client: int | None = SERVER["connections_per_client"].default,
+    allowed_origins: Iterable[str] | None = (),
 ) -> Access:
     """The access of a public page. ``allow_model_switch`` is refused: nobody switches there.
-    ``methods``: those visitors may ask for (the free ones, plus any the host computes)."""
+    ``methods``: those visitors may ask for (the free ones, plus any the host computes). The
+    connection limits' defaults are those of :data:`mars_demo.options.SERVER_OPTIONS`."""
     if allow_model_switch:
         raise ValueError(texts.ACCESS_SWITCH_PUBLIC)
     return Access(
@@ -271,7 +366,34 @@ def public_access(
         identity=identity,
         model_names=dict(model_names or {}),
         methods=frozenset(methods),
+        max_prompt_tokens=max_prompt_tokens or None,
+        header_timeout=header_timeout or None,
+        connections_per_client=connections_per_client or None,
+        allowed_origins=tuple(allowed_origins or ()),
     )
+
+
+def web_origin(text: str) -> str:
+    """A web origin as browsers send it in ``Origin``: "scheme://host[:port]", lower case,
+    without the scheme's default port. Raises ValueError for anything else (a path, no scheme).
+
+    >>> web_origin("HTTPS://Example.org:443")
+    'https://example.org'
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+            or parts.path not in ("", "/") or parts.query or parts.fragment or parts.username):
+        raise ValueError(f"{text!r} is not a web origin (scheme://host[:port], e.g. "
+                         "https://example.org)")
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    default = {"http": 80, "https": 443}[parts.scheme]
+    return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
 def check_bem_models(bem: str | None, chunker: str | None, public: bool) -> bool:

@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import AnswerSetError
+from . import texts
+from .errors import AnswerSetError, OptionError
 
 # A log-prob a hair above 0 is float rounding of log(1) (a server's log-softmax); more is an error.
 POSITIVE_LOGPROB_TOLERANCE = 1e-6
@@ -209,6 +210,10 @@ class AnswerSet:
                                           for i in ids)
         ):
             raise AnswerSetError("'prompt_token_ids' must be a list of integers")
+        negative = next(((n, i) for n, i in enumerate(ids or (), 1) if i < 0), None)
+        if negative is not None:
+            raise AnswerSetError(f"prompt_token_ids: id {negative[1]} (position {negative[0]}) "
+                                 "is negative; token ids are 0 or more")
         recorded = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         preset = recorded.get("prompt")
         return cls(
@@ -222,6 +227,54 @@ class AnswerSet:
             logprob_source=str(recorded.get("logprob_source") or "given"),
             generation=recorded_generation(recorded),
         )
+
+
+@dataclass(frozen=True)
+class WorkCap:
+    """The most an answer set may cost the LLM (a public page's cap; None: no limit), counted in
+    the LLM's tokens once its tokenizer has read the answers (:meth:`check`; the page checks the
+    same in characters before, :meth:`mars_demo.access.Access.check_score_work`).
+
+    ``sample_tokens``: the samples x the longest answer, the main (greedy) answer included: what
+    the heaviest question allowed would generate (samples x max new tokens). ``prompt_tokens``:
+    the prompt the answers continue (their ``prompt_token_ids``, or the prompt built from the
+    question)."""
+
+    sample_tokens: int | None = None
+    prompt_tokens: int | None = None
+
+    def check(self, samples: int, longest: int, prompt: int) -> None:
+        """Raise :class:`~mars_demo.errors.OptionError` saying which limit and by how much when
+        ``samples`` sampled answers whose longest answer has ``longest`` tokens, after a prompt
+        of ``prompt`` tokens, cost more than this cap."""
+        if self.prompt_tokens is not None and prompt > self.prompt_tokens:
+            raise OptionError(texts.ACCESS_PROMPT_TOO_LONG.format(
+                size=prompt, unit="tokens of the LLM", limit=self.prompt_tokens,
+                over=prompt - self.prompt_tokens))
+        work = samples * longest
+        if self.sample_tokens is not None and work > self.sample_tokens:
+            raise OptionError(texts.ACCESS_TOO_MUCH_TOKENS.format(
+                samples=samples, tokens=longest, work=work, limit=self.sample_tokens,
+                over=work - self.sample_tokens))
+
+
+def check_token_ids(ids: list[int], vocabulary: int, what: str = "prompt_token_ids") -> None:
+    """Raise :class:`~mars_demo.errors.AnswerSetError` naming the first id of ``ids`` that is not
+    a token of a vocabulary of ``vocabulary`` tokens (ids 0 to ``vocabulary - 1``), before any
+    model reads it: an id out of range fails inside the model's embedding (on CUDA as a
+    device-side assert that leaves the GPU unusable until the process restarts).
+
+    >>> check_token_ids([5, 2000, -1], 1000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    mars_demo.errors.AnswerSetError: prompt_token_ids: id 2000 (position 2) is not a token ...
+    """
+    for position, token_id in enumerate(ids, 1):
+        if not 0 <= token_id < vocabulary:
+            shown = token_id if abs(token_id) < 10**15 else f"of {len(str(abs(token_id)))} digits"
+            raise AnswerSetError(
+                f"{what}: id {shown} (position {position}) is not a token of the LLM's "
+                f"vocabulary (ids 0 to {vocabulary - 1})")
 
 
 def _number(value: Any) -> float | None:

@@ -366,9 +366,28 @@ SERVER_OPTIONS: tuple[Option, ...] = (
     Option("runs", str, None,
            "a folder of evaluation runs (python -m mars_demo evaluate --out DIR/NAME) that the "
            "page's Evaluation view offers", "server", optional=True, metavar="DIR", auto="none"),
+    # how a public page's server treats connections and other web sites (mars_demo.access,
+    # mars_demo.ui.connections)
+    Option("ipv6_prefix", int, 64,
+           "public page: an IPv6 client counts as its whole network of this prefix length (one "
+           "subscriber gets a /64, from some providers a /56 or /48), wherever its address comes "
+           "from (the connection, a Space's proxy, --trusted-proxy)", "server",
+           bounds=(16, 128)),
+    Option("header_timeout", float, 10.0,
+           "public page: seconds a connection may take to send a request's headers (also between "
+           "two requests on one connection) before it is closed", "server", bounds=(1, 300)),
+    Option("connections_per_client", int, 64,
+           "public page: connections one client may hold open at once; more are refused (HTTP "
+           "429). Behind a proxy the connections are the proxy's: limit them there", "server",
+           bounds=(1, 100_000)),
+    Option("allowed_origins", list, None,
+           "public page: web origins (scheme://host[:port]) besides the page's own whose web pages "
+           "may call this page from a browser (repeat the flag, or separate them by commas)",
+           "server", optional=True, metavar="ORIGIN", auto="none: the page's own origin only"),
 )
 
 OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}
+SERVER: dict[str, Option] = {o.name: o for o in SERVER_OPTIONS}
 MODEL_FIELDS = tuple(o.name for o in MODEL_OPTIONS)
 REQUEST_FIELDS = tuple(o.name for o in REQUEST_OPTIONS)
 GENERATION_FIELDS = tuple(o.name for o in REQUEST_OPTIONS if o.stage == "generation")

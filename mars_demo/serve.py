@@ -42,6 +42,7 @@ from mars_demo.access import (
     check_bem_models,
     public_access,
     public_reasons,
+    web_origin,
 )
 
 #: The page's flags, in --help's order: the models (the CLI's), the methods every analysis
@@ -114,7 +115,8 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
     names = {model: name.strip() for model, name in names.items() if name and name.strip()}
     proxies = args.trusted_proxy or []
     identity = ClientIdentity.for_deployment(
-        space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies)
+        space=bool(env.get("SPACE_ID")), share=args.share, trusted_proxies=proxies,
+        ipv6_prefix=args.ipv6_prefix)
     offered = frozenset(FREE) | frozenset(args.settings.method_ids)  # the host's methods too
     if not reasons:
         return Access(allow_model_switch=args.allow_model_switch, bem=bem, model_names=names,
@@ -128,6 +130,11 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
         identity=identity,
         model_names=names,
         methods=offered,
+        header_timeout=args.header_timeout,
+        connections_per_client=args.connections_per_client,
+        # repeated flags, or one text with commas: each a web origin, written as browsers send it
+        allowed_origins=tuple(web_origin(origin) for given in args.allowed_origins or ()
+                              for origin in given.split(",") if origin.strip()),
     )
 
 

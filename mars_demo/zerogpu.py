@@ -109,10 +109,10 @@ def analysis_seconds(_where: Any, _question: str, settings: Settings) -> int:
 
 
 def scoring_seconds(_where: Any, answers: Any, _settings: Settings,
-                    reuse: Any | None = None) -> int:
+                    reuse: Any | None = None, _cap: Any | None = None) -> int:
     """The GPU seconds to ask for scoring given answers (the arguments of
-    :func:`mars_demo.ui.worker.score_on_gpu`): grows with the number of sampled answers; a
-    re-score (``reuse``) keeps its NLI judgements and asks for less.
+    :func:`mars_demo.ui.worker.score_on_gpu`, its work cap too): grows with the number of
+    sampled answers; a re-score (``reuse``) keeps its NLI judgements and asks for less.
 
     >>> scoring_seconds(None, {"question": "q", "samples": [{"text": "Mars"}] * 5}, Settings())
     21

@@ -96,10 +96,11 @@ class GatedEngine(FakeEngine):
 
 
 @contextlib.contextmanager
-def public_page(engine, identity: ClientIdentity = SPACE, runs_dir=None, **build):
+def public_page(engine, identity: ClientIdentity = SPACE, runs_dir=None, access=None, **build):
     """A public page over ``engine`` served in this process on 127.0.0.1, with the launch
-    options app.py uses (the request limits); yields (demo, url)."""
-    access = public_access(identity=identity)
+    options app.py uses (the request limits); yields (demo, url). ``access``: other options of
+    its :func:`~mars_demo.access.public_access`."""
+    access = public_access(identity=identity, **(access or {}))
     demo = build_demo(engine, access=access, runs_dir=runs_dir, **build)
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,

@@ -254,6 +254,7 @@ class FakeEngine:
         progress=None,
         should_stop=None,
         reuse: AnalysisResult | None = None,
+        cap=None,
     ) -> AnalysisResult:
         """A hand-made result about the answers' question (their scores are not computed)."""
         question = getattr(answers, "question", None) or "Pasted answers?"

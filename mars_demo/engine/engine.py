@@ -21,7 +21,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..answers import AnswerSet
+from ..answers import AnswerSet, WorkCap
 from ..errors import (
     AnalysisCancelled,
     AnalysisOutOfMemory,
@@ -160,7 +160,7 @@ class Engine:
     def score(self, answers: "AnswerSet | AnalysisResult | dict[str, Any]",
               settings: Settings | None = None, *, progress: Progress | None = None,
               should_stop: Callable[[], bool] | None = None,
-              reuse: AnalysisResult | None = None) -> AnalysisResult:
+              reuse: AnalysisResult | None = None, cap: WorkCap | None = None) -> AnalysisResult:
         """Everything after generation: importance, alignment, NLI, clustering, the six
         uncertainties, warnings and timings.
 
@@ -173,11 +173,14 @@ class Engine:
         model, same answers), so a re-score with another normalization, distribution or
         cluster rule costs no NLI pass (and whose P(True) pass is reused likewise).
         A bad answer set raises :class:`~mars_demo.errors.AnswerSetError` (a ``ValueError``)
-        naming the answer and token at fault.
+        naming the answer and token at fault. ``cap``: the most a teacher-forced pass may cost,
+        checked in the LLM's tokens before it runs (a public page's; ``OptionError`` saying
+        which limit and by how much).
         """
         answer_set, run = as_answer_set(answers), resolve(settings or self.settings)
         with _RUN_LOCK, _guarded():
-            return self._score([answer_set], run, progress or _quiet, should_stop, [reuse])[0]
+            return self._score([answer_set], run, progress or _quiet, should_stop, [reuse],
+                               cap)[0]
 
     def generate_many(self, questions: list[str], settings: Settings | None = None, *,
                       progress: Progress | None = None,
@@ -230,11 +233,12 @@ class Engine:
         return self.score(result, (settings or self.settings).replace(**changes), reuse=result)
 
     def _score(self, answer_sets: list[AnswerSet], run: Resolved, progress: Progress,
-               should_stop, reuses: list[AnalysisResult | None]) -> list[AnalysisResult]:
+               should_stop, reuses: list[AnalysisResult | None],
+               cap: WorkCap | None = None) -> list[AnalysisResult]:
         """The scoring stages over the answer sets (one job each); see :mod:`.stages`."""
         check, s = _checker(should_stop), run.settings
         jobs = job.prepare(answer_sets, reuses, run, lambda: self._model("llm", s, progress),
-                           progress, check)
+                           progress, check, cap)
         check()
         planned = stages.plan(job.RESULT_NEEDS)
         t = time.perf_counter()

@@ -9,7 +9,7 @@ import dataclasses
 import time
 from typing import Callable
 
-from ..answers import AnswerSet
+from ..answers import AnswerSet, WorkCap
 from ..errors import OptionError
 from ..methods import METHODS
 from ..models import prompts, registry
@@ -130,10 +130,13 @@ def answer_set(model: LanguageModel, run: Resolved, question: str, prompt: Promp
     )
 
 
-def teacher_force(answers: AnswerSet, model: LanguageModel,
-                  run: Resolved) -> tuple[AnswerSet, str, str]:
+def teacher_force(answers: AnswerSet, model: LanguageModel, run: Resolved,
+                  cap: WorkCap | None = None) -> tuple[AnswerSet, str, str]:
     """Fill in the log-probs of answers given as text alone with a teacher-forced pass of
-    ``model``. Returns the completed set, the warning saying so, and the log-prob source."""
+    ``model``. Returns the completed set, the warning saying so, and the log-prob source.
+
+    With ``cap`` the pass runs only when it costs no more than that, counted in the LLM's tokens
+    (:func:`check_cap`)."""
     preset = run.settings.prompt or answers.prompt_preset
     built = model.build_prompt(answers.question, preset, run.recipe)
     prompt, note_extra = built, ""
@@ -146,6 +149,8 @@ def teacher_force(answers: AnswerSet, model: LanguageModel,
             f"log-probs follow the {built.preset} prompt built from the question."
         )
     missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
+    if cap is not None:
+        check_cap(cap, model, prompt, answers, missing)
     forced = model.teacher_forced(prompt, [answers.answers[i] for i in missing])
     done = list(answers.answers)
     for i, answer in zip(missing, forced):
@@ -165,3 +170,20 @@ def teacher_force(answers: AnswerSet, model: LanguageModel,
                     if answers.generation else None, "prompt": built.preset},
     )
     return completed, note, source
+
+
+def check_cap(cap: WorkCap, model: LanguageModel, prompt: Prompt, answers: AnswerSet,
+              missing: list[int]) -> None:
+    """Refuse (``OptionError`` saying which limit and by how much) a teacher-forced pass over
+    ``answers`` (its answers ``missing`` log-probs are read) that costs more than ``cap``, in the
+    LLM's tokens: the samples x the longest answer, the main one included (one given with its
+    tokens counts them), and the prompt's tokens. A server's LLM whose tokenizer is not known
+    here (``--llm`` not naming it) is checked in characters only, before (the page's
+    :meth:`~mars_demo.access.Access.check_score_work`)."""
+    if getattr(model, "tokenizer", None) is None:
+        return
+    lengths = [len(a.token_texts) for a in answers.answers]
+    encoded = prompts.answer_ids(model.tokenizer, prompt, [answers.answers[i] for i in missing])
+    for i, ids in zip(missing, encoded):
+        lengths[i] = len(ids)
+    cap.check(samples=len(answers.samples), longest=max(lengths), prompt=len(prompt.token_ids))

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..answers import AnswerSet
+from ..answers import AnswerSet, WorkCap
 from ..models import registry
 from ..models.importance import PhraseScoring
 from ..progress import Progress
@@ -78,10 +78,10 @@ class ScoringJob:
 
 def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], run: Resolved,
             llm: Callable[[], object], progress: Progress,
-            check: Callable[[], None]) -> list[ScoringJob]:
+            check: Callable[[], None], cap: WorkCap | None = None) -> list[ScoringJob]:
     """One job per answer set: the question cleaned, the recipe's warnings, and the log-probs of
     answers given as text alone computed by a teacher-forced pass of ``llm()`` (loaded only
-    then)."""
+    then; within ``cap``, see :func:`~.generation.teacher_force`)."""
     s = run.settings
     jobs = []
     for answers, reuse in zip(answer_sets, reuses):
@@ -103,7 +103,7 @@ def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], r
         logprob_source = answers.logprob_source
         if answers.missing_logprobs:
             t = time.perf_counter()
-            answers, note, logprob_source = teacher_force(answers, llm(), run)
+            answers, note, logprob_source = teacher_force(answers, llm(), run, cap)
             warnings.append(note)
             timings["teacher_forced"] = time.perf_counter() - t
         jobs.append(ScoringJob(answers=answers, question=question, reuse=reuse,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..answers import Answer
 from ..errors import EndpointError, OptionError
+from . import prompts
 from .completions import ServerChoice, clean_token, parse_echo, to_answer, token_end
 from .server import wait_all
 
@@ -71,10 +72,7 @@ def score_texts(llm, prompt: "Prompt", answers: Sequence[Answer]) -> list[Answer
     a chat prompt or after a prompt that ends with whitespace (as ``LLM.teacher_forced``)."""
     import httpx
 
-    if prompt.text[-1:].isspace():
-        lead = ""
-    else:
-        lead = " " if prompt.preset == "paper" else ""
+    lead = prompts.continuation(prompt)
     for a in answers:
         if not a.text.strip():
             raise OptionError(f"the answer {a.text!r} has no tokens to score")

@@ -18,11 +18,11 @@ import math
 import time
 from typing import Callable, Sequence
 
-from ..answers import Answer
+from ..answers import Answer, check_token_ids
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import distributions, next_token, prompts
+from . import distributions, forced, next_token, prompts
 from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
@@ -434,49 +434,34 @@ class LLM:
         :func:`mars_demo.models.next_token.in_process`)."""
         return next_token.in_process(self, text, target)
 
+    @property
+    def vocabulary_size(self) -> int:
+        """The token ids this LLM reads: those of its tokenizer that its embedding holds (an
+        embedding often has rows beyond the tokenizer's tokens; those are no tokens)."""
+        rows = self.model.get_input_embeddings().num_embeddings
+        return min(len(self.tokenizer), rows)
+
     def teacher_forced(self, prompt: Prompt, answers: Sequence[Answer]) -> list[Answer]:
-        """Token log-probs of answers given as text: one batched forward pass over
-        prompt + answer, read at temperature 1 (the same numbers generation would have given).
+        """Token log-probs of answers given as text, read at temperature 1 (the same numbers
+        generation would have given), with each position's entropy and KL from uniform, by
+        :func:`~mars_demo.models.forced.forced_logprobs`: the prompt read once, the answers in
+        batches of similar length, the model's head at the answers' own positions only.
 
-        Each answer is tokenized as the model continues the prompt: after a space for the
-        paper prompt ("Answer: Mars"), directly for a chat prompt or after a prompt that ends
-        with whitespace. Returns new :class:`Answer` objects with tokens, offsets and
-        log-probs; an answer whose text the tokenizer does not reproduce exactly is scored as
-        the tokenizer reads it, and says so.
+        Each answer is tokenized as the model continues the prompt
+        (:func:`~mars_demo.models.prompts.answer_ids`).
+        The prompt's ids are checked against the vocabulary first (an id out of range is refused
+        naming it, before the model sees it). Returns new :class:`Answer` objects with tokens,
+        offsets and log-probs; an answer whose text the tokenizer does not reproduce exactly is
+        scored as the tokenizer reads it, and says so.
         """
-        import torch
-
-        if prompt.text[-1:].isspace():
-            lead = ""
-        else:
-            lead = " " if prompt.preset == "paper" else ""
+        check_token_ids(list(prompt.token_ids), self.vocabulary_size)
         tok = self.tokenizer
-        encoded = [
-            list(tok(lead + a.text, add_special_tokens=False)["input_ids"]) for a in answers
-        ]
-        for a, ids in zip(answers, encoded):
-            if not ids:
-                raise OptionError(f"the answer {a.text!r} has no tokens to score")
-        rows = [list(prompt.token_ids) + ids for ids in encoded]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):  # right padding: positions of the real tokens stay put
-            input_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-            mask[i, : len(r)] = 1
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        with torch.inference_mode():
-            logits = self.model(input_ids=input_ids, attention_mask=mask).logits
-        start = len(prompt.token_ids)
+        encoded = prompts.answer_ids(tok, prompt, answers)
+        all_read = forced.forced_logprobs(self.model, prompt.token_ids, encoded,
+                                          pad_id=self.pad_token_id, device=self.device)
         out: list[Answer] = []
-        for i, (a, ids) in enumerate(zip(answers, encoded)):
-            step = logits[i, start - 1 : start - 1 + len(ids)].float()
-            chosen = torch.tensor(ids, device=step.device).unsqueeze(1)
-            lp = (step.gather(1, chosen).squeeze(1) - torch.logsumexp(step, dim=1)).cpu()
-            logprobs = [float(x) for x in lp.tolist()]
-            # each position's distribution, as generation gives it: entropy and KL from uniform
-            _, stats = distributions.token_stats(torch.tensor([ids]),
-                                                 [row.unsqueeze(0) for row in step])
+        for a, ids, read in zip(answers, encoded, all_read):
+            logprobs = read["logprobs"]
             if not all(math.isfinite(x) for x in logprobs):
                 raise InvalidModelOutput(
                     f"The LLM {self.model_id} produced invalid scores (NaN or infinity) for a "
@@ -485,8 +470,8 @@ class LLM:
                 )
             scored = build_answer(tok, ids, logprobs, eos_ids=set(), stop_strings=())
             keep = len(scored.logprobs)
-            scored.token_stats = {"entropy": stats["entropy"][0][:keep],
-                                  "kl_uniform": stats["kl_uniform"][0][:keep]}
+            scored.token_stats = {"entropy": read["entropy"][:keep],
+                                  "kl_uniform": read["kl_uniform"][:keep]}
             notes = [w for w in a.warnings]
             if scored.text != a.text.strip():
                 notes.append(

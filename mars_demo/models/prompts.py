@@ -54,6 +54,31 @@ def paper_question_span(question: str) -> tuple[int, int]:
     return start, start + len(paper_question(question))
 
 
+def continuation(prompt: Any) -> str:
+    """What comes between a prompt (a :class:`~mars_demo.models.contract.Prompt`) and an answer
+    given as text, so that the answer is tokenized as the model continues the prompt: a space
+    after the paper prompt ("Answer: Mars"), nothing after a chat prompt or after a prompt that
+    ends with whitespace."""
+    if prompt.text[-1:].isspace():
+        return ""
+    return " " if prompt.preset == "paper" else ""
+
+
+def answer_ids(tokenizer: Any, prompt: Any, answers: Any) -> list[list[int]]:
+    """Each answer's text (``answers``: :class:`~mars_demo.answers.Answer` objects) tokenized as
+    the model continues ``prompt`` (:func:`continuation`), special tokens left out: what a
+    teacher-forced pass reads. An answer without tokens raises ``OptionError``."""
+    from ..errors import OptionError
+
+    lead = continuation(prompt)
+    encoded = [list(tokenizer(lead + a.text, add_special_tokens=False)["input_ids"])
+               for a in answers]
+    for a, ids in zip(answers, encoded):
+        if not ids:
+            raise OptionError(f"the answer {a.text!r} has no tokens to score")
+    return encoded
+
+
 def chat_messages(question: str) -> list[dict[str, str]]:
     """The chat prompt's messages: a short system instruction, then the question."""
     return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": question}]

@@ -15,20 +15,37 @@ ACCESS_NO_BEM = (
 )
 ACCESS_TOO_MUCH = (
     "samples x max_new_tokens is {samples} x {tokens} = {work}; this public page allows at most "
-    "{limit} per question. Use fewer sampled answers or fewer max new tokens"
+    "{limit} per question ({over} over). Use fewer sampled answers or fewer max new tokens"
 )
 ACCESS_ONE_AT_A_TIME = (
     "You already have an analysis running or waiting on this public page. Wait for it to finish "
     "(or cancel it), then ask again."
 )
 ACCESS_TOO_MUCH_PASTED = (
-    "the pasted samples x the longest sample are {samples} x {chars} = {work} characters; this "
-    "public page allows at most {limit} (the cost of its heaviest question). Paste fewer or "
-    "shorter samples"
+    "the pasted samples x the longest answer (the main answer included) are {samples} x {chars} "
+    "= {work} characters; this public page allows at most {limit} (the cost of its heaviest "
+    "question), {over} over. Paste fewer or shorter answers"
+)
+ACCESS_TOO_MUCH_TOKENS = (
+    "the pasted samples x the longest answer (the main answer included) are {samples} x {tokens} "
+    "= {work} tokens of the LLM; this public page allows at most {limit} (the cost of its "
+    "heaviest question), {over} over. Paste fewer or shorter answers"
+)
+ACCESS_PROMPT_TOO_LONG = (
+    "the prompt of the pasted answers is {size} {unit}; this public page allows at most {limit} "
+    "({over} over). Give a shorter prompt, or leave prompt_token_ids out to use the prompt built "
+    "from the question"
 )
 ACCESS_TOO_MANY_EVENTS = (
     "This public page is still working on your last requests. Wait for them to finish, then try "
     "again."
+)
+ACCESS_TOO_MANY_CONNECTIONS = (
+    "At most {limit} open connections per visitor on this public page; close some and try again."
+)
+ACCESS_FOREIGN_ORIGIN = (
+    "This public page answers only its own web pages, not a page of {origin}. (The host may name "
+    "other web sites with --allowed-origins; behind a proxy, pass the Host header on.)"
 )
 ACCESS_BODY_TOO_BIG = "A request may be at most {limit:,} bytes on this public page."
 ACCESS_ONE_FILE = "One file per upload on this public page."

@@ -75,10 +75,10 @@ class Api:
                 except ValueError as err:  # e.g. an integer of more than 4300 digits
                     raise OptionError(texts.OWN_BAD_JSON.format(error=str(err)[:120])) from err
             answer_set = pasted_answers(None, None, None, text)
-            c.access.check_score_work([g.text for g in answer_set.samples])
+            c.access.check_score_work(answer_set)
             settings = self._settings(options)
             result = worker.gpu_score(c.host, answer_set, settings,
-                                      should_stop=_API_SHOULD_STOP.get())
+                                      should_stop=_API_SHOULD_STOP.get(), cap=c.access.work_cap)
         except Exception as exc:
             raise self._error(exc) from exc
         return self.with_calibration(result)

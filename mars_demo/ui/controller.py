@@ -338,7 +338,7 @@ class Controller:
         try:
             render.check_scoring(scoring)
             answers = pasted_answers(question, greedy, samples, answer_json)
-            self.access.check_score_work([g.text for g in answers.samples])
+            self.access.check_score_work(answers)
             settings = self.settings_from(*options)
             self.host.check_ready()
         except (OptionError, EngineNotReady, ValueError) as exc:
@@ -346,7 +346,8 @@ class Controller:
             return
         task = worker.Worker(
             lambda progress, _text, should_stop: worker.gpu_score(
-                self.host, answers, settings, progress=progress, should_stop=should_stop),
+                self.host, answers, settings, progress=progress, should_stop=should_stop,
+                cap=self.access.work_cap),
             "mars-score",
         )
         yield from self._finish(task, answers.question, scoring)

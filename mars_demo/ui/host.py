@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from mars_demo import texts
+from mars_demo.answers import WorkCap
 from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
@@ -57,6 +58,7 @@ class EngineLike(Protocol):
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         reuse: AnalysisResult | None = None,
+        cap: WorkCap | None = None,
     ) -> AnalysisResult: ...
 
 
@@ -222,10 +224,13 @@ class EngineHost:
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         reuse: AnalysisResult | None = None,
+        cap: WorkCap | None = None,
     ) -> AnalysisResult:
         """Score answers (an answer set, its JSON, or an earlier result to re-score) with the
-        engine's models, like :meth:`analyze` but without generating."""
+        engine's models, like :meth:`analyze` but without generating (``cap``: see
+        :meth:`mars_demo.engine.Engine.score`)."""
         with self.holding(settings, progress) as (engine, settings):
             return engine.score(
-                answers, settings, progress=progress, should_stop=should_stop, reuse=reuse
+                answers, settings, progress=progress, should_stop=should_stop, reuse=reuse,
+                cap=cap,
             )

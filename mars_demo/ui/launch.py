@@ -1,8 +1,11 @@
 """What ``demo.launch`` needs besides the page itself: the CSS, the page's script, the theme, the
-upload limit and, on a public page, the request limits (:mod:`mars_demo.ui.limits`)."""
+upload limit, the bounds of what the server keeps per visitor (:mod:`mars_demo.ui.memory`) and, on
+a public page, the request and connection limits (:mod:`mars_demo.ui.limits`,
+:mod:`mars_demo.ui.connections`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -10,7 +13,8 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.ui import limits, render
+from mars_demo.access import Access
+from mars_demo.ui import connections, limits, memory, render
 
 ASSETS = Path(__file__).resolve().parent / "assets"  # the page's script, style and examples
 CSS_PATH = ASSETS / "style.css"
@@ -68,7 +72,8 @@ def head() -> str:
 def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     """Keyword arguments of ``demo.launch`` that belong to the page: the CSS, the script and the
     theme (Gradio 6 takes them there) and the upload limit. With ``demo`` (built by
-    :func:`~mars_demo.ui.layout.build_demo`) of a public page also the request limits
+    :func:`~mars_demo.ui.layout.build_demo`) also what runs when the server starts
+    (:func:`on_start`) and, on a public page, the request limits
     (:class:`~mars_demo.ui.limits.RequestLimits`); the server then keeps each connection's own
     address (:func:`~mars_demo.ui.limits.keep_peer_addresses`), so that only the page's
     :class:`~mars_demo.access.ClientIdentity` reads X-Forwarded-For."""
@@ -78,13 +83,29 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
         "theme": theme(),
         "max_file_size": MAX_UPLOAD,
     }
-    access = getattr(demo, "mars_access", None)
-    if access is not None and access.public:
-        from starlette.middleware import Middleware
+    if demo is None:
+        return options
+    from starlette.middleware import Middleware
 
+    access = getattr(demo, "mars_access", None) or Access()
+    middleware = [Middleware(connections.OnStart,
+                             hook=functools.partial(on_start, demo=demo, access=access))]
+    if access.public:
         limits.keep_peer_addresses()
-        options["app_kwargs"] = {"middleware": [Middleware(
+        middleware.append(Middleware(
             limits.RequestLimits, access=access,
             max_upload_bytes=MAX_UPLOAD + limits.UPLOAD_FRAMING_BYTES,
-            uploads_per_hour=UPLOADS_PER_HOUR)]}
+            uploads_per_hour=UPLOADS_PER_HOUR))
+    options["app_kwargs"] = {"middleware": middleware}
     return options
+
+
+def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
+    """When ``demo``'s server starts (``app`` its Starlette app, ``config`` uvicorn's): bound
+    what it keeps per visitor and request (:func:`~mars_demo.ui.memory.bound_memory`); on a
+    public page also guard its connections and origins
+    (:func:`~mars_demo.ui.connections.guard_server`)."""
+    memory.bound_memory(demo, app)
+    if access.public:
+        connections.guard_server(app, config, access,
+                                 share_url=lambda: getattr(demo, "share_url", None))

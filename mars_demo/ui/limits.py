@@ -8,7 +8,8 @@ it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/te
   (:meth:`Access.places_for`, :attr:`Access.queue_places`), whatever events it calls, and a file
   input that names a URL is refused before Gradio would download it;
 - :class:`RequestLimits` caps every request body before it is read (HTTP 413), uploads to one file
-  per request and a few per client and hour, and closes routes a public page does not use;
+  per request and a few per client and hour, and closes routes a public page does not use (the
+  screen recording, deep links, ``/monitoring``);
 - :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
   ``X-Forwarded-For``, so that only :class:`~mars_demo.access.ClientIdentity` reads that header.
 """
@@ -30,8 +31,12 @@ from mars_demo.access import ENGINE_GROUP, Access
 MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
 UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
 UPLOAD_ROUTE = "/upload"
-# Routes of Gradio a public page does not use: a screen recording is re-encoded with ffmpeg.
-CLOSED_ROUTES = ("/process_recording",)
+# Routes of Gradio a public page does not use: a screen recording is re-encoded with ffmpeg; a
+# deep link writes the session's component configs (any session's, by its id) to a file on disk.
+CLOSED_ROUTES = ("/process_recording", "/deep_link")
+# ... and those under: every visitor's request counts, success rates and latencies, which
+# /monitoring/summary gives anyone (and its table is rebuilt after each request).
+CLOSED_PREFIXES = ("/monitoring",)
 _URL = re.compile(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
@@ -153,7 +158,7 @@ class RequestLimits:
     - An upload carries one file (HTTP 413 for more; Gradio's own ``max_file_size`` is per file)
       and a client may upload ``uploads_per_hour`` times an hour (HTTP 429): uploads stay on
       disk until Gradio's cache cleaning removes them (one to two hours).
-    - :data:`CLOSED_ROUTES` answer 404.
+    - :data:`CLOSED_ROUTES` and what is under :data:`CLOSED_PREFIXES` answer 404 (:func:`closed`).
     """
 
     WINDOW_S = 3600.0
@@ -172,22 +177,22 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "").rstrip("/")
-        if path.endswith(CLOSED_ROUTES):
-            await _send_json(send, 404, {"detail": "Not Found"})
+        if closed(path, scope.get("root_path", "")):
+            await send_json(send, 404, {"detail": "Not Found"})
             return
         upload = scope.get("method") == "POST" and path.endswith(UPLOAD_ROUTE)
         limit = self.max_upload_bytes if upload else self.max_bytes
         too_big = {"detail": texts.ACCESS_BODY_TOO_BIG.format(limit=limit)}
         length = _declared_length(scope)
         if length is not None and length > limit:
-            await _send_json(send, 413, too_big)
+            await send_json(send, 413, too_big)
             return
         if upload:
             await self._upload(scope, receive, send, limit, too_big)
         elif length is None and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
             body = await _read_body(receive, limit)  # chunked: read no more than the cap
             if body is None:
-                await _send_json(send, 413, too_big)
+                await send_json(send, 413, too_big)
                 return
             await self.app(scope, _replayer(body, receive), send)
         else:  # a declared length within the cap: the server reads no more than that
@@ -199,21 +204,35 @@ class RequestLimits:
         times = [t for t in self._times.get(client, ()) if now - t < self.WINDOW_S]
         self._times[client] = times
         if len(times) >= self.uploads_per_hour:
-            await _send_json(send, 429, {"detail": texts.ACCESS_UPLOADS_PER_HOUR.format(
+            await send_json(send, 429, {"detail": texts.ACCESS_UPLOADS_PER_HOUR.format(
                 limit=self.uploads_per_hour)})
             return
         body = await _read_body(receive, limit)
         if body is None:
-            await _send_json(send, 413, too_big)
+            await send_json(send, 413, too_big)
             return
         if _multipart_parts(scope, body) > 1:
-            await _send_json(send, 413, {"detail": texts.ACCESS_ONE_FILE})
+            await send_json(send, 413, {"detail": texts.ACCESS_ONE_FILE})
             return
         times.append(now)
         if len(self._times) > 10_000:  # forget clients whose uploads are all older than the window
             self._times = {c: ts for c, ts in self._times.items()
                            if ts and now - ts[-1] < self.WINDOW_S}
         await self.app(scope, _replayer(body, receive), send)
+
+
+def closed(path: str, root_path: str = "") -> bool:
+    """Whether a request for ``path`` (under the app's ``root_path``) goes to a route a public
+    page closes (:data:`CLOSED_ROUTES`, :data:`CLOSED_PREFIXES`).
+
+    >>> closed("/monitoring/summary"), closed("/gradio_api/deep_link"), closed("/config")
+    (True, True, False)
+    """
+    if path.endswith(CLOSED_ROUTES):
+        return True
+    if root_path and path.startswith(root_path):
+        path = path[len(root_path):]
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in CLOSED_PREFIXES)
 
 
 def _declared_length(scope) -> int | None:
@@ -267,7 +286,7 @@ def _replayer(body: bytes, receive):
     return replay
 
 
-async def _send_json(send, status: int, payload: dict) -> None:
+async def send_json(send, status: int, payload: dict) -> None:
     data = json.dumps(payload).encode("utf-8")
     await send(
         {

@@ -32,6 +32,7 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import zerogpu
+from mars_demo.answers import WorkCap
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
@@ -90,11 +91,13 @@ def gpu_analyze(host: EngineHost, question: str, settings: Settings, *,
 
 def gpu_score(host: EngineHost, answers: Any, settings: Settings, *,
               progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
-              reuse: AnalysisResult | None = None) -> AnalysisResult:
-    """Score given answers, or re-score a result (:func:`score_on_gpu`)."""
+              reuse: AnalysisResult | None = None, cap: WorkCap | None = None) -> AnalysisResult:
+    """Score given answers, or re-score a result (:func:`score_on_gpu`); ``cap``: the most
+    their teacher-forced pass may cost (a public page's, :attr:`Access.work_cap
+    <mars_demo.access.Access.work_cap>`)."""
     with host.holding(settings, progress) as (engine, settings):
         with _calling(engine, should_stop) as where:
-            return _follow(score_on_gpu(where, answers, settings, reuse), progress, None,
+            return _follow(score_on_gpu(where, answers, settings, reuse, cap), progress, None,
                            should_stop)
 
 
@@ -109,11 +112,12 @@ def analyze_on_gpu(where: GpuCall, question: str, settings: Settings) -> Iterato
 
 @zerogpu.gpu(duration=zerogpu.scoring_seconds)
 def score_on_gpu(where: GpuCall, answers: Any, settings: Settings,
-                 reuse: AnalysisResult | None = None) -> Iterator[Event]:
+                 reuse: AnalysisResult | None = None,
+                 cap: WorkCap | None = None) -> Iterator[Event]:
     """:meth:`Engine.score <mars_demo.engine.Engine.score>` as events."""
     engine = _engine(where)
     yield from _events(where, lambda progress, _text, should_stop: engine.score(
-        answers, settings, progress=progress, should_stop=should_stop, reuse=reuse))
+        answers, settings, progress=progress, should_stop=should_stop, reuse=reuse, cap=cap))
 
 
 def switch_models(host: EngineHost, settings: Settings, progress: Progress | None = None) -> None:

@@ -1,0 +1,169 @@
+"""What Gradio keeps of each visitor and each request, bounded so that a page's memory stays flat
+however many results and sessions it serves (Gradio 6.17; covered by tests/test_hostile_memory.py).
+
+Gradio 6.17 keeps, without bound or for long:
+
+- per browser session (``StateHolder.session_data``, ``gradio/state_holder.py``; dropped only past
+  10,000 sessions): a copy of the config of every component (``SessionState.config_values``,
+  about 0.2 MB for this page, made by the session's first event), updated with the last value of
+  every output, the tables and plots of a result included. And each output a handler skipped
+  (``gr.skip()``) or updated (``gr.update(...)``) becomes a new component object with a new id
+  (``Blocks.postprocess_data``), under which its next value is kept again: about nine copies of
+  a result's outputs per result shown, in one session;
+- per request (``Queue.event_ids_to_events``, ``Queue.event_analytics``,
+  ``App.iterators_to_reset``, ``gradio/queueing.py``, ``gradio/routes.py``): the event with its
+  request and input data, its analytics record (which ``/monitoring`` reads) and its id, for the
+  life of the server; the messages of a result nobody reads (``pending_messages_per_session``,
+  up to 2,000 sessions).
+
+:func:`bound_memory` keeps of these only what the page uses: once an event has sent its result,
+its session's component configs (kept only for Gradio's deep links, which this page does not
+offer) and the copies under new ids are let go; a session that holds no result (``gr.State``),
+with nothing pending, is let go at once, and any other after :data:`SESSION_IDLE_S` without an
+event or beyond the newest :data:`MAX_SESSIONS`; a finished event's records go once its result
+was read, an unread result after :data:`FINISHED_KEEP_S` (time enough to read it) or beyond the
+newest :data:`MAX_FINISHED`. The page behaves the same: a session's result (for re-scoring)
+stays as long as the visitor uses it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SESSION_IDLE_S = 3600.0  # a session with a result, untouched this long, is let go
+MAX_SESSIONS = 500  # sessions kept at most (the oldest-used go first)
+FINISHED_KEEP_S = 120.0  # a result nobody read (and its event's records) is kept this long
+MAX_FINISHED = 1000  # ... and at most this many finished events
+SWEEP_S = 5.0  # idle sessions and old events are looked for at most this often
+ENDED = ("success", "failed", "cancelled")  # what Gradio's analytics say of an event it closed
+
+
+class MemoryBounds:
+    """The bounds of one launched page (``demo``, served by the Gradio app ``app``); built by
+    :func:`bound_memory`."""
+
+    def __init__(self, demo: Any, app: Any) -> None:
+        self.demo = demo
+        self.app = app
+        self.queue = demo._queue
+        self.now = time.monotonic
+        self.base_ids = frozenset(demo.default_config.blocks)  # the page's own components
+        self.finished: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
+        self.last_sweep = self.now()
+        self.app.state_holder.capacity = MAX_SESSIONS
+
+    # --- after each event --------------------------------------------------------------------
+
+    def finished_event(self, event: Any) -> None:
+        """An event sent its result: forget what its session kept of it, then sweep if due."""
+        session = getattr(event, "session_hash", None)
+        self.finished[event._id] = (self.now(), session)
+        self.finished.move_to_end(event._id)
+        if session is not None:
+            self.forget_outputs(session, ending=event._id)
+        if self.now() - self.last_sweep >= SWEEP_S or len(self.finished) > MAX_FINISHED:
+            self.sweep()
+
+    def forget_outputs(self, session: str, ending: str | None = None) -> None:
+        """Let go of ``session``'s component configs and of the copies of its outputs under new
+        ids; the whole session when it holds no result and nothing else is pending (``ending``:
+        the event that just finished, still listed as pending)."""
+        holder = self.app.state_holder
+        state = holder.session_data.get(session)
+        if state is None:
+            return
+        state.config_values.clear()
+        blocks = state.blocks_config.blocks
+        for key in [key for key in blocks if key not in self.base_ids]:
+            del blocks[key]
+        if not self._holds_result(state) and not self._pending(session, ending):
+            self._drop_session(session)
+
+    def _holds_result(self, state: Any) -> bool:
+        blocks = state.blocks_config.blocks
+        return any(value is not None and value != getattr(blocks.get(key), "value", None)
+                   for key, value in state.state_data.items())
+
+    def _pending(self, session: str, ending: str | None = None) -> bool:
+        pending = set(self.queue.pending_event_ids_session.get(session, ()))
+        pending.discard(ending)
+        return any(e not in self.finished for e in pending)
+
+    def _drop_session(self, session: str) -> None:
+        holder = self.app.state_holder
+        holder.delete_state(session)  # runs the State components' delete callbacks
+        holder.session_data.pop(session, None)
+        holder.time_last_used.pop(session, None)
+        streams = getattr(self.demo, "pending_diff_streams", {})
+        if not streams.get(session, True):
+            streams.pop(session, None)
+
+    # --- every SWEEP_S --------------------------------------------------------------------------
+
+    def sweep(self) -> None:
+        """Let go of finished events whose result was read (their session's stream took it), and
+        of the others, with their unread results, past :data:`FINISHED_KEEP_S` or
+        :data:`MAX_FINISHED`; of idle sessions; and of the analytics of events that ended
+        otherwise (cancelled, disconnected)."""
+        now = self.now()
+        self.last_sweep = now
+        queue, app = self.queue, self.app
+        pending_of = queue.pending_event_ids_session
+        for event_id, (when, session) in list(self.finished.items()):
+            record = queue.event_analytics.get(event_id)
+            if record is not None and record.get("status") not in ENDED:
+                continue  # Gradio is still closing it (its record's status comes last)
+            unread = event_id in pending_of.get(session, ())
+            expired = now - when >= FINISHED_KEEP_S or len(self.finished) > MAX_FINISHED
+            if unread and not expired:
+                continue  # its result waits for its reader
+            del self.finished[event_id]
+            queue.event_ids_to_events.pop(event_id, None)
+            queue.event_analytics.pop(event_id, None)
+            app.iterators_to_reset.discard(event_id)
+            if unread:
+                pending_of[session].discard(event_id)  # a result nobody came to read
+        wall = time.time()  # the analytics records' clock
+        for event_id in [e for e, record in queue.event_analytics.items()
+                         if e not in queue.event_ids_to_events
+                         and wall - float(record.get("time") or 0) >= FINISHED_KEEP_S]:
+            queue.event_analytics.pop(event_id, None)
+        for session in [s for s, ids in queue.pending_event_ids_session.items() if not ids]:
+            queue.pending_event_ids_session.pop(session, None)
+            if session in queue.pending_messages_per_session:
+                del queue.pending_messages_per_session[session]
+        holder = app.state_holder
+        for session, used in list(holder.time_last_used.items()):
+            if wall - used.timestamp() >= SESSION_IDLE_S and not self._pending(session):
+                self._drop_session(session)
+
+
+def bound_memory(demo: Any, app: Any) -> MemoryBounds:
+    """Bound what ``demo`` keeps when served by the Gradio app ``app`` (see the module's
+    docstring): hooks its queue's ``send_message`` (a result sent) once and returns the bounds
+    (those of the latest launch). Called when the server starts
+    (:func:`~mars_demo.ui.launch.on_start`)."""
+    queue = demo._queue
+    bounds = MemoryBounds(demo, app)
+    if getattr(queue, "mars_memory", None) is not None:  # launched again: the new app's
+        queue.mars_memory.__dict__.update(bounds.__dict__)
+        return queue.mars_memory
+    queue.mars_memory = bounds
+    send = queue.send_message
+
+    def send_message(event: Any, message: Any) -> Any:
+        sent = send(event, message)
+        if getattr(message, "msg", None) == "process_completed":
+            try:
+                bounds.finished_event(event)
+            except Exception:  # never let bookkeeping fail a visitor's request
+                log.exception("letting go of a finished event's memory failed")
+        return sent
+
+    queue.send_message = send_message
+    return bounds
