@@ -4,9 +4,11 @@ of being right where the page has a calibration.
 The page says only what it observed (its first line, ``#mars-verdict``):
 
 - how many of the sampled answers mean the same as the answer shown: the answer shown (the
-  greedy one) is not clustered by the NLI model, so it is placed in the meaning cluster of the
-  samples with the same words (:func:`same_words`); none with the same words, and it is placed
-  nowhere, which the verdict says;
+  greedy one) is not clustered with the samples, so it is placed in the meaning cluster of the
+  samples with the same words (:func:`same_words`); where none has them, in the cluster of the
+  samples it entails, by the NLI model's verdicts of the answer against each sample that the
+  analysis holds (``method_inputs["greedy_nli"]``, semantic density's pairs, computed with the
+  free methods); none either way, and it is placed nowhere, which the verdict says;
 - how many meanings the samples split into (their NLI clusters);
 - whether MARS and length-normalized scoring find the same meaning the most probable (each
   cluster's share of the samples' probability mass, :meth:`AnalysisResult.cluster_masses`);
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
 
 from . import texts
@@ -59,12 +62,15 @@ class Evidence:
     """What the samples showed about one answer. ``agreeing``: the samples in the meaning cluster
     of the answer shown (None: no sample has its words, so it is in no cluster); ``samples``:
     how many were sampled; ``meanings``: their clusters; ``scorings_agree``: whether MARS and
-    length-normalized scoring give the most probability mass to the same cluster."""
+    length-normalized scoring give the most probability mass to the same cluster;
+    ``placed_by``: how the answer was placed, "words" (samples with its words), "nli" (samples
+    it entails) or "" (nowhere, or by nothing the analysis holds)."""
 
     agreeing: int | None
     samples: int
     meanings: int
     scorings_agree: bool
+    placed_by: str = "words"
 
     @property
     def level(self) -> str:
@@ -80,19 +86,46 @@ class Evidence:
         return "unsure"
 
 
+def entailed_samples(result: AnalysisResult) -> list[int] | None:
+    """The samples whose meaning the greedy answer entails, by the NLI verdicts of "question
+    greedy answer" against "question sample" that the analysis holds
+    (``method_inputs["greedy_nli"]``: (entailment, neutral, contradiction) per sample; entailed
+    where entailment is the most probable). None where the analysis holds no such verdicts for
+    these very answers."""
+    entry = result.method_inputs.get("greedy_nli")
+    texts_ = [s.text for s in result.samples]
+    if (not isinstance(entry, dict) or entry.get("greedy") != result.greedy.text
+            or entry.get("answers") != texts_):
+        return None
+    probabilities = entry.get("probabilities")
+    if not isinstance(probabilities, list) or len(probabilities) != len(texts_):
+        return None
+    return [b for b, p in enumerate(probabilities)
+            if isinstance(p, list) and len(p) == 3 and p[0] == max(p)]
+
+
 def evidence(result: AnalysisResult) -> Evidence:
     """The :class:`Evidence` of an analysis: its greedy answer placed among its samples'
-    meaning clusters (:func:`same_words`), and the clusters' probability mass under each
-    scoring."""
+    meaning clusters, in that of the samples with its words (:func:`same_words`) or else in
+    the cluster of most of the samples it entails (:func:`entailed_samples`), and the
+    clusters' probability mass under each scoring."""
     samples = result.samples
     ids = list(result.cluster_ids)[: len(samples)]
+    placed_by = "words"
     placed = {ids[b] for b, s in enumerate(samples[: len(ids)])
               if same_words(s.text, result.greedy.text)}
+    if not placed:
+        entailed = [b for b in entailed_samples(result) or () if b < len(ids)]
+        counts = Counter(ids[b] for b in entailed)
+        # the cluster that most of them fall in (a tie: the cluster first seen)
+        placed = {max(counts, key=counts.get)} if counts else set()
+        placed_by = "nli" if placed else ""
     agreeing = sum(1 for c in ids if c in placed) if placed else None
     masses = {key: result.cluster_masses(key) for key in ("length_normalized", "mars")}
     tops = {key: max(m, key=m.get) if m else None for key, m in masses.items()}
     return Evidence(agreeing=agreeing, samples=len(samples), meanings=len(set(ids)),
-                    scorings_agree=tops["length_normalized"] == tops["mars"])
+                    scorings_agree=tops["length_normalized"] == tops["mars"],
+                    placed_by=placed_by)
 
 
 @dataclass(frozen=True)

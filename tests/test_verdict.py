@@ -82,6 +82,61 @@ def test_an_answer_no_sample_shares_words_with_is_placed_nowhere():
     assert "give 1 meaning." in verdict.text
 
 
+def with_greedy_nli(result, probabilities, greedy=None, answers=None):
+    """``result`` holding the NLI verdicts of its greedy answer against each sample, as the NLI
+    stage saves them for semantic density: (entailment, neutral, contradiction) per sample."""
+    result.method_inputs = {"greedy_nli": {
+        "nli_model": "nli", "question": result.question,
+        "greedy": result.greedy.text if greedy is None else greedy,
+        "answers": [s.text for s in result.samples] if answers is None else answers,
+        "probabilities": probabilities, "pairs": len(probabilities)}}
+    return result
+
+
+ENTAILS, NEUTRAL, CONTRADICTS = [0.9, 0.08, 0.02], [0.2, 0.7, 0.1], [0.05, 0.15, 0.8]
+
+
+def test_an_answer_in_other_words_is_placed_by_the_samples_it_entails():
+    # "The fourth planet" shares no words with a sample; the NLI model finds it entails three of
+    # them, all in cluster 0: the answer is in cluster 0, with all 5 samples
+    result = with_greedy_nli(answers("The fourth planet", ALL_MARS),
+                             [ENTAILS, ENTAILS, NEUTRAL, ENTAILS, NEUTRAL])
+    found = v.evidence(result)
+    assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True,
+                               placed_by="nli")
+    assert v.judge(found).text == "Consistent: 5 of 5 sampled answers mean the same as this answer."
+    # split: it entails the two "Jupiter"s (cluster 1) and contradicts "Mars" (cluster 0)
+    split = with_greedy_nli(answers("The largest planet", SPLIT),
+                            [CONTRADICTS, ENTAILS, NEUTRAL, NEUTRAL, ENTAILS])
+    assert v.evidence(split).agreeing == 2 and v.evidence(split).placed_by == "nli"
+    assert v.verdict(split).level == "unsure"
+    # a tie between clusters: the cluster first seen among the entailed samples
+    tie = with_greedy_nli(answers("A planet", SPLIT),
+                          [NEUTRAL, ENTAILS, ENTAILS, NEUTRAL, NEUTRAL])
+    assert v.evidence(tie).agreeing == 2  # Jupiter's cluster (samples 1 and 4), not Venus'
+
+
+def test_the_same_words_win_over_the_nli_verdicts():
+    result = with_greedy_nli(answers("Mars", SPLIT), [CONTRADICTS, ENTAILS, ENTAILS, ENTAILS,
+                                                      ENTAILS])
+    found = v.evidence(result)
+    assert (found.agreeing, found.placed_by) == (1, "words")
+
+
+@pytest.mark.parametrize("change", [
+    {"probabilities": [NEUTRAL] * 5},                    # it entails no sample
+    {"probabilities": [ENTAILS] * 5, "greedy": "Mars"},  # verdicts of another answer
+    {"probabilities": [ENTAILS] * 5, "answers": ["Mars"] * 5},  # of other samples
+    {"probabilities": [ENTAILS] * 4},                    # not one per sample
+])
+def test_nli_verdicts_that_place_nothing_or_are_not_these_answers_place_it_nowhere(change):
+    result = with_greedy_nli(answers("The fourth planet", ALL_MARS), **change)
+    found = v.evidence(result)
+    assert (found.agreeing, found.placed_by) == (None, "")
+    assert "none of the 5 sampled answers has the words of this answer or follows from it" in \
+        v.judge(found).text
+
+
 def test_too_few_samples_say_so():
     verdict = v.verdict(answers("Mars", ALL_MARS[:2]))
     assert verdict.level == "few" and verdict.badge == "Too few samples"

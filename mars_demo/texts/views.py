@@ -87,8 +87,8 @@ VERDICT_SPLIT = (
     "{mean} the same as this answer."
 )
 VERDICT_UNPLACED = (
-    "none of the {samples} {answers} has the words of this answer, so the page cannot tell "
-    "whether they mean the same; they give {meanings} {meaning_word}."
+    "none of the {samples} {answers} has the words of this answer or follows from it, so the "
+    "page cannot tell whether they mean the same; they give {meanings} {meaning_word}."
 )
 VERDICT_SCORINGS_DISAGREE = (
     " MARS and length-normalized scoring disagree on which meaning is the most likely."
@@ -102,8 +102,9 @@ VERDICT_DETAILS = "How the page judges this"
 VERDICT_DONE = "Analysis done."
 VERDICT_HOW = (
     "The verdict counts how many of the sampled answers the NLI model puts in the same meaning "
-    "cluster as this answer (placed by the sampled answers with the same words), and checks "
-    "whether MARS and length-normalized scoring find the same meaning the most likely."
+    "cluster as this answer (placed by the sampled answers with the same words or, where none "
+    "has them, by those the NLI model finds this answer entails), and checks whether MARS and "
+    "length-normalized scoring find the same meaning the most likely."
 )
 
 # --- why MARS differs: the answer explained (mars_demo/ui/render.py) -----------------------------
