@@ -263,12 +263,14 @@ def test_each_session_keeps_only_its_own_result(app_url):
         other = questions["b" if key == "a" else "a"]
         assert own in asked[key]["mars-answer"] and other not in asked[key]["mars-answer"]
         # The toggle re-renders the result stored in this session's state, and only that one.
-        flipped = page_event(app_url, toggle, [None, "length_normalized"], sessions[key])
+        flipped = page_event(app_url, toggle, [None, "length_normalized", "weight"],
+                             sessions[key])
         answer = flipped["mars-answer"]
         assert 'data-scoring="length_normalized"' in answer
         assert own in answer and other not in answer
-    fresh = page_event(app_url, toggle, [None, "length_normalized"])  # a session with no result
-    assert not isinstance(fresh["mars-answer"], str)  # nothing to re-render: skipped
+    # a session with no result: nothing to re-render
+    fresh = page_event(app_url, toggle, [None, "length_normalized", "weight"])
+    assert not isinstance(fresh["mars-answer"], str)  # skipped
 
 
 # --- (e) a model that cannot load ---------------------------------------------------------------

@@ -65,10 +65,15 @@ def test_the_panel_shows_every_method_with_numbers_wide_and_on_a_phone(page, sho
     assert all(not c["line"] for r in rows for c in r["cells"].values())  # no run: no places
     labels = page.locator("#mars-methods-panel td[data-col='method'] .mars-measure").all_inner_texts()
     assert labels == [METHODS[m].label for m in SHOWN]
-    # none of the free methods reads the scorings (the table above shows those that do): the
-    # panel has no length-normalized or MARS column
-    assert page.evaluate(ACTIVE) == []
-    assert page.locator("#mars-methods-panel th[data-col='mars']").count() == 0
+    # some free methods read the scorings (mean token entropy, semantic density): the panel has
+    # a length-normalized and a MARS column, and the toggle's scoring is the one marked
+    assert any(METHODS[m].scored for m in SHOWN)
+    assert page.locator("#mars-methods-panel th[data-col='mars']").count() == 1
+    assert page.evaluate(ACTIVE) == ["mars"]
+    page.locator("#mars-scoring").get_by_text("Length-normalized", exact=True).click()
+    page.wait_for_function(ACTIVE.replace("() =>", "() => (") + ").join() === 'length_normalized'")
+    page.locator("#mars-scoring").get_by_text("MARS", exact=True).click()  # as the others expect
+    page.wait_for_function(ACTIVE.replace("() =>", "() => (") + ").join() === 'mars'")
     summary = page.inner_text("#mars-methods-box > button")
     assert summary.startswith(f"{texts.METHODS_HEADING}: {len(SHOWN)} more methods"), summary
     panel_shot(page, shots / "methods-1280.png")

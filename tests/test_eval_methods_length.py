@@ -63,20 +63,20 @@ def test_each_row_has_its_spearman_correlation_with_length():
     recs = records(True)
     table = methods_table.compute(recs, resamples=20, seed=0, judge="nli")
     length = [r.methods["answer_length"]["value"] for r in recs]
-    for row in table["rows"]:
-        values = [methods_table.record_values(r)[row["name"]][row["variant"]] for r in recs]
-        assert row["length_spearman"]["value"] == pytest.approx(
+    for row in table.rows:
+        values = [methods_table.record_values(r)[row.name][row.variant] for r in recs]
+        assert row.metrics["length_spearman"].value == pytest.approx(
             spearmanr(values, length).statistic, abs=1e-12)
-        assert row["prr_0.5"]["value"] is not None
-    assert table["length_unit"] == "tokens"
+        assert row.metrics["prr_0.5"].value is not None
+    assert table.length_unit == "tokens"
     assert "Length ρ" in "\n".join(methods_table.markdown_lines(table))
 
 
 def test_a_lexical_judge_and_a_length_biased_best_method_are_warned_of():
     table = methods_table.compute(records(True), resamples=20, seed=0, judge="f1")
-    assert table["rows"][0]["name"] in ("answer_length", "eigv")
-    assert len(table["warnings"]) == 1 and "follows the answers' length" in table["warnings"][0]
+    assert table.rows[0].name in ("answer_length", "eigv")
+    assert len(table.warnings) == 1 and "follows the answers' length" in table.warnings[0]
     assert "Warning: The best method" in "\n".join(methods_table.markdown_lines(table))
     # the same table with a judge that reads meaning: no warning
     assert methods_table.compute(records(True), resamples=20, seed=0,
-                                 judge="nli")["warnings"] == []
+                                 judge="nli").warnings == []

@@ -108,13 +108,18 @@ def test_evaluate_sends_several_questions_at_once(vllm_url, vllm_models, tmp_pat
 
     in_flight: set[str] = set()
     most: list[int] = [0]
-    lock = threading.Lock()
+    lock = threading.Condition()
     original = EndpointLLM._complete
 
     def counting(self, client, body):  # the prompts (questions) whose requests are running
         with lock:
             in_flight.add(body["prompt"])
             most[0] = max(most[0], len(in_flight))
+            lock.notify_all()
+            # a tiny model answers in milliseconds: until two questions were seen at once, a
+            # request waits (a while) for another question's, which only comes if evaluate
+            # sends them together
+            lock.wait_for(lambda: most[0] >= 2, timeout=20)
         try:
             return original(self, client, body)
         finally:
@@ -278,8 +283,19 @@ def test_pasted_answers_are_scored_through_vllm_as_in_process(vllm_url, vllm_mod
         assert [t.text for t in a.tokens] == [t.text for t in b.tokens]
         assert max(abs(x.logprob - y.logprob) for x, y in zip(a.tokens, b.tokens)) < LOGPROB_TOL
     # the same warnings, but for the model's name (the served name, the local directory)
-    assert [w.replace(VLLM_MODEL_NAME, "M") for w in served.warnings] == \
+    # the same warnings, but for the model's name (the served name, the local directory), and
+    # what a server cannot give: every token's full distribution (self_certainty left out), so
+    # the token entropies come from its top log-probs (a lower bound)
+    served_notes = [w.replace(VLLM_MODEL_NAME, "M") for w in served.warnings]
+    server_only = [w for w in served_notes if "self_certainty could not be computed" in w
+                   or w.startswith("The token entropies (mean_token_entropy")]
+    assert len(server_only) == 2, served_notes
+    assert [w for w in served_notes if w not in server_only] == \
         [w.replace(str(vllm_models["llm"]), "M") for w in local.warnings]
+    assert "self_certainty" not in served.methods and "self_certainty" in local.methods
+    # each token's entropy from the top 20 log-probs, the rest one outcome: at most the full one
+    for variant, value in local.methods["mean_token_entropy"].items():
+        assert 0 < served.methods["mean_token_entropy"][variant] <= value + LOGPROB_TOL
 
 
 def test_many_requests_at_once(vllm_llm):

@@ -80,6 +80,26 @@ def incomplete(records: Sequence[Record]) -> list[str]:
             "every method" for (m, v), k in counts.items() if k < n]
 
 
+def absent(records: Sequence[Record], asked: Sequence[str]) -> list[str]:
+    """A warning for each method of ``asked`` (the run's methods) that no record holds, with
+    the reason the engine gave in the first analysis that says why (e.g. token entropies that
+    answers given as text lack): it has no row, and the reader should know why."""
+    if not records:
+        return []
+    held = set().union(*(record_values(r) for r in records))
+    out = []
+    for method_id in asked:
+        if method_id in held:
+            continue
+        said = f"The method {method_id} could not be computed for these answers, so it is left out: "
+        why = next((w[len(said):] for r in records for w in (r.analysis or {}).get("warnings") or ()
+                    if isinstance(w, str) and w.startswith(said)), None)
+        out.append(f"{METHODS[method_id].label if method_id in METHODS else method_id} has no "
+                   "value for any answer, so it has no row in the table of every method"
+                   + (f": {why}" if why else ""))
+    return out
+
+
 def values(records: Sequence[Record], name: str, variant: str) -> np.ndarray:
     """The uncertainty of every record for one row."""
     return np.array([record_values(r)[name][variant] for r in records], dtype=float)

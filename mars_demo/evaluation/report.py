@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..methods import OWN_MODELS, models_of
+from ..methods import FREE, OWN_MODELS, models_of, parse_methods
 from . import METRIC_TITLES, METRICS, judge_check, judges, methods_table
 from . import metrics as metric_math
 from .checks import DIFF
@@ -118,6 +118,18 @@ def _models(records: Sequence[Record], manifest: Manifest) -> dict[str, Any]:
     return models_of({**manifest.settings, **first})
 
 
+def _asked(manifest: Manifest) -> tuple[str, ...]:
+    """The methods the run computed: those its settings name, else every free one (a list a
+    later version wrote, with ids unknown here, names none)."""
+    asked = manifest.settings.get("methods")
+    if asked is None:
+        return FREE
+    try:
+        return parse_methods(asked)
+    except ValueError:
+        return ()
+
+
 def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Manifest,
                  resamples: int, plots: bool = True,
                  messages: Callable[[str], None] = _stderr, failed: Sequence[Failure] = (),
@@ -135,6 +147,7 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Mani
         warnings.append(f"{expected - n} of {expected} selected questions have no result "
                         f"(failed, see above); the metrics use the {n} that have one")
     warnings += methods_table.incomplete(records)
+    warnings += methods_table.absent(records, _asked(manifest))
     long = long_answer_warning(records, manifest.judge)
     if long:
         warnings.append(long)

@@ -278,7 +278,10 @@ def _token_starts(text: str, tokens: list[str], offsets) -> list[int] | None:
     return starts
 
 
-def parse_echo(data: Any, base_url: str, echoed: str):
+def parse_echo(data: Any, base_url: str, echoed: str, tokenizer: Any = None):
+    """An echo request's tokens, their start offsets, log-probs, the top-1 log-prob at each
+    place, and the top log-probs there as ``{text: logprob}`` (None where the server gave none;
+    ``tokenizer`` decodes tokens returned as ids)."""
     try:
         choice = data["choices"][0]
         text = choice["text"]
@@ -297,7 +300,8 @@ def parse_echo(data: Any, base_url: str, echoed: str):
     top1 = []
     for t in tops:
         top1.append(max(float(v) for v in t.values()) if isinstance(t, dict) and t else None)
-    return tokens, starts, lps, top1
+    full = _top_logprobs(tops, len(tokens), tokenizer) or [None] * len(tokens)
+    return tokens, starts, lps, top1, full
 
 
 def token_end(i: int, starts: list[int], tokens: list[str], limit: int) -> int:

@@ -122,10 +122,13 @@ def echo_score(llm, client, prompt: str, gen: Answer, raw: str, *,
             "with no text (end of sequence), which cannot be re-scored by teacher forcing; "
             "use logprobs mode 'server' with a server that returns raw log-probs."
         )
+    # the top log-probs at each place give the tokens' entropies (a lower bound, as for a
+    # generated answer), which the token-level methods read
     body = llm.completion_body(prompt + scored, max_tokens=1, temperature=0.0, top_p=1.0,
-                               logprobs=1, echo=True, seed=0)
+                               logprobs=llm.top_logprobs, echo=True, seed=0)
     data = llm._request(client, "POST", "/completions", body, what="re-score an answer")
-    tokens, starts, lps, tops = parse_echo(data, llm.base_url, prompt + scored)
+    tokens, starts, lps, tops, full = parse_echo(data, llm.base_url, prompt + scored,
+                                                 llm.tokenizer)
     start, end = len(prompt), len(prompt) + len(scored)
     idx = [i for i in range(len(tokens))
            if starts[i] < end and token_end(i, starts, tokens, end) > start]
@@ -150,7 +153,8 @@ def echo_score(llm, client, prompt: str, gen: Answer, raw: str, *,
         pieces = [raw[bounds[k]:bounds[k + 1]] for k in range(len(idx))]
         answer = ServerChoice(text=raw, pieces=pieces, in_text=len(pieces),
                               logprobs=[float(lps[i]) for i in idx],
-                              finish_reason=gen.finish_reason)
+                              finish_reason=gen.finish_reason,
+                              top_logprobs=[full[i] for i in idx])
         new, _ = to_answer(answer, (), finish=gen.finish_reason, extra_warnings=warnings)
         result = new, [tops[i] for i in idx]
     return (*result, starts[idx[0]] == start) if with_start else result

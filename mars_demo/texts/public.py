@@ -45,7 +45,7 @@ ACCESS_TOO_MANY_CONNECTIONS = (
 )
 ACCESS_FOREIGN_ORIGIN = (
     "This public page answers only its own web pages, not a page of {origin}. (The host may name "
-    "other web sites with --allowed-origins; behind a proxy, pass the Host header on.)"
+    "other web sites in its settings; a proxy in front of it must pass the Host header on.)"
 )
 ACCESS_BODY_TOO_BIG = "A request may be at most {limit:,} bytes on this public page."
 ACCESS_ONE_FILE = "One file per upload on this public page."
