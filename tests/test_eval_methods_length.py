@@ -80,3 +80,24 @@ def test_a_lexical_judge_and_a_length_biased_best_method_are_warned_of():
     # the same table with a judge that reads meaning: no warning
     assert methods_table.compute(records(True), resamples=20, seed=0,
                                  judge="nli").warnings == []
+
+
+def test_an_asked_method_no_answer_has_is_named_with_what_the_answers_lack():
+    """A method with no value anywhere has no row; the report says so, with what the answers
+    lack (the method's need the engine named), but no command-line fix (a page shows it)."""
+    from mars_demo.methods import METHODS, NEEDS
+
+    said = ("The method mean_token_entropy could not be computed for these answers, so it is "
+            f"left out: this analysis holds no {NEEDS['token_entropy'].lacking} that "
+            f"mean_token_entropy reads; {NEEDS['token_entropy'].fix}")
+    recs = records(True)
+    recs[3].analysis = {"warnings": [said]}
+    out = methods_table.absent(recs, ["answer_length", "mean_token_entropy", "self_certainty"])
+    assert out == [
+        f"{METHODS['mean_token_entropy'].label} has no value for any answer, so it has no row in "
+        f"the table of every method: the answers hold no {NEEDS['token_entropy'].lacking}",
+        # nothing says why: no reason is made up
+        f"{METHODS['self_certainty'].label} has no value for any answer, so it has no row in "
+        "the table of every method"]
+    assert methods_table.absent(recs, ["answer_length", "eigv"]) == []
+    assert methods_table.absent([], ["mean_token_entropy"]) == []

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..methods import METHODS, values_of
+from ..methods import METHODS, NEEDS, values_of
 from . import METRIC_TITLES
 from . import metrics as metric_math
 from .labels import row_label
@@ -82,21 +82,27 @@ def incomplete(records: Sequence[Record]) -> list[str]:
 
 def absent(records: Sequence[Record], asked: Sequence[str]) -> list[str]:
     """A warning for each method of ``asked`` (the run's methods) that no record holds, with
-    the reason the engine gave in the first analysis that says why (e.g. token entropies that
-    answers given as text lack): it has no row, and the reader should know why."""
+    what the answers lack (the need of the method's entry that the engine named in an
+    analysis' warnings, e.g. token entropies that answers given as text lack): it has no row,
+    and the reader should know why. The need's fix (a command-line option) stays in each
+    analysis' own warnings, since a page shows the report's."""
     if not records:
         return []
     held = set().union(*(record_values(r) for r in records))
+    said = [w for r in records for w in (r.analysis or {}).get("warnings") or ()
+            if isinstance(w, str)]
     out = []
     for method_id in asked:
         if method_id in held:
             continue
-        said = f"The method {method_id} could not be computed for these answers, so it is left out: "
-        why = next((w[len(said):] for r in records for w in (r.analysis or {}).get("warnings") or ()
-                    if isinstance(w, str) and w.startswith(said)), None)
-        out.append(f"{METHODS[method_id].label if method_id in METHODS else method_id} has no "
-                   "value for any answer, so it has no row in the table of every method"
-                   + (f": {why}" if why else ""))
+        method = METHODS.get(method_id)
+        lacking = [] if method is None else sorted(
+            NEEDS[n].lacking for n in method.needs
+            if n in NEEDS and NEEDS[n].lacking and any(
+                f"no {NEEDS[n].lacking} that {method_id} reads" in w for w in said))
+        out.append(f"{method.label if method else method_id} has no value for any answer, so "
+                   "it has no row in the table of every method"
+                   + (f": the answers hold no {'; no '.join(lacking)}" if lacking else ""))
     return out
 
 
