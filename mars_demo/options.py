@@ -210,6 +210,10 @@ class OptionalModel:
     #: False: the pass runs a model every analysis names already (CCP's NLI of the
     #: alternatives runs the analysis' NLI model): no flag, no loader, no banner line of its own
     own: bool = True
+    #: the parts of its entry that only some of its methods read, ``(key, what it holds)``:
+    #: each is also a need of those methods, so the model is sent only the parts' inputs that
+    #: the asked methods read, and a saved entry without a part names what it lacks
+    parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def option(self) -> str:
@@ -225,7 +229,11 @@ OPTIONAL_MODELS: tuple[OptionalModel, ...] = (
         "sentence-similarity cross-encoder of the SAR and CoCoA methods (token_sar, "
         "sentence_sar, sar, cocoa_msp, cocoa_ppl, cocoa_mte): a Hub id or a local directory; "
         "loaded only when one of them is asked for",
-        "similarity:SimilarityModel", "Similarity model"),
+        "similarity:SimilarityModel", "Similarity model",
+        parts=(("token_similarities", "token-drop similarities of the similarity model "
+                "(SAR's token relevance)"),
+               ("sample_similarity", "similarities of the sampled answers with each other"),
+               ("greedy_similarity", "similarities of the greedy answer with the samples"))),
     OptionalModel(
         "lars", "lars_model", "LARS", "lars", "logits of the LARS model", "lars_model",
         DEFAULT_LARS,

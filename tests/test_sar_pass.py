@@ -208,3 +208,63 @@ def test_evaluate_shares_one_pass_and_keeps_each_questions_similarities(
         got = saved["token_similarities"][0] + [saved["sample_similarity"][0][1]]
         assert got == float32_order(want)  # the batch's shared passes against one pair each
         assert compute_methods(analysis, ["sar", "token_sar"]) == r["methods"]
+
+
+COCOA = ("cocoa_msp", "cocoa_ppl", "cocoa_mte")
+
+
+def _counting(monkeypatch):
+    """Record the number of pairs of each group the similarity model is sent."""
+    from mars_demo.models.similarity import SimilarityModel
+
+    sent: list[list[int]] = []
+    real = SimilarityModel.grouped_similarities
+
+    def counted(self, groups):
+        sent.append([len(g) for g in groups])
+        return real(self, groups)
+
+    monkeypatch.setattr(SimilarityModel, "grouped_similarities", counted)
+    return sent
+
+
+@pytest.mark.float_order
+def test_cocoa_alone_sends_only_its_greedy_pairs(tiny_settings, tiny_similarity, monkeypatch,
+                                                 tmp_path):
+    """CoCoA reads the greedy answer's similarities with the samples alone: asked without a SAR
+    method, the model is sent those 2m pairs and none of SAR's token-drop or sample pairs, and
+    the values are those of a run that asks for everything; a later run that asks for SAR keeps
+    the saved part and sends only the missing parts' pairs."""
+    from mars_demo.result import AnalysisResult
+
+    sent = _counting(monkeypatch)
+    settings = tiny_settings.replace(similarity=str(tiny_similarity))
+    alone = Engine(settings.replace(methods=",".join(COCOA))).analyze(QUESTION)
+    m = len(alone.samples)
+    assert sent == [[2 * m]]
+    entry = alone.method_inputs["sar"]
+    assert "token_similarities" not in entry and "sample_similarity" not in entry
+    assert len(entry["greedy_similarity"]["forward"]) == m
+    full = Engine(settings.replace(methods=",".join(SAR + COCOA))).rescore(
+        AnalysisResult.from_dict({**alone.to_dict(), "method_inputs": {}}))
+    tokens = sum(len(s.tokens) for s in alone.samples)
+    assert sent[1] == [tokens + m * (m - 1) + 2 * m]
+    for method_id in COCOA:
+        assert full.methods[method_id] == {
+            k: float32_order(v) for k, v in alone.methods[method_id].items()}
+
+    sent.clear()  # SAR asked of the CoCoA-only result: the greedy part is kept, not sent again
+    more = Engine(settings.replace(methods=",".join(SAR + COCOA))).rescore(alone)
+    assert sent == [[tokens + m * (m - 1)]]
+    assert more.method_inputs["sar"]["greedy_similarity"] == entry["greedy_similarity"]
+    assert more.methods["sar"]["value"] == float32_order(full.methods["sar"]["value"])
+    sent.clear()  # and a result that holds every part asked sends nothing
+    Engine(settings.replace(methods="sar,cocoa_msp")).rescore(more)
+    assert sent == []
+
+    path = tmp_path / "cocoa.json"
+    path.write_text(json.dumps(alone.to_dict()), encoding="utf-8")
+    code, _, err = cli("score", str(path), "--methods-only", "--methods", "cocoa_msp,sar")
+    assert code == 2
+    assert ("no token-drop similarities of the similarity model (SAR's token relevance) that "
+            "sar reads") in err, err

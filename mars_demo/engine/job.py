@@ -58,8 +58,8 @@ class ScoringJob:
     uncertainty: Uncertainty | None = None  # uncertainty: the measures under both scorings
     # llm_pass: what the extra LLM passes gave ({method id: {"logprob": x, "prompt": ...}})
     method_inputs: dict[str, dict] | None = None
-    # similarity: what SAR's similarity model said of the samples ({} when no SAR method is
-    # asked), saved as method_inputs["sar"]
+    # similarity: what the similarity model said of the answers, the parts the asked SAR and
+    # CoCoA methods read ({} when none is asked), saved as method_inputs["sar"]
     similarities: dict | None = None
     # lars: LARS's logits of the greedy answer and the samples ({} when no LARS method is
     # asked), saved as method_inputs["lars"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .base import method
 
 _COCOA = "Vashurin et al. 2025"
-_NEEDS = ["greedy", "samples", "similarity_model"]
+_NEEDS = ["greedy", "samples", "similarity_model", "greedy_similarity"]
 
 
 def _greedy_similarity(x):

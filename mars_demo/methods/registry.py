@@ -26,12 +26,17 @@ from .base import NEEDS, SCORED_VARIANTS, Method, MethodInputs, Need, inputs_of
 FAMILIES = ("measures", "sample_consistency", "graph", "token_level", "cocoa", "density",
             "p_true", "sar", "lars", "ccp", "eigenscore")
 
-for _model in OPTIONAL_MODELS:  # what each optional model saves is a need of its methods
+for _model in OPTIONAL_MODELS:  # what each optional model saves is a need of its methods,
+    _fix = (f"ask again (or score its answers again) with --methods {{ids}}, which runs the "
+            f"{_model.label} model" + (f" ({_model.option})" if _model.own else ""))
     NEEDS.setdefault(_model.need, Need(
         _model.need, False,
-        (lambda key: lambda x: bool(x.saved.get(key)))(_model.saved),
-        _model.holds, f"ask again (or score its answers again) with --methods {{ids}}, which "
-        f"runs the {_model.label} model" + (f" ({_model.option})" if _model.own else "")))
+        (lambda key: lambda x: bool(x.saved.get(key)))(_model.saved), _model.holds, _fix))
+    for _part, _holds in _model.parts:  # and each part of it that only some of them read
+        NEEDS.setdefault(_part, Need(
+            _part, False,
+            (lambda key, part: lambda x: (x.saved.get(key) or {}).get(part) is not None)(
+                _model.saved, _part), _holds, _fix))
 
 
 def _load() -> dict[str, Method]:

@@ -10,6 +10,7 @@ from .base import method
 
 _SAR = "Duan et al. 2024"
 _NEEDS = ["samples", "similarity_model"]
+_TOKENS, _SAMPLES = "token_similarities", "sample_similarity"  # the parts each reads
 
 
 def saved_similarities(x) -> Mapping[str, Any]:
@@ -43,11 +44,11 @@ METHODS = (
     method("token_sar", "TokenSAR",
            "token log-probs weighted by how much dropping each token changes the answer's "
            "meaning (a similarity model's verdict), averaged over the samples",
-           _NEEDS, False, _SAR, _token_sar, "estimators/token_sar.py"),
+           _NEEDS + [_TOKENS], False, _SAR, _token_sar, "estimators/token_sar.py"),
     method("sentence_sar", "SentenceSAR",
            "sentence entropy with probability shifted between samples a similarity model finds "
-           "alike", _NEEDS, True, _SAR, _sentence_sar, "estimators/sentence_sar.py"),
+           "alike", _NEEDS + [_SAMPLES], True, _SAR, _sentence_sar, "estimators/sentence_sar.py"),
     method("sar", "SAR",
            "SentenceSAR over TokenSAR's relevance-weighted scores (the paper's full method)",
-           _NEEDS, False, _SAR, _sar, "estimators/sar.py"),
+           _NEEDS + [_TOKENS, _SAMPLES], False, _SAR, _sar, "estimators/sar.py"),
 )
