@@ -164,12 +164,16 @@ def test_the_docs_tools_are_test_tools():
         assert tool not in runtime  # the Space builds no docs
 
 
-def _roles():
-    spec = importlib.util.spec_from_file_location("sphinx_roles",
-                                                  DOCS / "hooks" / "sphinx_roles.py")
+def _module(path: Path):
+    """A script or hook of the repository (not a package), imported from its file."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _roles():
+    return _module(DOCS / "hooks" / "sphinx_roles.py")
 
 
 def test_docstrings_are_rewritten_for_markdown():
@@ -252,11 +256,7 @@ DIAGRAMS = DOCS / "diagrams"
 
 
 def _render_diagrams():
-    spec = importlib.util.spec_from_file_location("render_diagrams",
-                                                  ROOT / "scripts" / "render_diagrams.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _module(ROOT / "scripts" / "render_diagrams.py")
 
 
 def test_every_diagram_is_rendered_from_its_current_source():
