@@ -15,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -163,12 +164,16 @@ def test_the_docs_tools_are_test_tools():
         assert tool not in runtime  # the Space builds no docs
 
 
-def _roles():
-    spec = importlib.util.spec_from_file_location("sphinx_roles",
-                                                  DOCS / "hooks" / "sphinx_roles.py")
+def _module(path: Path):
+    """A script or hook of the repository (not a package), imported from its file."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _roles():
+    return _module(DOCS / "hooks" / "sphinx_roles.py")
 
 
 def test_docstrings_are_rewritten_for_markdown():
@@ -211,8 +216,85 @@ def test_the_site_builds_strictly(tmp_path):
     assert ":func:`" not in reference and ":class:`" not in reference  # roles rewritten
     assert "<blockquote>" not in reference  # no doctest or "> 0" read as a quote
     architecture = (site / "architecture" / "index.html").read_text(encoding="utf-8")
-    assert architecture.count('class="mermaid"') >= 1  # the diagram reaches Material's mermaid
+    for svg in sorted(DIAGRAMS.glob("*.svg")):  # each diagram shown as its static image
+        assert f'src="../diagrams/{svg.name}"' in architecture, svg.name
+        assert (site / "diagrams" / svg.name).read_bytes() == svg.read_bytes()
+    assert not list(site.rglob("*.mmd"))  # the sources stay out of the site
     assert "fonts.googleapis.com" not in (site / "index.html").read_text(encoding="utf-8")
+    external = {page.relative_to(site).as_posix(): found for page in site.rglob("*.html")
+                if (found := external_assets(page.read_text(encoding="utf-8")))}
+    assert external == {}, external
+
+
+def external_assets(html: str) -> list[str]:
+    """What a page would load from another host when read: scripts, stylesheets, images,
+    frames; and an element of class ``mermaid``, which makes Material fetch Mermaid from a CDN.
+
+    >>> external_assets('<script src="https://unpkg.com/x.js"></script><img src="../a.svg">'
+    ...                 '<link rel="stylesheet" href="//fonts.example/css"><a href="https://x">')
+    ['https://unpkg.com/x.js', '//fonts.example/css']
+    >>> external_assets('<pre class="mermaid"><code>graph</code></pre>')
+    ['class="mermaid" (Mermaid from a CDN)']
+    >>> external_assets('<div class="language-mermaid highlight"><pre>graph</pre></div>')
+    []
+    """
+    found = re.findall(r'<(?:script|img|iframe|source|link)\b[^>]*?\s(?:src|href)="'
+                       r'((?:[a-z]+:)?//[^"]*)"', html, re.I)
+    if re.search(r'class="(?:[^"]*\s)?mermaid[\s"]', html):  # not language-mermaid: code shown
+        found.append('class="mermaid" (Mermaid from a CDN)')
+    return found
+
+
+def test_external_assets_finds_what_a_page_would_fetch():
+    assert _doctest_failures(external_assets) == 0
+    assert external_assets('<link rel="canonical" href="/x/"><script src="../a.js"></script>') == []
+
+
+# --- the diagrams: static SVGs from their Mermaid sources ----------------------------------------
+
+DIAGRAMS = DOCS / "diagrams"
+
+
+def _render_diagrams():
+    return _module(ROOT / "scripts" / "render_diagrams.py")
+
+
+def test_every_diagram_is_rendered_from_its_current_source():
+    """Each docs/diagrams/NAME.mmd has its NAME.svg, stamped with the source's SHA-256: a
+    source edited without rendering again fails here, naming the script to run."""
+    render = _render_diagrams()
+    sources = sorted(DIAGRAMS.glob("*.mmd"))
+    assert {s.stem for s in sources} >= {"layers", "flow"}
+    assert sorted(p.stem for p in DIAGRAMS.glob("*.svg")) == [s.stem for s in sources]
+    stale = [why for source in sources if (why := render.stale(source))]
+    assert not stale, ("; ".join(stale) + ": run `python scripts/render_diagrams.py` "
+                       "(it says how to install Mermaid if it is missing)")
+    for source in sources:
+        svg = source.with_suffix(".svg").read_text(encoding="utf-8")
+        stamp = render.stamp_of(source.with_suffix(".svg"))
+        assert stamp["source"] == f"docs/diagrams/{source.name}"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", stamp["version"]), stamp  # the real Mermaid's
+        root = ET.fromstring(svg.split("\n", 1)[1])  # a well-formed standalone image
+        assert root.get("width") and root.get("height")  # an <img> needs a size
+        assert "foreignObject" not in svg  # labels are SVG text, shown by any <img>
+        assert "http://" not in svg.replace("http://www.w3.org/", "")  # loads nothing
+        assert "https://" not in svg
+
+
+def test_the_stale_check_sees_an_edited_source(tmp_path, monkeypatch):
+    render = _render_diagrams()  # what the test above relies on, on a diagram of its own
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    source = tmp_path / "a.mmd"
+    source.write_text("flowchart TB\n  a --> b\n", encoding="utf-8")
+    assert "missing" in render.stale(source)
+    stamp = render.STAMP.format(source="a.mmd", digest=render.source_digest(source),
+                                version="11.0.0")
+    source.with_suffix(".svg").write_text(stamp + "\n<svg/>\n", encoding="utf-8")
+    assert render.stale(source) is None
+    source.write_text("flowchart TB\n  a --> c\n", encoding="utf-8")
+    assert "changed" in render.stale(source)
+    monkeypatch.setattr(render, "DIAGRAMS", tmp_path)
+    assert render.main(["--check"]) == 1  # renders nothing, needs no Mermaid
 
 
 # --- the commands the pages show --------------------------------------------------------------
