@@ -149,9 +149,11 @@ def parse_args(
     args = parser.parse_args(argv)
     try:
         from_environment(args, env)
-        if args.load_in_4bit is None and zerogpu.requested(env):
+        if (args.load_in_4bit is None and zerogpu.requested(env)
+                and args.quantization in (None, "nf4")):
             # A ZeroGPU slice (48 GB and more) holds the 7B unquantized (bf16, about 15 GB), and
-            # bitsandbytes' 4-bit there is unverified (docs/zerogpu.md): --4bit opts in.
+            # bitsandbytes' 4-bit there is unverified (docs/zerogpu.md): --4bit opts in (so does
+            # --quantization torchao-int4, which is 4-bit by itself).
             args.load_in_4bit = False
         if args.max_sample_tokens is None:
             args.max_sample_tokens = PUBLIC_MAX_SAMPLE_TOKENS

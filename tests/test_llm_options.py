@@ -122,6 +122,9 @@ def test_static_compiled_decoding_is_refused_on_zerogpu(tiny_models):
     assert stop.value.code == 2
     assert app.parse_args(["--decoding", "static-compiled"], env={}).settings.decoding == (
         "static-compiled")
+    # torchao-int4 is 4-bit by itself: ZeroGPU's unquantized default does not turn it into an error
+    on_zero = app.parse_args(["--quantization", "torchao-int4"], env=zero).settings
+    assert (on_zero.quantization, on_zero.load_in_4bit) == ("torchao-int4", None)
     assert app.parse_args([], env={"MARS_DEMO_QUANTIZATION": "torchao-int4"}).settings.quantization == (
         "torchao-int4")
 
