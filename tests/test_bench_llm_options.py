@@ -67,3 +67,20 @@ def test_a_spent_time_budget_skips_the_options_left(tmp_path):
                            json_path=None, log=lambda msg: None)
     assert data["options"] == [{"option": "none:dynamic",
                                 "error": "skipped: the time budget of -1 s was spent"}]
+
+
+def test_the_benchmarks_models_build_where_flair_is_missing(tmp_path, monkeypatch):
+    """The lent GPU machine has no flair: the benchmark builds no phrase chunker (it never runs
+    BEM), while the factory's default still builds one and so needs flair."""
+    import sys
+
+    from mars_demo.devtools.bench.models import build_all
+    from mars_demo.devtools.tiny import make_tiny_models
+
+    monkeypatch.setitem(sys.modules, "flair", None)  # import flair -> ImportError
+    build_all(str(tmp_path / "bench"), "tiny", 0)
+    assert (tmp_path / "bench" / "DONE.json").is_file()
+    assert (tmp_path / "bench" / "main" / "nli" / "config.json").is_file()
+    assert not (tmp_path / "bench" / "main" / "chunker").exists()
+    with pytest.raises(ImportError):
+        make_tiny_models(tmp_path / "with-chunker")
