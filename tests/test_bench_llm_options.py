@@ -44,8 +44,9 @@ def test_the_sweep_measures_each_option_and_records_the_refused_ones(tmp_path, c
     assert list(rows) == ["none:dynamic", "none:static-compiled", "torchao-int4:dynamic"]
     dynamic, compiled = rows["none:dynamic"], rows["none:static-compiled"]
     assert not dynamic["compiled"] and compiled["compiled"]
-    assert compiled["same_greedy_as_dynamic"] is True
     cpu = not torch.cuda.is_available()
+    # in float32 the compiled steps pick the same tokens (in bf16 a near-tie may go either way)
+    assert compiled["same_greedy_as_dynamic"] is True or not cpu
     for row in (dynamic, compiled):  # generated log-probs = an eager forward's, to the dtype's
         assert row["results_match"] and row["max_logprob_diff"] <= row["tolerance"]
         if cpu:

@@ -3,11 +3,13 @@ LLM (:mod:`mars_demo.models.llm_options`) on the benchmark's random models, and 
 half precision against float32.
 
 For each option (``QUANT:DECODING``; ``none`` = unquantized: bf16 on a GPU, float32 on a CPU) the
-engine is loaded afresh and measured on the benchmark's question, always in this order:
+engine is loaded afresh and measured on the benchmark's question, every answer exactly
+``--answer-tokens`` long and made of the tokenizer's ids (as in the other modes), in this order:
 
-* ``first_*_s``: the first call of each batch size (batch ``samples + 1`` then batch 1, ``answer
-  tokens`` each); with static-compiled decoding it includes the compilation, and
-  ``compile_s`` = those first calls minus the medians of the later ones;
+* ``first_*_s``: the first call of each batch size (batch ``samples + 1``, whose timed calls
+  and analyses follow, then batch 1 and its timed calls); with static-compiled decoding it
+  includes the compilation, and ``compile_s`` = those first calls minus the medians of the
+  later ones;
 * ``step_ms_batch6`` / ``step_ms_batch1`` (the batch is ``samples + 1`` rows): one decoding step,
   (a call of N tokens - a call of 1 token) / (N - 1), medians over ``--repeats``, so the same
   figure for the eager and the compiled forward (hooks inside a compiled graph time nothing);
@@ -40,7 +42,7 @@ import traceback
 from typing import Any, Callable
 
 from .compare import default_tolerance
-from .instrument import rss_mb
+from .instrument import force_answer_length, rss_mb
 from .report import emit
 from .spec import QUESTION, SPECS, BenchError
 
@@ -107,6 +109,9 @@ def measure_option(paths, quant: str, decoding: str, *, samples: int, tokens: in
     row: dict[str, Any] = {}
     row["load_s"], _ = _timed(engine.load)
     llm = engine.models.llm
+    # answers of the asked length, of the tokenizer's ids (the random LM head is larger), as in
+    # the benchmark's other modes: every option decodes the same number of steps
+    force_answer_length(llm.model, len(llm.tokenizer))
     row["compute_dtype"] = compute_dtype(llm)
     prompt = llm.build_prompt(QUESTION, "chat")
 
@@ -118,17 +123,19 @@ def measure_option(paths, quant: str, decoding: str, *, samples: int, tokens: in
     def steps(result) -> int:
         return max(len(a.token_ids) for a in [result.greedy, *result.samples])
 
-    log(f"  {quant}:{decoding}: first calls (batch {samples + 1}, then 1) ...")
-    first6, _ = gen(samples, tokens)
-    first1, _ = gen(0, tokens)
+    # each batch size's first call, then its timed ones: a static cache is made per batch size,
+    # so going back and forth between sizes would compile again inside the timed calls
     long6, short6, analysis, long1, short1 = [], [], [], [], []
-    log(f"  {quant}:{decoding}: {repeats} timed repeats ...")
+    log(f"  {quant}:{decoding}: batch {samples + 1}: first call, {repeats} timed ...")
+    first6, _ = gen(samples, tokens)
     for _ in range(repeats):
         long6.append(gen(samples, tokens))
         short6.append(gen(samples, 1)[0])
     for _ in range(repeats):  # what Engine.analyze does, keeping the generated answers
         analysis.append(_timed(lambda: (made := engine.generate(QUESTION),
                                         engine.score(made))[0]))
+    log(f"  {quant}:{decoding}: batch 1: first call, {repeats} timed ...")
+    first1, _ = gen(0, tokens)
     for _ in range(repeats):
         long1.append(gen(0, tokens))
         short1.append(gen(0, 1)[0])
