@@ -38,6 +38,10 @@ NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
 RECIPES = ("default", "paper-code", "truthtorchlm")
+#: the in-process LLM's 4-bit weights (with load_in_4bit) and how it decodes: the operator's
+#: choice (mars_demo.models.llm_options); the defaults are today's (NF4, dynamic)
+QUANTIZATIONS = ("nf4", "torchao-int4")
+DECODINGS = ("dynamic", "static-compiled")
 # An environment variable's words for a boolean (any case, spaces around ignored); "" is off.
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
@@ -273,6 +277,17 @@ MODEL_OPTIONS: tuple[Option, ...] = (
            "load the LLM in 4-bit NF4 (--4bit) or unquantized: bf16 or fp16 on a GPU (--no-4bit)",
            "model", optional=True, flag_name="4bit",
            auto="4-bit on CUDA, except on ZeroGPU; full precision on CPU"),
+    Option("quantization", str, "nf4",
+           "the in-process LLM's 4-bit weights when it loads in 4-bit: nf4 (bitsandbytes NF4) "
+           "or torchao-int4 (torchao's int4 weight-only kernel: a CUDA GPU of compute "
+           "capability 8.0 or newer, pip install torchao; it loads in 4-bit unless --no-4bit, "
+           "which it cannot go with)", "model", choices=QUANTIZATIONS),
+    Option("decoding", str, "dynamic",
+           "how the in-process LLM decodes: dynamic (a key-value cache that grows with the "
+           "answer) or static-compiled (a static key-value cache and each decoding step run "
+           "through torch.compile, CUDA graphs on a GPU; the first questions of each batch "
+           "size pay the compilation; refused on ZeroGPU, where torch.compile is not allowed)",
+           "model", choices=DECODINGS),
     Option("llm_endpoint", str, None,
            "server: the URL of an OpenAI-compatible server (vLLM, llama.cpp, ...) that generates "
            "the answers instead of an in-process LLM, e.g. http://127.0.0.1:8000/v1", "model", optional=True,

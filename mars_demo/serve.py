@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from mars_demo import texts, zerogpu
 from mars_demo.cli import add_llm_help, add_option
 from mars_demo.methods import FREE, OWN_MODELS, parse_methods
+from mars_demo.models.llm_options import zerogpu_refusal
 from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
 from mars_demo.settings import Settings
 from mars_demo.access import (
@@ -148,9 +149,11 @@ def parse_args(
     args = parser.parse_args(argv)
     try:
         from_environment(args, env)
-        if args.load_in_4bit is None and zerogpu.requested(env):
+        if (args.load_in_4bit is None and zerogpu.requested(env)
+                and args.quantization in (None, "nf4")):
             # A ZeroGPU slice (48 GB and more) holds the 7B unquantized (bf16, about 15 GB), and
-            # bitsandbytes' 4-bit there is unverified (docs/zerogpu.md): --4bit opts in.
+            # bitsandbytes' 4-bit there is unverified (docs/zerogpu.md): --4bit opts in (so does
+            # --quantization torchao-int4, which is 4-bit by itself).
             args.load_in_4bit = False
         if args.max_sample_tokens is None:
             args.max_sample_tokens = PUBLIC_MAX_SAMPLE_TOKENS
@@ -161,6 +164,9 @@ def parse_args(
             **{name: value for name, value in models.items() if value is not None},
             **({"methods": parse_methods(args.methods)} if args.methods else {}),
         )
+        refusal = zerogpu_refusal(args.settings.decoding, env)
+        if refusal:  # before any model loads: torch.compile is never called on ZeroGPU
+            raise ValueError(f"--decoding: {refusal}")
         args.access = access_of(args, env)
         args.calibration_data = None
         if args.calibration:

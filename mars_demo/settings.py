@@ -81,6 +81,8 @@ class Settings:
     bem: str = DEFAULT_BEM
     chunker: str = DEFAULT_CHUNKER
     load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU
+    quantization: str = "nf4"  # the 4-bit weights: "nf4" (bitsandbytes) | "torchao-int4"
+    decoding: str = "dynamic"  # "dynamic" | "static-compiled" (static cache + torch.compile)
     llm_endpoint: str | None = None  # OpenAI-compatible server instead of an in-process LLM
     llm_model: str | None = None  # the model name on that server (None: the only one served)
     llm_api_key_env: str | None = None  # NAME of the variable holding its API key
@@ -144,6 +146,12 @@ def validate(s: Settings) -> None:
     """Raise :class:`OptionError` naming the allowed range for the first bad option."""
     for name in REQUEST_FIELDS + MODEL_FIELDS:
         OPTIONS[name].check(getattr(s, name))
+    if s.quantization == "torchao-int4" and s.load_in_4bit is False:
+        raise OptionError("quantization torchao-int4 makes 4-bit weights, so it cannot go with "
+                          "load_in_4bit false (--no-4bit): drop one of them")
+    if s.llm_endpoint and (s.quantization != "nf4" or s.decoding != "dynamic"):
+        raise OptionError("quantization and decoding are the in-process LLM's; the server of "
+                          "llm_endpoint loads and decodes its model itself: drop them")
 
 
 def resolve_llm(llm: str | None, cuda: bool) -> tuple[str, LLMPreset | None]:

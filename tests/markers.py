@@ -6,7 +6,8 @@ and by the calls in its own code and in the code of those of its fixtures that l
 so that a test added anywhere gets its marks without anyone remembering them:
 
 * ``slow``: it starts a server (``app.py``, llama.cpp's, vLLM's), a browser, several processes
-  (``accelerate launch``, ``torchrun``), trains models, or builds the documentation site;
+  (``accelerate launch``, ``torchrun``), trains models, compiles an LLM (``torch.compile``) or
+  builds the documentation site;
 * ``browser``: it drives a real headless Chromium;
 * ``endpoint``: it talks to a real OpenAI-compatible LLM server;
 * ``float_order``: it compares a model's pass over a batch with its pass over one input
@@ -48,6 +49,9 @@ MARKS_BY_CALL = {
 #: a keyword given to any call -> marks
 MARKS_BY_KEYWORD = {
     "trained=True": ("slow",),  # make_tiny_models(..., trained=True) trains the tiny models
+    # load_llm(..., decoding="static-compiled"): torch.compile of the LLM's forward (about a
+    # minute on 2 CPU cores for the tiny model)
+    "decoding='static-compiled'": ("slow",),
 }
 #: marks that make a test slow wherever they come from
 SLOW_KINDS = ("browser", "endpoint")

@@ -122,6 +122,8 @@ def answer_set(model: LanguageModel, run: Resolved, question: str, prompt: Promp
             "prompt": prompt.preset,
             "llm": model.model_id,
             "load_in_4bit": model.quantized,
+            "quantization": model.quantization,
+            "decoding": model.decoding,
             "llm_endpoint": s.llm_endpoint,
             "device": "cuda" if registry.cuda_available() else "cpu",
             "recipe": s.recipe,

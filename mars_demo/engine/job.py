@@ -119,7 +119,8 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
     answers, scored = job.answers, job.scored
     used = run.settings.to_dict()
     generated = answers.generation or {}
-    for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "llm_endpoint", "device"):
+    for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "quantization", "decoding",
+                                     "llm_endpoint", "device"):
         used[name] = generated.get(name)  # what made these answers (None: not known)
     used["generated_with_recipe"] = generated.get("recipe")
     used["samples"] = len(scored) - 1

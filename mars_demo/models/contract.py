@@ -93,6 +93,8 @@ class LanguageModel(Protocol):
 
     model_id: str  # how results name the model
     quantized: bool  # loaded in 4-bit
+    quantization: str | None  # its 4-bit weights ("nf4", "torchao-int4"); None: unquantized
+    decoding: str | None  # "dynamic" or "static-compiled"; None: a server's own
 
     @property
     def bos_token_id(self) -> int | None:

@@ -99,6 +99,7 @@ class EndpointLLM(ServerClient):
     """An LLM served by an OpenAI-compatible ``/v1/completions`` server (see module doc)."""
 
     quantized = False
+    quantization = decoding = None  # the server's own
     #: how many top log-probs of the next token an extra LLM pass asks for (P(True))
     top_logprobs = next_token.SERVER_TOP_LOGPROBS
 

@@ -1,5 +1,6 @@
-"""The in-process LLM (Hugging Face transformers): loading (4-bit NF4 on CUDA), prompt token ids,
-generation and token log-probs. It satisfies :class:`~mars_demo.models.contract.LanguageModel`.
+"""The in-process LLM (Hugging Face transformers): loading (4-bit NF4 on CUDA; the other options
+in :mod:`~mars_demo.models.llm_options`), prompt token ids, generation and token log-probs. It
+satisfies :class:`~mars_demo.models.contract.LanguageModel`.
 
 The greedy answer and the samples come from ONE batched ``generate`` call: row 0 takes the argmax
 at every step (:func:`greedy_first_row`), the other rows sample. Token log-probs come from the raw
@@ -22,7 +23,7 @@ from ..answers import Answer, check_token_ids
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import distributions, forced, next_token, prompts
+from . import distributions, forced, llm_options, next_token, prompts
 from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
@@ -82,48 +83,39 @@ class LLM:
     """A causal LM with its tokenizer (load it through :func:`mars_demo.models.registry.load_llm`,
     which caches it)."""
 
-    def __init__(self, model, tokenizer, model_id: str, preset: LLMPreset | None, quantized: bool):
+    def __init__(self, model, tokenizer, model_id: str, preset: LLMPreset | None, quantized: bool,
+                 quantization: str | None = None, decoding: str = llm_options.DYNAMIC):
         self.model = model
         self.tokenizer = tokenizer
         self.model_id = model_id
         self.preset = preset
         self.quantized = quantized
+        #: the 4-bit weights ("nf4", "torchao-int4"), None when unquantized
+        self.quantization = (quantization or llm_options.NF4) if quantized else None
+        self.decoding = decoding  # "dynamic" or "static-compiled" (llm_options)
         self.device = next(model.parameters()).device
 
     @classmethod
     def from_pretrained(cls, source: str, model_id: str, preset: LLMPreset | None = None,
-                        load_in_4bit: bool | None = None) -> "LLM":
+                        load_in_4bit: bool | None = None, quantization: str = "nf4",
+                        decoding: str = "dynamic") -> "LLM":
         """Load the model and tokenizer saved in ``source`` (a directory or Hub id), uncached:
-        4-bit NF4 on CUDA unless ``load_in_4bit`` says otherwise, bf16/fp16 on CUDA, float32 on
-        CPU. Errors are transformers' own (the registry turns them into messages)."""
+        4-bit on CUDA unless ``load_in_4bit`` says otherwise (``quantization``: bitsandbytes NF4
+        or torchao int4), bf16/fp16 on CUDA, float32 on CPU; ``decoding`` as
+        :mod:`~mars_demo.models.llm_options` says. Options that cannot run here raise
+        :class:`~mars_demo.errors.ModelLoadError` before anything loads; other errors are
+        transformers' own (the registry turns them into messages)."""
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         cuda = torch.cuda.is_available()
         quantize = cuda if load_in_4bit is None else load_in_4bit
-        kwargs: dict = {}
-        if quantize:
-            if cuda:
-                compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-            else:
-                compute = torch.float32
-            kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type="nf4",
-                bnb_4bit_use_double_quant=True,
-                bnb_4bit_compute_dtype=compute,
-            )
-            # the current device: cuda:LOCAL_RANK in a process of several (evaluate's)
-            kwargs["device_map"] = {"": torch.cuda.current_device()} if cuda else {"": "cpu"}
-        elif cuda:
-            kwargs["dtype"] = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-            kwargs["device_map"] = {"": torch.cuda.current_device()}
-        else:
-            kwargs["dtype"] = torch.float32
+        llm_options.check(quantization, decoding, bool(quantize))
+        kwargs = llm_options.load_kwargs(quantization if quantize else None, cuda)
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
         model.eval()
-        return cls(model, tokenizer, model_id, preset, bool(quantize))
+        return cls(model, tokenizer, model_id, preset, bool(quantize), quantization, decoding)
 
     # ---- prompts -------------------------------------------------------------------------
     @property
@@ -297,8 +289,10 @@ class LLM:
             kwargs.update(stop_strings=list(stop_strings), tokenizer=self.tokenizer)
         if should_stop is not None:
             kwargs.update(stopping_criteria=StoppingCriteriaList([stop_criterion(should_stop)]))
+        kwargs.update(llm_options.generate_kwargs(self.decoding, self.model))
         with torch.inference_mode():
             out = self.model.generate(**kwargs)
+        llm_options.check_compiled(self.model, self.decoding)
         new_ids = out.sequences[:, input_ids.shape[1] :]
         return new_ids, out.logits
 

@@ -142,9 +142,13 @@ def check_source(model_id: str, what: str) -> str:
     return model_id
 
 
-def llm_key(model_id: str, load_in_4bit: bool | None) -> tuple:
-    """The key of an in-process LLM (raises ``ModelLoadError`` for a path that does not exist)."""
-    return ("llm", check_source(model_id, "LLM"), load_in_4bit)
+def llm_key(model_id: str, load_in_4bit: bool | None, quantization: str = "nf4",
+            decoding: str = "dynamic") -> tuple:
+    """The key of an in-process LLM (raises ``ModelLoadError`` for a path that does not exist);
+    ``quantization`` and ``decoding`` are in it when they are not the defaults."""
+    key = ("llm", check_source(model_id, "LLM"), load_in_4bit)
+    return key if (quantization, decoding) == ("nf4", "dynamic") else (*key, quantization,
+                                                                        decoding)
 
 
 def nli_key(model_id: str, dtype: str = "auto") -> tuple:
@@ -175,14 +179,17 @@ def endpoint_key(s: Settings) -> tuple:
 
 
 def load_llm(model_id: str, preset: LLMPreset | None = None, load_in_4bit: bool | None = None,
-             progress: Progress | None = None) -> LLM:
-    """The in-process LLM ``model_id`` (a Hub id or a directory), loaded once (see
-    :meth:`LLM.from_pretrained <mars_demo.models.llm.LLM.from_pretrained>`)."""
-    key = llm_key(model_id, load_in_4bit)
+             progress: Progress | None = None, quantization: str = "nf4",
+             decoding: str = "dynamic") -> LLM:
+    """The in-process LLM ``model_id`` (a Hub id or a directory), loaded once per
+    ``load_in_4bit``, ``quantization`` and ``decoding`` (see :meth:`LLM.from_pretrained
+    <mars_demo.models.llm.LLM.from_pretrained>`)."""
+    key = llm_key(model_id, load_in_4bit, quantization, decoding)
     source = key[1]
     try:
         return load_cached(key, "LLM", model_id,
-                           lambda: LLM.from_pretrained(source, model_id, preset, load_in_4bit),
+                           lambda: LLM.from_pretrained(source, model_id, preset, load_in_4bit,
+                                                       quantization, decoding),
                            progress)
     except ModelLoadError as err:
         if preset is None and "/" not in model_id and not os.path.isdir(source):
@@ -254,7 +261,7 @@ def llm_for(s: Settings, progress: Progress | None = None):
             progress,
         )
     llm_id, preset = resolve_llm(s.llm, cuda_available())
-    return load_llm(llm_id, preset, s.load_in_4bit, progress)
+    return load_llm(llm_id, preset, s.load_in_4bit, progress, s.quantization, s.decoding)
 
 
 def importance_for(s: Settings, progress: Progress | None = None):
@@ -307,8 +314,8 @@ def model_for(which: str, s: Settings, progress: Progress | None,
 def same_models(s: Settings, other: Settings, which: str) -> bool:
     """Whether ``s`` names the same ``which`` model ("llm", "importance", "nli") as ``other``."""
     if which == "llm":
-        fields = ("llm", "load_in_4bit", "llm_endpoint", "llm_model", "llm_api_key_env",
-                  "llm_timeout")
+        fields = ("llm", "load_in_4bit", "quantization", "decoding", "llm_endpoint", "llm_model",
+                  "llm_api_key_env", "llm_timeout")
         return all(getattr(s, f) == getattr(other, f) for f in fields)
     if which == "nli":
         return s.nli == other.nli and nli_dtype(s) == nli_dtype(other)
@@ -323,7 +330,8 @@ def cache_keys(s: Settings) -> set[tuple]:
     """The cache keys of every model that ``s`` needs."""
     cuda = cuda_available()
     llm_id, _ = resolve_llm(s.llm, cuda)
-    keys = {endpoint_key(s) if s.llm_endpoint else llm_key(llm_id, s.load_in_4bit),
+    keys = {endpoint_key(s) if s.llm_endpoint
+            else llm_key(llm_id, s.load_in_4bit, s.quantization, s.decoding),
             nli_key(resolve_nli(s.nli, cuda), nli_dtype(s))}
     if s.importance_method == "bem":
         keys |= bem_keys(s.bem, s.chunker)

@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also time the opt-in methods (p_true, p_true_sampling, the SAR methods "
                    "with a random stsb-roberta-large-shaped similarity model, the LARS methods "
                    "with a random roberta-base-shaped LARS), each asked alone after the analysis")
+    p.add_argument("--llm-options", action="store_true",
+                   help="instead: each loading and decoding option of the LLM (quantization nf4, "
+                   "torchao-int4 or none; decoding dynamic or static-compiled) and the NLI model "
+                   "in half precision against float32 (mars_demo.devtools.bench.llm_options; "
+                   "--llm-options --help for its options)")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")
@@ -57,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         from .evaluate import main as evaluate_main
 
         return evaluate_main(argv)
+    if "--llm-options" in argv:  # each loading and decoding option of the LLM
+        from .llm_options import main as options_main
+
+        return options_main(argv)
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

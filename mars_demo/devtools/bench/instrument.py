@@ -42,6 +42,33 @@ class TimedStreamer:
         self.inner.end()
 
 
+def force_length_kwargs(kwargs: dict, n_tokenizer_ids: int | None) -> dict:
+    """``generate``'s ``kwargs`` made to give answers of the fixed length: ``min_new_tokens =
+    max_new_tokens`` (the chat prompt has no stop strings) and, given ``n_tokenizer_ids`` (an LM
+    head larger than the tokenizer), a logits processor limiting generation to the tokenizer's
+    ids. It goes first: the engine's greedy-row processor must see the restricted scores and stay
+    the last processor before the sampling warpers."""
+    from transformers import LogitsProcessorList
+
+    kwargs["min_new_tokens"] = kwargs.get("max_new_tokens")
+    if n_tokenizer_ids is not None:
+        procs = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
+        procs.insert(0, TokenizerIdsOnly(n_tokenizer_ids))
+        kwargs["logits_processor"] = procs
+    return kwargs
+
+
+def force_answer_length(model, n_tokenizer_ids: int) -> None:
+    """Make every ``model.generate`` call of this process give answers of the fixed length
+    (:func:`force_length_kwargs`), without the forward hooks of :class:`Instrument` (a hook
+    inside a compiled graph times nothing)."""
+    original = model.generate
+    vocab = model.get_output_embeddings().weight.shape[0]
+    restrict = n_tokenizer_ids if vocab > n_tokenizer_ids else None
+    model.generate = lambda *args, **kwargs: original(*args,
+                                                      **force_length_kwargs(kwargs, restrict))
+
+
 class Instrument:
     """Counts forward passes of the LLM (and of the importance / NLI models) and forces a fixed
     answer length, by wrapping the *loaded* model objects of this process:
@@ -57,7 +84,6 @@ class Instrument:
 
     def __init__(self, llm, importance, nli, n_tokenizer_ids: int) -> None:
         import torch
-        from transformers import LogitsProcessorList
 
         self.llm_forwards = 0
         self.importance_forwards = 0
@@ -75,14 +101,9 @@ class Instrument:
         restrict = vocab > n_tokenizer_ids
 
         def generate(*args, **kwargs):
-            kwargs["min_new_tokens"] = kwargs.get("max_new_tokens")
+            force_length_kwargs(kwargs, n_tokenizer_ids if restrict else None)
             if kwargs.get("streamer") is not None:
                 kwargs["streamer"] = TimedStreamer(kwargs["streamer"], self.token_times)
-            if restrict:  # first: the engine's greedy-row processor must see the restricted
-                # scores and stay the last processor before the sampling warpers
-                procs = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
-                procs.insert(0, TokenizerIdsOnly(n_tokenizer_ids))
-                kwargs["logits_processor"] = procs
             self.generate_calls += 1
             out = original(*args, **kwargs)
             seqs = out.sequences if hasattr(out, "sequences") else out

@@ -165,8 +165,13 @@ def emit(data: dict[str, Any], argv: list[str], json_path: str | None,
     data["command"] = "python -m mars_demo.bench " + " ".join(argv)
     print(report(data))
     if json_path:
-        path = pathlib.Path(json_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {path}")
+        print(f"wrote {write_json(data, json_path)}")
+
+
+def write_json(data: dict[str, Any], json_path: str) -> pathlib.Path:
+    """Write a benchmark's figures as JSON to ``json_path`` (its folder made if missing)."""
+    path = pathlib.Path(json_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return path
 

@@ -182,6 +182,7 @@ def make_tiny_models(
     nli_shape: str = "tiny",
     bem_shape: str = "tiny",
     trained: bool = False,
+    chunker: bool = True,
 ) -> dict[str, pathlib.Path]:
     """Write the test models under ``out_dir`` and return their paths.
 
@@ -194,6 +195,9 @@ def make_tiny_models(
     ``mars_demo/data/tiny_facts.json`` (a few minutes on 2 CPU cores; see
     :mod:`mars_demo.devtools.tiny.trained`), so that they give real answers; the answer-equivalence model
     and the chunker stay random.  Only the tiny shapes can be trained.
+
+    ``chunker=False`` builds no chunker (and returns no "chunker"): flair is then not needed,
+    as for the benchmark's models or on a machine without flair (the lent GPU machine).
     """
     if trained and (llm_shape, importance_shape, nli_shape) != ("tiny", "tiny", "tiny"):
         raise ValueError("only the tiny shapes can be trained (trained=True needs shape 'tiny')")
@@ -202,7 +206,7 @@ def make_tiny_models(
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
         return _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape,
-                                 trained)
+                                 trained, chunker)
     finally:
         if previous is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
@@ -210,7 +214,8 @@ def make_tiny_models(
             os.environ["TOKENIZERS_PARALLELISM"] = previous
 
 
-def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape, trained):
+def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem_shape, trained,
+                      chunker):
     _check_shape(llm_shape, LLM_SHAPES, "llm")
     _check_shape(importance_shape, IMPORTANCE_SHAPES, "importance")
     _check_shape(nli_shape, NLI_SHAPES, "nli")
@@ -229,7 +234,8 @@ def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem
         _build_importance(paths["importance"], seed, importance_shape, wordpiece)
         _build_nli(paths["nli"], seed, nli_shape)
     _build_bem(paths["bem"], seed, bem_shape, wordpiece)
-    paths["chunker"] = build_chunker(out / "chunker", seed)
+    if chunker:
+        paths["chunker"] = build_chunker(out / "chunker", seed)
 
     text = TRAINED_README_TEXT if trained else README_TEXT
     (out / "README.txt").write_text(
