@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from mars_demo import texts, zerogpu
 from mars_demo.cli import add_llm_help, add_option
 from mars_demo.methods import FREE, OWN_MODELS, parse_methods
-from mars_demo.models.llm_options import zerogpu_refusal
 from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
 from mars_demo.settings import Settings
 from mars_demo.access import (
@@ -164,7 +163,7 @@ def parse_args(
             **{name: value for name, value in models.items() if value is not None},
             **({"methods": parse_methods(args.methods)} if args.methods else {}),
         )
-        refusal = zerogpu_refusal(args.settings.decoding, env)
+        refusal = zerogpu.decoding_refusal(args.settings.decoding, env)
         if refusal:  # before any model loads: torch.compile is never called on ZeroGPU
             raise ValueError(f"--decoding: {refusal}")
         args.access = access_of(args, env)

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from mars_demo.options import DECODINGS
 from mars_demo.recipes import apply_recipe
 from mars_demo.settings import Settings
 
@@ -48,6 +49,22 @@ def requested(env: Mapping[str, str] = os.environ) -> bool:
     """Whether the platform says this is a ZeroGPU Space (read as the ``spaces`` package reads
     it: "1", "t" or "true", in any case)."""
     return env.get(ENV, "").strip().lower() in ("1", "t", "true")
+
+
+def decoding_refusal(decoding: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """Why the LLM's ``decoding`` cannot run on this Space, or None: ``static-compiled``
+    compiles the LLM with ``torch.compile``, which ZeroGPU does not allow (the app refuses it at
+    start-up, before any model loads).
+
+    >>> decoding_refusal("static-compiled", {ENV: "true"}) is not None
+    True
+    >>> decoding_refusal("static-compiled", {}), decoding_refusal("dynamic", {ENV: "true"})
+    (None, None)
+    """
+    if decoding == DECODINGS[1] and requested(env):
+        return ("decoding static-compiled compiles the LLM with torch.compile, which a ZeroGPU "
+                "Space does not allow: use decoding dynamic there")
+    return None
 
 
 def spaces_module() -> Any | None:

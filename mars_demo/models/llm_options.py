@@ -25,18 +25,16 @@ an eager forward. The other choices are for measuring (``python -m mars_demo.ben
   prompt + answer seen so far and kept between calls: a new batch size or a longer request makes
   a new cache, and a new compiled graph. After each call :func:`check_compiled` makes sure the
   compiled forward was really used; it raises where transformers skipped it. Never on ZeroGPU,
-  where ``torch.compile`` is not allowed (:mod:`mars_demo.zerogpu`): refused there.
+  where ``torch.compile`` is not allowed: the app refuses it there at start-up
+  (:func:`mars_demo.zerogpu.decoding_refusal`; this floor knows nothing of ZeroGPU).
 
 Importing this module imports neither torch nor transformers.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import Any
 
-from .. import zerogpu
 from ..errors import ModelLoadError
 from ..options import DECODINGS, QUANTIZATIONS
 
@@ -50,27 +48,15 @@ TORCHAO_GROUP_SIZE = 128
 TORCHAO_REQUIREMENT = "torchao>=0.18,<0.19"
 
 
-def zerogpu_refusal(decoding: str, env: Mapping[str, str] = os.environ) -> str | None:
-    """Why ``decoding`` cannot run here (on a ZeroGPU Space), or None."""
-    if decoding == STATIC_COMPILED and zerogpu.requested(env):
-        return ("decoding static-compiled compiles the LLM with torch.compile, which a ZeroGPU "
-                "Space does not allow: use decoding dynamic there")
-    return None
-
-
-def check(quantization: str, decoding: str, four_bit: bool,
-          env: Mapping[str, str] = os.environ) -> None:
+def check(quantization: str, decoding: str, four_bit: bool) -> None:
     """Raise :class:`~mars_demo.errors.ModelLoadError` for options that cannot run on this
-    machine, before any weights load: static-compiled decoding on ZeroGPU; torchao-int4 without
-    4-bit loading, without a CUDA GPU of compute capability 8.0 or newer, or without torchao."""
+    machine, before any weights load: an unknown option; torchao-int4 without 4-bit loading,
+    without a CUDA GPU of compute capability 8.0 or newer, or without torchao."""
     if quantization not in QUANTIZATIONS:
         raise ModelLoadError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; "
                              f"got {quantization!r}")
     if decoding not in DECODINGS:
         raise ModelLoadError(f"decoding must be one of {', '.join(DECODINGS)}; got {decoding!r}")
-    refusal = zerogpu_refusal(decoding, env)
-    if refusal:
-        raise ModelLoadError(refusal)
     if quantization != TORCHAO_INT4:
         return
     import torch
