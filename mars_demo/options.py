@@ -42,6 +42,9 @@ RECIPES = ("default", "paper-code", "truthtorchlm")
 #: choice (mars_demo.models.llm_options); the defaults are today's (NF4, dynamic)
 QUANTIZATIONS = ("nf4", "torchao-int4")
 DECODINGS = ("dynamic", "static-compiled")
+#: why torchao-int4 with load_in_4bit false is refused (by Settings and by the loader alike)
+TORCHAO_NEEDS_4BIT = ("quantization torchao-int4 makes 4-bit weights, so it cannot go with "
+                      "load_in_4bit false (--no-4bit): drop one of them")
 # An environment variable's words for a boolean (any case, spaces around ignored); "" is off.
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")

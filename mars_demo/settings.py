@@ -15,6 +15,7 @@ from .methods import FREE, parse_methods
 from .options import (  # noqa: F401  (re-exported: the names callers have always used)
     CLUSTER_RULES,
     CPU_NLI,
+    DECODINGS,
     DEFAULT_BEM,
     DEFAULT_CHUNKER,
     DEFAULT_IMPORTANCE,
@@ -28,9 +29,11 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     NORMALIZATIONS,
     OPTIONS,
     PROMPTS,
+    QUANTIZATIONS,
     RECIPES,
     REQUEST_FIELDS,
     SCORING_FIELDS,
+    TORCHAO_NEEDS_4BIT,
 )
 
 
@@ -146,10 +149,9 @@ def validate(s: Settings) -> None:
     """Raise :class:`OptionError` naming the allowed range for the first bad option."""
     for name in REQUEST_FIELDS + MODEL_FIELDS:
         OPTIONS[name].check(getattr(s, name))
-    if s.quantization == "torchao-int4" and s.load_in_4bit is False:
-        raise OptionError("quantization torchao-int4 makes 4-bit weights, so it cannot go with "
-                          "load_in_4bit false (--no-4bit): drop one of them")
-    if s.llm_endpoint and (s.quantization != "nf4" or s.decoding != "dynamic"):
+    if s.quantization == QUANTIZATIONS[1] and s.load_in_4bit is False:
+        raise OptionError(TORCHAO_NEEDS_4BIT)
+    if s.llm_endpoint and (s.quantization, s.decoding) != (QUANTIZATIONS[0], DECODINGS[0]):
         raise OptionError("quantization and decoding are the in-process LLM's; the server of "
                           "llm_endpoint loads and decodes its model itself: drop them")
 

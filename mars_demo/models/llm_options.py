@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ModelLoadError
-from ..options import DECODINGS, QUANTIZATIONS
+from ..options import DECODINGS, QUANTIZATIONS, TORCHAO_NEEDS_4BIT
 
 NF4, TORCHAO_INT4 = QUANTIZATIONS
 DYNAMIC, STATIC_COMPILED = DECODINGS
@@ -68,8 +68,7 @@ def check(quantization: str, decoding: str, four_bit: bool) -> None:
             "on such GPUs only), and there is none here: use quantization nf4 (bitsandbytes)"
         )
     if not four_bit:
-        raise ModelLoadError("quantization torchao-int4 makes 4-bit weights, so it cannot go "
-                             "with load_in_4bit false (--no-4bit): drop one of them")
+        raise ModelLoadError(TORCHAO_NEEDS_4BIT)
     capability = tuple(torch.cuda.get_device_capability())
     if capability < TORCHAO_MIN_CAPABILITY:
         raise ModelLoadError(
