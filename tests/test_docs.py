@@ -352,3 +352,43 @@ def test_every_shown_command_is_one_the_cli_accepts(where, command):
         parser.parse_args(argv)
     except SystemExit as exc:  # argparse's refusal
         pytest.fail(f"{where}: {command!r} is refused ({exc.code})")
+
+
+# --- the counts and files the pages name ------------------------------------------------------
+
+def _texts() -> dict[str, str]:
+    return {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+            "data/README.md": (ROOT / "data" / "README.md").read_text(encoding="utf-8"),
+            **{f"docs/{k}": v for k, v in pages().items()}}
+
+
+def test_the_data_files_the_pages_name_exist():
+    named = {(where, path) for where, text in _texts().items()
+             for path in re.findall(r"\b((?:mars_demo/)?data/[\w.-]+\.(?:jsonl|json|py))", text)}
+    assert len(named) >= 10
+    assert [n for n in named if not (ROOT / n[1]).is_file()] == []
+
+
+def test_the_counts_the_pages_give_are_the_real_ones():
+    """Each "N facts", "N general-knowledge questions" and "N answers to M questions" is what
+    the file holds."""
+    import json
+
+    def rows(name: str) -> list[dict]:
+        return [json.loads(x) for x in (ROOT / "data" / name).read_text().splitlines()]
+
+    facts = len(json.loads((ROOT / "mars_demo" / "data" / "tiny_facts.json").read_text())["facts"])
+    checks = [(r"\b(\d+) facts\b", facts), (r"\b(\d+) general-knowledge questions", 40)]
+    assert len(rows("facts.jsonl")) == 40
+    for name in ("judge_check.jsonl", "judge_check_holdout.jsonl", "judge_check_holdout2.jsonl"):
+        found = rows(name)
+        questions = len({r["question"] for r in found})
+        checks.append((rf"{re.escape(name)}`?:? (\d+) answers to {questions} questions",
+                       len(found)))
+    seen = 0
+    for where, text in _texts().items():
+        for pattern, real in checks:
+            for said in re.findall(pattern, text):
+                seen += 1
+                assert int(said) == real, (where, pattern, said, real)
+    assert seen >= 10
