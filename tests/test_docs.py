@@ -108,7 +108,7 @@ def test_the_readme_is_a_short_card_with_the_two_commands():
     assert header
     body = readme[header.end():]
     assert len(body.splitlines()) <= README_MAX_LINES, len(body.splitlines())
-    assert "pip install -r requirements.txt && python app.py" in body
+    assert "pip install -e . && python app.py" in body  # installs the package too
     assert "pip install -r requirements-dev.txt && python -m pytest" in body
     assert "](assets/screenshot.png)" in body
     for example in ("python app.py", "mars_demo ask", "mars_demo score", "mars_demo evaluate",
@@ -182,8 +182,8 @@ def test_docstrings_are_rewritten_for_markdown():
     text = ("Args:\n    x: see :meth:`~a.B.c`.\n\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n"
             "    3\n\nAfter.")
     assert roles.markdown_of(text) == (
-        "Args:\n    x: see `c`.\n\n    ```pycon\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n"
-        "    3\n    ```\n\nAfter.")
+        'Args:\n    x: see <autoref identifier="a.B.c" optional><code>c</code></autoref>.\n\n'
+        "    ```pycon\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n    3\n    ```\n\nAfter.")
 
 
 def build_site(out: Path) -> subprocess.CompletedProcess:
@@ -214,6 +214,15 @@ def test_the_site_builds_strictly(tmp_path):
     assert 'id="mars_demo.core.scoring.mars"' in reference  # the docstrings are rendered
     assert 'id="mars_demo.evaluation.metrics' in reference
     assert ":func:`" not in reference and ":class:`" not in reference  # roles rewritten
+    # ... as links: the Sphinx "title <target>" form too
+    assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="[^"]*#mars_demo\.models'
+                     r'\.llm\.LLM\.generate_many"[^>]*><code>LLM\.generate_many</code></a>',
+                     reference)
+    package = (site / "reference" / "package" / "index.html").read_text(encoding="utf-8")
+    for name, kind in (("max_new_tokens", "int"), ("normalization", "str")):  # from the schema
+        assert re.search(rf"<b><code>{name}</code></b>\s*\(<code><span title=\"{kind}\">"
+                         rf"{kind}</span></code>\)", package), name
+    assert "token limit per answer; allowed: 1 to 512; default: 64." in package
     assert "<blockquote>" not in reference  # no doctest or "> 0" read as a quote
     architecture = (site / "architecture" / "index.html").read_text(encoding="utf-8")
     for svg in sorted(DIAGRAMS.glob("*.svg")):  # each diagram shown as its static image
