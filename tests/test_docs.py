@@ -309,13 +309,13 @@ def test_the_stale_check_sees_an_edited_source(tmp_path, monkeypatch):
 # --- the commands the pages show --------------------------------------------------------------
 
 #: the programs whose shown commands are checked (``python -m mars_demo.bench`` is not one)
-PROGRAMS = ("python -m mars_demo", "python app.py")
+PROGRAMS = ("python -m mars_demo", "mars-demo", "python app.py")
 
 
 def shown_commands(markdown: str) -> list[str]:
-    """The ``python -m mars_demo ...`` and ``python app.py ...`` commands of a text's bash code
-    blocks, continuation lines joined, comments and shell redirections left out, each command of
-    a pipe or a ``&&`` on its own.
+    """The ``python -m mars_demo ...``, ``mars-demo ...`` and ``python app.py ...`` commands of a
+    text's bash code blocks, continuation lines joined, comments and shell redirections left
+    out, each command of a pipe or a ``&&`` on its own.
 
     >>> shown_commands("```bash\\npython -m mars_demo ask 'Q' \\\\\\n    --json | python -m "
     ...                "mars_demo score - > out.jsonl  # c\\npip install x && python app.py\\n```")
@@ -356,7 +356,8 @@ def test_every_shown_command_is_one_the_cli_accepts(where, command):
     else:
         from mars_demo.cli import build_parser
 
-        parser, argv = build_parser(), shlex.split(command)[3:]
+        words = shlex.split(command)
+        parser, argv = build_parser(), words[1 if words[0] == "mars-demo" else 3:]
     try:
         parser.parse_args(argv)
     except SystemExit as exc:  # argparse's refusal

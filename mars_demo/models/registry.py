@@ -342,7 +342,9 @@ def check_available(s: Settings, which: list[str] | tuple[str, ...]) -> None:
     that names it and the way to run offline; before anything loads, in about a second."""
     here = {key[1] for key in loaded_keys() if len(key) > 1} | set(given.GIVEN)
     named = [m for name in dict.fromkeys(which) for m in _named(s, name) if m.source not in here]
-    gone = hub.missing(named)
+    gone = [(m, f"{why}, and no LLM preset ({', '.join(LLM_PRESETS)})"
+             if m.option == "--llm" and "/" not in m.source else why)
+            for m, why in hub.missing(named)]
     if gone:
         raise ModelLoadError(hub.message(gone))
 
