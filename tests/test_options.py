@@ -53,5 +53,6 @@ def test_unknown_llm_preset_names_the_presets():
     with pytest.raises(ModelLoadError) as info:
         mars_demo.analyze(QUESTION, llm="llama-2-7", samples=1)
     msg = str(info.value)
-    assert "not an LLM preset" in msg and "llama-2-7b" in msg and "cpu-small" in msg
+    assert "the LLM llama-2-7 (--llm: not in the Hugging Face cache, and no LLM preset (" in msg
+    assert "llama-2-7b" in msg and "cpu-small" in msg
     assert "\n" not in msg

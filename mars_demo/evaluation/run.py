@@ -17,7 +17,7 @@ report.md and the plots are written from the records, in the data's order.
 Several processes (``accelerate launch`` / ``torchrun``, :mod:`.parallel`) share one RUN_DIR:
 each runs its share of the batches into its own part, and the main process folds the parts into
 results.jsonl and writes the report. ``--shard K/N`` (:attr:`EvalConfig.shard`) runs one share
-into a RUN_DIR of its own; ``evaluate --merge`` (:mod:`.merge`) joins the shares.
+into a RUN_DIR of its own; ``evaluate merge`` (:mod:`.merge`) joins the shares.
 """
 
 from __future__ import annotations
