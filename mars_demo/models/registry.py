@@ -32,7 +32,7 @@ from ..progress import Progress
 from ..options import OWN_MODELS
 from ..recipes import recipe_of
 from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
-from . import given, hub
+from . import given, hub, llm_options
 from .endpoint import EndpointLLM
 from .importance import BEMImportance, ImportanceModel
 from .llm import LLM
@@ -339,7 +339,13 @@ def check_available(s: Settings, which: list[str] | tuple[str, ...]) -> None:
     """Raise one :class:`ModelLoadError` naming every model of ``which`` ("llm", "importance",
     "nli", an optional model's field) that ``s`` names and that is neither loaded nor on this
     machine nor downloadable (:func:`.hub.missing`: the Hub asked at most once), with the option
-    that names it and the way to run offline; before anything loads, in about a second."""
+    that names it and the way to run offline; before anything loads, in about a second. LLM
+    options that cannot run on this machine (:func:`.llm_options.check`) are refused first: no
+    download can mend them."""
+    if "llm" in which and not s.llm_endpoint and (
+            s.quantization, s.decoding) != (llm_options.NF4, llm_options.DYNAMIC):
+        four_bit = cuda_available() if s.load_in_4bit is None else s.load_in_4bit
+        llm_options.check(s.quantization, s.decoding, bool(four_bit))
     here = {key[1] for key in loaded_keys() if len(key) > 1} | set(given.GIVEN)
     named = [m for name in dict.fromkeys(which) for m in _named(s, name) if m.source not in here]
     gone = [(m, f"{why}, and no LLM preset ({', '.join(LLM_PRESETS)})"
