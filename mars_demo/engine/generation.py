@@ -41,7 +41,7 @@ def request_for(run: Resolved, preset: str) -> GenerationRequest:
         keep_stop=recipe.keep_stop,
         banned_strings=tuple(recipe.banned_strings),
         alternatives=ALTERNATIVES if any(
-            "alternatives_nli" in METHODS[m].needs for m in s.method_ids) else 0,
+            "greedy_alternatives" in METHODS[m].needs for m in s.method_ids) else 0,
     )
 
 
