@@ -71,7 +71,7 @@ from ..errors import (
     explain_load_error,
 )
 from ..recipes import Recipe, recipe_of
-from . import echo, next_token, prompts
+from . import echo, gguf, next_token, prompts
 from .completions import ServerChoice, clean_token, parse_choice, to_answer
 from .contract import GenerationRequest, GenerationResult, NextToken, Prompt
 from .server import (
@@ -126,6 +126,7 @@ class EndpointLLM(ServerClient):
         self.tokenizer = tokenizer
         self.tokenizer_id = tokenizer_id
         self.logprobs_mode = logprobs_mode
+        self.notes: list[str] = []  # (the LLM contract) nothing to say about how it was loaded
         self._probe_cache: dict[tuple[float, float], bool] = {}
         #: the log-prob mode the server says it returns (vLLM in its development mode), or None
         self.server_logprobs_mode: str | None = None
@@ -451,9 +452,14 @@ class EndpointLLM(ServerClient):
         return max(abs(tops[0][k] - tops[1][k]) for k in common) <= _PROBE_TOLERANCE
 
 def _load_tokenizer(source: str):
+    """The served model's tokenizer: a Hub id or folder, or the GGUF file the server serves
+    (its own BOS rule and end token, :func:`~mars_demo.models.gguf.load_tokenizer`)."""
     from transformers import AutoTokenizer
 
     try:
+        packed = gguf.gguf_file(source)
+        if packed is not None:
+            return gguf.load_tokenizer(packed)
         return AutoTokenizer.from_pretrained(os.path.expanduser(source))
     except Exception as err:  # say what to do, as for any model
         raise explain_load_error(source, "tokenizer of the served LLM", err) from err
