@@ -80,7 +80,8 @@ def add_llm_help(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
         if action.dest == "llm":
             action.help = (
-                "LLM: a Hub id, a local directory or a preset (" + ", ".join(LLM_PRESETS)
+                "LLM: a Hub id, a local directory, a GGUF file or a preset ("
+                + ", ".join(LLM_PRESETS)
                 + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise"
                 + (action.help[action.help.index(" [env"):] if " [env" in action.help else "")
             )

@@ -261,7 +261,7 @@ MODEL_LABELS: dict[str, str] = {"llm": "LLM", "importance": "importance", "nli":
 
 
 MODEL_OPTIONS: tuple[Option, ...] = (
-    Option("llm", str, None, "LLM: a Hub id, a local directory or a preset", "model",
+    Option("llm", str, None, "LLM: a Hub id, a local directory, a GGUF file or a preset", "model",
            optional=True, label="Language model",
            auto="the 7B preset in 4-bit on a GPU, the small CPU preset otherwise"),
     Option("importance", str, DEFAULT_IMPORTANCE, "importance model: a Hub id or a local directory",

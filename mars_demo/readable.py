@@ -93,16 +93,19 @@ def format_report(result) -> str:
             f"{safe(a.text) or '(empty)'}"
         )
     u = result.uncertainty
+    shown = {"confidence": ("Confidence", u.confidence), "entropy": ("Entropy", u.entropy),
+             "semantic_entropy": ("Semantic entropy", u.semantic_entropy)}
     lines += ["", "Uncertainty (higher = less trustworthy)   length-normalized      MARS"]
-    for name, pair in (("Confidence", u.confidence), ("Entropy", u.entropy), ("Semantic entropy", u.semantic_entropy)):
+    for name, pair in shown.values():
         lines.append(f"  {name:<39} {pair.length_normalized:17.4f} {pair.mars:9.4f}")
     if min(u.semantic_entropy.length_normalized, u.semantic_entropy.mars) < 0:
         lines.append(SE_NEGATIVE)
-    if result.methods:
+    others = {k: v for k, v in (result.methods or {}).items() if k not in shown}  # each once
+    if others:
         from .methods import METHODS
 
         lines += ["", "Other methods (higher = less trustworthy; see docs/methods.md)"]
-        for method_id, values in result.methods.items():
+        for method_id, values in others.items():
             name = METHODS[method_id].label if method_id in METHODS else method_id
             if "value" in values:
                 lines.append(f"  {name:<39} {values['value']:9.4f}")

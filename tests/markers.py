@@ -30,6 +30,8 @@ MARKS_BY_FIXTURE = {
     "app_url": ("slow",),  # the session's shared app.py server (`client` uses it)
     "llama_server": ("slow", "endpoint"),  # llama.cpp's OpenAI-compatible server
     "trained_tiny_models": ("slow",),  # trains the tiny models (make-tiny-models --trained)
+    # the real LLM loaded from its GGUF file (transformers converts its tokenizer: a minute)
+    "smollm2_llm": ("slow",),
 }
 #: a fixture whose name starts so -> marks (tests/test_vllm.py's vLLM server and its models)
 MARKS_BY_FIXTURE_PREFIX = {"vllm": ("slow", "endpoint")}

@@ -243,6 +243,40 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no
     assert len({r["index"] for r in after}) == 7
 
 
+def test_the_progress_bar_shows_each_question_as_its_line_is_written(tiny_settings, tmp_path,
+                                                                     no_llm, monkeypatch):
+    """Polled during the run: whenever the engine starts a batch, the bar shows as many
+    questions as results.jsonl holds (tqdm alone draws at most every 0.1 s, so the lines a
+    batch writes at once showed only with the next batch)."""
+    import io
+    import re
+
+    from mars_demo.engine import Engine
+    from mars_demo.evaluation.judges import make_judge
+    from mars_demo.evaluation.run import EvalConfig, evaluate
+
+    shown = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", shown)
+    results = tmp_path / "run" / "results.jsonl"
+    seen = []
+
+    def look() -> tuple[int, int]:
+        counts = re.findall(r"\b(\d+)/9\b", shown.getvalue())
+        return int(counts[-1]), len(lines(results)) if results.exists() else 0
+
+    class Watching(Engine):
+        def score_many(self, answer_sets, settings=None, **kw):
+            seen.append(look())
+            return super().score_many(answer_sets, settings, **kw)
+
+    config = EvalConfig(data=str(ANSWERS), out=tmp_path / "run", judge=make_judge("em"),
+                        settings=tiny_settings, limit=9, resamples=20, plots=False,
+                        messages=lambda m: None, batch_questions=3)
+    evaluate(config, engine=Watching(tiny_settings))
+    seen.append(look())
+    assert seen == [(0, 0), (3, 3), (6, 6), (9, 9)]
+
+
 def test_killed_process_resumes_without_duplicates_or_losses(tiny_models, tmp_path):
     """A real kill (SIGKILL) mid-run, then the same command again."""
     data = ANSWERS  # 40 questions: killed after the 2nd

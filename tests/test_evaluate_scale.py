@@ -178,6 +178,30 @@ def test_shares_merged_equal_one_process(one_process, tiny_models, tmp_path, cap
     assert lines(tmp_path / "merged") == lines(one)
 
 
+def test_a_share_without_questions_says_so_and_merges(tiny_models, tmp_path):
+    """3 questions make one batch: --shard 2/2 gets none. It says so when it runs (the
+    batches, the numbers of shares that all get questions, the batch size for 2), its report
+    is one --merge reads, and the merge is the whole run."""
+    data = tmp_path / "given.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in given_rows(tiny_models["llm"])[:3]),
+                    encoding="utf-8")
+    extra = ("--batch-questions", "16")
+    evaluate(tiny_models, data, tmp_path / "s1", "--shard", "1/2", *extra)
+    err = evaluate(tiny_models, data, tmp_path / "s2", "--shard", "2/2", *extra)
+    said = ("share 2/2 holds no questions: the 3 selected questions make 1 batch of "
+            "--batch-questions 16")
+    assert said in err and "N up to 1 only (for 2 shares: --batch-questions 2 or fewer)" in err
+    empty = read_run(tmp_path / "s2")
+    assert empty.report.n == 0 and empty.records == [] and empty.manifest.share_questions == 0
+    assert any(w.startswith(said) for w in empty.report.warnings)
+    code, out, err = cli("evaluate", "--merge", str(tmp_path / "merged"), str(tmp_path / "s1"),
+                         str(tmp_path / "s2"), "--bootstrap", "50", "--no-plots")
+    assert code == 0, err
+    assert "3 questions, accuracy" in out
+    evaluate(tiny_models, data, tmp_path / "one", *extra)
+    assert_same_run(tmp_path / "one", tmp_path / "merged")
+
+
 def test_a_batch_cut_by_a_kill_runs_whole_again(one_process, tiny_models, tmp_path):
     """Resumed after the first of a batch's two lines, the batch runs with both questions
     again (the samples of its second question are drawn with the first one's, as in the

@@ -222,6 +222,22 @@ def test_the_public_api_refuses_an_opt_in_method_unless_the_host_offers_it(metho
     assert host.settings_from(method_id, names=("methods",)).methods == (method_id,)
 
 
+def test_the_readable_report_shows_each_measure_once(analysis):
+    """Confidence, Entropy and Semantic entropy are methods too (their values are in
+    ``methods``): the report lists them in its uncertainty table, and only there."""
+    import re
+
+    from mars_demo.cli import format_report
+
+    assert {"confidence", "entropy", "semantic_entropy"} <= set(analysis.methods)
+    report = format_report(analysis)
+    for name in ("Confidence", "Entropy", "Semantic entropy"):
+        rows = [line for line in report.splitlines() if re.match(rf"  {name}  ", line)]
+        assert len(rows) == 1, (name, rows)
+        value = analysis.methods[name.lower().replace(" ", "_")]["length_normalized"]
+        assert f"{value:17.4f}" in rows[0]
+
+
 def test_the_readable_report_lists_the_methods(analysis):
     from mars_demo.cli import format_report
 

@@ -28,7 +28,7 @@ BAD_OPTIONS = [
     ({"distribution": "median"}, "distribution must be one of equal, max, min"),
     ({"cluster_rule": "loose"}, "cluster_rule must be one of strict, lenient"),
     ({"load_in_4bit": "yes"}, "load_in_4bit must be true, false or None"),
-    ({"llm": "  "}, "llm must be a Hub id, a local directory or a preset"),
+    ({"llm": "  "}, "llm must be a Hub id, a local directory, a GGUF file or a preset"),
     ({"importance": ""}, "importance must be a Hub id or a local directory"),
 ]
 

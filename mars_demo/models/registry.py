@@ -34,6 +34,7 @@ from ..recipes import recipe_of
 from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
 from . import given, hub, llm_options
 from .endpoint import EndpointLLM
+from .gguf import SUFFIX as GGUF_SUFFIX
 from .importance import BEMImportance, ImportanceModel
 from .llm import LLM
 from .nli import DTYPES, NLIModel, check_choice
@@ -133,17 +134,19 @@ def cuda_available() -> bool:
 
 
 def check_source(model_id: str, what: str) -> str:
-    """Validate a model id or directory before any heavy import; returns it (a directory with
-    ``~`` expanded)."""
+    """Validate a model id or directory (or, for the LLM, a GGUF file) before any heavy
+    import; returns it (a local path with ``~`` expanded)."""
     if model_id in given.GIVEN:
         return model_id
-    if os.path.isdir(os.path.expanduser(model_id)):
-        return os.path.expanduser(model_id)
+    local = os.path.expanduser(model_id)
+    if os.path.isdir(local) or (what == "LLM" and os.path.isfile(local)
+                                and local.lower().endswith(GGUF_SUFFIX)):
+        return local
     if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
         raise ModelLoadError(
             f"{what}: no directory {model_id!r}. Give a Hub id such as 'org/name' or an existing "
             "local directory made with save_pretrained (e.g. by `python -m mars_demo "
-            "make-tiny-models DIR`)."
+            "make-tiny-models DIR`)" + (", or a GGUF file" if what == "LLM" else "") + "."
         )
     return model_id
 
