@@ -392,6 +392,11 @@ SERVER_OPTIONS: tuple[Option, ...] = (
     Option("runs", str, None,
            "a folder of evaluation runs (python -m mars_demo evaluate --out DIR/NAME) that the "
            "page's Evaluation view offers", "server", optional=True, metavar="DIR", auto="none"),
+    Option("example_cache", str, None,
+           "a folder where the analyses of the page's example questions are kept once made "
+           "(with the page's default settings), so that later visitors get them at once, also "
+           "after a restart; only the fixed examples are ever kept", "server", optional=True,
+           metavar="DIR", auto="~/.cache/mars-demo/examples ($XDG_CACHE_HOME)"),
     # how a public page's server treats connections and other web sites (mars_demo.access,
     # mars_demo.ui.connections)
     Option("ipv6_prefix", int, 64,

@@ -234,8 +234,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             methods_run.run.n, methods_run.run.name)
     elif methods_run.note:
         logging.getLogger("mars_demo.app").warning("methods panel: %s", methods_run.note)
+    from mars_demo.ui.example_store import default_folder
+
+    examples = args.example_cache or default_folder()
+    logging.getLogger("mars_demo.app").info("example analyses kept in %s", examples)
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
-                      runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run)
+                      runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run,
+                      example_cache=examples)
     demo.launch(
         server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
     )

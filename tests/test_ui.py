@@ -310,10 +310,15 @@ def test_token_tooltip_has_text_probability_phrase_and_weight():
     html = render.answer_tokens_html(result.greedy, "mars")
     title = re.search(r'data-token="2"[^>]*data-tip="([^"]*)"', html).group(1)
     assert f'aria-label="{title}"' in html  # the same details for screen readers
-    assert "&#x27; Mars&#x27;" in title  # the token text, escaped
-    assert f"probability {math.exp(-0.9):.3f}" in title
-    assert "phrase &#x27;Mars.&#x27;: importance 0.950, phrase weight 0.950" in title
-    assert f"weight {result.greedy.mars_weights[2]:.3f} (MARS)" in title
+    # in words: the token, its chance, its share of the weight, its phrase
+    assert title.startswith("\u201cMars\u201d: the model gave it a 41% chance as it wrote it.")
+    assert round(100 * math.exp(-0.9)) == 41
+    share = result.greedy.mars_weights[2]
+    assert f"It carries {share:.0%} of the answer&#x27;s weight under MARS scoring (25% if " \
+        "every token weighed the same)." in title
+    assert ("Part of \u201cMars.\u201d, which the importance model rates 0.95 for the meaning "
+            "(it gets 95% of the importance).") in title
+    assert "log" not in title and "0.0" not in title  # no jargon, no raw numbers
     assert html.count('class="mars-phrase"') == 2  # phrase boundaries are marked
 
 

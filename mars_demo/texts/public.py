@@ -86,9 +86,8 @@ APP_PUBLIC_LOG = (
     "queued analysis per client; clients identified by {identity}"
 )
 # The queue line over a waiting visitor's answer box (ui/assets/page.js rewrites Gradio's
-# "queue: 2/3 | 4.1/9.0s" into it).
+# "queue: 2/3 | 4.1/9.0s" into it, without Gradio's estimate: a guess it cannot stand behind).
 QUEUE_PLACE = "In line: number {place} of {size} waiting (the models answer one question at a time)."
-QUEUE_ESTIMATE = " Waited {elapsed} s; estimated {eta} s."
 QUEUE_ELAPSED = " Waited {elapsed} s."
 
 # --- displays that must not mislead -------------------------------------------------------------
@@ -142,11 +141,14 @@ TRUST_UNINFORMATIVE = (
 TRUST_OTHER_MODELS = "it was made or scored by other models than the calibration's"
 TRUST_NO_CHANCE = "No chance of being right for this answer: {reason}."
 TRUST_WORDS = (
-    "How to read the numbers: <b>lower uncertainty = more trustworthy</b>. In the paper's tests "
-    "(Table 1), MARS scoring predicted wrong answers better than length-normalized scoring for "
-    "Confidence, Entropy and Semantic Entropy (AUROC up 1 to 6 points), and Semantic Entropy did "
-    "best. A value alone is not a probability of being right: it only ranks answers; a "
-    "calibration on labelled questions would turn it into one, and this page has none."
+    "How to read the numbers: <b>lower uncertainty = more trustworthy</b>. In the MARS paper "
+    "(Bakman et al., ACL 2024, Table 1: 7B and 13B models such as Llama-2-7B and Mistral-7B on "
+    "TriviaQA and other question sets), MARS scoring predicted wrong answers better than "
+    "length-normalized scoring for Confidence, Entropy and Semantic Entropy (AUROC up 1 to 6 "
+    "points), and Semantic Entropy did best; with other models and questions it may differ (the "
+    "Evaluation view shows a run's own numbers). A value alone is not a probability of being "
+    "right: it only ranks answers; a calibration on labelled questions would turn it into one, "
+    "and this page has none."
 )
 TRUST_NO_SCORING = "no scoring"  # a calibrated method that reads no sequence score
 MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",

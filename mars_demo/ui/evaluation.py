@@ -42,8 +42,12 @@ from mars_demo.ui.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
-OUTPUTS = ("eval_error", "eval_table", "eval_note", "eval_roc", "eval_rejection",
-           "eval_roc_methods")
+OUTPUTS = ("eval_error", "eval_verdict", "eval_table", "eval_note", "eval_roc",
+           "eval_rejection", "eval_roc_methods")
+#: a local model folder with one of these names is named with its parent folder too
+#: ("tiny-trained/llm", not "llm")
+GENERIC_FOLDERS = frozenset({"llm", "importance", "nli", "model", "models", "bem", "chunker",
+                             "similarity", "lars"})
 #: the figures of one column per measure (report.figures): drawn one chart per measure, side by
 #: side where there is room and stacked on a phone
 SPLIT = ("eval_roc", "eval_rejection")
@@ -88,6 +92,18 @@ def _local_name(text: str) -> str:
     return text
 
 
+def model_id(value: Any) -> str:
+    """A run's model by its id: a Hub id as it is; a local folder or file by its last part, and
+    its parent's where the last part only names a role ("tiny-trained/llm")."""
+    text = str(value)
+    if not (text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text)):
+        return text
+    parts = pathlib.PurePath(os.path.normpath(text)).parts
+    if len(parts) >= 2 and parts[-1].lower() in GENERIC_FOLDERS:
+        return f"{parts[-2]}/{parts[-1]}"
+    return parts[-1] if parts else "a local model"
+
+
 def method_name(measure: str, scoring: str) -> str:
     """"Semantic Entropy + MARS", "Confidence (LN)"; another method as the evaluation names it
     (:func:`~mars_demo.evaluation.labels.row_label`: "Eigenvalue (entail.)")."""
@@ -99,7 +115,7 @@ def method_name(measure: str, scoring: str) -> str:
 
 def _head(report: Report, public: bool) -> str:
     data = _local_name(report.data) if public else report.data
-    models = {k: (_local_name(v) if public and v else v) for k, v in report.models.items()}
+    models = {k: (model_id(v) if v else v) for k, v in report.models.items()}
     acc = "?" if report.accuracy is None else f"{report.accuracy * 100:.1f}%"
     labels = report.labels or {}
     if labels.get("given") and not labels.get("judged"):
@@ -108,8 +124,9 @@ def _head(report: Report, public: bool) -> str:
         verdicts = f"judge {report.judge_text()}" + (texts.EVAL_LABELS_GIVEN.format(
             given=labels["given"], judged=labels["judged"]) if labels.get("given") else "")
     parts = [f"<p><b>{esc(data)}</b>: n = {report.n} questions, accuracy {acc} "
-             f"({esc(verdicts)}). LLM {esc(models.get('llm'))}, "
-             f"importance {esc(models.get('importance'))}, NLI {esc(models.get('nli'))}"
+             f"({esc(verdicts)}). Language model {esc(models.get('llm'))}, "
+             f"importance model {esc(models.get('importance'))}, NLI model "
+             f"{esc(models.get('nli'))}"
              + "".join(f", {esc(m.label)} {esc(models[m.field])}" for m in OWN_MODELS
                        if models.get(m.field))  # SAR's similarity model, where the run ran SAR
              + ".</p>"]
@@ -198,6 +215,46 @@ def _warnings(report: Report, public: bool) -> str:
     return f'<div class="mars-warnings" role="note"><ul>{items}</ul></div>'
 
 
+def _points(value: float) -> str:
+    return f"{value * 100:+.1f}".replace("-", "−")
+
+
+def run_verdict(report: Report) -> str:
+    """The run's answer to "does MARS help here?", in one sentence: for each measure with both
+    scorings, MARS minus length-normalized AUROC in points with its paired 95% interval; "no
+    clear difference" where every interval holds zero. Empty when the run has no such pair."""
+    parts, helps, hurts = [], 0, 0
+    for measure in report.paired():
+        entry = report.metrics["auroc"][measure].get(DIFF)
+        if entry is None or entry.value is None or not entry.ci95:
+            continue
+        low, high = entry.ci95
+        helps += low > 0
+        hurts += high < 0
+        parts.append(texts.EVAL_VERDICT_PART.format(
+            diff=_points(entry.value), measure=texts.MEASURE_NAMES.get(measure, measure),
+            low=_points(low), high=_points(high)))
+    if not parts:
+        return ""
+    if helps and not hurts:
+        answer = texts.EVAL_VERDICT_HELPS if helps == len(parts) else texts.EVAL_VERDICT_SOME
+    elif hurts and not helps:
+        answer = texts.EVAL_VERDICT_HURTS if hurts == len(parts) else texts.EVAL_VERDICT_WORSE
+    elif helps and hurts:
+        answer = texts.EVAL_VERDICT_MIXED
+    else:
+        answer = texts.EVAL_VERDICT_UNCLEAR
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return texts.EVAL_VERDICT.format(answer=answer, n=report.n,
+                                     llm=model_id(report.models.get("llm") or "?"),
+                                     parts=listed)
+
+
+def run_verdict_html(report: Report) -> str:
+    sentence = run_verdict(report)
+    return f'<p class="mars-run-verdict">{esc(sentence)}</p>' if sentence else ""
+
+
 def table_html(report: Report, public: bool = False) -> str:
     """The metric tables of a :func:`~mars_demo.evaluation.runs.parse_report` result, x100
     like the paper's Table 1. ``public``: local paths (data set, models) are shown by their
@@ -261,6 +318,20 @@ class EvaluationView:
     def runs(self) -> list[str]:
         return run_names(self.runs_dir)
 
+    def run_choices(self) -> list[tuple[str, str]]:
+        """The runs as the view offers them: (its name and its language model's id, name)."""
+        choices = []
+        for name in self.runs():
+            try:
+                report = parse_report(_read_text(self.runs_dir / name / "report.json",
+                                                 self.max_bytes, "report.json"))
+                llm = report.models.get("llm")
+            except (ReportError, OSError):
+                llm = None
+            choices.append((texts.EVAL_RUN_CHOICE.format(run=name, llm=model_id(llm))
+                            if llm else name, name))
+        return choices
+
     def show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
         """Render a run: the uploaded report.json (and results.jsonl) if given, else the run
         named ``run`` of ``runs_dir``. Uploaded files are left to Gradio's cache cleanup: Gradio
@@ -269,8 +340,8 @@ class EvaluationView:
         return self._show(run, report_file, results_file)
 
     def _show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
-        empty = {"eval_table": "", "eval_note": "", "eval_roc": None, "eval_rejection": None,
-                 "eval_roc_methods": None}
+        empty = {"eval_verdict": "", "eval_table": "", "eval_note": "", "eval_roc": None,
+                 "eval_rejection": None, "eval_roc_methods": None}
         try:
             if report_file:
                 report = parse_report(_read_text(report_file, self.max_bytes, "report.json"))
@@ -298,7 +369,8 @@ class EvaluationView:
         except OSError as err:
             return {"eval_error": error_html(texts.EVAL_BAD_REPORT.format(
                 error=type(err).__name__)), **empty}
-        update = {"eval_error": "", "eval_table": table_html(report, self.public),
+        update = {"eval_error": "", "eval_verdict": run_verdict_html(report),
+                  "eval_table": table_html(report, self.public),
                   "eval_roc": None, "eval_rejection": None, "eval_roc_methods": None}
         if results_text is None:
             update["eval_note"] = _note(texts.EVAL_NO_CURVES)
@@ -387,7 +459,8 @@ def build(view: EvaluationView) -> None:
     with gr.Accordion(texts.EVAL_TAB, open=False, elem_id="mars-eval"):
         gr.Markdown(texts.EVAL_EXPLAIN.format(limit=limit), elem_classes="mars-small")
         with gr.Row():
-            run = gr.Dropdown(runs, value=runs[0] if runs else None, label=texts.EVAL_RUN_LABEL,
+            run = gr.Dropdown(view.run_choices(), value=runs[0] if runs else None,
+                              label=texts.EVAL_RUN_LABEL,
                               visible=bool(runs), elem_id="mars-eval-run")
             report = gr.File(label=texts.EVAL_REPORT_LABEL, file_types=[".json"],
                              type="filepath", elem_id="mars-eval-report")
@@ -395,6 +468,8 @@ def build(view: EvaluationView) -> None:
                               type="filepath", elem_id="mars-eval-results")
         button = gr.Button(texts.EVAL_OPEN_BUTTON, elem_id="mars-eval-show")
         components["eval_error"] = gr.HTML(elem_id="mars-eval-error")
+        # the run's answer to the view's question, in one sentence
+        components["eval_verdict"] = gr.HTML(elem_id="mars-run-verdict")
         components["eval_table"] = gr.HTML(elem_id="mars-eval-table")
         components["eval_note"] = gr.HTML(elem_id="mars-eval-note")
         for name, title in zip(CHARTS, (texts.EVAL_ROC_TITLE, texts.EVAL_REJECTION_TITLE,

@@ -22,8 +22,8 @@ JS_PATH = ASSETS / "page.js"  # keyboard and touch access to the tokens, the que
 MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads report.json)
 UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
 # The texts ui/assets/page.js writes into the page (window.marsTexts).
-PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ESTIMATE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE",
-              "ACCESS_WORK_OVER", "VERDICT_DONE", "SCROLL_REGION")
+PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE", "ACCESS_WORK_OVER",
+              "VERDICT_DONE", "VERDICT_WORKING", "ASK_BUSY", "ANSWER_WAITING", "SCROLL_REGION")
 
 # Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
 # but its 600 ("SemiBold") files of Source Sans Pro and IBM Plex Mono hold a few glyphs only
