@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mars_demo import texts
+from mars_demo.ui import render
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -117,16 +118,18 @@ TOOLTIP = """el => { const s = getComputedStyle(el, '::after');
 
 
 def ask(page, question: str | None = None) -> None:
-    """Ask ``question`` (or the first example) and wait for the whole analysis on the page."""
+    """Ask ``question`` (or the first example: one click asks it) and wait for the whole
+    analysis on the page."""
+    if question is not None:
+        page.fill("#mars-question textarea", question)
+    page.evaluate(RECORD_STREAMING)
     if question is None:
         page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
         page.wait_for_function(
             f"() => document.querySelector('#mars-question textarea').value === {EXAMPLE!r}"
         )
     else:
-        page.fill("#mars-question textarea", question)
-    page.evaluate(RECORD_STREAMING)
-    page.click("#mars-ask")
+        page.click("#mars-ask")
     # The answer streams for a second or more before the result replaces it: waiting for the
     # streaming state first makes sure the "done" below belongs to this question, not the last one.
     page.wait_for_selector("#mars-answer .mars-streaming", timeout=ANALYSIS_TIMEOUT_MS)
@@ -177,20 +180,29 @@ def test_ask_an_example_then_flip_the_scoring(page, shots):
     assert page.locator("#mars-answer .mars-phrase").count() >= 1
     token = page.locator("#mars-answer .mars-phrase .mars-tok").first
     tip = token.get_attribute("data-tip")
-    assert re.search(r"probability \d\.\d{3}", tip), tip
-    assert re.search(r"phrase '.+': importance \d+\.\d{3}, phrase weight \d\.\d{3}", tip), tip
+    # in words: its chance, its share of the weight, its phrase
+    assert re.search(r"the model gave it a (under |over )?[\d.]+% chance", tip), tip
+    assert re.search(r"Part of \u201c.+\u201d, which the importance model rates \d\.\d\d", tip), tip
     weight = float(token.get_attribute("data-weight"))
-    assert f"weight {weight:.3f} (MARS)" in tip, tip
+    assert f"It carries {render.share_words(weight)} of the answer's weight under MARS" in tip, tip
     # the tooltip is the page's own (CSS), shown on hover and on keyboard focus / a tap
     assert page.locator("#mars-answer .mars-tok").first.evaluate(TOOLTIP)["display"] == "none"
     token.hover()
     shown = token.evaluate(TOOLTIP)
     assert shown["display"] == "block" and shown["position"] == "absolute", shown
     assert "importance" in shown["content"], shown
+    page.keyboard.press("Escape")  # Esc hides the details of a hovered token (WCAG 1.4.13)
+    assert token.evaluate(TOOLTIP)["display"] == "none"
     page.mouse.move(0, 0)
     assert token.evaluate(TOOLTIP)["display"] == "none"
     token.focus()
     assert token.evaluate(TOOLTIP)["display"] == "block"
+    page.keyboard.press("Escape")  # ... and of a focused one, which keeps the focus
+    assert token.evaluate(TOOLTIP)["display"] == "none"
+    assert page.evaluate("() => document.activeElement.classList.contains('mars-tok')")
+    page.keyboard.press("ArrowRight")  # the next token shows its details again
+    assert page.locator("#mars-answer .mars-tok:focus").evaluate(TOOLTIP)["display"] == "block"
+    page.keyboard.press("ArrowLeft")
     page.screenshot(path=str(shots / "light-tooltip.png"), full_page=True)
     token.blur()
     assert page.locator("#mars-download").is_visible()

@@ -34,6 +34,14 @@ QUESTION = "Who wrote Hamlet?"
 HOST_WORDS = r"(^|\s)--[a-z][a-z0-9-]+|\bpython\b|\bapp\.py\b|MARS_DEMO_"
 SECTIONS = ("#mars-settings", "#mars-methods-box", "#mars-phrases-box", "#mars-samples-box",
             "#mars-tokens-box", "#mars-context-box", "#mars-formulas-box", "#mars-own")
+#: the page's dropdowns (the settings' importance method, the Evaluation view's runs): axe runs
+#: with each one's list of choices open
+DROPDOWNS = ("#mars-importance-method", "#mars-eval-run")
+#: every fold (Gradio's accordions) names itself without its arrow and says whether it is open
+FOLDS = """() => [...document.querySelectorAll('button.label-wrap')].map(b => ({
+  expanded: b.getAttribute('aria-expanded'), open: b.classList.contains('open'),
+  name: b.innerText.trim(), hidden: [...b.querySelectorAll('.icon')].every(
+    i => i.getAttribute('aria-hidden') === 'true')}))"""
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +63,25 @@ def serious(page) -> list[str]:
             for v in found if v["impact"] in BLOCKING]
 
 
-def check_state(page, state: str, theme: str, shots, results: dict) -> None:  # noqa: F811
-    """axe and a screenshot of ``state`` at both widths, and no host instruction in its text."""
+def check_state(page, state: str, theme: str, shots, results: dict,  # noqa: F811
+                dropdowns: tuple[str, ...] = ()) -> None:
+    """axe and a screenshot of ``state`` at both widths (and with each of ``dropdowns`` open),
+    and no host instruction in its text."""
     for width, height in WIDTHS.items():
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(400)  # the layout settles (the charts redraw)
         page.screenshot(path=str(shots / f"a11y-{state}-{width}-{theme}.png"), full_page=True)
         results[f"{state} {width} {theme}"] = serious(page)
         assert page.evaluate("() => document.documentElement.scrollWidth") <= width, state
+        for dropdown in dropdowns:
+            page.locator(f"{dropdown} input").first.scroll_into_view_if_needed()
+            page.locator(f"{dropdown} input").first.click()
+            page.wait_for_selector(f'{dropdown} ul[role="listbox"]')
+            page.wait_for_function(f"""() => document.querySelector('{dropdown} ul[role="listbox"]')
+                                       .getAttribute('aria-label')""")
+            results[f"{state} {width} {theme} {dropdown} open"] = serious(page)
+            page.keyboard.press("Escape")
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
     text = page.inner_text("body")
     assert not re.search(HOST_WORDS, text), re.search(HOST_WORDS, text)
 
@@ -119,7 +138,7 @@ def test_every_state_at_both_widths_has_no_serious_violation(browser, public_url
     page.evaluate("() => document.querySelectorAll('#mars-results details, #mars-answer details,"
                   " #mars-verdict details').forEach(d => { d.open = true; })")
     page.wait_for_selector("#mars-nli-plot .main-svg", timeout=ANALYSIS_TIMEOUT_MS)
-    check_state(page, "open", theme, shots, results)
+    check_state(page, "open", theme, shots, results, dropdowns=DROPDOWNS[:1])
 
     # an evaluation run shown
     page.set_viewport_size({"width": 1280, "height": 800})
@@ -127,7 +146,16 @@ def test_every_state_at_both_widths_has_no_serious_violation(browser, public_url
     page.click("#mars-eval-show")
     page.wait_for_selector("#mars-eval-table table", timeout=60_000)
     page.wait_for_selector("#mars-eval-roc .main-svg", timeout=60_000)
-    check_state(page, "run", theme, shots, results)
+    check_state(page, "run", theme, shots, results, dropdowns=DROPDOWNS)
+    folds = page.evaluate(FOLDS)
+    assert folds and all(f["expanded"] == str(f["open"]).lower() and f["hidden"]
+                         and "▼" not in f["name"] for f in folds), folds
+    # the headings in order: one h1, then no level skipped
+    levels = page.evaluate("() => [...document.querySelectorAll('h1, h2, h3, h4')]"
+                           ".map(h => Number(h.tagName[1]))")
+    assert levels[0] == 1 and levels.count(1) == 1, levels
+    assert all(b <= a + 1 for a, b in zip(levels, levels[1:])), levels
+    assert levels.count(2) >= 4, levels
     page.close()
     assert not any(results.values()), {k: v for k, v in results.items() if v}
 
@@ -139,8 +167,7 @@ def test_the_verdict_the_answer_and_the_table_come_first(browser, public_url, sh
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(public_url)
     page.wait_for_selector("#mars-question textarea")
-    page.click("#mars-examples .mars-example >> nth=0")
-    page.click("#mars-ask")
+    page.click("#mars-examples .mars-example >> nth=0")  # one click asks it
     wait_done(page)
     page.evaluate("() => window.scrollTo(0, 0)")
     bottoms = page.evaluate("""() => Object.fromEntries(
@@ -150,8 +177,31 @@ def test_the_verdict_the_answer_and_the_table_come_first(browser, public_url, sh
     assert max(bottoms.values()) <= 1.5 * 800, bottoms
     height = page.evaluate("() => document.documentElement.scrollHeight")
     assert height < 2600, height
+    # the whole verdict in the first screen
+    assert page.evaluate("() => document.querySelector('#mars-verdict .mars-verdict')"
+                         ".getBoundingClientRect().bottom") <= 800
     for box in ("#mars-methods-box", "#mars-phrases-box", "#mars-samples-box"):
         label = page.inner_text(f"{box} > button")
         assert ":" in label and not page.locator(f"{box} .mars-table").first.is_visible(), label
     page.screenshot(path=str(shots / "a11y-first-screens-1280.png"))
+    page.close()
+
+
+def test_reduced_motion_is_honoured(browser, public_url):  # noqa: F811
+    """With prefers-reduced-motion, the streaming answer's cursor does not blink and nothing
+    slides: the page's animations and transitions are off."""
+    page = browser.new_page(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
+    page.goto(public_url)
+    page.wait_for_selector("#mars-question textarea")
+    page.fill("#mars-question textarea", QUESTION)
+    page.click("#mars-ask")
+    page.wait_for_selector("#mars-answer .mars-cursor")  # at the press, before the server answers
+    cursor = page.evaluate("() => getComputedStyle(document.querySelector("
+                           "'#mars-answer .mars-cursor'), '::after').animationName")
+    assert cursor == "none", cursor
+    fill = page.evaluate("() => { const d = document.createElement('div'); "
+                         "d.className = 'mars-progress-fill'; document.body.appendChild(d); "
+                         "const t = getComputedStyle(d).transitionDuration; d.remove(); return t; }")
+    assert float(fill.rstrip("s")) < 0.01, fill
+    wait_done(page)
     page.close()

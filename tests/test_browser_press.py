@@ -83,7 +83,11 @@ def press(page, how: str, question: str = QUESTION) -> dict:
     except Exception:
         record = page.evaluate(STOP)
         raise AssertionError(f"{how}: no verdict; last snapshots {record['snaps'][-3:]}")
-    page.wait_for_timeout(3 * POLL_MS)  # the live region and Ask after the verdict
+    page.wait_for_timeout(3 * POLL_MS)  # the live region after the verdict
+    # Ask takes presses again once the toggle's re-render after the analysis has come back (a
+    # round trip of its own; a visitor cannot press Ask before)
+    page.wait_for_function("() => !document.querySelector('#mars-ask').disabled",
+                           timeout=30_000, polling=POLL_MS)
     return page.evaluate(STOP)
 
 
