@@ -18,7 +18,7 @@ from mars_demo.ui.controller import Controller
 from mars_demo.ui.evaluation import model_id, run_verdict
 from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.host import EngineHost
-from mars_demo.ui.reference import Reference, RunValues
+from mars_demo.ui.reference import Reference, RunValues, differences
 from mars_demo.ui.render import esc
 from mars_demo.ui.waits import RecentWaits
 from mars_demo.verdict import LevelRecord, verdict
@@ -143,3 +143,12 @@ def test_a_run_names_its_models_by_their_ids():
     assert model_id("/tmp/tiny-trained/llm") == "tiny-trained/llm"
     assert model_id("/srv/gguf/SmolLM2-135M-Instruct.Q4_1.gguf") == \
         "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_a_setting_the_run_did_not_keep_is_said_so_not_as_none():
+    result = make_result()
+    run = RunValues("facts", "facts.jsonl", 22, settings={"temperature": None})
+    said = differences(result, run)
+    assert said and all("None" not in line for line in said), said
+    here = result.settings["temperature"]
+    assert f"temperature {here} here, {texts.METHODS_RUN_UNRECORDED} in the run" in said, said

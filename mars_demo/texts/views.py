@@ -272,6 +272,7 @@ METHODS_RUN_OTHER = (
 )
 METHODS_RUN_MODELS = "other models"
 METHODS_RUN_SETTING = "{name} {here} here, {run} in the run"
+METHODS_RUN_UNRECORDED = "not recorded"  # a setting a run (or an analysis) did not keep
 METHODS_RUN_UNREADABLE = (
     "The evaluation run \"{run}\" could not be read ({error}), so the values are not placed "
     "among a run's answers."

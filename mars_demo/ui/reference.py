@@ -166,7 +166,11 @@ def differences(result: AnalysisResult, run: RunValues) -> list[str]:
     answers, in words that name no model ("other models", "samples 5 here, 2 in the run");
     empty when alike."""
     settings = result.settings or {}
-    out = [texts.METHODS_RUN_SETTING.format(name=k, here=settings.get(k), run=v)
+
+    def said(value: object) -> object:  # a setting not kept is said so, never as "None"
+        return texts.METHODS_RUN_UNRECORDED if value is None else value
+
+    out = [texts.METHODS_RUN_SETTING.format(name=k, here=said(settings.get(k)), run=said(v))
            for k, v in run.settings.items() if settings.get(k) != v]
     used = models_of(settings)  # an optional model only where the answer's methods ran it
     keys = MODEL_KEYS + tuple(k for k in used if k not in MODEL_KEYS and run.models.get(k))
