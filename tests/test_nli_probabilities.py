@@ -206,14 +206,21 @@ def test_a_pair_longer_than_the_window_is_cut_and_named(tiny_models):
     assert judged.probabilities[1] == float32_order([expected[index[n]] for n in NLI_LABELS])
 
 
-def test_extra_pairs_ride_in_the_same_call_without_changing_the_samples_numbers(tiny_models):
-    """Semantic density's greedy-to-sample pairs are judged in the samples' call but batched
-    apart, so the samples' probabilities are bit for bit those of a call without them."""
+def test_extra_pairs_share_the_samples_pass_and_equal_single_unpadded_passes(tiny_models):
+    """Semantic density's greedy-to-sample pairs ride in the samples' length-sorted batches (one
+    forward pass for one question's pairs), and every pair's probabilities, the samples' and
+    the extra ones, are those of the model run on that pair alone, unpadded, within float32
+    rounding (padding is masked)."""
     nli = load_nli(str(tiny_models["nli"]))
-    alone = nli.matrices([QUESTION], [ANSWERS])
     extra = [(f"{QUESTION} It is Mars", f"{QUESTION} {a}") for a in ANSWERS]
     both, judged = nli.matrices_and_pairs([QUESTION], [ANSWERS], extra)
-    assert both[0].probabilities == alone[0].probabilities
+    assert judged.passes == 1  # the 20 distinct ordered pairs and the 5 extra ones: one batch
     assert len(judged.probabilities) == len(extra)
     for (premise, hypothesis), got in zip(extra, judged.probabilities):
-        assert got == pytest.approx(model_probabilities(nli, premise, hypothesis), abs=1e-6)
+        assert got == float32_order(model_probabilities(nli, premise, hypothesis))
+    p = both[0].probabilities
+    for i, a in enumerate(ANSWERS):
+        for j, b in enumerate(ANSWERS):
+            if a != b:
+                assert p[i][j] == float32_order(
+                    model_probabilities(nli, f"{QUESTION} {a}", f"{QUESTION} {b}"))

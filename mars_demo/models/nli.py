@@ -131,15 +131,15 @@ class NLIModel:
         model.eval()
         return cls(model, tokenizer, model_id)
 
-    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair",
-              apart: int | None = None) -> PairVerdicts:
+    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair") -> PairVerdicts:
         """Label and probabilities of each (premise, hypothesis) pair, in the order given.
 
-        Each distinct pair is judged once; the pairs are sorted by length into batches
-        (:func:`length_batches`), one forward pass each. ``input_format`` ``"paper-code"``
-        gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
-        ``apart``: the pairs from this index on are batched apart from those before it (a
-        pair's padding, and so its last bits, then do not depend on whether they are asked).
+        Each distinct pair is judged once; ALL pairs are sorted by length into batches
+        (:func:`length_batches`), one forward pass each (``passes`` counts them), whichever
+        caller's they are. Padding is masked, so a pair's probabilities are those of a pass
+        over it alone, unpadded, up to float32 rounding (about 1e-7; a test holds them within
+        1e-5). ``input_format`` ``"paper-code"`` gives the model :func:`paper_code_input` as
+        one text instead of the tokenizer's pair.
         """
         import torch
 
@@ -158,12 +158,7 @@ class NLIModel:
         labels: list[str] = [""] * len(distinct)
         shares: list[list[float]] = [[]] * len(distinct)
         lengths = [len(ids) for ids in enc["input_ids"]]
-        split = len(distinct) if apart is None else len({where[k] for k in range(min(apart,
-                                                                                    len(pairs)))})
-        groups = [list(range(split)), list(range(split, len(distinct)))]  # first-seen order
-        batches = [[group[r] for r in rows] for group in groups if group
-                   for rows in length_batches([lengths[i] for i in group], BATCH, BATCH_TOKENS)]
-        for rows in batches:
+        for rows in length_batches(lengths, BATCH, BATCH_TOKENS):
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
@@ -223,8 +218,9 @@ class NLIModel:
                            extra: list[tuple[str, str]], input_format: str = "pair"
                            ) -> tuple[list[NLIMatrix], PairVerdicts]:
         """:meth:`matrices`, and the verdicts of ``extra`` (premise, hypothesis) pairs, all in
-        the same ONE :meth:`judge` call (semantic density's greedy-to-sample pairs ride with
-        the samples' pairs)."""
+        the same ONE :meth:`judge` call: semantic density's greedy-to-sample pairs share the
+        samples' length-sorted batches, so an analysis makes one forward pass where its pairs
+        fit one batch (``passes`` of the returned verdicts counts them)."""
         check_choice("input_format", input_format, INPUT_FORMATS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
@@ -242,7 +238,7 @@ class NLIModel:
             plans.append((list(texts), norm, needed, keys, len(pairs)))
             pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
                       for i, j in (needed[k] for k in keys)]
-        judged = self.judge(pairs + list(extra), input_format, apart=len(pairs))
+        judged = self.judge(pairs + list(extra), input_format)
         if len(judged.probabilities) != len(pairs) + len(extra):
             raise RuntimeError(f"the NLI model gave {len(judged.probabilities)} probability "
                                f"triples for {len(pairs) + len(extra)} pairs")

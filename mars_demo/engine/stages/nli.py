@@ -68,10 +68,19 @@ def greedy_reused(job: ScoringJob, run: Resolved) -> dict | None:
 
 def greedy_pairs(job: ScoringJob) -> tuple[list[str], list[tuple[str, str]]]:
     """The distinct sample texts other than the greedy answer's, and their pairs."""
-    greedy = job.scored[0].text
-    texts = [a.text for a in job.scored[1:]]
+    return greedy_text_pairs(job.question, job.scored[0].text, [a.text for a in job.scored[1:]])
+
+
+def greedy_text_pairs(question: str, greedy: str, texts: list[str]
+                      ) -> tuple[list[str], list[tuple[str, str]]]:
+    """The distinct ``texts`` other than ``greedy``, and their (premise, hypothesis) pairs
+    "question greedy" -> "question text".
+
+    >>> greedy_text_pairs("Q?", "Mars", ["Mars", "Venus", "Venus"])
+    (['Venus'], [('Q? Mars', 'Q? Venus')])
+    """
     distinct = [t for k, t in enumerate(texts) if t != greedy and t not in texts[:k]]
-    return distinct, [(f"{job.question} {greedy}", f"{job.question} {t}") for t in distinct]
+    return distinct, [(f"{question} {greedy}", f"{question} {t}") for t in distinct]
 
 
 def greedy_entry(job: ScoringJob, model_id: str, distinct: list[str], judged, start: int) -> dict:
