@@ -37,6 +37,8 @@ IMPORTANCE_METHODS = ("model", "token", "bem")
 NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
+#: whether the token-level methods count the end-of-sequence token an answer ended on
+END_TOKEN_RULES = ("exclude", "include")
 RECIPES = ("default", "paper-code", "truthtorchlm")
 #: the in-process LLM's 4-bit weights (with load_in_4bit) and how it decodes: the operator's
 #: choice (mars_demo.models.llm_options); the defaults are today's (NF4, dynamic)
@@ -340,6 +342,12 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("cluster_rule", str, "strict",
            "semantic clusters: strict (entailment both ways) or lenient (no contradiction "
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
+    Option("end_token", str, "exclude",
+           "the end-of-sequence token an answer ended on, in the token-level methods of the "
+           "greedy answer (msp, mean_token_entropy, self_certainty, ccp): exclude (left out, "
+           "as in the answer's own scores) or include (counted as one more token, "
+           "lm-polygraph's convention); every analysis stores it, so a saved one re-scores "
+           "either way", "scoring", choices=END_TOKEN_RULES, label="End token"),
     Option("recipe", str, "default",
            "default (this project's documented choices), paper-code (the published code's "
            "choices, see docs/paper-code.md) or truthtorchlm (the MARS choices of the authors' "

@@ -23,6 +23,7 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     DEFAULT_NLI,
     DEFAULT_SIMILARITY,
     DISTRIBUTIONS,
+    END_TOKEN_RULES,
     GENERATION_FIELDS,
     IMPORTANCE_METHODS,
     MODEL_FIELDS,
@@ -103,6 +104,7 @@ class Settings:
     softmax_temperature: float = 0.1  # only for normalization="softmax"
     distribution: str = "equal"  # phrase weight -> tokens: "equal" | "max" | "min"
     cluster_rule: str = "strict"  # "strict": entailment both ways; "lenient": no contradiction
+    end_token: str = "exclude"  # "include": the token-level methods count the end token
     recipe: str = "default"  # "default" | "paper-code" (the published code's choices)
     # the other uncertainty methods (mars_demo.methods): ids, in order; None = methods.FREE.
     # Given as "id,id" or a list, kept as a tuple.

@@ -168,6 +168,7 @@ CONTEXT_NAMES = {
     "softmax_temperature": "Softmax temperature",
     "distribution": "Phrase weight to tokens",
     "cluster_rule": "Same-meaning rule",
+    "end_token": "End token in token-level methods",
     "logprob_source": "Token log-probs from",
 }
 CONTEXT_UNSET = "(default)"
