@@ -350,9 +350,10 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
            "either way", "scoring", choices=END_TOKEN_RULES, label="End token"),
     Option("recipe", str, "default",
            "default (this project's documented choices), paper-code (the published code's "
-           "choices, see docs/paper-code.md) or truthtorchlm (the MARS choices of the authors' "
-           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights and its "
-           "token-to-phrase rule)", "scoring", choices=RECIPES, label="Recipe"),
+           "choices, see docs/paper-code.md) or truthtorchlm (the choices of the authors' "
+           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights, its "
+           "token-to-phrase rule and its lenient clustering)", "scoring", choices=RECIPES,
+           label="Recipe"),
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
            "eigv,degree,lexical_similarity; those that run an extra LLM pass or model are "

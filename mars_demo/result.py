@@ -141,8 +141,9 @@ def end_token_dict(token: Token | None) -> dict[str, Any] | None:
 class NLIResult:
     """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
     ``probabilities[i][j]``: the model's (entailment, neutral, contradiction) probabilities for
-    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical texts
-    (no model call); answers equal after normalization (case, spaces, punctuation) are
+    the same ordered pair, m x m x 3, the model's own on the diagonal and between identical
+    texts too (analyses made before held (1, 0, 0) there, without a model call); answers
+    equal after normalization (case, spaces, punctuation) are
     labelled "entailment" (one answer for the clustering) but hold the model's own
     probabilities; None in an analysis made before they were saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
     unknown characters); they are in the result's warnings too."""

@@ -42,7 +42,11 @@ def test_probabilities_agree_with_the_verdicts(tiny_models, input_format):
     assert np.allclose(p.sum(axis=2), 1.0, atol=1e-12) and (p >= 0).all()
     same = [normalize_answer(a) for a in ANSWERS] if input_format == "pair" else ANSWERS
     for i in range(5):
-        assert p[i, i].tolist() == [1.0, 0.0, 0.0]
+        # the model's own verdict of the text against itself, as lm-polygraph's matrix has it
+        assert p[i, i].tolist() == (float32_order(model_probabilities(
+            nli, f"{QUESTION} {ANSWERS[i]}", f"{QUESTION} {ANSWERS[i]}"))
+            if input_format == "pair" else p[i, i].tolist())
+        assert p[i, i].tolist() != [1.0, 0.0, 0.0]
         for j in range(5):
             if same[i] == same[j]:  # one answer for the clustering
                 assert labels[i][j] == "entailment"
@@ -214,13 +218,12 @@ def test_extra_pairs_share_the_samples_pass_and_equal_single_unpadded_passes(tin
     nli = load_nli(str(tiny_models["nli"]))
     extra = [(f"{QUESTION} It is Mars", f"{QUESTION} {a}") for a in ANSWERS]
     both, judged = nli.matrices_and_pairs([QUESTION], [ANSWERS], extra)
-    assert judged.passes == 1  # the 20 distinct ordered pairs and the 5 extra ones: one batch
+    assert judged.passes == 1  # the 25 ordered pairs and the 5 extra ones: one batch
     assert len(judged.probabilities) == len(extra)
     for (premise, hypothesis), got in zip(extra, judged.probabilities):
         assert got == float32_order(model_probabilities(nli, premise, hypothesis))
     p = both[0].probabilities
-    for i, a in enumerate(ANSWERS):
+    for i, a in enumerate(ANSWERS):  # every ordered pair, a text against itself included
         for j, b in enumerate(ANSWERS):
-            if a != b:
-                assert p[i][j] == float32_order(
-                    model_probabilities(nli, f"{QUESTION} {a}", f"{QUESTION} {b}"))
+            assert p[i][j] == float32_order(
+                model_probabilities(nli, f"{QUESTION} {a}", f"{QUESTION} {b}"))

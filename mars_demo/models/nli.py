@@ -3,8 +3,10 @@
 The label meaning is read from the model's ``id2label`` (never hard-coded indices). The question is
 put in front of each answer, as in the original semantic-entropy code. Answers that are identical
 after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning (label
-"entailment") whatever the model says; identical texts need no model call, and every other
-ordered pair of texts goes through the model, so each pair's saved probabilities are its own.
+"entailment") whatever the model says. Every ordered pair of distinct texts goes through the
+model, and so does each distinct text against itself (the diagonal, and identical answers,
+which share that pair), so every saved probability is the model's own verdict of that pair, as
+lm-polygraph's ``SemanticMatrixCalculator`` computes it; nothing is set by hand.
 
 Cost without a changed verdict (:meth:`NLIModel.judge`): each distinct (premise, hypothesis)
 text pair is judged once, whichever questions or answers ask for it; the pairs are tokenized
@@ -20,7 +22,8 @@ Two input formats (``input_format``):
 - ``"paper-code"``: the published LLM_Uncertainty code's input, ONE string
   ``question + " " + answer1 + " [SEP] " + question + " " + answer2`` tokenized as a single text
   (a DeBERTa tokenizer reads the literal "[SEP]" as its separator). Only answers with exactly
-  equal texts skip the model, as the published code compares every pair of distinct texts.
+  equal texts are one answer for the clustering, as the published code compares every pair of
+  distinct texts.
   Load the model with ``dtype="float32"`` to judge in fp32 as the published code did.
 """
 
@@ -38,7 +41,6 @@ BATCH_TOKENS = 8192  # at most this many padded tokens per forward pass (pairs x
 INPUT_FORMATS = ("pair", "paper-code")
 DTYPES = ("auto", "float32")  # "auto": float16 on CUDA, float32 on CPU
 PAPER_CODE_SEPARATOR = " [SEP] "  # between the two texts of the published code's one string
-SAME = (1.0, 0.0, 0.0)  # probabilities of a text against itself (or an identical one): no call
 
 
 def paper_code_input(premise: str, hypothesis: str) -> str:
@@ -194,7 +196,8 @@ class NLIModel:
     def matrix(self, question: str, answers: list[str],
                input_format: str = "pair") -> NLIMatrix:
         """Verdicts and probabilities among ``answers`` (premise = row); the diagonal and
-        identical texts are "entailment" with probabilities (1, 0, 0), without a model call.
+        identical texts are "entailment", with the model's probabilities of the text against
+        itself (one pair per distinct text).
 
         Answers equal after ``normalize_answer`` (``input_format="pair"``; exactly equal text
         for ``"paper-code"``, see the module docstring) are one answer for the clustering:
@@ -231,9 +234,8 @@ class NLIModel:
             n = len(texts)
             needed: dict[tuple[str, str], tuple[int, int]] = {}
             for i in range(n):
-                for j in range(n):
-                    if texts[i] != texts[j]:  # every pair of texts that differ at all
-                        needed.setdefault((texts[i], texts[j]), (i, j))
+                for j in range(n):  # every ordered pair of texts, a text against itself too
+                    needed.setdefault((texts[i], texts[j]), (i, j))
             keys = list(needed)
             plans.append((list(texts), norm, needed, keys, len(pairs)))
             pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
@@ -274,7 +276,6 @@ class NLIModel:
         n = len(norm)
         labels = [["entailment" if norm[i] == norm[j] else found[(texts[i], texts[j])][0]
                    for j in range(n)] for i in range(n)]
-        probabilities = [[list(SAME) if texts[i] == texts[j]
-                          else list(found[(texts[i], texts[j])][1]) for j in range(n)]
+        probabilities = [[list(found[(texts[i], texts[j])][1]) for j in range(n)]
                          for i in range(n)]
         return NLIMatrix(labels, probabilities, warnings)

@@ -10,8 +10,9 @@ distinct sample text, semantic density's extra pairs, saved in the analysis as
     {"nli_model": id, "question": ..., "greedy": text, "answers": [sample texts],
      "probabilities": [[e, n, c] per sample], "pairs": number of pairs the model judged}
 
-A sample whose text is the greedy answer's gets (1, 0, 0) without a call (lm-polygraph judges
-the distinct samples); an earlier result's entry of the same answers and NLI model is reused.
+Each distinct sample text is judged, one identical to the greedy answer too (as lm-polygraph's
+``ConcatGreedySemanticMatrixCalculator`` judges every distinct sample); an earlier result's entry
+of the same answers and NLI model is reused.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Sequence
 
 from ...methods import METHODS
 from ...models import registry
-from ...models.nli import SAME
 from ...recipes import Resolved
 from ...result import NLIResult
 from ...settings import resolve_nli
@@ -67,29 +67,28 @@ def greedy_reused(job: ScoringJob, run: Resolved) -> dict | None:
 
 
 def greedy_pairs(job: ScoringJob) -> tuple[list[str], list[tuple[str, str]]]:
-    """The distinct sample texts other than the greedy answer's, and their pairs."""
+    """The distinct sample texts and their pairs with the greedy answer."""
     return greedy_text_pairs(job.question, job.scored[0].text, [a.text for a in job.scored[1:]])
 
 
 def greedy_text_pairs(question: str, greedy: str, texts: list[str]
                       ) -> tuple[list[str], list[tuple[str, str]]]:
-    """The distinct ``texts`` other than ``greedy``, and their (premise, hypothesis) pairs
-    "question greedy" -> "question text".
+    """The distinct ``texts`` (one equal to ``greedy`` included), and their (premise,
+    hypothesis) pairs "question greedy" -> "question text".
 
     >>> greedy_text_pairs("Q?", "Mars", ["Mars", "Venus", "Venus"])
-    (['Venus'], [('Q? Mars', 'Q? Venus')])
+    (['Mars', 'Venus'], [('Q? Mars', 'Q? Mars'), ('Q? Mars', 'Q? Venus')])
     """
-    distinct = [t for k, t in enumerate(texts) if t != greedy and t not in texts[:k]]
+    distinct = list(dict.fromkeys(texts))
     return distinct, [(f"{question} {greedy}", f"{question} {t}") for t in distinct]
 
 
 def greedy_entry(job: ScoringJob, model_id: str, distinct: list[str], judged, start: int) -> dict:
     found = {t: judged.probabilities[start + k] for k, t in enumerate(distinct)}
-    greedy = job.scored[0].text
     texts = [a.text for a in job.scored[1:]]
-    return {"nli_model": model_id, "question": job.question, "greedy": greedy,
+    return {"nli_model": model_id, "question": job.question, "greedy": job.scored[0].text,
             "answers": texts, "pairs": len(distinct),
-            "probabilities": [list(SAME) if t == greedy else list(found[t]) for t in texts]}
+            "probabilities": [list(found[t]) for t in texts]}
 
 
 class NLIStage:
