@@ -19,7 +19,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from peers import require_peers, run_reference
 
 from mars_demo.core import graph, lexical
@@ -44,20 +43,9 @@ TOKEN_LEVEL = ("msp", "mean_token_entropy", "self_certainty", "ccp")
 def mnli_nli(tiny_models, tmp_path_factory):
     """The tiny NLI model with deberta-large-mnli's label order (0 contradiction, 1 neutral,
     2 entailment): its classifier's rows reordered, so it says exactly what the tiny one says."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from mars_demo.devtools.tiny import relabel_nli
 
-    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_models["nli"]))
-    names = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")
-    order = [model.config.label2id[n] for n in names]
-    with torch.no_grad():
-        model.classifier.weight.copy_(model.classifier.weight[order].clone())
-        model.classifier.bias.copy_(model.classifier.bias[order].clone())
-    model.config.id2label = dict(enumerate(names))
-    model.config.label2id = {n: k for k, n in enumerate(names)}
-    path = tmp_path_factory.mktemp("nli-mnli-order") / "nli"
-    model.save_pretrained(path)
-    AutoTokenizer.from_pretrained(str(tiny_models["nli"])).save_pretrained(path)
-    return path
+    return relabel_nli(tiny_models["nli"], tmp_path_factory.mktemp("nli-mnli-order") / "nli")
 
 
 @pytest.fixture(scope="module")

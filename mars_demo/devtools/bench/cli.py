@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "torchao-int4 or none; decoding dynamic or static-compiled) and the NLI model "
                    "in half precision against float32 (mars_demo.devtools.bench.llm_options; "
                    "--llm-options --help for its options)")
+    p.add_argument("--peers", action="store_true",
+                   help="instead: the project against lm-polygraph 0.7.0 and TruthTorchLM 0.1.19 "
+                   "on the same LLM, models, questions and answer length, seconds per question "
+                   "(mars_demo.devtools.bench.peers; --peers --help for its options)")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")
@@ -62,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         from .evaluate import main as evaluate_main
 
         return evaluate_main(argv)
+    if "--peers" in argv:  # the project against lm-polygraph and TruthTorchLM
+        from .peers import main as peers_main
+
+        return peers_main(argv)
     if "--llm-options" in argv:  # each loading and decoding option of the LLM
         from .llm_options import main as options_main
 
