@@ -39,6 +39,8 @@ DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
 #: whether the token-level methods count the end-of-sequence token an answer ended on
 END_TOKEN_RULES = ("exclude", "include")
+#: which pairs of samples the NLI model judges: every ordered pair, or the clustering's alone
+NLI_PAIRS = ("all", "clustering")
 RECIPES = ("default", "paper-code", "truthtorchlm")
 #: the in-process LLM's 4-bit weights (with load_in_4bit) and how it decodes: the operator's
 #: choice (mars_demo.models.llm_options); the defaults are today's (NF4, dynamic)
@@ -342,6 +344,13 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("cluster_rule", str, "strict",
            "semantic clusters: strict (entailment both ways) or lenient (no contradiction "
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
+    Option("nli_pairs", str, "all",
+           "which pairs of samples the NLI model judges: all (every ordered pair, each answer "
+           "with itself too: the full matrix the graph and kernel methods read and that "
+           "re-scoring with another cluster rule reuses) or clustering (only the pairs the "
+           "first-member clustering reads, one round per cluster, as TruthTorchLM does; the "
+           "methods that read every pair are then left out)", "scoring", choices=NLI_PAIRS,
+           label="NLI pairs"),
     Option("end_token", str, "exclude",
            "the end-of-sequence token an answer ended on, in the token-level methods of the "
            "greedy answer (msp, mean_token_entropy, self_certainty, ccp): exclude (left out, "

@@ -22,17 +22,20 @@ def runs_of(seconds: float, stages: dict[str, float]) -> list[dict]:
 
 def test_the_summary_gives_ratios_and_names_the_stage_that_decides():
     args = peers.build_parser().parse_args(["--peers"])
-    runs = {peers.PROJECT: runs_of(10.0, {"generation": 7.0, "nli": 2.0, "rest": 1.0}),
+    runs = {peers.PROJECT: runs_of(15.0, {"generation": 7.0, "nli": 7.0, "rest": 1.0}),
+            peers.MEASURES: runs_of(10.0, {"generation": 7.0, "nli": 2.0, "rest": 1.0}),
             "lm-polygraph": runs_of(30.0, {"generation": 28.0, "nli": 1.0, "rest": 1.0}),
             "truthtorchlm": runs_of(20.0, {"generation": 9.0, "nli": 10.0, "rest": 1.0})}
     d = peers.summarize(runs, {n: 1.0 for n in runs}, "llm", args, None, 2)
-    assert d["seconds_per_question"] == {peers.PROJECT: 10.0, "lm-polygraph": 30.0,
-                                         "truthtorchlm": 20.0}
-    assert d["ratio_to_project"] == {"lm-polygraph": 3.0, "truthtorchlm": 2.0}
-    assert d["fastest_peer"] == "truthtorchlm" and d["deciding_stage"] == "nli"
+    assert d["seconds_per_question"]["truthtorchlm"] == 20.0
+    # each peer against the project doing its work
+    assert d["ratio_to_project"] == {"lm-polygraph": 2.0, "truthtorchlm": 2.0}
+    assert d["fastest_peer"] == "truthtorchlm" and d["fastest_peer_against"] == peers.MEASURES
+    assert d["deciding_stage"] == "nli"
     assert d["stage_gaps_to_fastest_peer"]["nli"] == pytest.approx(8.0)
     text = peers.format_peers_report(d)
-    assert "truthtorchlm | 20.00 | 2.00x" in text and "decides it: nli" in text
+    assert "truthtorchlm | 20.00 | 2.00x (mars-demo-measures)" in text
+    assert "decides it: nli" in text
 
 
 def test_every_system_runs_and_generates_the_same_number_of_tokens(tiny_models, tmp_path,
@@ -48,11 +51,13 @@ def test_every_system_runs_and_generates_the_same_number_of_tokens(tiny_models, 
         "--models-dir", str(tmp_path / "models"), "--json", str(out)])
     assert code == 0
     d = json.loads(out.read_text())
-    assert set(d["seconds_per_question"]) == {peers.PROJECT, "lm-polygraph", "truthtorchlm"}
+    assert set(d["seconds_per_question"]) == {peers.PROJECT, peers.MEASURES, "lm-polygraph",
+                                              "truthtorchlm"}
     assert d["generated_tokens_seen"] == {name: [4] for name in d["seconds_per_question"]}
     # the project: one generate call for the greedy answer and the samples; lm-polygraph one
     # per answer; TruthTorchLM the greedy answer, then the samples
-    assert d["generate_calls"] == {peers.PROJECT: 1, "lm-polygraph": 3, "truthtorchlm": 2}
+    assert d["generate_calls"] == {peers.PROJECT: 1, peers.MEASURES: 1, "lm-polygraph": 3,
+                                   "truthtorchlm": 2}
     for runs in d["runs"].values():
         (run,) = runs
         assert run["seconds"] > 0 and run["answers"]

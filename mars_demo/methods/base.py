@@ -151,10 +151,12 @@ NEEDS: dict[str, Need] = {n.id: n for n in (
     Need("samples", True),
     Need("greedy", True, lambda x: x.greedy is not None,
          "greedy answer", "score its answers again with a greedy answer"),
-    Need("nli_probabilities", True, lambda x: x.nli_probabilities is not None,
-         "NLI probabilities of the samples (it predates the saved NLI probabilities, "
-         "schema 2)",
-         "score its answers again (python -m mars_demo score FILE) to get them"),
+    Need("nli_probabilities", True,
+         lambda x: x.nli_probabilities is not None and all(
+             cell is not None for row in x.nli_probabilities for cell in row),
+         "NLI probabilities of every pair of samples (it predates the saved NLI probabilities, "
+         "schema 2, or its NLI judged the clustering's pairs alone, nli_pairs clustering)",
+         "score its answers again (python -m mars_demo score FILE --nli-pairs all) to get them"),
     Need("token_entropy", True, _tokens_have("token_entropies"),
          "entropy of the greedy answer's tokens (answers made before it was saved, or given "
          "without it)", "generate the answers again (in-process, or through a server that "

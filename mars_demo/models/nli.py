@@ -105,6 +105,25 @@ def label_meaning(id2label: dict) -> dict[int, str]:
     return out
 
 
+def degraded(cut: list[tuple[int, int]], unknown: list[tuple[int, int]], total: int
+             ) -> list[str]:
+    """The warnings of a question's verdicts: the (i, j) pairs cut to fit the model's window
+    and those holding characters the tokenizer does not know, of ``total`` judged."""
+
+    def which(pairs: list[tuple[int, int]]) -> str:
+        shown = sorted({f"{i + 1} and {j + 1}" for i, j in pairs})
+        return f"{len(pairs)} of {total} comparisons (samples {'; '.join(shown[:5])})"
+
+    warnings = []
+    if cut:
+        warnings.append(f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} were "
+                        "cut to fit, so those verdicts and the clusters are less reliable.")
+    if unknown:
+        warnings.append(f"The NLI model does not know some characters ([UNK]) in "
+                        f"{which(unknown)}; those verdicts and the clusters are less reliable.")
+    return warnings
+
+
 class NLIModel:
     def __init__(self, model, tokenizer, model_id: str):
         self.model = model
@@ -251,6 +270,56 @@ class NLIModel:
                             passes=judged.passes)
         return [self._matrix_of(plan, judged) for plan in plans], rest
 
+    def clustering_matrices(self, questions: list[str], answers: list[list[str]], rule: str,
+                            extra: list[tuple[str, str]] = (), input_format: str = "pair"
+                            ) -> tuple[list[NLIMatrix], PairVerdicts]:
+        """:meth:`matrices_and_pairs` judging only the pairs the first-member clustering reads
+        (:func:`~mars_demo.core.clustering.pending_pairs` under ``rule``): one round per
+        cluster, every question's pairs of a round (and, in the first, the ``extra`` pairs) in
+        one :meth:`judge` call. The pairs never read are None in the labels and the
+        probabilities; answers equal after normalization (exactly equal for ``"paper-code"``)
+        are "entailment" without a call, as in :meth:`matrix`. ``passes`` of the returned
+        verdicts counts every round's forward passes."""
+        from ..core.clustering import pending_pairs
+
+        check_choice("input_format", input_format, INPUT_FORMATS)
+        states = []
+        for question, texts in zip(questions, answers):
+            norm = [normalize_answer(a) for a in texts] if input_format == "pair" else list(texts)
+            n = len(texts)
+            labels = [["entailment" if i == j or norm[i] == norm[j] else None
+                       for j in range(n)] for i in range(n)]
+            states.append({"question": question, "texts": list(texts), "labels": labels,
+                           "probabilities": [[None] * n for _ in range(n)], "cut": [],
+                           "unknown": [], "judged": 0})
+        rest, passes = None, 0
+        while True:
+            asks = [(state, i, j) for state in states
+                    for i, j in pending_pairs(state["labels"], rule)]
+            now = list(extra) if rest is None else []
+            if not asks and not now:
+                break
+            pairs = [(f"{st['question']} {st['texts'][i]}", f"{st['question']} {st['texts'][j]}")
+                     for st, i, j in asks]
+            judged = self.judge(pairs + now, input_format)
+            passes += judged.passes
+            for x, (st, i, j) in enumerate(asks):
+                st["labels"][i][j], st["probabilities"][i][j] = (judged.labels[x],
+                                                                 judged.probabilities[x])
+                st["judged"] += 1
+                st["cut"] += [(i, j)] if x in judged.truncated else []
+                st["unknown"] += [(i, j)] if x in judged.unknown else []
+            if rest is None:
+                n = len(pairs)
+                rest = PairVerdicts(labels=judged.labels[n:],
+                                    probabilities=judged.probabilities[n:],
+                                    truncated=[k - n for k in judged.truncated if k >= n],
+                                    unknown=[k - n for k in judged.unknown if k >= n])
+        rest = rest or PairVerdicts()
+        rest.passes = passes
+        return [NLIMatrix(st["labels"], st["probabilities"],
+                          degraded(st["cut"], st["unknown"], st["judged"])) for st in states], rest
+
     @staticmethod
     def _matrix_of(plan, judged: PairVerdicts) -> NLIMatrix:
         """One question's :class:`NLIMatrix` from its part of the judged pairs."""
@@ -258,21 +327,9 @@ class NLIModel:
         mine = range(start, start + len(keys))
         found = {k: (judged.labels[start + x], judged.probabilities[start + x])
                  for x, k in enumerate(keys)}
-        cut = [k - start for k in judged.truncated if k in mine]
-        unk = [k - start for k in judged.unknown if k in mine]
-
-        def which(rows: list[int]) -> str:
-            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in rows)})
-            return f"{len(rows)} of {len(keys)} comparisons (samples {'; '.join(shown[:5])})"
-
-        warnings = []
-        if cut:
-            warnings.append(f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} "
-                            "were cut to fit, so those verdicts and the clusters are less "
-                            "reliable.")
-        if unk:
-            warnings.append(f"The NLI model does not know some characters ([UNK]) in "
-                            f"{which(unk)}; those verdicts and the clusters are less reliable.")
+        cut = [needed[keys[k - start]] for k in judged.truncated if k in mine]
+        unk = [needed[keys[k - start]] for k in judged.unknown if k in mine]
+        warnings = degraded(cut, unk, len(keys))
         n = len(norm)
         labels = [["entailment" if norm[i] == norm[j] else found[(texts[i], texts[j])][0]
                    for j in range(n)] for i in range(n)]

@@ -169,6 +169,7 @@ CONTEXT_NAMES = {
     "distribution": "Phrase weight to tokens",
     "cluster_rule": "Same-meaning rule",
     "end_token": "End token in token-level methods",
+    "nli_pairs": "Pairs the NLI model judged",
     "logprob_source": "Token log-probs from",
 }
 CONTEXT_UNSET = "(default)"

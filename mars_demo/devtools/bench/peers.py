@@ -7,14 +7,17 @@ and BERT-base shapes, the NLI in deberta-mnli's label order, which TruthTorchLM 
 same number of samples, each answer exactly ``--answer-tokens`` new tokens in every system (the
 one clock, :class:`~.peer_clock.StageClock`, fixes ``min_new_tokens = max_new_tokens`` on the
 LLM's ``generate`` in each process), sampling at the same temperature with top-k off. The
-project runs here (``Engine.analyze``, its default methods); the peers run their own code in
-their venv (``scripts/peers_venv.sh``), in one worker process (:mod:`.peer_worker`) that loads
-the models once. Loading is timed apart; each round runs every system over every question, the
+project runs here (``Engine.analyze``) in two configurations, each the work of one peer
+(:data:`SAME_WORK`): ``mars-demo``, its whole default analysis (every free method, the full
+NLI matrix that lm-polygraph's estimators read too), and ``mars-demo-measures``, MARS's three
+measures under TruthTorchLM's choices with the NLI judging the clustering's pairs alone (what
+TruthTorchLM computes). The peers run their own code in their venv (``scripts/peers_venv.sh``),
+in one worker process (:mod:`.peer_worker`) that loads the models once. Loading is timed apart; each round runs every system over every question, the
 systems' order turning from round to round (interleaved, so the machine's load falls on each
 alike), after one untimed warm-up question per system.
 
-It prints each system's median seconds per question, the peers' ratios to the project, and per
-stage (generation, LLM passes outside generation, importance, NLI, the rest) the medians, and
+It prints each system's median seconds per question, each peer's ratio to the project doing
+its work, and per stage (generation, LLM passes outside generation, importance, NLI, the rest) the medians, and
 names the stage that decides the comparison with the fastest peer: the one whose seconds differ
 most between the two, whichever way.
 """
@@ -36,7 +39,21 @@ from .peer_clock import STAGES, StageClock
 from .peer_worker import MARK, SYSTEMS
 from .spec import BenchError
 
-PROJECT = "mars-demo"
+PROJECT = "mars-demo"  # the project's whole default analysis (every free method)
+MEASURES = "mars-demo-measures"  # the project doing TruthTorchLM's work (see PROJECT_SETTINGS)
+PROJECTS = (PROJECT, MEASURES)
+#: the project's settings of each configuration, beyond the models, samples and length
+PROJECT_SETTINGS = {
+    PROJECT: {},
+    # MARS's three measures under TruthTorchLM's choices (lenient first-member clustering,
+    # softmax phrase weights), its NLI judging the clustering's pairs alone
+    MEASURES: {"recipe": "truthtorchlm", "methods": "confidence,entropy,semantic_entropy",
+               "nli_pairs": "clustering"},
+}
+#: each peer and the project configuration that does its work: lm-polygraph's estimators read
+#: the full NLI matrix (graph measures, KLE) as the project's default analysis does;
+#: TruthTorchLM computes MARS's confidence, entropy and semantic entropy
+SAME_WORK = {"lm-polygraph": PROJECT, "truthtorchlm": MEASURES}
 SMOLLM2_HF = pathlib.Path.home() / ".cache" / "mars-demo" / "smollm2-0.1.2" / "hf"
 PEERS_VENV = pathlib.Path(os.environ.get("MARS_PEERS_VENV") or pathlib.Path.home() / ".cache"
                           / "mars-demo" / "peers-lmp0.7.0-ttlm0.1.19")
@@ -59,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer-tokens", type=int, default=32,
                    help="new tokens of every answer in every system (default 32)")
     p.add_argument("--temperature", type=float, default=0.5)
-    p.add_argument("--systems", default=",".join((PROJECT,) + SYSTEMS),
-                   help=f"which systems, of {PROJECT}, " + ", ".join(SYSTEMS))
+    p.add_argument("--systems", default=",".join(PROJECTS + SYSTEMS),
+                   help="which systems, of " + ", ".join(PROJECTS + SYSTEMS))
     p.add_argument("--models-dir", help="build the NLI and importance models here and reuse "
                    "them (default: a temporary directory)")
     p.add_argument("--models-shape", default="base", choices=("base", "tiny"),
@@ -144,8 +161,10 @@ class PeerWorker:
         self.log.close()
 
 
-def project_system(llm: pathlib.Path, side: dict, args) -> tuple[Callable, float]:
-    """A function of (question, seed) running the project's analysis, and its load seconds."""
+def project_system(llm: pathlib.Path, side: dict, args) -> tuple[dict[str, Callable], float]:
+    """For each configuration of :data:`PROJECT_SETTINGS`, a function of (question, seed)
+    running the project's analysis (one engine, its models loaded once), and the load's
+    seconds."""
     from ...engine import Engine
     from ...settings import Settings
 
@@ -160,15 +179,17 @@ def project_system(llm: pathlib.Path, side: dict, args) -> tuple[Callable, float
     models = engine.models
     clock.put_on(models.llm.model, models.importance.model, models.nli.model)
 
-    def run(question: str, seed: int) -> dict:
-        clock.take(0.0)
-        t = time.perf_counter()
-        result = engine.analyze(question, settings.replace(seed=seed))
-        out = clock.take(time.perf_counter() - t)
-        out["answers"] = [a.text for a in [result.greedy, *result.samples]]
-        return out
+    def runner(changes: dict) -> Callable:
+        def run(question: str, seed: int) -> dict:
+            clock.take(0.0)
+            t = time.perf_counter()
+            result = engine.analyze(question, settings.replace(seed=seed, **changes))
+            out = clock.take(time.perf_counter() - t)
+            out["answers"] = [a.text for a in [result.greedy, *result.samples]]
+            return out
+        return run
 
-    return run, load_s
+    return {name: runner(changes) for name, changes in PROJECT_SETTINGS.items()}, load_s
 
 
 def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
@@ -177,9 +198,10 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
     from ..tiny import FACTS
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = set(systems) - {PROJECT, *SYSTEMS}
+    unknown = set(systems) - {*PROJECTS, *SYSTEMS}
     if unknown or not systems:
-        raise BenchError(f"--systems takes {PROJECT}, {', '.join(SYSTEMS)}; got {args.systems!r}")
+        raise BenchError(f"--systems takes {', '.join(PROJECTS + SYSTEMS)}; got "
+                         f"{args.systems!r}")
     questions = [q for q, _, _ in FACTS[10:10 + args.questions]]
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     llm = llm_folder(args.llm)
@@ -191,7 +213,7 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
         load_s: dict[str, float] = {}
         worker = None
         try:
-            peers = [s for s in systems if s != PROJECT]
+            peers = [s for s in systems if s not in PROJECTS]
             if peers:
                 python = PEERS_VENV / "bin" / "python"
                 if not python.is_file():
@@ -208,9 +230,12 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
                 for name in peers:
                     runners[name] = (lambda n: lambda q, s: worker.run(n, q, s))(name)
                     load_s[name] = worker.ready["load_s"]
-            if PROJECT in systems:
+            mine = [s for s in systems if s in PROJECTS]
+            if mine:
                 log("loading the models here ...")
-                runners[PROJECT], load_s[PROJECT] = project_system(llm, side, args)
+                made, seconds = project_system(llm, side, args)
+                for name in mine:
+                    runners[name], load_s[name] = made[name], seconds
             for name in systems:  # warm-up, untimed
                 log(f"warm-up: {name} ...")
                 runners[name](questions[0], 0)
@@ -254,12 +279,15 @@ def summarize(runs: dict[str, list[dict]], load_s: dict[str, float], llm, args, 
                     "load_avg_start": list(load_start) if load_start else None,
                     "load_avg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
     }
-    peers = [n for n in med if n != PROJECT]
-    if PROJECT in med and peers:
-        out["ratio_to_project"] = {n: med[n] / med[PROJECT] for n in peers}
+    peers = [n for n in med if n in SAME_WORK and SAME_WORK[n] in med]
+    if peers:
+        # each peer against the project doing its work
+        out["ratio_to_project"] = {n: med[n] / med[SAME_WORK[n]] for n in peers}
         fastest = min(peers, key=lambda n: med[n])
-        gaps = {st: stages[fastest][st] - stages[PROJECT][st] for st in STAGES}
+        mine = SAME_WORK[fastest]
+        gaps = {st: stages[fastest][st] - stages[mine][st] for st in STAGES}
         out["fastest_peer"] = fastest
+        out["fastest_peer_against"] = mine
         out["stage_gaps_to_fastest_peer"] = gaps
         # the stage whose difference is the largest, whichever way it goes
         out["deciding_stage"] = max(gaps, key=lambda st: abs(gaps[st]))
@@ -270,11 +298,12 @@ def format_peers_report(d: dict[str, Any]) -> str:
     names = list(d["seconds_per_question"])
     lines = [f"peer benchmark: {d['questions']} questions x {d['rounds']} rounds, greedy answer + "
              f"{d['samples']} samples of {d['answer_tokens']} tokens, LLM {d['llm']}",
-             "system | s per question | ratio to the project | " + " | ".join(STAGES)]
+             "system | s per question | its seconds / the project's at the same work | "
+             + " | ".join(STAGES)]
     for n in names:
         ratio = d.get("ratio_to_project", {}).get(n)
         lines.append(f"{n} | {d['seconds_per_question'][n]:.2f} | "
-                     + (f"{ratio:.2f}x" if ratio else "-") + " | "
+                     + (f"{ratio:.2f}x ({SAME_WORK[n]})" if ratio else "-") + " | "
                      + " | ".join(f"{d['stages'][n][st]:.2f}" for st in STAGES))
     lines.append("load (s, apart): " + ", ".join(f"{n} {v:.1f}" for n, v in d["load_s"].items()))
     lines.append("new tokens per generate call seen: " + ", ".join(
@@ -282,7 +311,8 @@ def format_peers_report(d: dict[str, Any]) -> str:
         + "; generate calls per question: " + ", ".join(
         f"{n} {v:g}" for n, v in d["generate_calls"].items()))
     if "deciding_stage" in d:
-        lines.append(f"fastest peer {d['fastest_peer']}; the stage that decides it: "
+        lines.append(f"fastest peer {d['fastest_peer']} (against {d['fastest_peer_against']}); "
+                     "the stage that decides it: "
                      f"{d['deciding_stage']} ({d['stage_gaps_to_fastest_peer'][d['deciding_stage']]:+.2f} "
                      "s per question against the project)")
     m = d["machine"]

@@ -40,6 +40,10 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
         and reuse.nli.answers == [a.text for a in job.answers.samples]
         and reuse.settings.get("nli") == resolve_nli(s.nli, registry.cuda_available())
         and reuse.settings.get("recipe", "default") == s.recipe
+        # verdicts of the clustering's pairs alone serve the same rule only
+        and (reuse.settings.get("nli_pairs", "all") == "all"
+             or (s.nli_pairs == "clustering" and reuse.settings.get("cluster_rule")
+                 == s.cluster_rule))
     )
 
 
@@ -93,9 +97,11 @@ def greedy_entry(job: ScoringJob, model_id: str, distinct: list[str], judged, st
 
 class NLIStage:
     """NLI verdicts and probabilities among each job's samples (``nli``) and the model that
-    gave them (``nli_model_id``), in the recipe's input format. Identical answers need no model
-    call; all other needed pairs of all questions go through one :meth:`NLIModel.judge` call
-    (each distinct pair once, in length-sorted batches)."""
+    gave them (``nli_model_id``), in the recipe's input format. Every ordered pair of all
+    questions goes through one :meth:`NLIModel.judge` call (each distinct pair once, in
+    length-sorted batches); with ``nli_pairs`` "clustering" only the pairs the first-member
+    clustering reads, one call per round (:meth:`NLIModel.clustering_matrices`), the others
+    None."""
 
     name = "nli"
     reads = ("scored", "question", "reuse")
@@ -135,9 +141,14 @@ class NLIStage:
                 greedy_jobs.append((job, distinct, len(extra)))
                 extra += pairs
         if fresh or greedy_jobs:
-            matrices, judged = ctx.nli.matrices_and_pairs(
-                [j.question for j in fresh], [j.nli.answers for j in fresh], extra,
-                input_format=fmt)
+            questions, answers = [j.question for j in fresh], [j.nli.answers for j in fresh]
+            if (ctx.run.settings.nli_pairs == "clustering"
+                    and ctx.run.recipe.clustering_algorithm == "first-member"):
+                matrices, judged = ctx.nli.clustering_matrices(
+                    questions, answers, ctx.run.settings.cluster_rule, extra, input_format=fmt)
+            else:  # every pair (the all-pairs algorithm reads every one anyway)
+                matrices, judged = ctx.nli.matrices_and_pairs(questions, answers, extra,
+                                                              input_format=fmt)
             for job, m in zip(fresh, matrices):
                 job.nli.labels = m.labels
                 job.nli.probabilities = m.probabilities
