@@ -140,11 +140,24 @@ def smollm2_gguf():
 
 @pytest.fixture(scope="session")
 def smollm2_hf():
-    """SmolLM2-135M-Instruct dequantized to a Hugging Face folder (float32 weights, the converted
-    tokenizer), made once from the GGUF file into the same cache folder."""
+    """SmolLM2-135M-Instruct dequantized to a Hugging Face folder (float32 weights, the
+    tokenizer as the project reads it from the GGUF file), made once from the GGUF file into the
+    same cache folder: the model ``--llm FILE.gguf`` loads, in a folder that loads in seconds."""
     from real_llm import smollm2_hf
 
     return smollm2_hf()
+
+
+@pytest.fixture(scope="session")
+def smollm2_llm(smollm2_gguf):
+    """SmolLM2 loaded in-process from its GGUF file through the registry, exactly as ``--llm
+    FILE.gguf`` loads it (cached there under the same key, so a command run in this process
+    takes it): the tokenizer's conversion takes a minute on 2 cores, so its tests are slow
+    (tests/markers.py)."""
+    from mars_demo.models import registry
+    from mars_demo.settings import Settings
+
+    return registry.llm_for(Settings(llm=str(smollm2_gguf)))
 
 
 @pytest.fixture(scope="session")

@@ -54,19 +54,25 @@ def smollm2_gguf(cache: Path = SMOLLM2_DIR) -> Path:
 
 
 def smollm2_hf(cache: Path = SMOLLM2_DIR) -> Path:
-    """The GGUF dequantized to a Hugging Face folder (float32 weights and the converted
-    tokenizer, about 540 MB), made once in ``cache``: what a llama.cpp test names as the local
-    tokenizer, and a plain folder to compare the GGUF loading path with."""
-    folder = cache / "hf"
+    """The GGUF dequantized to a Hugging Face folder (float32 weights, about 540 MB, and the
+    tokenizer as the project loads it from the file: the file's own BOS rule and end token,
+    :mod:`mars_demo.models.gguf`), made once in ``cache``: the same model as ``--llm FILE.gguf``
+    loads, in a folder that loads in seconds (the GGUF tokenizer's conversion alone takes
+    half a minute or more), for the tests that need the real model but not its loading path.
+    (``hf-gguf-tokenizer``: an earlier ``hf`` folder held transformers' unrepaired tokenizer,
+    which adds a BOS the file does not.)"""
+    folder = cache / "hf-gguf-tokenizer"
     if (folder / "config.json").is_file():
         return folder
-    gguf = smollm2_gguf(cache)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    gguf_path = smollm2_gguf(cache)
+    import torch
+
+    from mars_demo.models import gguf
 
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         partial = Path(tmp) / "hf"
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(partial)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model, tokenizer, _ = gguf.load(gguf_path, dtype=torch.float32)
+        tokenizer.save_pretrained(partial)
         model.save_pretrained(partial)
         # the converted tokenizer saves the whole GGUF file again as its "tokenizer.model" (98 MB);
         # tokenizer.json alone loads it
@@ -77,3 +83,25 @@ def smollm2_hf(cache: Path = SMOLLM2_DIR) -> Path:
             if not (folder / "config.json").is_file():
                 raise
     return folder
+
+
+#: Questions for the real model: the first of data/facts.jsonl's and some in other scripts and
+#: accents, whose answers hold characters of several UTF-8 bytes (byte-level tokens that split a
+#: character between them).
+NON_ASCII_QUESTIONS = (
+    "Who wrote Les Misérables?",
+    "Wie heißt die Hauptstadt von Österreich?",
+    "¿Cuál es la capital de España?",
+    "What is the capital of Türkiye?",
+    "日本の首都はどこですか?",
+    "Qui a peint La Joconde ?",
+)
+
+
+def facts_questions(n: int) -> list[str]:
+    """The first ``n`` questions of data/facts.jsonl."""
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [row["question"] for row in rows[:n]]

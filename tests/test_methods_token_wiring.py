@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import cli, model_flags
 
 from mars_demo.core import token_level
 from mars_demo.engine import Engine
@@ -180,3 +181,27 @@ def test_the_ccp_stage_asks_both_ways_and_identical_words_too():
     combined = [token_level.combine_nli(f, b) for f, b in zip(entry["labels"][0],
                                                               entry["backward_labels"][0])]
     assert combined == ["entailment", "contradiction", "neutral"]
+
+
+def test_ccp_of_answers_without_alternatives_names_the_fix_that_works(analysis, tiny_models,
+                                                                       tmp_path):
+    """A saved answer whose greedy tokens carry no alternatives: `score --methods ccp` cannot
+    make them (scoring again leaves CCP out again), so the warning sends the user to ask again,
+    which does save them (the module's analysis, asked with ccp, has its value)."""
+    data = analysis.to_dict()
+    for token in data["greedy"]["tokens"]:
+        token.pop("alternatives", None)
+    data["method_inputs"].pop("ccp", None)
+    data.pop("methods", None)
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = cli("score", str(path), *model_flags(tiny_models), "--methods", "ccp",
+                         "--json")
+    assert code == 0, err
+    scored = json.loads(out)
+    assert "ccp" not in (scored.get("methods") or {})
+    said = [w for w in scored["warnings"] if "ccp could not be computed" in w]
+    assert len(said) == 1, scored["warnings"]
+    assert "ask again with --methods ccp" in said[0]
+    assert "score its answers again" not in said[0]
+    assert "ccp" in analysis.methods  # asking again with --methods ccp does compute it

@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: the project against lm-polygraph 0.7.0 and TruthTorchLM 0.1.19 "
                    "on the same LLM, models, questions and answer length, seconds per question "
                    "(mars_demo.devtools.bench.peers; --peers --help for its options)")
+    p.add_argument("--real-llm", metavar="LLM",
+                   help="instead: a real LLM (a GGUF file or a folder) on the CPU, one ask and "
+                   "a batched evaluate by stage, against bare transformers generate "
+                   "(mars_demo.devtools.bench.real_llm; --real-llm LLM --help for its options)")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")
@@ -70,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         from .peers import main as peers_main
 
         return peers_main(argv)
+    if "--real-llm" in argv:  # a real LLM (SmolLM2's GGUF file) on the CPU
+        from .real_llm import main as real_llm_main
+
+        return real_llm_main(argv)
     if "--llm-options" in argv:  # each loading and decoding option of the LLM
         from .llm_options import main as options_main
 
