@@ -37,6 +37,10 @@ IMPORTANCE_METHODS = ("model", "token", "bem")
 NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
+#: whether the token-level methods count the end-of-sequence token an answer ended on
+END_TOKEN_RULES = ("exclude", "include")
+#: which pairs of samples the NLI model judges: every ordered pair, or the clustering's alone
+NLI_PAIRS = ("all", "clustering")
 RECIPES = ("default", "paper-code", "truthtorchlm")
 #: the in-process LLM's 4-bit weights (with load_in_4bit) and how it decodes: the operator's
 #: choice (mars_demo.models.llm_options); the defaults are today's (NF4, dynamic)
@@ -340,11 +344,25 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("cluster_rule", str, "strict",
            "semantic clusters: strict (entailment both ways) or lenient (no contradiction "
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
+    Option("nli_pairs", str, "all",
+           "which pairs of samples the NLI model judges: all (every ordered pair, each answer "
+           "with itself too: the full matrix the graph and kernel methods read and that "
+           "re-scoring with another cluster rule reuses) or clustering (only the pairs the "
+           "first-member clustering reads, one round per cluster, as TruthTorchLM does; the "
+           "methods that read every pair are then left out)", "scoring", choices=NLI_PAIRS,
+           label="NLI pairs"),
+    Option("end_token", str, "exclude",
+           "the end-of-sequence token an answer ended on, in the token-level methods of the "
+           "greedy answer (msp, mean_token_entropy, self_certainty, ccp): exclude (left out, "
+           "as in the answer's own scores) or include (counted as one more token, "
+           "lm-polygraph's convention); every analysis stores it, so a saved one re-scores "
+           "either way", "scoring", choices=END_TOKEN_RULES, label="End token"),
     Option("recipe", str, "default",
            "default (this project's documented choices), paper-code (the published code's "
-           "choices, see docs/paper-code.md) or truthtorchlm (the MARS choices of the authors' "
-           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights and its "
-           "token-to-phrase rule)", "scoring", choices=RECIPES, label="Recipe"),
+           "choices, see docs/paper-code.md) or truthtorchlm (the choices of the authors' "
+           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights, its "
+           "token-to-phrase rule and its lenient clustering)", "scoring", choices=RECIPES,
+           label="Recipe"),
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
            "eigv,degree,lexical_similarity; those that run an extra LLM pass or model are "

@@ -94,8 +94,12 @@ QUEUE_ELAPSED = " Waited {elapsed} s."
 # --- displays that must not mislead -------------------------------------------------------------
 
 SCORING_SHORT = {"length_normalized": "LN", "mars": "MARS"}  # x labels of the uncertainty panels
-PLOT_NLI_SELF = "answer #{number} with itself: not compared (blank)<br>{answer}"
-PLOT_NLI_IDENTICAL = "{label} (identical texts: not run through the NLI model)"
+PLOT_NLI_SELF = ("answer #{number} with itself: not compared, one meaning by definition "
+                 "(blank)<br>{answer}")
+PLOT_NLI_IDENTICAL = "{label} (identical texts: one meaning by definition, whatever the model says)"
+PLOT_NLI_NOT_JUDGED = ("answer #{premise} against #{hypothesis}: not judged (the clustering did "
+                       "not need this pair)")
+NLI_TABLE_NOT_JUDGED = "not judged"
 PHRASES_WEIGHT_SUM = (
     "Phrase weight U = importance / the sum of the importances of the phrases that hold tokens "
     "({total:.3f}), so the weights add up to 1."
