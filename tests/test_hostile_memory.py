@@ -21,7 +21,7 @@ from test_hostile import QUESTION, public_page, via_proxy
 from ui_helpers import APP_PIDS, FakeEngine, page_event, queue_join, running_app
 
 from mars_demo.engine import Engine
-from mars_demo.ui import memory
+from mars_demo.ui import memory, renders
 
 NOISE_MIB = 12.0  # what RSS moves by on its own over a batch (allocator, caches), with a margin
 PAGE = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "default"]  # the page's options
@@ -186,11 +186,14 @@ def stream_results(url: str, session: str, http, wait_s: float = 3.0) -> list[di
 
 
 @pytest.mark.slow  # a flood of FLOOD_S seconds
-def test_results_nobody_reads_keep_the_servers_memory_flat(big_result):
+def test_results_nobody_reads_keep_the_servers_memory_flat(big_result, monkeypatch):
     """A client gets a result, then asks for the toggle's re-render again and again without
     reading a result: Gradio kept each one's messages (0.68 MiB an event; 846 to 1,648 MiB in
     200 s), past the keep time too. Now one client keeps MAX_UNREAD unread results, in all its
-    sessions together, and the server's memory stays within LIMIT_MIB of where it started."""
+    sessions together, and the server's memory stays within LIMIT_MIB of where it started.
+    Each re-render is made anew here (none kept, as before ui/renders.py), so that each result
+    holds its own outputs."""
+    monkeypatch.setattr(renders, "MAX_RENDERS", 0)
     engine = FakeEngine(result=big_result)
     client = via_proxy("81.2.83.1")
     sessions = [uuid.uuid4().hex[:11] for _ in range(2)]

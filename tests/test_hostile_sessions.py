@@ -11,6 +11,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import psutil
 import pytest
 from test_hostile import PAGE_OPTIONS, QUESTION, public_page, via_proxy
 from ui_helpers import FakeEngine, event_of, page_event, queue_join
@@ -20,6 +21,7 @@ from mars_demo.ui import sessions
 
 ATTACKER, VISITOR = "81.2.86.1", "81.2.86.2"
 FLOOD = 2000  # cheap requests of the attacker, each in a new session
+LIMIT_MIB = 50.0  # what the server's memory (this process's, it serves here) may grow by over them
 
 
 def cheap_request(url: str, config: dict, i: int, http: httpx.Client) -> int:
@@ -67,7 +69,8 @@ def test_cheap_requests_never_erase_another_visitors_result(rate):
     session, result or not: the visitor's toggle then returned empty updates. Now
     ``/component_server`` is closed, a request outside the queue leaves no session, and a
     session holding a result is never dropped for an empty one; also with the page's rate of
-    requests outside the queue turned off (``rate="none"``), so that all of them run."""
+    requests outside the queue turned off (``rate="none"``), so that all of them run. The
+    server's memory grows by at most LIMIT_MIB over them."""
     access = {} if rate == "page" else {"direct_rate": None, "view_share": None}
     with public_page(FakeEngine(), access=access) as (demo, url), \
             httpx.Client(timeout=60) as http:
@@ -75,8 +78,12 @@ def test_cheap_requests_never_erase_another_visitors_result(rate):
         session = uuid.uuid4().hex[:11]
         page_event(url, "ask", [QUESTION, "mars", *PAGE_OPTIONS], session_hash=session,
                    headers=via_proxy(VISITOR), http=http)
+        before = psutil.Process().memory_info().rss / 2**20
         with ThreadPoolExecutor(max_workers=8) as pool:
             codes = list(pool.map(lambda i: cheap_request(url, config, i, http), range(FLOOD)))
+        grown = psutil.Process().memory_info().rss / 2**20 - before
+        print(f"{FLOOD} cheap requests ({rate}): RSS {grown:+.1f} MiB")
+        assert grown <= LIMIT_MIB, f"{FLOOD} cheap requests grew the server by {grown:.1f} MiB"
         assert codes[0::4] == [404] * (FLOOD // 4)  # no server functions on this page
         # the re-score check with nothing on screen stops its chain with a (hidden) error
         assert set(codes[1::4]) | set(codes[3::4]) <= {200, 429}

@@ -43,9 +43,9 @@ class RenderCache:
     each update dict, which Gradio takes apart as it sends it). An output with an ``"error"``
     (a renderer that failed) is not kept, nor is anything for no result."""
 
-    def __init__(self, render: Callable[..., dict[str, Any]], size: int = MAX_RENDERS) -> None:
+    def __init__(self, render: Callable[..., dict[str, Any]], size: int | None = None) -> None:
         self.render = render
-        self.size = size
+        self.size = MAX_RENDERS if size is None else size
         self._kept: collections.OrderedDict[tuple, tuple[weakref.ref, dict]] = (
             collections.OrderedDict())
         self._lock = threading.Lock()
