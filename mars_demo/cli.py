@@ -18,15 +18,17 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
+import pathlib
+import shlex
 import sys
 import time
 from typing import Any, Sequence
 
 from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError, OptionError
 from .options import MODEL_OPTIONS, REQUEST_OPTIONS, Option
-from .settings import LLM_PRESETS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS, Settings
+from .readable import SE_NEGATIVE, format_report, terminal_safe  # noqa: F401 (re-exported)
+from .settings import LLM_PRESETS, MODEL_FIELDS, REQUEST_FIELDS, Settings, for_answers
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -78,7 +80,8 @@ def add_llm_help(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
         if action.dest == "llm":
             action.help = (
-                "LLM: a Hub id, a local directory or a preset (" + ", ".join(LLM_PRESETS)
+                "LLM: a Hub id, a local directory, a GGUF file or a preset ("
+                + ", ".join(LLM_PRESETS)
                 + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise"
                 + (action.help[action.help.index(" [env"):] if " [env" in action.help else "")
             )
@@ -109,12 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         "score",
         help="score answers made anywhere (an answer set or analysis JSON, or JSONL of many)",
         description="Score answer sets without generating. FILE is JSON (one answer set, e.g. "
-        "the output of `ask --json`) or JSONL (one per line); - reads stdin. Scoring options "
-        "not given are taken from the file's recorded settings when it has them.",
+        "the output of `ask --json`) or JSONL (one per line); - reads stdin. Models and scoring "
+        "options not given are taken from the file's recorded settings when it has them (the "
+        "models that scored it), then from the defaults; the models used are named on stderr.",
     )
     score.add_argument("file", help="answer set JSON, JSONL of answer sets, or - for stdin")
-    for opt in MODEL_OPTIONS:
-        add_option(score, opt, keep_default=True)
+    for opt in MODEL_OPTIONS:  # not given: the models the file recorded, else the defaults
+        add_option(score, opt, keep_default=False)
     add_llm_help(score)
     for opt in REQUEST_OPTIONS:
         if opt.stage == "scoring" or opt.name == "prompt":
@@ -146,121 +150,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="the LLM's shape: tiny (default), or vllm (attention heads of 64 dimensions, which "
         "vLLM's CPU build needs; random weights only)",
     )
+    tiny.add_argument(
+        "--gguf", action="store_true",
+        help="also write the LLM as DIR/llm.gguf (float32) for a llama.cpp server: python -m "
+        "llama_cpp.server --model DIR/llm.gguf (needs the gguf package)",
+    )
     return p
 
 
 def _settings(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> Settings:
-    """Settings from the flags given; for ``score``, scoring options not given come from the
-    answer set's recorded settings (``recorded``), then from the defaults."""
-    values = {name: getattr(args, name) for name in MODEL_FIELDS if hasattr(args, name)}
-    for name in REQUEST_FIELDS:
-        if hasattr(args, name):
-            values[name] = getattr(args, name)
-        elif recorded and name in recorded and name in SCORING_FIELDS:
-            values[name] = recorded[name]
-    return Settings(**values)
-
-
-def _bar(weight: float, width: int = 20) -> str:
-    n = max(0, min(width, round(weight * width)))
-    return "#" * n + "." * (width - n)
-
-
-_UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, bidi/zero-width, surrogates, breaks
-
-
-def terminal_safe(text: object) -> str:
-    r"""``text`` with every character that could move the cursor, recolor or reorder a terminal
-    (control characters, ANSI escapes, bidirectional overrides, zero-width and line-separator
-    characters) written as a visible escape, so an answer cannot disguise the report.
-
-    >>> terminal_safe("Mars\x1b[31m is \u202ered\n")
-    'Mars\\x1b[31m is \\u202ered\\n'
-    """
-    import unicodedata
-
-    out = []
-    for ch in str(text):
-        if unicodedata.category(ch) in _UNSAFE_CATEGORIES:
-            code = ord(ch)
-            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch) or (
-                f"\\x{code:02x}" if code < 0x100 else
-                f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _token_cell(text: str, width: int = 18) -> str:
-    """A token between quotes, escaped, cut to ``width`` characters."""
-    shown = "'" + terminal_safe(text) + "'"
-    return shown if len(shown) <= width else shown[: width - 2] + "…'"
-
-
-def format_report(result) -> str:
-    """A readable report of an :class:`~mars_demo.result.AnalysisResult`: every phrase once, with
-    its tokens under it, and nothing from the question or the answers reaches the terminal
-    unescaped (:func:`terminal_safe`)."""
-    safe = terminal_safe
-    g = result.greedy
-    lines = [f"Question: {safe(result.question)}", "", f"Answer: {safe(g.text) or '(empty)'}", ""]
-    L = len(g.tokens)
-    lines.append("Tokens by phrase (p = probability; weights in the LN and the MARS score):")
-    lines.append(f"    {'token':<18} {'p':>6}  {'LN w':>6}  {'MARS w':>6}")
-    previous = None
-    for l, tok in enumerate(g.tokens):
-        k = g.phrase_of_token[l] if g.phrase_of_token else -1
-        k = k if 0 <= k < len(g.phrases) else -1
-        if k != previous:  # a new group of tokens: its phrase once
-            if k >= 0:
-                ph = g.phrases[k]
-                lines.append(
-                    f"  phrase {k + 1} '{safe(ph.text)}': importance {ph.score:.3f}, "
-                    f"weight U {ph.weight:.3f}"
-                )
-            else:
-                lines.append("  (not part of any phrase)")
-            previous = k
-        lines.append(
-            f"    {_token_cell(tok.text):<18} {math.exp(tok.logprob):6.3f}  {1 / L:6.3f}  "
-            f"{g.mars_weights[l]:6.3f}  {_bar(g.mars_weights[l], 10)}"
-        )
-    unaligned = [k for k, ph in enumerate(g.phrases) if not ph.tokens]
-    for k in unaligned:
-        ph = g.phrases[k]
-        lines.append(
-            f"  phrase {k + 1} '{safe(ph.text)}': importance {ph.score:.3f}, no token "
-            "(its weight went to the other phrases)"
-        )
-    lines += ["", "Samples (cluster, LN score, MARS score):"]
-    for cid, a in zip(result.cluster_ids, result.samples):
-        lines.append(
-            f"  [{cid + 1}] {a.scores.length_normalized:8.3f} {a.scores.mars:8.3f}  "
-            f"{safe(a.text) or '(empty)'}"
-        )
-    u = result.uncertainty
-    lines += ["", "Uncertainty (higher = less trustworthy)   length-normalized      MARS"]
-    for name, pair in (("Confidence", u.confidence), ("Entropy", u.entropy), ("Semantic entropy", u.semantic_entropy)):
-        lines.append(f"  {name:<39} {pair.length_normalized:17.4f} {pair.mars:9.4f}")
-    if result.methods:
-        from .methods import METHODS
-
-        lines += ["", "Other methods (higher = less trustworthy; see docs/methods.md)"]
-        for method_id, values in result.methods.items():
-            name = METHODS[method_id].label if method_id in METHODS else method_id
-            if "value" in values:
-                lines.append(f"  {name:<39} {values['value']:9.4f}")
-            else:
-                lines.append(f"  {name:<39} {values['length_normalized']:9.4f} (LN) "
-                             f"{values['mars']:9.4f} (MARS)")
-    lines += ["", "Time (s): " + ", ".join(f"{k} {v:.2f}" for k, v in result.timings_s.items())]
-    if result.warnings:
-        lines += ["", "Warnings:"] + [f"  - {safe(w)}" for w in result.warnings]
-    return "\n".join(lines)
+    """Settings from the flags given; for ``score`` and ``evaluate rejudge``, the models and
+    scoring options not given come from the answers' (or the run's) recorded settings
+    (``recorded``, :func:`mars_demo.settings.for_answers`), then from the defaults."""
+    given = {name: getattr(args, name) for name in MODEL_FIELDS + REQUEST_FIELDS
+             if hasattr(args, name)}
+    return for_answers(recorded, given) if recorded is not None else Settings(**given)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["evaluate"]:
+        from .evaluation.cli import old_spelling
+
+        new = old_spelling(argv[1:])
+        if new is not None:
+            argv = ["evaluate", *new]
+            if _main_rank():
+                print(f"note: the old spelling still works; the new one is: {_prog()} "
+                      f"evaluate {shlex.join(new)}", file=sys.stderr)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, or a flag refused (one line said why): its status
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     if args.command == "make-tiny-models":
         from .devtools.tiny import make_tiny_models
 
@@ -269,10 +190,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("training the tiny models on their facts (a few minutes)...", file=sys.stderr)
             paths = make_tiny_models(args.dir, seed=args.seed, trained=args.trained,
                                      llm_shape=args.llm_shape)
+            if args.gguf:
+                from .devtools.gguf import write_gguf
+
+                paths["gguf"] = write_gguf(paths["llm"], pathlib.Path(args.dir) / "llm.gguf")
         except OSError as err:
             print(f"error: cannot write the tiny models to {args.dir!r}: {err}", file=sys.stderr)
             return EXIT_FAILURE
-        except ValueError as err:  # --trained with --llm-shape vllm
+        except ImportError as err:  # --gguf without the gguf package
+            print(f"error: {err} (pip install gguf)", file=sys.stderr)
+            return EXIT_FAILURE
+        except ValueError as err:  # --trained with --llm-shape vllm; --gguf of a vLLM shape
             print(f"error: {err}", file=sys.stderr)
             return EXIT_USAGE
         for name, path in paths.items():
@@ -289,10 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "score":
             return _score_command(args)
-        if args.command == "evaluate":
-            from .evaluation.cli import run_command
-
-            return run_command(args, _settings)
+        if args.command == "evaluate":  # each subcommand's module runs it
+            return args.evaluate_main(args, _settings)
         return _ask_command(args)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error worth a traceback
         try:  # and no second complaint when Python flushes stdout at exit
@@ -300,6 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 0
+
+
+def _main_rank() -> bool:
+    """False in a process other than the first of several started by a launcher
+    (``accelerate launch``, ``torchrun``), which say their rank in RANK."""
+    return os.environ.get("RANK", "0") in ("", "0")
 
 
 def _run(work) -> tuple[Any, int | None]:
@@ -392,17 +324,24 @@ def _score_command(args: argparse.Namespace) -> int:
 
 def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:
     """JSONL in, JSONL out: each good line's analysis is written (and flushed) as soon as it is
-    done; a bad line is reported on stderr with its number and skipped."""
+    done; a bad line is reported on stderr with its number and skipped; a model that cannot be
+    loaded stops the run (said once, with the line it stopped at)."""
     from tqdm import tqdm
 
     numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
     bad: list[int] = []
     done = 0
+    stopped = ""
     started = time.perf_counter()
     with tqdm(total=len(numbered), unit="set", desc="scoring", file=sys.stderr,
               dynamic_ncols=True) as bar:
         for n, line in numbered:
-            result, message = _score_line(engine, args, line)
+            try:
+                result, message = _score_line(engine, args, line)
+            except ModelLoadError as err:  # the lines after it would need the same models
+                bar.write(f"error: line {n}: {err}", file=sys.stderr)
+                stopped = f"; stopped at line {n}: a model cannot be loaded"
+                break
             if result is None:
                 bad.append(n)
                 bar.write(f"error: line {n}: {message}", file=sys.stderr)
@@ -416,8 +355,8 @@ def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:
     if bad:
         shown = ", ".join(map(str, bad[:20])) + (" ..." if len(bad) > 20 else "")
         summary += f"; {len(bad)} bad line(s) skipped: {shown}"
-    print(summary, file=sys.stderr)
-    return EXIT_FAILURE if bad else 0
+    print(summary + stopped, file=sys.stderr)
+    return EXIT_FAILURE if bad or stopped else 0
 
 
 def _score_line(engine, args: argparse.Namespace, line: str):
@@ -430,7 +369,9 @@ def _score_line(engine, args: argparse.Namespace, line: str):
         recorded = data.get("settings") if isinstance(data, dict) else None
         return _score_one(engine, args, data, recorded if isinstance(recorded, dict)
                           else None), None
-    except (OptionError, ModelLoadError, AnalysisOutOfMemory, InvalidModelOutput) as err:
+    except ModelLoadError:
+        raise  # not this line's fault: the caller stops
+    except (OptionError, AnalysisOutOfMemory, InvalidModelOutput) as err:
         return None, str(err)
     except Exception as err:  # a defect: this line fails, the others go on
         return None, _unexpected(err)
@@ -441,7 +382,11 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
     recomputed from its JSON (no model is loaded)."""
     settings = _settings(args, recorded)
     if not args.methods_only:
-        return engine.score(data, settings)
+        from .engine.engine import as_answer_set
+
+        answers = as_answer_set(data)  # a bad answer set is refused before anything is said
+        _say_models(args, settings, recorded)
+        return engine.score(answers, settings)
     from .methods import compute_methods
     from .result import AnalysisResult
 
@@ -455,6 +400,35 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
         raise OptionError(f"cannot recompute the methods of this analysis: {err}") from err
     result.settings["methods"] = list(settings.method_ids)
     return result
+
+
+_SAID: set[str] = set()
+
+
+def _say_models(args: argparse.Namespace, settings: Settings,
+                recorded: dict[str, Any] | None) -> None:
+    """Name on stderr, once per set of models, the scoring models ``score`` uses and where
+    each comes from: its flag, the file's recorded settings, or the default."""
+    from .methods import optional_models
+    from .options import MODEL_LABELS, OPTIONS
+
+    fields = (["bem", "chunker"] if settings.importance_method == "bem" else ["importance"])
+    fields += ["nli", *optional_models(settings.method_ids)]
+    parts = []
+    for field in fields:
+        value = getattr(settings, field)
+        if hasattr(args, field):
+            source = OPTIONS[field].flag
+        elif recorded and recorded.get(field) == value and value is not None:
+            source = "recorded in the file"
+        else:
+            source = "the default"
+        shown = value if value is not None else OPTIONS[field].auto
+        parts.append(f"{MODEL_LABELS.get(field, field)} {shown} ({source})")
+    line = "scoring with " + ", ".join(parts)
+    if line not in _SAID:
+        _SAID.add(line)
+        print(terminal_safe(line), file=sys.stderr, flush=True)
 
 
 def _stderr_progress(stage: str, fraction: float) -> None:

@@ -73,7 +73,7 @@ class DownloadStore:
     def __init__(self, keep: int = DOWNLOADS_KEPT) -> None:
         self.folder = DownloadFolder()
         self.root = self.folder.path
-        log.info("download folder: %s", self.root)
+        log.debug("download folder: %s", self.root)
         self._dirs: deque[Path] = deque()
         self._keep = keep
         self._lock = threading.Lock()

@@ -261,7 +261,7 @@ MODEL_LABELS: dict[str, str] = {"llm": "LLM", "importance": "importance", "nli":
 
 
 MODEL_OPTIONS: tuple[Option, ...] = (
-    Option("llm", str, None, "LLM: a Hub id, a local directory or a preset", "model",
+    Option("llm", str, None, "LLM: a Hub id, a local directory, a GGUF file or a preset", "model",
            optional=True, label="Language model",
            auto="the 7B preset in 4-bit on a GPU, the small CPU preset otherwise"),
     Option("importance", str, DEFAULT_IMPORTANCE, "importance model: a Hub id or a local directory",
@@ -386,11 +386,11 @@ SERVER_OPTIONS: tuple[Option, ...] = (
              "name", "server", optional=True, metavar="NAME", auto="its id, or its folder's name")
       for role, label in MODEL_LABELS.items()),
     Option("calibration", str, None,
-           "a calibration file made by `python -m mars_demo evaluate --calibrate RUN_DIR`: the "
+           "a calibration file made by `python -m mars_demo evaluate calibrate RUN_DIR`: the "
            "page and the API then show each answer's chance of being right; it must be made "
            "with the models loaded here", "server", optional=True, metavar="FILE", auto="none"),
     Option("runs", str, None,
-           "a folder of evaluation runs (python -m mars_demo evaluate --out DIR/NAME) that the "
+           "a folder of evaluation runs (python -m mars_demo evaluate run --out DIR/NAME) that the "
            "page's Evaluation view offers", "server", optional=True, metavar="DIR", auto="none"),
     # how a public page's server treats connections and other web sites (mars_demo.access,
     # mars_demo.ui.connections)
@@ -428,6 +428,64 @@ MODEL_FIELDS = tuple(o.name for o in MODEL_OPTIONS)
 REQUEST_FIELDS = tuple(o.name for o in REQUEST_OPTIONS)
 GENERATION_FIELDS = tuple(o.name for o in REQUEST_OPTIONS if o.stage == "generation")
 SCORING_FIELDS = tuple(o.name for o in REQUEST_OPTIONS if o.stage == "scoring")
+
+
+#: the model options that also take an already loaded transformers ``(model, tokenizer)`` pair
+#: in the library (:mod:`mars_demo.models.given`), and what each model is called
+GIVEN_MODELS = {"llm": "LLM", "importance": "importance model", "nli": "NLI model"}
+#: the line of a docstring that :func:`documented` replaces with one line per option
+KEYWORDS_LINE = "**options: the options of mars_demo.options (one line each below)."
+_TYPES = {int: "int", float: "float", str: "str", bool: "bool", tuple: "str | list[str]"}
+
+
+def type_of(opt: Option) -> str:
+    """The Python type a library caller gives ``opt`` as.
+
+    >>> type_of(OPTIONS["samples"]), type_of(OPTIONS["nli"]), type_of(OPTIONS["methods"])
+    ('int', 'str | tuple[PreTrainedModel, PreTrainedTokenizer] | None', 'str | list[str] | None')
+    """
+    kind = _TYPES[opt.kind]
+    if opt.name in GIVEN_MODELS:
+        kind += " | tuple[PreTrainedModel, PreTrainedTokenizer]"
+    return kind + (" | None" if opt.optional else "")
+
+
+def keyword_lines(names: tuple[str, ...], indent: str) -> list[str]:
+    """One Google-style ``name (type): help; allowed; default`` line per option of ``names``
+    (the docstrings of :func:`mars_demo.analyze`, :func:`mars_demo.score` and
+    :class:`mars_demo.Engine`), so their keywords cannot drift from the schema."""
+    lines = []
+    for name in names:
+        opt = OPTIONS[name]
+        text = opt.describe()  # it starts with the help
+        if name in GIVEN_MODELS:
+            text = (opt.help + ", or a loaded transformers (model, tokenizer) pair"
+                    + text[len(opt.help):])
+        lines.append(f"{indent}{name} ({type_of(opt)}): {text}.")
+    return lines
+
+
+def documented(names: tuple[str, ...]):
+    """A decorator: the function's docstring line :data:`KEYWORDS_LINE` becomes one line per
+    option of ``names`` (:func:`keyword_lines`), and its signature names each as a keyword with
+    its type and default, so ``help()`` and an editor show them."""
+    import inspect
+
+    def decorate(func):
+        doc = func.__doc__ or ""
+        at = doc.find(KEYWORDS_LINE)
+        if at >= 0:
+            indent = doc[doc.rfind("\n", 0, at) + 1:at]
+            func.__doc__ = doc.replace(KEYWORDS_LINE, "\n".join(keyword_lines(names, indent))
+                                       .lstrip(), 1)
+        signature = inspect.signature(func)
+        kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        func.__signature__ = signature.replace(parameters=kept + [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=OPTIONS[n].default,
+                              annotation=type_of(OPTIONS[n])) for n in names])
+        return func
+
+    return decorate
 
 
 def check(name: str, value: Any) -> None:

@@ -6,7 +6,7 @@ option schema (:mod:`mars_demo.options`), as the CLI's do: the model options, ``
 ``MARS_DEMO_`` + the option's name in capitals (MARS_DEMO_LLM, MARS_DEMO_PORT, ...; the trusted
 proxies: MARS_DEMO_TRUSTED_PROXIES), named in ``--help``; a flag wins over its variable.
 
-``--calibration FILE`` (made by ``python -m mars_demo evaluate --calibrate RUN_DIR``) shows each
+``--calibration FILE`` (made by ``python -m mars_demo evaluate calibrate RUN_DIR``) shows each
 answer's chance of being right; a calibration of other models than the ones named here is
 refused before the page is served. ``--runs DIR`` offers the evaluation runs under DIR in the
 page's Evaluation view. The models load once, in a background thread, so the page opens at once

@@ -156,6 +156,53 @@ def validate(s: Settings) -> None:
                           "llm_endpoint loads and decodes its model itself: drop them")
 
 
+#: the models scoring loads, named by an analysis' (or a run's) recorded settings
+SCORING_MODELS = ("importance", "nli", "similarity", "lars", "bem", "chunker")
+
+
+def recorded_models(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The Settings model fields that an analysis or a run recorded (its ``settings``), so that
+    scoring its answers again loads the models that scored them: the importance, NLI and
+    optional models, and the LLM that made the answers (in-process, or the model of its server),
+    which only answers without log-probs and an extra LLM pass (P(True)) need. Fields it does
+    not record are left out.
+
+    >>> recorded_models({"llm": "/m/llm", "load_in_4bit": False, "quantization": None,
+    ...                  "decoding": "dynamic", "llm_endpoint": None, "nli": "/m/nli",
+    ...                  "importance": "/m/importance", "samples": 5})
+    {'importance': '/m/importance', 'nli': '/m/nli', 'llm': '/m/llm', 'load_in_4bit': False, 'decoding': 'dynamic'}
+    >>> recorded_models({"llm": "qwen", "llm_endpoint": "http://h:8000/v1", "llm_model": None})
+    {'llm_endpoint': 'http://h:8000/v1', 'llm_model': 'qwen'}
+    """
+    out: dict[str, Any] = {k: recorded[k] for k in SCORING_MODELS
+                           if isinstance(recorded.get(k), str) and recorded[k]}
+    if isinstance(recorded.get("llm_endpoint"), str) and recorded["llm_endpoint"]:
+        out["llm_endpoint"] = recorded["llm_endpoint"]
+        served = recorded.get("llm_model") or recorded.get("llm")
+        if isinstance(served, str) and served:
+            out["llm_model"] = served
+        return out
+    if isinstance(recorded.get("llm"), str) and recorded["llm"]:
+        out["llm"] = recorded["llm"]
+        for name in ("load_in_4bit", "quantization", "decoding"):
+            value = recorded.get(name)
+            if value is not None and (name != "load_in_4bit" or isinstance(value, bool)):
+                out[name] = value
+    return out
+
+
+def for_answers(recorded: dict[str, Any] | None, given: dict[str, Any]) -> Settings:
+    """The settings to score answers again: the options ``given``, then for every model and
+    scoring option not given what the answers' analysis ``recorded`` (its models,
+    :func:`recorded_models`, and its scoring options), then the defaults. Generation options
+    are never taken from it (scoring does not generate)."""
+    values = dict(recorded_models(recorded)) if recorded else {}
+    if recorded:
+        values.update({k: recorded[k] for k in SCORING_FIELDS if k in recorded})
+    values.update(given)
+    return Settings(**values)
+
+
 def resolve_llm(llm: str | None, cuda: bool) -> tuple[str, LLMPreset | None]:
     """Turn a preset name, Hub id or directory into (model id or path, preset if known)."""
     if llm is None:

@@ -12,7 +12,7 @@ The page says only what it observed (its first line, ``#mars-verdict``):
 - how many meanings the samples split into (their NLI clusters);
 - whether MARS and length-normalized scoring find the same meaning the most probable (each
   cluster's share of the samples' probability mass, :meth:`AnalysisResult.cluster_masses`);
-- with a calibration (``evaluate --calibrate``) that covers the answer, its chance of being
+- with a calibration (``evaluate calibrate``) that covers the answer, its chance of being
   right and where the calibration was made.
 
 A consistent answer is not a right one (a model can be consistently wrong); only the calibrated

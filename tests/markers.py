@@ -30,6 +30,8 @@ MARKS_BY_FIXTURE = {
     "app_url": ("slow",),  # the session's shared app.py server (`client` uses it)
     "llama_server": ("slow", "endpoint"),  # llama.cpp's OpenAI-compatible server
     "trained_tiny_models": ("slow",),  # trains the tiny models (make-tiny-models --trained)
+    # the real LLM loaded from its GGUF file (transformers converts its tokenizer: a minute)
+    "smollm2_llm": ("slow",),
 }
 #: a fixture whose name starts so -> marks (tests/test_vllm.py's vLLM server and its models)
 MARKS_BY_FIXTURE_PREFIX = {"vllm": ("slow", "endpoint")}
@@ -42,6 +44,8 @@ MARKS_BY_CALL = {
     "launched_run": ("slow",),  # accelerate launch / torchrun: several processes
     "run_in_processes": ("slow",),  # the benchmark's runs through torchrun
     "build_site": ("slow",),  # mkdocs build --strict of the docs site (tests/test_docs.py)
+    # every command of the README and the docs, as written (tests/test_doc_commands.py)
+    "run_documented": ("slow",),
     # numeric_checks.float32_order: compares a batched model pass with a single one, so CI runs
     # it again on one torch thread (MARS_TEST_TORCH_THREADS=1, another float32 summation order)
     "float32_order": ("float_order",),

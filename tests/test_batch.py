@@ -192,11 +192,12 @@ def test_evaluate_generated_greedy_answers_do_not_depend_on_the_batch(tiny_model
 def test_batch_questions_must_be_positive(tmp_path, capsys):
     from mars_demo.cli import main
 
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
                  "--batch-questions", "0"])
     assert code == 2
     err = capsys.readouterr().err.strip()
-    assert err == "error: --batch-questions must be a positive integer; got 0"
+    assert err == ("error: argument --batch-questions: --batch-questions must be a positive "
+                   "integer; got '0' (see --help)")
     assert not (tmp_path / "r").exists()
 
 

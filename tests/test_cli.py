@@ -74,7 +74,7 @@ def test_ask_report_is_readable(cli_models):
         (["ask", "hi", "--samples", "0"], "samples must be an integer from 1 to 20"),
         (["ask", "hi", "--temperature", "-1"], "temperature must be a number from"),
         (["ask", "hi", "--distribution", "median"], "invalid choice"),
-        (["ask", "hi", "--llm", "/no/such/dir"], "no directory '/no/such/dir'"),
+        (["ask", "hi", "--llm", "/no/such/dir"], "the LLM /no/such/dir (--llm: no such folder"),
         (["ask", "x" * 1001], "question is 1001 characters long; the limit is 1000"),
         (["ask", "\u200b\u202e\u2060"], "question is empty once control and invisible"),
         (["ask", "hi", "--samples", "1000"], "samples must be an integer from 1 to 20"),

@@ -108,7 +108,7 @@ def test_the_readme_is_a_short_card_with_the_two_commands():
     assert header
     body = readme[header.end():]
     assert len(body.splitlines()) <= README_MAX_LINES, len(body.splitlines())
-    assert "pip install -r requirements.txt && python app.py" in body
+    assert "pip install -e . && python app.py" in body  # installs the package too
     assert "pip install -r requirements-dev.txt && python -m pytest" in body
     assert "](assets/screenshot.png)" in body
     for example in ("python app.py", "mars_demo ask", "mars_demo score", "mars_demo evaluate",
@@ -182,8 +182,8 @@ def test_docstrings_are_rewritten_for_markdown():
     text = ("Args:\n    x: see :meth:`~a.B.c`.\n\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n"
             "    3\n\nAfter.")
     assert roles.markdown_of(text) == (
-        "Args:\n    x: see `c`.\n\n    ```pycon\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n"
-        "    3\n    ```\n\nAfter.")
+        'Args:\n    x: see <autoref identifier="a.B.c" optional><code>c</code></autoref>.\n\n'
+        "    ```pycon\n    >>> f(1)\n    2\n    >>> f(\n    ...   2)\n    3\n    ```\n\nAfter.")
 
 
 def build_site(out: Path) -> subprocess.CompletedProcess:
@@ -214,6 +214,15 @@ def test_the_site_builds_strictly(tmp_path):
     assert 'id="mars_demo.core.scoring.mars"' in reference  # the docstrings are rendered
     assert 'id="mars_demo.evaluation.metrics' in reference
     assert ":func:`" not in reference and ":class:`" not in reference  # roles rewritten
+    # ... as links: the Sphinx "title <target>" form too
+    assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="[^"]*#mars_demo\.models'
+                     r'\.llm\.LLM\.generate_many"[^>]*><code>LLM\.generate_many</code></a>',
+                     reference)
+    package = (site / "reference" / "package" / "index.html").read_text(encoding="utf-8")
+    for name, kind in (("max_new_tokens", "int"), ("normalization", "str")):  # from the schema
+        assert re.search(rf"<b><code>{name}</code></b>\s*\(<code><span title=\"{kind}\">"
+                         rf"{kind}</span></code>\)", package), name
+    assert "token limit per answer; allowed: 1 to 512; default: 64." in package
     assert "<blockquote>" not in reference  # no doctest or "> 0" read as a quote
     architecture = (site / "architecture" / "index.html").read_text(encoding="utf-8")
     for svg in sorted(DIAGRAMS.glob("*.svg")):  # each diagram shown as its static image
@@ -300,13 +309,13 @@ def test_the_stale_check_sees_an_edited_source(tmp_path, monkeypatch):
 # --- the commands the pages show --------------------------------------------------------------
 
 #: the programs whose shown commands are checked (``python -m mars_demo.bench`` is not one)
-PROGRAMS = ("python -m mars_demo", "python app.py")
+PROGRAMS = ("python -m mars_demo", "mars-demo", "python app.py")
 
 
 def shown_commands(markdown: str) -> list[str]:
-    """The ``python -m mars_demo ...`` and ``python app.py ...`` commands of a text's bash code
-    blocks, continuation lines joined, comments and shell redirections left out, each command of
-    a pipe or a ``&&`` on its own.
+    """The ``python -m mars_demo ...``, ``mars-demo ...`` and ``python app.py ...`` commands of a
+    text's bash code blocks, continuation lines joined, comments and shell redirections left
+    out, each command of a pipe or a ``&&`` on its own.
 
     >>> shown_commands("```bash\\npython -m mars_demo ask 'Q' \\\\\\n    --json | python -m "
     ...                "mars_demo score - > out.jsonl  # c\\npip install x && python app.py\\n```")
@@ -347,8 +356,49 @@ def test_every_shown_command_is_one_the_cli_accepts(where, command):
     else:
         from mars_demo.cli import build_parser
 
-        parser, argv = build_parser(), shlex.split(command)[3:]
+        words = shlex.split(command)
+        parser, argv = build_parser(), words[1 if words[0] == "mars-demo" else 3:]
     try:
         parser.parse_args(argv)
     except SystemExit as exc:  # argparse's refusal
         pytest.fail(f"{where}: {command!r} is refused ({exc.code})")
+
+
+# --- the counts and files the pages name ------------------------------------------------------
+
+def _texts() -> dict[str, str]:
+    return {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+            "data/README.md": (ROOT / "data" / "README.md").read_text(encoding="utf-8"),
+            **{f"docs/{k}": v for k, v in pages().items()}}
+
+
+def test_the_data_files_the_pages_name_exist():
+    named = {(where, path) for where, text in _texts().items()
+             for path in re.findall(r"\b((?:mars_demo/)?data/[\w.-]+\.(?:jsonl|json|py))", text)}
+    assert len(named) >= 10
+    assert [n for n in named if not (ROOT / n[1]).is_file()] == []
+
+
+def test_the_counts_the_pages_give_are_the_real_ones():
+    """Each "N facts", "N general-knowledge questions" and "N answers to M questions" is what
+    the file holds."""
+    import json
+
+    def rows(name: str) -> list[dict]:
+        return [json.loads(x) for x in (ROOT / "data" / name).read_text().splitlines()]
+
+    facts = len(json.loads((ROOT / "mars_demo" / "data" / "tiny_facts.json").read_text())["facts"])
+    checks = [(r"\b(\d+) facts\b", facts), (r"\b(\d+) general-knowledge questions", 40)]
+    assert len(rows("facts.jsonl")) == 40
+    for name in ("judge_check.jsonl", "judge_check_holdout.jsonl", "judge_check_holdout2.jsonl"):
+        found = rows(name)
+        questions = len({r["question"] for r in found})
+        checks.append((rf"{re.escape(name)}`?:? (\d+) answers to {questions} questions",
+                       len(found)))
+    seen = 0
+    for where, text in _texts().items():
+        for pattern, real in checks:
+            for said in re.findall(pattern, text):
+                seen += 1
+                assert int(said) == real, (where, pattern, said, real)
+    assert seen >= 10

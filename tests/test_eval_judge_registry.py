@@ -14,9 +14,11 @@ from mars_demo.evaluation.judges.base import Judge, JudgeEntry, Verdict
 
 
 def evaluate_help() -> str:
+    """``evaluate run --help``, the subcommand that runs a judge over a data set."""
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    return " ".join(sub.choices["evaluate"].format_help().split())
+    jobs = next(a for a in sub.choices["evaluate"]._actions if a.dest == "job")
+    return " ".join(jobs.choices["run"].format_help().split())
 
 
 class EvenLength(Judge):
@@ -81,6 +83,6 @@ def test_a_probe_judge_added_to_the_registry_runs(probe, tiny_models, tmp_path, 
     report = json.loads((out / "report.json").read_text())
     assert report["judge"] == {"name": "probe", "threshold": 0.4}
     judges.unregister("probe")  # gone from the registry: the CLI refuses it again
-    code, _, err = cli("evaluate", "--data", "x.jsonl", "--out", str(tmp_path / "r2"),
+    code, _, err = cli("evaluate", "run", "--data", "x.jsonl", "--out", str(tmp_path / "r2"),
                        "--judge", "probe")
     assert code == 2 and "--judge must be one of contains, em, f1, llm, nli, rouge" in err

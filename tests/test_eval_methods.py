@@ -258,8 +258,8 @@ def test_a_hostile_methods_table_gets_a_clear_message(run, tmp_path):
 def test_calibrate_on_a_method(run, tmp_path, capsys):
     out, rows, _ = run
     path = tmp_path / "eigv.json"
-    assert main(["evaluate", "--calibrate", str(out), "--measure", "eigv",
-                 "--calibration-out", str(path), "--no-plots"]) == 0, capsys.readouterr().err
+    assert main(["evaluate", "calibrate", str(out), "--measure", "eigv",
+                 "--out", str(path), "--no-plots"]) == 0, capsys.readouterr().err
     cal = calibration.load(path)
     assert (cal.measure, cal.scoring) == ("eigv", "value")
     u = column(rows, "eigv", "value")
@@ -284,9 +284,9 @@ def test_calibrate_on_a_method(run, tmp_path, capsys):
                             cal, public=True)
     assert "no eigv (value) value" in html
     # a scored method: its MARS variant by default, LN when asked
-    assert main(["evaluate", "--calibrate", str(out), "--measure",
+    assert main(["evaluate", "calibrate", str(out), "--measure",
                  "semantic_entropy_normalized", "--scoring", "length_normalized",
-                 "--calibration-out", str(path), "--no-plots"]) == 0
+                 "--out", str(path), "--no-plots"]) == 0
     assert calibration.load(path).scoring == "length_normalized"
     report = json.loads((out / "report.json").read_text())
     assert report["calibration"]["measure"] == "semantic_entropy_normalized"
@@ -303,8 +303,8 @@ def test_calibrate_on_a_method(run, tmp_path, capsys):
 ])
 def test_calibrate_refuses_what_the_run_does_not_hold(run, tmp_path, capsys, flags, message):
     out, _, _ = run
-    assert main(["evaluate", "--calibrate", str(out), *flags,
-                 "--calibration-out", str(tmp_path / "c.json")]) == 2
+    assert main(["evaluate", "calibrate", str(out), *flags,
+                 "--out", str(tmp_path / "c.json")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
 
@@ -312,8 +312,8 @@ def test_calibrate_refuses_what_the_run_does_not_hold(run, tmp_path, capsys, fla
 def test_a_calibration_file_names_an_uncertainty(run, tmp_path, capsys):
     out, _, _ = run
     path = tmp_path / "c.json"
-    assert main(["evaluate", "--calibrate", str(out), "--measure", "num_sets",
-                 "--calibration-out", str(path), "--no-plots"]) == 0
+    assert main(["evaluate", "calibrate", str(out), "--measure", "num_sets",
+                 "--out", str(path), "--no-plots"]) == 0
     data = json.loads(path.read_text())
     assert calibration.Calibration.from_dict(data).measure == "num_sets"
     for measure, scoring in (("num sets", "value"), ("num_sets", "raw"),
@@ -429,8 +429,8 @@ def test_a_run_names_the_similarity_model_where_its_methods_ran_it(run, tmp_path
         "eval_table"].split("</p>")[0]
 
     path = tmp_path / "sar.json"
-    assert main(["evaluate", "--calibrate", str(tmp_path / "a"), "--measure", "sar",
-                 "--calibration-out", str(path), "--no-plots"]) == 0, capsys.readouterr().err
+    assert main(["evaluate", "calibrate", str(tmp_path / "a"), "--measure", "sar",
+                 "--out", str(path), "--no-plots"]) == 0, capsys.readouterr().err
     assert json.loads(path.read_text())["models"]["similarity"] == "org/sts-a"
     with pytest.raises(calibration.CalibrationError, match="similarity: calibrated with"):
         calibration.load(path).check_models({**a["models"], "similarity": "org/sts-b"})

@@ -1,5 +1,5 @@
-"""``evaluate --rejudge`` (new verdicts, the same uncertainties, no model loaded) and
-``evaluate --judge-check`` (a judge's agreement with human labels), end to end through the CLI."""
+"""``evaluate rejudge`` (new verdicts, the same uncertainties, no model loaded) and
+``evaluate check-judge`` (a judge's agreement with human labels), end to end through the CLI."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_rejudge_gives_new_verdicts_and_metrics_and_loads_no_model(sentence_run,
 
     before = {p.name: p.read_bytes() for p in sentence_run.iterdir() if p.is_file()}
     out = tmp_path / "contains"
-    assert main(["evaluate", "--rejudge", str(sentence_run), "--out", str(out), "--judge",
+    assert main(["evaluate", "rejudge", str(sentence_run), "--out", str(out), "--judge",
                  "contains", "--bootstrap", "50", "--no-plots", "--judge-check",
                  str(CHECK)]) == 0
     assert "re-judged 8 questions (8 judged by contains" in capsys.readouterr().err
@@ -87,7 +87,7 @@ def test_rejudge_with_a_label_file(sentence_run, tmp_path, no_models, capsys):
         "{broken", json.dumps({"index": 3}),  # bad lines: reported and skipped
     ]) + "\n", encoding="utf-8")
     out = tmp_path / "labelled"
-    code = main(["evaluate", "--rejudge", str(sentence_run), "--out", str(out), "--labels",
+    code = main(["evaluate", "rejudge", str(sentence_run), "--out", str(out), "--labels",
                  str(labels), "--bootstrap", "20", "--no-plots"])
     err = capsys.readouterr().err
     assert code == 1
@@ -103,7 +103,7 @@ def test_rejudge_with_a_label_file(sentence_run, tmp_path, no_models, capsys):
     assert len(report["skipped_lines"]) == 2
     # a re-judge of the labelled run keeps the given labels
     again = tmp_path / "again"
-    assert main(["evaluate", "--rejudge", str(out), "--out", str(again), "--judge", "em",
+    assert main(["evaluate", "rejudge", str(out), "--out", str(again), "--judge", "em",
                  "--bootstrap", "20", "--no-plots"]) == 0
     assert [r["correct"] for r in lines(again / "results.jsonl")[:3]] == [False, True, True]
 
@@ -115,17 +115,17 @@ def test_rejudge_refusals(sentence_run, tmp_path, capsys):
     full = tmp_path / "full"
     full.mkdir()
     (full / "x").write_text("x")
-    assert main(["evaluate", "--rejudge", str(sentence_run), "--out", str(full)]) == 2
+    assert main(["evaluate", "rejudge", str(sentence_run), "--out", str(full)]) == 2
     assert "is not empty" in capsys.readouterr().err
-    assert main(["evaluate", "--rejudge", str(sentence_run), "--out", str(sentence_run)]) == 2
+    assert main(["evaluate", "rejudge", str(sentence_run), "--out", str(sentence_run)]) == 2
     assert "a new directory" in capsys.readouterr().err
-    assert main(["evaluate", "--labels", "x.jsonl", "--data", "d", "--out", "o"]) == 2
-    assert "--labels goes with --rejudge" in capsys.readouterr().err
+    assert main(["evaluate", "run", "--labels", "x.jsonl", "--data", "d", "--out", "o"]) == 2
+    assert "unrecognized arguments: --labels x.jsonl" in capsys.readouterr().err  # rejudge's
     behind = tmp_path / "behind"
     shutil.copytree(sentence_run, behind)
     (behind / "results.jsonl").write_text(
         "".join(x + "\n" for x in (behind / "results.jsonl").read_text().splitlines()[:5]))
-    assert main(["evaluate", "--rejudge", str(behind), "--out", str(tmp_path / "n")]) == 2
+    assert main(["evaluate", "rejudge", str(behind), "--out", str(tmp_path / "n")]) == 2
     assert "did not finish" in capsys.readouterr().err
     with pytest.raises(RunError, match="8 of 8 questions have no label; give --judge"):
         rejudge(sentence_run, tmp_path / "nolabels", None)
@@ -143,7 +143,7 @@ def test_rejudge_with_the_nli_judge_loads_the_nli_model_only(sentence_run, tiny_
     monkeypatch.setattr(registry, "load_bem", refuse)
     monkeypatch.setattr(Engine, "score_many", refuse)
     out = tmp_path / "nli"
-    assert main(["evaluate", "--rejudge", str(sentence_run), "--out", str(out), "--judge",
+    assert main(["evaluate", "rejudge", str(sentence_run), "--out", str(out), "--judge",
                  "nli", "--nli", str(tiny_models["nli"]), "--bootstrap", "20",
                  "--no-plots"]) == 0
     report = json.loads((out / "report.json").read_text())
@@ -158,7 +158,7 @@ def test_rejudge_with_the_nli_judge_loads_the_nli_model_only(sentence_run, tiny_
 def test_judge_check_prints_each_judges_figures(capsys):
     """The printed figures equal a count made here, row by row."""
     rows = [json.loads(x) for x in CHECK.read_text(encoding="utf-8").splitlines()]
-    assert main(["evaluate", "--judge-check", str(CHECK), "--judge", "contains,em,f1,rouge",
+    assert main(["evaluate", "check-judge", str(CHECK), "--judge", "contains,em,f1,rouge",
                  "--threshold", "0.4"]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"judge check on {CHECK}: {len(rows)} labelled answers")
@@ -172,7 +172,7 @@ def test_judge_check_prints_each_judges_figures(capsys):
         line = next(x for x in text.splitlines() if x.startswith(shown + " "))
         assert line.split()[-3:] == [f"{agree * 100:.1f}%", str(fa), str(fr)], line
     assert "agreement by kind of row:" in text and "\ndenial " in text
-    assert main(["evaluate", "--judge-check", str(CHECK), "--judge", "contains",
+    assert main(["evaluate", "check-judge", str(CHECK), "--judge", "contains",
                  "--json", "--disagreements"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[0]["judge"] == {"name": "contains", "threshold": None}
@@ -188,7 +188,7 @@ def test_judge_check_lists_disagreements_and_bad_lines(tmp_path, capsys):
                     "answer": "It is Canberra.", "correct": 1}),
         "nope", json.dumps({"question": "Q?", "answers": ["a"], "correct": True}),
     ]) + "\n", encoding="utf-8")
-    code = main(["evaluate", "--judge-check", str(check), "--judge", "contains",
+    code = main(["evaluate", "check-judge", str(check), "--judge", "contains",
                  "--disagreements"])
     captured = capsys.readouterr()
     assert code == 1
@@ -198,13 +198,14 @@ def test_judge_check_lists_disagreements_and_bad_lines(tmp_path, capsys):
     assert "contains      50.0%              0              1" in captured.out
     assert "line 1: rejects 'Not Canberra but Sydney.'" in captured.out
     check.write_text("[]\n")
-    assert main(["evaluate", "--judge-check", str(check)]) == 2
+    assert main(["evaluate", "check-judge", str(check)]) == 2
     assert "has no usable row" in capsys.readouterr().err
-    assert main(["evaluate", "--judge-check", str(CHECK), "--judge", "contains,bleu"]) == 2
+    assert main(["evaluate", "check-judge", str(CHECK), "--judge", "contains,bleu"]) == 2
     assert "--judge must be one of" in capsys.readouterr().err
-    assert main(["evaluate", "--data", "x", "--out", str(tmp_path / "o"), "--judge",
+    assert main(["evaluate", "run", "--data", "x", "--out", str(tmp_path / "o"), "--judge",
                  "em,f1"]) == 2
-    assert "a run takes one --judge" in capsys.readouterr().err
+    assert "this takes one --judge (several only with evaluate check-judge)" in (
+        capsys.readouterr().err)
 
 
 def test_the_docs_give_each_judges_figures_on_every_labelled_set():

@@ -67,10 +67,10 @@ def tiny_llm_run(tiny_models, tmp_path_factory):
     data.write_text("".join(json.dumps({**r, "correct": k % 2 == 0}) + "\n"
                             for k, r in enumerate(rows)), encoding="utf-8")
     out = base / "facts-tiny"
-    assert main(["evaluate", "--data", str(data), "--out", str(out), "--llm",
+    assert main(["evaluate", "run", "--data", str(data), "--out", str(out), "--llm",
                  str(tiny_models["llm"]), "--max-new-tokens", "6", "--samples", "2",
                  "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]) == 0
-    assert main(["evaluate", "--calibrate", str(out)]) == 0
+    assert main(["evaluate", "calibrate", str(out)]) == 0
     return out
 
 

@@ -42,7 +42,7 @@ def lines(path: pathlib.Path) -> list[dict]:
 def pregenerated_run(tiny_models, tmp_path_factory):
     """A run of 12 questions of the pre-generated file, exact match judge, 300 resamples."""
     out = tmp_path_factory.mktemp("run") / "facts"
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "12",
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(out), "--limit", "12",
                  "--seed", "3", "--judge", "em", "--bootstrap", "300",
                  *model_flags(tiny_models)])
     assert code == 0
@@ -51,7 +51,7 @@ def pregenerated_run(tiny_models, tmp_path_factory):
 
 def test_pregenerated_answers_run_without_an_llm(tiny_models, tmp_path, no_llm, capsys):
     out = tmp_path / "run"
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "3",
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(out), "--limit", "3",
                  "--bootstrap", "20", "--no-plots", *model_flags(tiny_models)])
     assert code == 0, capsys.readouterr().err
     assert len(lines(out / "results.jsonl")) == 3
@@ -179,7 +179,7 @@ def test_a_finished_run_started_again_recomputes_nothing(pregenerated_run, tiny_
         raise AssertionError("a finished question was scored again")
 
     monkeypatch.setattr(Engine, "score", refuse)
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(pregenerated_run), "--limit",
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(pregenerated_run), "--limit",
                  "12", "--seed", "3", "--judge", "em", "--bootstrap", "300",
                  *model_flags(tiny_models)])
     assert code == 0
@@ -243,11 +243,45 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no
     assert len({r["index"] for r in after}) == 7
 
 
+def test_the_progress_bar_shows_each_question_as_its_line_is_written(tiny_settings, tmp_path,
+                                                                     no_llm, monkeypatch):
+    """Polled during the run: whenever the engine starts a batch, the bar shows as many
+    questions as results.jsonl holds (tqdm alone draws at most every 0.1 s, so the lines a
+    batch writes at once showed only with the next batch)."""
+    import io
+    import re
+
+    from mars_demo.engine import Engine
+    from mars_demo.evaluation.judges import make_judge
+    from mars_demo.evaluation.run import EvalConfig, evaluate
+
+    shown = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", shown)
+    results = tmp_path / "run" / "results.jsonl"
+    seen = []
+
+    def look() -> tuple[int, int]:
+        counts = re.findall(r"\b(\d+)/9\b", shown.getvalue())
+        return int(counts[-1]), len(lines(results)) if results.exists() else 0
+
+    class Watching(Engine):
+        def score_many(self, answer_sets, settings=None, **kw):
+            seen.append(look())
+            return super().score_many(answer_sets, settings, **kw)
+
+    config = EvalConfig(data=str(ANSWERS), out=tmp_path / "run", judge=make_judge("em"),
+                        settings=tiny_settings, limit=9, resamples=20, plots=False,
+                        messages=lambda m: None, batch_questions=3)
+    evaluate(config, engine=Watching(tiny_settings))
+    seen.append(look())
+    assert seen == [(0, 0), (3, 3), (6, 6), (9, 9)]
+
+
 def test_killed_process_resumes_without_duplicates_or_losses(tiny_models, tmp_path):
     """A real kill (SIGKILL) mid-run, then the same command again."""
     data = ANSWERS  # 40 questions: killed after the 2nd
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "mars_demo", "evaluate", "--data", str(data), "--out", str(out),
+    cmd = [sys.executable, "-m", "mars_demo", "evaluate", "run", "--data", str(data), "--out", str(out),
            "--judge", "em", "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     results = out / "results.jsonl"
@@ -269,7 +303,7 @@ def test_killed_process_resumes_without_duplicates_or_losses(tiny_models, tmp_pa
 
 def test_a_torn_last_line_is_dropped_and_redone(tiny_models, tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "3", "--judge",
+    args = ["evaluate", "run", "--data", str(ANSWERS), "--out", str(out), "--limit", "3", "--judge",
             "em", "--bootstrap", "20", "--no-plots", *model_flags(tiny_models)]
     assert main(args) == 0
     full = (out / "results.jsonl").read_bytes()
@@ -287,14 +321,14 @@ def lines_of(raw: bytes) -> list[dict]:
 
 
 def test_a_run_dir_of_other_settings_is_refused(pregenerated_run, tiny_models, capsys):
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(pregenerated_run), "--limit",
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(pregenerated_run), "--limit",
                  "12", "--seed", "3", "--judge", "em", "--bootstrap", "300",
                  "--normalization", "softmax", *model_flags(tiny_models)])
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and len(err.splitlines()) == 1
     assert "other settings" in err and "normalization: 'sum' in the run, 'softmax' now" in err
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(pregenerated_run), "--limit",
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(pregenerated_run), "--limit",
                  "12", "--seed", "3", "--judge", "f1", *model_flags(tiny_models)])
     assert code == 2 and "judge:" in capsys.readouterr().err
 
@@ -304,7 +338,7 @@ def test_a_hub_data_set_offline_fails_with_one_clear_message(tmp_path, monkeypat
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf" / "datasets"))
-    code = main(["evaluate", "--data", "hf:trivia_qa", "--out", str(tmp_path / "run")])
+    code = main(["evaluate", "run", "--data", "hf:trivia_qa", "--out", str(tmp_path / "run")])
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -314,7 +348,7 @@ def test_a_hub_data_set_offline_fails_with_one_clear_message(tmp_path, monkeypat
         "not in the local cache; run once with network access, or give a local JSONL file "
         "with --data"
     )
-    assert main(["evaluate", "--data", "hf:squad", "--out", str(tmp_path / "r2")]) == 2
+    assert main(["evaluate", "run", "--data", "hf:squad", "--out", str(tmp_path / "r2")]) == 2
     assert "unknown data set 'hf:squad'; known: hf:trivia_qa, hf:nq_open, hf:web_questions" in (
         capsys.readouterr().err)
 
@@ -334,7 +368,7 @@ def test_bad_lines_are_reported_and_skipped_and_the_run_goes_on(tiny_models, tmp
         json.dumps({k: v for k, v in rows[3].items() if k != "samples"}),  # greedy alone
     ]) + "\n", encoding="utf-8")
     out = tmp_path / "r"
-    code = main(["evaluate", "--data", str(bad), "--out", str(out), "--bootstrap", "20",
+    code = main(["evaluate", "run", "--data", str(bad), "--out", str(out), "--bootstrap", "20",
                  "--no-plots", *model_flags(tiny_models)])
     err = capsys.readouterr().err
     assert code == 1, err
@@ -353,7 +387,7 @@ def test_bad_lines_are_reported_and_skipped_and_the_run_goes_on(tiny_models, tmp
 def test_a_file_without_a_usable_line_says_so_and_exits_2(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "Q2?", "answers": []}\n[1, 2]\n', encoding="utf-8")
-    assert main(["evaluate", "--data", str(bad), "--out", str(tmp_path / "r")]) == 2
+    assert main(["evaluate", "run", "--data", str(bad), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl, line 1: 'answers' must be a non-empty list" in err
     assert "bad.jsonl, line 2: not a JSON object" in err
@@ -383,7 +417,7 @@ def test_given_labels_are_used_as_given(tiny_models, tmp_path, capsys):
     out = tmp_path / "run"
     try:
         ContainsJudge.judge_many = spy
-        assert main(["evaluate", "--data", str(data), "--out", str(out), "--bootstrap", "50",
+        assert main(["evaluate", "run", "--data", str(data), "--out", str(out), "--bootstrap", "50",
                      "--no-plots", *model_flags(tiny_models)]) == 0
     finally:
         ContainsJudge.judge_many = real
@@ -442,7 +476,7 @@ def sentence_run(tiny_models, tmp_path_factory):
     data = base / "sentences.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in sentence_rows()), encoding="utf-8")
     out = base / "em"
-    assert main(["evaluate", "--data", str(data), "--out", str(out), "--judge", "em",
+    assert main(["evaluate", "run", "--data", str(data), "--out", str(out), "--judge", "em",
                  "--bootstrap", "50", "--no-plots", *model_flags(tiny_models)]) == 0
     return out
 
@@ -453,7 +487,7 @@ def test_em_on_sentence_answers_warns_in_the_report(sentence_run):
     warning = next(w for w in report["warnings"] if "sentences" in w)
     assert warning.startswith("8 of 8 judged greedy answers are sentences (5 words or more), "
                               "and the em judge compares the whole answer")
-    assert "--rejudge RUN_DIR --judge contains" in warning
+    assert "evaluate rejudge RUN_DIR --judge contains" in warning
     assert f"Warning: {warning}" in (sentence_run / "report.md").read_text()
 
 
@@ -461,7 +495,7 @@ def test_tiny_llm_end_to_end(tiny_models, tmp_path, capsys):
     """Generation by the tiny random LLM: gibberish answers, all judged wrong, so AUROC and PRR
     are undefined and the report says why instead of crashing."""
     out = tmp_path / "run"
-    code = main(["evaluate", "--data", str(FACTS), "--out", str(out), "--limit", "2",
+    code = main(["evaluate", "run", "--data", str(FACTS), "--out", str(out), "--limit", "2",
                  "--judge", "em", "--llm", str(tiny_models["llm"]), "--max-new-tokens", "6", "--samples", "2",
                  "--bootstrap", "20", *model_flags(tiny_models)])
     assert code == 0, capsys.readouterr().err
@@ -484,10 +518,10 @@ def full_run(tiny_models, tmp_path_factory):
     """Every one of the 40 pre-generated questions (no LLM), the default judge with its judge
     check kept, calibrated (semantic entropy, MARS)."""
     out = tmp_path_factory.mktemp("run") / "facts-given"
-    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--bootstrap", "200",
+    assert main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(out), "--bootstrap", "200",
                  "--judge-check", str(ROOT / "data" / "judge_check.jsonl"),
                  *model_flags(tiny_models)]) == 0
-    assert main(["evaluate", "--calibrate", str(out)]) == 0
+    assert main(["evaluate", "calibrate", str(out)]) == 0
     return out
 
 
@@ -495,7 +529,7 @@ def test_compare_is_a_paired_bootstrap_over_the_shared_questions(pregenerated_ru
                                                                  capsys):
     """A: 12 questions judged by em; B: all 40 judged by contains. B - A over the 12 shared
     questions, each run with its own labels, every resample the same questions for both."""
-    assert main(["evaluate", "--compare", str(pregenerated_run), str(full_run), "--bootstrap",
+    assert main(["evaluate", "compare", str(pregenerated_run), str(full_run), "--bootstrap",
                  "100", "--seed", "4", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     a = {r["question"]: r for r in lines(pregenerated_run / "results.jsonl")}
@@ -525,7 +559,7 @@ def test_compare_is_a_paired_bootstrap_over_the_shared_questions(pregenerated_ru
     assert "share 12 questions (A has 12, B 40)" in warnings
     assert "different models" not in warnings and "different data" not in warnings
     # the markdown says the same
-    assert main(["evaluate", "--compare", str(pregenerated_run), str(full_run), "--bootstrap",
+    assert main(["evaluate", "compare", str(pregenerated_run), str(full_run), "--bootstrap",
                  "100", "--seed", "4"]) == 0
     text = capsys.readouterr().out
     assert f"| Entropy + MARS | {entry['a'] * 100:.2f} | {entry['b'] * 100:.2f} | " \
@@ -542,12 +576,12 @@ def test_compare_warns_about_other_data_and_models(pregenerated_run, tmp_path, c
     report["models"]["nli"] = "another/nli"
     report["data"] = "another.jsonl"
     (other / "report.json").write_text(json.dumps(report))
-    assert main(["evaluate", "--compare", str(pregenerated_run), str(other), "--bootstrap",
+    assert main(["evaluate", "compare", str(pregenerated_run), str(other), "--bootstrap",
                  "20"]) == 0
     text = capsys.readouterr().out
     assert "the runs used different data (A: " in text
     assert "different models (nli: " in text and "vs another/nli" in text
-    assert main(["evaluate", "--compare", str(pregenerated_run), str(tmp_path / "none")]) == 2
+    assert main(["evaluate", "compare", str(pregenerated_run), str(tmp_path / "none")]) == 2
     assert "cannot compare: cannot read" in capsys.readouterr().err
 
 
@@ -589,11 +623,11 @@ def test_calibrate_refuses_too_few_of_a_class_with_the_reason(pregenerated_run, 
     records = lines(pregenerated_run / "results.jsonl")
     wrong = sum(not r["correct"] for r in records)
     assert wrong < 5  # 12 questions, em
-    assert main(["evaluate", "--calibrate", str(pregenerated_run)]) == 2
+    assert main(["evaluate", "calibrate", str(pregenerated_run)]) == 2
     err = capsys.readouterr().err
     assert f"only {wrong} of the 12 answers are wrong: at least 5 of each are needed" in err
     assert not (pregenerated_run / "calibration.json").exists()
-    assert main(["evaluate", "--calibrate", str(tmp_path / "nothing")]) == 2
+    assert main(["evaluate", "calibrate", str(tmp_path / "nothing")]) == 2
     assert "cannot calibrate" in capsys.readouterr().err
 
 
@@ -624,7 +658,7 @@ def test_png_export_that_fails_is_a_warning_not_a_fake_file(tiny_models, tmp_pat
 
     monkeypatch.setattr(go.Figure, "write_image", broken)
     out = tmp_path / "run"
-    assert main(["evaluate", "--data", str(ANSWERS), "--out", str(out), "--limit", "4",
+    assert main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(out), "--limit", "4",
                  "--judge", "em", "--bootstrap", "20", *model_flags(tiny_models)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["plots"] == ["roc.html", "rejection.html", "roc_methods.html"]
@@ -646,7 +680,7 @@ def test_calibrate_refuses_a_run_whose_report_is_behind_its_results(full_run,
     report = json.loads((run / "report.json").read_text())
     report["n"] = 5  # as left by a run interrupted after resuming
     (run / "report.json").write_text(json.dumps(report))
-    assert main(["evaluate", "--calibrate", str(run)]) == 2
+    assert main(["evaluate", "calibrate", str(run)]) == 2
     assert "did not finish" in capsys.readouterr().err
     assert not (run / "calibration.json").exists()
 
@@ -734,11 +768,11 @@ def test_the_llm_judge_on_the_llms_own_server_gets_its_api_key(monkeypatch, tmp_
         raise ValueError("stop here")
 
     monkeypatch.setattr("mars_demo.evaluation.judges.make_judge", fake_make_judge)
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
                  "--judge", "llm", "--llm-endpoint", "http://127.0.0.1:9/v1",
                  "--llm-api-key-env", "MY_KEY"])
     assert code == 2 and seen["api_key_env"] == "MY_KEY"
-    code = main(["evaluate", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
+    code = main(["evaluate", "run", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
                  "--judge", "llm", "--llm-endpoint", "http://127.0.0.1:9/v1",
                  "--llm-api-key-env", "MY_KEY", "--judge-endpoint", "http://127.0.0.1:8/v1"])
     assert code == 2 and seen["api_key_env"] is None  # another server: not the LLM's key

@@ -20,7 +20,7 @@ FACTS = ROOT / "data" / "facts.jsonl"
 def test_evaluate_generates_through_the_server(llama_server, llama_api_key, tiny_models,
                                                tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["evaluate", "--data", str(FACTS), "--out", str(out), "--limit", "2",
+    code = main(["evaluate", "run", "--data", str(FACTS), "--out", str(out), "--limit", "2",
                  "--judge", "em", "--bootstrap", "20", "--no-plots",
                  "--llm-endpoint", llama_server, "--llm-api-key-env", API_KEY_ENV,
                  "--llm", str(tiny_models["llm"]), "--importance", str(tiny_models["importance"]),

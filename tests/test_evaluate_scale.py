@@ -47,7 +47,7 @@ def flags(models, data: pathlib.Path, *extra: str) -> list[str]:
 
 
 def evaluate(models, data, out, *extra) -> str:
-    code, _, err = cli("evaluate", *flags(models, data, "--out", str(out), *extra))
+    code, _, err = cli("evaluate", "run", *flags(models, data, "--out", str(out), *extra))
     assert code == 0, err
     return err
 
@@ -115,7 +115,7 @@ def test_two_processes_under_accelerate_equal_one_process(one_process, tiny_mode
     data, one = one_process
     out = tmp_path / "two"
     done = launched_run(["accelerate", "launch", "--multi_gpu", "--num_processes", "2"],
-                        "evaluate", *flags(tiny_models, data, "--out", str(out)))
+                        "evaluate", "run", *flags(tiny_models, data, "--out", str(out)))
     assert done.returncode == 0, done.stderr[-3000:]
     assert_same_run(one, out)
     assert json.loads((out / "run.json").read_text())["processes"] == 2
@@ -139,13 +139,13 @@ def test_a_failing_process_is_named_and_stops_the_others(tiny_models, tmp_path):
     args = flags(models, data, "--out", str(tmp_path / "run"), "--batch-questions", "1")
     weights = next(llm.glob("*.safetensors"))
     weights.rename(tmp_path / weights.name)
-    done = launched_run(["torchrun", "--nproc_per_node", "2"], "evaluate", *args)
+    done = launched_run(["torchrun", "--nproc_per_node", "2"], "evaluate", "run", *args)
     assert done.returncode != 0
     assert "error: rank 1 of 2: " in done.stderr, done.stderr[-3000:]
     assert "error: rank 0 of 2" not in done.stderr
     assert not (tmp_path / "run" / "report.json").exists()
     (tmp_path / weights.name).rename(weights)
-    code, _, err = cli("evaluate", *args)
+    code, _, err = cli("evaluate", "run", *args)
     assert code == 0, err
     run = read_run(tmp_path / "run")
     assert [r.index for r in run.records] == [0, 1] and run.manifest.processes == 1
@@ -161,7 +161,7 @@ def test_shares_merged_equal_one_process(one_process, tiny_models, tmp_path, cap
     assert (first.manifest.shard, first.manifest.share_questions) == ((1, 2), 4)
     assert [r.index for r in first.records] == [0, 1, 4, 5]
     assert [r.index for r in second.records] == [2, 3] and second.report.n == 2
-    code, out, err = cli("evaluate", "--merge", str(tmp_path / "merged"),
+    code, out, err = cli("evaluate", "merge", str(tmp_path / "merged"),
                          str(tmp_path / "share2"), str(tmp_path / "share1"),
                          "--bootstrap", "50", "--no-plots")
     assert code == 0, err
@@ -176,6 +176,30 @@ def test_shares_merged_equal_one_process(one_process, tiny_models, tmp_path, cap
                                                                      "analysis")}
                 for x in (path / "results.jsonl").read_text().splitlines()]
     assert lines(tmp_path / "merged") == lines(one)
+
+
+def test_a_share_without_questions_says_so_and_merges(tiny_models, tmp_path):
+    """3 questions make one batch: --shard 2/2 gets none. It says so when it runs (the
+    batches, the numbers of shares that all get questions, the batch size for 2), its report
+    is one --merge reads, and the merge is the whole run."""
+    data = tmp_path / "given.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in given_rows(tiny_models["llm"])[:3]),
+                    encoding="utf-8")
+    extra = ("--batch-questions", "16")
+    evaluate(tiny_models, data, tmp_path / "s1", "--shard", "1/2", *extra)
+    err = evaluate(tiny_models, data, tmp_path / "s2", "--shard", "2/2", *extra)
+    said = ("share 2/2 holds no questions: the 3 selected questions make 1 batch of "
+            "--batch-questions 16")
+    assert said in err and "N up to 1 only (for 2 shares: --batch-questions 2 or fewer)" in err
+    empty = read_run(tmp_path / "s2")
+    assert empty.report.n == 0 and empty.records == [] and empty.manifest.share_questions == 0
+    assert any(w.startswith(said) for w in empty.report.warnings)
+    code, out, err = cli("evaluate", "--merge", str(tmp_path / "merged"), str(tmp_path / "s1"),
+                         str(tmp_path / "s2"), "--bootstrap", "50", "--no-plots")
+    assert code == 0, err
+    assert "3 questions, accuracy" in out
+    evaluate(tiny_models, data, tmp_path / "one", *extra)
+    assert_same_run(tmp_path / "one", tmp_path / "merged")
 
 
 def test_a_batch_cut_by_a_kill_runs_whole_again(one_process, tiny_models, tmp_path):
@@ -201,14 +225,14 @@ def test_a_killed_share_resumes_and_the_merge_equals_one_process(tiny_models, tm
     data.write_text("".join(json.dumps(r) + "\n" for r in rows(ANSWERS)[:12]),
                     encoding="utf-8")
     share = tmp_path / "share1"
-    killed_after(["evaluate", *flags(tiny_models, data, "--out", str(share), "--shard", "1/2")],
+    killed_after(["evaluate", "run", *flags(tiny_models, data, "--out", str(share), "--shard", "1/2")],
                  share / "results.jsonl")
     assert not (share / "report.json").exists()
     err = evaluate(tiny_models, data, share, "--shard", "1/2")
     assert "questions already done" in err
     evaluate(tiny_models, data, tmp_path / "share2", "--shard", "2/2")
     evaluate(tiny_models, data, tmp_path / "one")
-    code, _, err = cli("evaluate", "--merge", str(tmp_path / "merged"), str(share),
+    code, _, err = cli("evaluate", "merge", str(tmp_path / "merged"), str(share),
                        str(tmp_path / "share2"), "--bootstrap", "50", "--no-plots")
     assert code == 0, err
     assert_same_run(tmp_path / "one", tmp_path / "merged")
@@ -231,7 +255,7 @@ def given_shares(tiny_models, tmp_path_factory):
 @pytest.mark.parametrize("parts, message", [
     (["s1", "other"], "other is a share of another run than .*s1 \\(seed: 3 in .*s1, 4 in "
                       ".*other"),
-    (["s1"], "share 2/2 is missing: give the folder of evaluate --shard 2/2"),
+    (["s1"], "share 2/2 is missing: give the folder of evaluate run --shard 2/2"),
     (["s1", "s2", "s2"], "share 2/2 is given twice: .*s2 and .*s2"),
     (["s1", "whole"], "whole is not a share of a run"),
     (["s1", "nowhere"], "the part '.*nowhere' cannot be merged: cannot read"),
@@ -239,7 +263,7 @@ def given_shares(tiny_models, tmp_path_factory):
 def test_merge_refuses_parts_that_do_not_fit(given_shares, tmp_path, capsys, parts, message):
     import re
 
-    code, _, err = cli("evaluate", "--merge", str(tmp_path / "merged"),
+    code, _, err = cli("evaluate", "merge", str(tmp_path / "merged"),
                        *(str(given_shares / p) for p in parts))
     assert code == 2 and re.search(message, err), err
     assert not (tmp_path / "merged").exists()
@@ -250,16 +274,16 @@ def test_merge_refuses_an_unfinished_share_and_a_full_folder(given_shares, tmp_p
     shutil.copytree(given_shares / "s2", cut)
     (cut / "results.jsonl").write_text(
         (cut / "results.jsonl").read_text().splitlines(keepends=True)[0])
-    code, _, err = cli("evaluate", "--merge", str(tmp_path / "m"), str(given_shares / "s1"),
+    code, _, err = cli("evaluate", "merge", str(tmp_path / "m"), str(given_shares / "s1"),
                        str(cut))
     assert code == 2 and "did not finish" in err and str(cut) in err, err
     full = tmp_path / "full"
     full.mkdir()
     (full / "x").write_text("x")
-    code, _, err = cli("evaluate", "--merge", str(full), str(given_shares / "s1"),
+    code, _, err = cli("evaluate", "merge", str(full), str(given_shares / "s1"),
                        str(given_shares / "s2"))
     assert code == 2 and "not an empty folder" in err
-    code, _, err = cli("evaluate", "--merge", str(tmp_path / "ok"), str(given_shares / "s1"),
+    code, _, err = cli("evaluate", "merge", str(tmp_path / "ok"), str(given_shares / "s1"),
                        str(given_shares / "s2"), "--no-plots")
     assert code == 0, err
     assert read_run(tmp_path / "ok").report.n == read_run(given_shares / "whole").report.n
@@ -267,13 +291,13 @@ def test_merge_refuses_an_unfinished_share_and_a_full_folder(given_shares, tmp_p
 
 def test_bad_shard_flags_are_refused(tmp_path):
     for shard in ("3/2", "0/2", "x", "1/0"):
-        code, _, err = cli("evaluate", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
+        code, _, err = cli("evaluate", "run", "--data", str(ANSWERS), "--out", str(tmp_path / "r"),
                            "--shard", shard)
         assert code == 2 and "--shard takes K/N with 1 <= K <= N" in err, err
-    code, _, err = cli("evaluate", "--compare", "a", "b", "--shard", "1/2")
-    assert code == 2 and "separate modes" not in err and "--shard K/N goes with --data" in err
-    code, _, err = cli("evaluate", "--merge", str(tmp_path / "m"), "a", "--data", "x")
-    assert code == 2 and "separate modes" in err
+    code, _, err = cli("evaluate", "compare", "a", "b", "--shard", "1/2")
+    assert code == 2 and "unrecognized arguments: --shard 1/2" in err  # a run's flag
+    code, _, err = cli("evaluate", "merge", str(tmp_path / "m"), "a", "--data", "x")
+    assert code == 2 and "unrecognized arguments: --data x" in err
 
 
 def test_a_share_resumed_with_another_batch_size_is_refused(given_shares, tiny_models,
@@ -281,7 +305,7 @@ def test_a_share_resumed_with_another_batch_size_is_refused(given_shares, tiny_m
     share = tmp_path / "s1"
     shutil.copytree(given_shares / "s1", share)
     data = given_shares / "given.jsonl"
-    code, _, err = cli("evaluate", *flags(tiny_models, data, "--out", str(share), "--shard",
+    code, _, err = cli("evaluate", "run", *flags(tiny_models, data, "--out", str(share), "--shard",
                                           "1/2", "--batch-questions", "3"))
     assert code == 2 and "batch_questions: 2 in the run, 3 now" in err, err
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import cli, model_flags
 
 from mars_demo.core import token_level
 from mars_demo.engine import Engine
@@ -127,3 +128,27 @@ def test_answers_given_as_text_get_their_token_statistics_from_the_teacher_force
     assert list(result.methods) == ["mean_token_entropy", "self_certainty"]
     assert result.methods["mean_token_entropy"]["length_normalized"] == pytest.approx(
         np.mean([t.entropy for t in tokens]), abs=1e-12)
+
+
+def test_ccp_of_answers_without_alternatives_names_the_fix_that_works(analysis, tiny_models,
+                                                                       tmp_path):
+    """A saved answer whose greedy tokens carry no alternatives: `score --methods ccp` cannot
+    make them (scoring again leaves CCP out again), so the warning sends the user to ask again,
+    which does save them (the module's analysis, asked with ccp, has its value)."""
+    data = analysis.to_dict()
+    for token in data["greedy"]["tokens"]:
+        token.pop("alternatives", None)
+    data["method_inputs"].pop("ccp", None)
+    data.pop("methods", None)
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = cli("score", str(path), *model_flags(tiny_models), "--methods", "ccp",
+                         "--json")
+    assert code == 0, err
+    scored = json.loads(out)
+    assert "ccp" not in (scored.get("methods") or {})
+    said = [w for w in scored["warnings"] if "ccp could not be computed" in w]
+    assert len(said) == 1, scored["warnings"]
+    assert "ask again with --methods ccp" in said[0]
+    assert "score its answers again" not in said[0]
+    assert "ccp" in analysis.methods  # asking again with --methods ccp does compute it

@@ -4,8 +4,6 @@ recomputed from a saved analysis alone, without any model."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import subprocess
@@ -18,7 +16,6 @@ from cli_helpers import cli, model_flags
 import mars_demo
 from mars_demo import methods
 from mars_demo.access import Access, public_access
-from mars_demo.cli import main
 from mars_demo.engine import Engine
 from mars_demo.errors import OptionError
 from mars_demo.methods import FREE, METHODS, compute_methods
@@ -158,12 +155,9 @@ def test_a_bad_method_is_one_line_and_exit_status_2(value, message, saved, tiny_
 
 def test_the_methods_flag_is_documented():
     for command in ("ask", "score"):
-        with pytest.raises(SystemExit):
-            cli(command, "--help")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        main(["score", "--help"])
-    assert "--methods METHODS" in out.getvalue() and "docs/methods.md" in out.getvalue()
+        code, out, err = cli(command, "--help")
+        assert code == 0 and err == ""
+        assert "--methods METHODS" in out and "docs/methods.md" in out
 
 
 def test_a_method_that_fails_for_some_answers_is_left_out_with_a_warning(
@@ -226,6 +220,22 @@ def test_the_public_api_refuses_an_opt_in_method_unless_the_host_offers_it(metho
     offered = Access(public=True, methods=frozenset(FREE) | {method_id})
     host = Controller(EngineHost(FakeEngine()), access=offered)
     assert host.settings_from(method_id, names=("methods",)).methods == (method_id,)
+
+
+def test_the_readable_report_shows_each_measure_once(analysis):
+    """Confidence, Entropy and Semantic entropy are methods too (their values are in
+    ``methods``): the report lists them in its uncertainty table, and only there."""
+    import re
+
+    from mars_demo.cli import format_report
+
+    assert {"confidence", "entropy", "semantic_entropy"} <= set(analysis.methods)
+    report = format_report(analysis)
+    for name in ("Confidence", "Entropy", "Semantic entropy"):
+        rows = [line for line in report.splitlines() if re.match(rf"  {name}  ", line)]
+        assert len(rows) == 1, (name, rows)
+        value = analysis.methods[name.lower().replace(" ", "_")]["length_normalized"]
+        assert f"{value:17.4f}" in rows[0]
 
 
 def test_the_readable_report_lists_the_methods(analysis):

@@ -41,8 +41,8 @@ def test_unknown_hub_id_offline_says_what_to_do():
     with pytest.raises(ModelLoadError) as info:
         Engine(Settings(llm="nobody-here/no-such-model-xyz")).load()
     msg = str(info.value)
-    assert "not in the local Hugging Face cache" in msg and "HF_HUB_OFFLINE" in msg
-    assert "local directory" in msg
+    assert "the LLM nobody-here/no-such-model-xyz (--llm: not in the Hugging Face cache)" in msg
+    assert "HF_HUB_OFFLINE" in msg and "make-tiny-models" in msg and "local folders" in msg
     with pytest.raises(ModelLoadError, match="not a valid Hub id"):
         registry.load_llm("not a model id")
 

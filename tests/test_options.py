@@ -28,7 +28,7 @@ BAD_OPTIONS = [
     ({"distribution": "median"}, "distribution must be one of equal, max, min"),
     ({"cluster_rule": "loose"}, "cluster_rule must be one of strict, lenient"),
     ({"load_in_4bit": "yes"}, "load_in_4bit must be true, false or None"),
-    ({"llm": "  "}, "llm must be a Hub id, a local directory or a preset"),
+    ({"llm": "  "}, "llm must be a Hub id, a local directory, a GGUF file or a preset"),
     ({"importance": ""}, "importance must be a Hub id or a local directory"),
 ]
 
@@ -53,5 +53,6 @@ def test_unknown_llm_preset_names_the_presets():
     with pytest.raises(ModelLoadError) as info:
         mars_demo.analyze(QUESTION, llm="llama-2-7", samples=1)
     msg = str(info.value)
-    assert "not an LLM preset" in msg and "llama-2-7b" in msg and "cpu-small" in msg
+    assert "the LLM llama-2-7 (--llm: not in the Hugging Face cache, and no LLM preset (" in msg
+    assert "llama-2-7b" in msg and "cpu-small" in msg
     assert "\n" not in msg

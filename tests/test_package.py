@@ -1,5 +1,6 @@
 """The project installs as a package: a wheel with the data the code reads and a console script,
-and dependencies that follow requirements.txt (the one list; the Space installs that file)."""
+and dependencies that follow requirements.txt (the one list; the Space installs that file, alone,
+so it names no package of the checkout); the tests' requirements install the checkout itself."""
 
 import configparser
 import re
@@ -27,7 +28,20 @@ def _requirements(name: str) -> list[str]:
 def test_the_dev_extra_is_what_requirements_dev_adds():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["optional-dependencies"]["dev"] == _requirements("requirements-dev.txt")
-    assert (ROOT / "requirements-dev.txt").read_text().count("-r requirements.txt") == 1
+    # the checkout itself, editable: its dependencies are requirements.txt (pyproject.toml)
+    dev = [line.split("#", 1)[0].strip() for line in
+           (ROOT / "requirements-dev.txt").read_text().splitlines()]
+    assert dev.count("-e .") == 1 and "-r requirements.txt" not in dev
+    assert project["dynamic"] == ["dependencies"]
+
+
+def test_the_space_requirements_name_no_local_package():
+    """A Space runs ``pip install -r requirements.txt`` on that file alone, before the code is
+    copied in: a path, an editable install or an include would fail its build."""
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        assert not line.startswith(("-", ".", "/", "file:")), line
+        assert "@" not in line, line
 
 
 @pytest.mark.slow

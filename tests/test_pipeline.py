@@ -222,7 +222,7 @@ def test_library_function_and_bad_input(tiny_settings):
         analyze(QUESTION, sample=3, **opts)
     with pytest.raises(OptionError, match="from 1 to 20"):
         analyze(QUESTION, **{**opts, "samples": 1000})
-    with pytest.raises(ModelLoadError, match="no directory"):
+    with pytest.raises(ModelLoadError, match="no such folder or file"):
         analyze(QUESTION, **{**opts, "llm": "/does/not/exist"})
 
 

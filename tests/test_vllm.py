@@ -128,7 +128,7 @@ def test_evaluate_sends_several_questions_at_once(vllm_url, vllm_models, tmp_pat
 
     monkeypatch.setattr(EndpointLLM, "_complete", counting)
     out = tmp_path / "run"
-    code = main(["evaluate", "--data", str(ROOT / "data" / "facts.jsonl"), "--out", str(out),
+    code = main(["evaluate", "run", "--data", str(ROOT / "data" / "facts.jsonl"), "--out", str(out),
                  "--limit", "4", "--judge", "em", "--bootstrap", "20", "--no-plots",
                  "--llm-endpoint", vllm_url, "--llm", str(vllm_models["llm"]),
                  "--importance", str(vllm_models["importance"]), "--nli",

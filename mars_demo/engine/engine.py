@@ -22,6 +22,7 @@ import traceback
 from typing import Any, Callable
 
 from ..answers import AnswerSet, WorkCap
+from ..options import GIVEN_MODELS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS, documented
 from ..errors import (
     AnalysisCancelled,
     AnalysisOutOfMemory,
@@ -30,7 +31,7 @@ from ..errors import (
     OptionError,
     is_out_of_memory,
 )
-from ..models import registry
+from ..models import given, registry
 from ..models.registry import Models
 from ..progress import Progress
 from ..progress import quiet as _quiet
@@ -41,6 +42,7 @@ from ..settings import (
     LLM_PRESETS,
     Settings,
     clean_question,
+    for_answers,
     resolve_llm,
     resolve_nli,
 )
@@ -62,8 +64,17 @@ class Engine:
     stage and after every generated token), all in :mod:`mars_demo.errors`.
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings()
+    @documented(MODEL_FIELDS + REQUEST_FIELDS)
+    def __init__(self, settings: Settings | None = None, **options: Any) -> None:
+        """An engine with ``settings`` (default: the defaults), changed by ``options``; no
+        model is loaded yet.
+
+        Keyword Args:
+            **options: the options of mars_demo.options (one line each below).
+        """
+        changes = _given(options)
+        self.settings = (settings or Settings()).replace(**changes) if changes else (
+            settings or Settings())
         self._models: Models | None = None
         self._load_lock = threading.Lock()
 
@@ -105,6 +116,7 @@ class Engine:
         engine's settings."""
         with self._load_lock:
             settings = settings or self.settings
+            registry.check_available(settings, ("llm", "importance", "nli"))
             self._models = registry.load_all(settings, progress or _quiet)
             self.settings = settings
 
@@ -123,7 +135,17 @@ class Engine:
                 keep = set()  # the new models cannot load anyway: free everything
             registry.release(keep)
             self.settings = settings
+            registry.check_available(settings, ("llm", "importance", "nli"))
             self._models = registry.load_all(settings, progress or _quiet)
+
+    def _check(self, s: Settings, which: list[str]) -> None:
+        """Every model of ``which`` that ``s`` names is here or downloadable, or one error
+        names all that are not (:func:`~mars_demo.models.registry.check_available`); the
+        engine's own loaded models count as here."""
+        if self._models is not None:
+            which = [w for w in which if w not in ("llm", "importance", "nli")
+                     or not registry.same_models(s, self.settings, w)]
+        registry.check_available(s, which)
 
     def _model(self, which: str, s: Settings, progress: Progress) -> Any:
         return registry.model_for(which, s, progress, self._models, self.settings)
@@ -138,6 +160,7 @@ class Engine:
         run, question = resolve(settings or self.settings), clean_question(question)
         progress = progress or _quiet
         with _RUN_LOCK, _guarded():
+            self._check(run.settings, registry.analysis_models(run.settings))
             answers = generation.generate_one(
                 lambda: self._model("llm", run.settings, progress), question, run, progress,
                 _checker(should_stop), on_text, should_stop)
@@ -153,6 +176,7 @@ class Engine:
         run, question = resolve(settings or self.settings), clean_question(question)
         progress = progress or _quiet
         with _RUN_LOCK, _guarded():
+            self._check(run.settings, ["llm"])
             return generation.generate_one(
                 lambda: self._model("llm", run.settings, progress), question, run, progress,
                 _checker(should_stop), on_text, should_stop)
@@ -202,6 +226,7 @@ class Engine:
             return []
         progress = progress or _quiet
         with _RUN_LOCK, _guarded():
+            self._check(run.settings, ["llm"])
             return generation.generate_many(
                 lambda: self._model("llm", run.settings, progress), cleaned, run, progress,
                 _checker(should_stop), should_stop)
@@ -237,10 +262,14 @@ class Engine:
                cap: WorkCap | None = None) -> list[AnalysisResult]:
         """The scoring stages over the answer sets (one job each); see :mod:`.stages`."""
         check, s = _checker(should_stop), run.settings
+        planned = stages.plan(job.RESULT_NEEDS)
+        drafts = [job.ScoringJob(a, a.question, r, a.logprob_source)
+                  for a, r in zip(answer_sets, reuses)]
+        self._check(s, (["llm"] if any(a.missing_logprobs for a in answer_sets) else [])
+                    + stages.models_needed(planned, drafts, run))
         jobs = job.prepare(answer_sets, reuses, run, lambda: self._model("llm", s, progress),
                            progress, check, cap)
         check()
-        planned = stages.plan(job.RESULT_NEEDS)
         t = time.perf_counter()
         loaded = {name: self._model(name, s, progress)
                   for name in stages.models_needed(planned, jobs, run)}
@@ -297,34 +326,92 @@ def as_answer_set(answers: Any) -> AnswerSet:
     return AnswerSet.from_dict(answers)
 
 
+#: the keywords of :func:`score`: which models, and how answers are scored
+SCORE_OPTIONS = MODEL_FIELDS + SCORING_FIELDS + ("prompt",)
+
+
+@documented(MODEL_FIELDS + REQUEST_FIELDS)
 def analyze(question: str, *, progress: Progress | None = None,
             on_text: Callable[[str], None] | None = None,
             should_stop: Callable[[], bool] | None = None, **options: Any) -> AnalysisResult:
-    """Analyze one question with the options of :class:`~mars_demo.settings.Settings`.
+    """Analyze one question: generate the greedy answer and the samples, then score them
+    (:meth:`Engine.analyze` of an engine made from ``options``).
 
-    Models are loaded on the first call and cached for later ones.
+    Models are loaded on the first call and cached for later ones (a model given as a loaded
+    ``(model, tokenizer)`` pair is used as it is).
+
+    Args:
+        question: the question, at most 1,000 characters.
+        progress: called as ``progress(stage, fraction)`` at the start (0.0) and end (1.0)
+            of each stage.
+        on_text: called with the greedy answer's text as it grows.
+        should_stop: asked before each stage and after each generated token; True stops the
+            analysis (:class:`~mars_demo.errors.AnalysisCancelled`).
+
+    Keyword Args:
+        **options: the options of mars_demo.options (one line each below).
+
+    Returns:
+        The analysis: answers, token weights, clusters, the uncertainties
+        (:class:`~mars_demo.result.AnalysisResult`; ``to_dict()`` is its JSON).
+
+    Raises:
+        OptionError: an unknown option or a value out of its range (the message names it).
+        ModelLoadError: a model cannot be loaded (every missing one named, with its option).
     """
     return Engine(_settings_of(options)).analyze(
         question, progress=progress, on_text=on_text, should_stop=should_stop
     )
 
 
+@documented(SCORE_OPTIONS)
 def score(answers: Any, *, progress: Progress | None = None, **options: Any) -> AnalysisResult:
     """Score answers from anywhere: everything after generation (see :meth:`Engine.score`).
 
-    ``answers``: an :class:`~mars_demo.answers.AnswerSet`, its JSON form (the names of the
-    analysis JSON: question, greedy, samples, each with text and tokens of text and logprob),
-    or an :class:`AnalysisResult` to re-score with other ``options`` (those of
-    :class:`~mars_demo.settings.Settings`). No LLM is loaded unless log-probs are missing.
+    The models and scoring options not given are those the analysis recorded (its
+    ``settings``: the importance and NLI models that scored it, see
+    :func:`~mars_demo.settings.for_answers`), then the defaults; the result's ``settings`` name
+    the models used. No LLM is loaded unless log-probs are missing or a method needs an extra
+    LLM pass.
+
+    Args:
+        answers: an :class:`~mars_demo.answers.AnswerSet`, its JSON form (the names of the
+            analysis JSON: question, greedy, samples, each with text and tokens of text and
+            logprob), or an earlier analysis (an :class:`AnalysisResult` or its JSON) to score
+            again with other ``options``.
+        progress: called as ``progress(stage, fraction)``.
+
+    Keyword Args:
+        **options: the options of mars_demo.options (one line each below).
+
+    Returns:
+        The analysis of the answers (:class:`~mars_demo.result.AnalysisResult`).
     """
-    return Engine(_settings_of(options)).score(answers, progress=progress)
+    return Engine(for_answers(_recorded(answers), _given(options))).score(answers,
+                                                                          progress=progress)
 
 
-def _settings_of(options: dict[str, Any]) -> Settings:
+def _recorded(answers: Any) -> dict[str, Any] | None:
+    """What an earlier analysis recorded of its settings (None for a bare answer set)."""
+    if isinstance(answers, AnalysisResult):
+        return answers.settings
+    if isinstance(answers, dict) and isinstance(answers.get("settings"), dict):
+        return answers["settings"]
+    return None
+
+
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` checked by name, with a model given as a loaded ``(model, tokenizer)`` pair
+    replaced by the id that names it (:func:`mars_demo.models.given.give`)."""
     unknown = sorted(set(options) - set(Settings.__dataclass_fields__))
     if unknown:
         raise OptionError(
             f"unknown option(s) {', '.join(unknown)}; known: "
             f"{', '.join(Settings.__dataclass_fields__)}"
         )
-    return Settings(**options)
+    return {name: given.give(name, value) if name in GIVEN_MODELS and isinstance(
+        value, (tuple, list)) else value for name, value in options.items()}
+
+
+def _settings_of(options: dict[str, Any]) -> Settings:
+    return Settings(**_given(options))

@@ -41,7 +41,7 @@ def request_for(run: Resolved, preset: str) -> GenerationRequest:
         keep_stop=recipe.keep_stop,
         banned_strings=tuple(recipe.banned_strings),
         alternatives=ALTERNATIVES if any(
-            "alternatives_nli" in METHODS[m].needs for m in s.method_ids) else 0,
+            "greedy_alternatives" in METHODS[m].needs for m in s.method_ids) else 0,
     )
 
 
@@ -98,8 +98,10 @@ def generate_many(llm: Callable[[], LanguageModel], questions: list[str], run: R
 
 
 def _notes(model: LanguageModel, run: Resolved) -> list[str]:
-    """The recipe's warnings for this LLM: options it changed, departures it knows of."""
-    return run.overrides() + run.recipe.notes(bos_token_id=model.bos_token_id)
+    """The LLM's own warnings (how it was loaded), then the recipe's for it: options it
+    changed, departures it knows of."""
+    return (list(model.notes) + run.overrides()
+            + run.recipe.notes(bos_token_id=model.bos_token_id))
 
 
 def answer_set(model: LanguageModel, run: Resolved, question: str, prompt: Prompt,
@@ -167,7 +169,8 @@ def teacher_force(answers: AnswerSet, model: LanguageModel, run: Resolved,
     completed = dataclasses.replace(
         answers, greedy=done[0], samples=done[1:], prompt=prompt.text,
         prompt_token_ids=list(prompt.token_ids), prompt_preset=built.preset,
-        warnings=list(answers.warnings) + list(built.warnings),
+        warnings=list(answers.warnings) + [n for n in model.notes if n not in answers.warnings]
+        + list(built.warnings),
         generation={**(answers.generation or {}), "llm": answers.generation.get("llm")
                     if answers.generation else None, "prompt": built.preset},
     )

@@ -5,7 +5,7 @@
   one registry entry (name, what it needs, its threshold): the ``contains`` judge that reads
   sentences (:mod:`.judges.contains`, with its helper modules), exact match, token F1,
   ROUGE-L, NLI, an LLM judge.
-- :mod:`.judge_check`: a judge's agreement with human labels (``--judge-check``).
+- :mod:`.judge_check`: a judge's agreement with human labels (``evaluate check-judge``).
 - :mod:`.calibration`: isotonic map from an uncertainty to P(correct), saved as JSON, with its
   cross-validated Brier score and calibration error; ``calibrate`` fits it on a run.
 - :mod:`.data`: labelled questions from a local JSONL file or a Hugging Face data set.
@@ -14,7 +14,7 @@
   and checked ``from_dict``, so the writer and every reader share one form;
   :mod:`.checks` checks the values.
 - :mod:`.runs`: the one reader of a run directory (run.json, results.jsonl, report.json), used
-  by ``--compare``, ``--calibrate``, ``--rejudge`` and the page's Evaluation view.
+  by ``evaluate compare``, ``calibrate``, ``rejudge`` and the page's Evaluation view.
 - :mod:`.run`: the ``evaluate`` command: results.jsonl (resumable); :mod:`.report` computes and
   writes report.json/.md and the plots; :mod:`.rejudge` re-judges a run; :mod:`.compare`
   compares two runs.

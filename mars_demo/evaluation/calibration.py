@@ -11,7 +11,7 @@ numpy: it interpolates linearly between the breakpoints and clips outside them, 
 cross-validation (stratified, seeded) gives each answer its chance from a fit on the other
 folds; the Brier score (scikit-learn's ``brier_score_loss``) and the expected calibration error
 (equal-width bins, as scikit-learn's ``calibration_curve`` with ``strategy="uniform"``) of
-those held-out chances, with the reliability table, are what ``evaluate --calibrate`` reports.
+those held-out chances, with the reliability table, are what ``evaluate calibrate`` reports.
 :func:`check_classes` refuses labels where one class is missing or too rare for that.
 
 The uncertainty is a measure (``uncertainty.<measure>.<scoring>`` of an analysis) or any other

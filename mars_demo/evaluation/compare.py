@@ -1,6 +1,6 @@
 """Two runs compared over the questions they share: B - A with a paired bootstrap interval.
 
-``evaluate --compare RUN_A RUN_B`` reads both runs through :mod:`.runs`, matches their questions
+``evaluate compare RUN_A RUN_B`` reads both runs through :mod:`.runs`, matches their questions
 by text (so two runs of different subsets or data files are compared on what they share), and
 for every metric and every method both runs hold computes metric(B) - metric(A) on the shared
 questions, each run with its own verdicts and uncertainties. The interval is a paired bootstrap:

@@ -1,4 +1,4 @@
-"""How often does a judge agree with human labels? ``evaluate --judge-check FILE --judge NAMES``.
+"""How often does a judge agree with human labels? ``evaluate check-judge FILE --judge NAMES``.
 
 A check file is JSONL, one labelled answer a line: ``question``, ``answers`` (the references),
 ``answer`` (the answer to judge), ``correct`` (the human label: true/false or 1/0), and
@@ -9,7 +9,7 @@ A bad line is reported with its number and skipped, as everywhere in ``evaluate`
 
 A judge's figures: agreement (the share of rows where its verdict is the label), false accepts
 (it said correct, the label says wrong) and false rejects (it said wrong, the label says
-correct). A run given ``--judge-check FILE`` keeps its judge's figures in
+correct). A run given ``--judge-check FILE`` (``evaluate run`` or ``rejudge``) keeps its judge's figures in
 ``RUN_DIR/judge_check.json``; report.json, report.md and the page's Evaluation view show them.
 """
 

@@ -1,7 +1,7 @@
 """``run.json``: what a run is, as a typed :class:`Manifest` (``to_dict`` / ``from_dict``).
 
 A run started again in the same RUN_DIR must be the same run (:meth:`Manifest.differences`
-names what is not), and the shares of one run merged by ``evaluate --merge`` must be shares of
+names what is not), and the shares of one run merged by ``evaluate merge`` must be shares of
 the same run (:meth:`Manifest.run_key`). A few fields are for the record only and may differ
 (:data:`RECORD_ONLY`): how many processes made it, which folders it was merged from.
 """

@@ -1,4 +1,4 @@
-"""``evaluate --merge OUT PART...``: the shares of one run (each made by ``evaluate --shard
+"""``evaluate merge OUT PART...``: the shares of one run (each made by ``evaluate run --shard
 K/N``, each in its own folder, on a machine of its own or as one task of a Slurm job array)
 joined into one run folder, as one process would have written it.
 
@@ -37,7 +37,7 @@ def _read(part: str | pathlib.Path) -> Run:
     got = len(run.records) + len(run.report.failed)
     if got != run.manifest.share_questions:
         raise RunError(f"{run.path} (share {k}/{n}) has {got} of its "
-                       f"{run.manifest.share_questions} questions: run its evaluate --shard "
+                       f"{run.manifest.share_questions} questions: run its evaluate run --shard "
                        f"{k}/{n} command again to finish it")
     return run
 
@@ -47,7 +47,7 @@ def check_parts(parts: Sequence[str | pathlib.Path]) -> list[Run]:
     that is unreadable, unfinished, of another run, missing, given twice, or holding a
     question another part holds."""
     if not parts:
-        raise RunError("--merge needs the output folder and at least one part")
+        raise RunError("merge needs the output folder and at least one part")
     runs = [_read(p) for p in parts]
     first = runs[0]
     for run in runs[1:]:
@@ -67,7 +67,7 @@ def check_parts(parts: Sequence[str | pathlib.Path]) -> list[Run]:
     if missing:
         raise RunError(", ".join(f"share {k}/{n}" for k in missing)
                        + f" {'is' if len(missing) == 1 else 'are'} missing: give "
-                       + " and ".join(f"the folder of evaluate --shard {k}/{n}"
+                       + " and ".join(f"the folder of evaluate run --shard {k}/{n}"
                                       for k in missing))
     seen: dict[int, pathlib.Path] = {}
     for k in sorted(by_share):
@@ -93,7 +93,7 @@ def merge(out: str | pathlib.Path, parts: Sequence[str | pathlib.Path], *,
     runs = check_parts(parts)
     out = pathlib.Path(out)
     if any(out.resolve() == run.path.resolve() for run in runs):
-        raise RunError("--merge writes into a new folder, not into one of its parts")
+        raise RunError("merge writes into a new folder, not into one of its parts")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RunError(f"{out} is not an empty folder; give a new one to merge into")
     first = runs[0].manifest

@@ -187,7 +187,7 @@ def compute(records: Sequence[Record], *, resamples: int, seed: int,
             f"The best method, {top.label}, follows the answers' length (Spearman "
             f"{tie:.2f} with the length in {unit}), and the {judge} judge compares words, "
             "which favours length-biased methods (Santilli et al., ACL 2025): check the "
-            "ranking with the nli or llm judge (--rejudge RUN_DIR --judge nli)")
+            "ranking with the nli or llm judge (evaluate rejudge RUN_DIR --judge nli)")
     return MethodsTable(rows_out, None if best is None else {
         "name": best[0], "variant": best[1], "label": row_label(*best)}, RANKED_BY,
         length_unit=unit, warnings=warnings)

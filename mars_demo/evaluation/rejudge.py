@@ -1,6 +1,6 @@
 """Re-judge a finished run: new verdicts and metrics, the answers and uncertainties as they were.
 
-``evaluate --rejudge RUN_DIR --out NEW_DIR --judge NAME`` (and/or ``--labels FILE``) reads the
+``evaluate rejudge RUN_DIR --out NEW_DIR --judge NAME`` (and/or ``--labels FILE``) reads the
 run through :mod:`.runs`, decides each greedy answer's correctness again and writes a new run
 directory: run.json (the old one's, with the new judge and ``rejudged_from``), results.jsonl
 (every line as it was, with ``correct``, ``label`` and ``judge`` replaced), report.json,

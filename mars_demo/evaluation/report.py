@@ -99,7 +99,7 @@ def long_answer_warning(records: Sequence[Record], judge: dict[str, Any]) -> str
     return (f"{long} of {len(judged)} judged greedy answers are sentences ({LONG_ANSWER_WORDS} "
             f"words or more), and the {name} judge compares the whole answer with each "
             "reference, so it marks right sentence answers wrong; re-judge the run with "
-            "--rejudge RUN_DIR --judge contains (or nli, llm) --out NEW_DIR")
+            "evaluate rejudge RUN_DIR --judge contains (or nli, llm) --out NEW_DIR")
 
 
 # --- report.json and report.md ----------------------------------------------------------------
@@ -169,6 +169,9 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Mani
         seconds_per_question=(round(sum(float(r.seconds or 0.0) for r in records) / n, 4)
                               if n else None),
         warnings=warnings, rejudged_from=manifest.rejudged_from)
+    report.calibration, stale = _kept_calibration(out, n)
+    if stale:
+        report.warnings.append(stale)
     if plots and n:
         top, top_warnings = methods_table.roc_figure(
             records, [(r.name, r.variant) for r in table.rows])
@@ -179,6 +182,22 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Mani
         messages(f"warning: {w}")
     save_report(out, report)
     return report
+
+
+def _kept_calibration(out: pathlib.Path, n: int) -> tuple[dict[str, Any] | None, str | None]:
+    """The calibration section of the report already in ``out`` (a run written again, e.g. a
+    finished run resumed), kept while its calibration file holds the same ``n`` answers; else
+    None, and a warning when there was one that no longer fits."""
+    try:
+        section = json.loads((out / "report.json").read_text(encoding="utf-8"))["calibration"]
+        made = json.loads((out / section["file"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+    if not isinstance(made, dict) or made.get("n") != n:
+        return None, (f"the calibration {section['file']} was made on {made.get('n')} "
+                      f"questions and the run now has {n}: calibrate again (evaluate calibrate "
+                      f"{out})")
+    return section, None
 
 
 def save_report(out: pathlib.Path, report: Report) -> None:

@@ -17,7 +17,7 @@ report.md and the plots are written from the records, in the data's order.
 Several processes (``accelerate launch`` / ``torchrun``, :mod:`.parallel`) share one RUN_DIR:
 each runs its share of the batches into its own part, and the main process folds the parts into
 results.jsonl and writes the report. ``--shard K/N`` (:attr:`EvalConfig.shard`) runs one share
-into a RUN_DIR of its own; ``evaluate --merge`` (:mod:`.merge`) joins the shares.
+into a RUN_DIR of its own; ``evaluate merge`` (:mod:`.merge`) joins the shares.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .records import Record
 from .report import write_report
 from .runs import MANIFEST, RESULTS, RunError, RunFileError, read_results
 from .schema import Failure, Report
-from .shares import batches, share
+from .shares import batches, empty_share, share
 
 
 def _stderr(message: str) -> None:
@@ -142,12 +142,16 @@ def evaluate(config: EvalConfig, engine: Any = None,
     if note:
         say(f"warning: {note}")
     items = select(source.items, config.limit, config.settings.seed)
+    notes: list[str] = []  # warnings of this run's report beside the data's
     everything = batches(items, config.batch_questions)
     if config.shard is not None:
         if processes is not None:
             raise RunError("--shard K/N runs in one process; under accelerate launch or "
                            "torchrun the processes share the run among themselves")
         mine = share(everything, *config.shard)
+        if not mine:  # said now, and in the share's report
+            notes.append(empty_share(*config.shard, len(items), config.batch_questions))
+            say(f"warning: {notes[-1]}")
     elif processes is not None:
         mine = share(everything, processes.rank + 1, processes.count)
     else:
@@ -193,7 +197,7 @@ def evaluate(config: EvalConfig, engine: Any = None,
                           if r["index"] in wanted), key=lambda r: r.index)
         return write_report(out, records, manifest=manifest, resamples=config.resamples,
                             plots=config.plots, messages=config.messages, failed=failed,
-                            warnings=manifest.data_warnings,
+                            warnings=[*manifest.data_warnings, *notes],
                             skipped_lines=manifest.skipped_lines)
 
 
@@ -214,7 +218,14 @@ def _run_share(config: EvalConfig, engine: Any, mine: list, done: set[int],
         watcher = None
         if processes is not None and main:
             watcher = PartsProgress(bar, target.parent).start()
-        advance = bar.update if processes is None else (lambda n: None)
+
+        def advance(n: int) -> None:
+            if processes is None:  # (under several processes the watcher counts the lines)
+                bar.update(n)
+                # drawn at once: tqdm draws at most every 0.1 s by itself, so the questions a
+                # batch writes within that time would show only with the next batch
+                bar.refresh()
+
         note = (lambda m: bar.write(m, file=sys.stderr)) if main else say
         failed: list[Failure] = []
         if todo:

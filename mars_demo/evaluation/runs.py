@@ -1,7 +1,7 @@
 """The one reader of an evaluation run's directory: ``run.json``, ``results.jsonl`` and
 ``report.json``, as the typed objects of :mod:`.records` and :mod:`.schema`.
 
-``--compare``, ``--calibrate``, ``--rejudge``, ``--merge`` and the page's Evaluation view read
+``evaluate compare``, ``calibrate``, ``rejudge``, ``merge`` and the page's Evaluation view read
 runs here and nowhere else.
 
 - :func:`parse_report` -> :class:`~.schema.Report`;

@@ -80,8 +80,10 @@ class Entry:
 MetricTables = dict[str, dict[str, dict[str, Entry]]]
 
 
-def _metric_table(raw: Any, metric: str, where: str) -> dict[str, dict[str, Entry]]:
-    if not isinstance(raw, dict) or not raw:
+def _metric_table(raw: Any, metric: str, where: str,
+                  empty: bool = False) -> dict[str, dict[str, Entry]]:
+    """One metric's table; ``empty``: a report of no questions, whose tables have no rows."""
+    if not isinstance(raw, dict) or (not raw and not empty):
         raise RunFileError(f"{where} is missing")
     if len(raw) > MAX_MEASURES:
         raise RunFileError(f"{where} has more than {MAX_MEASURES} measures")
@@ -100,13 +102,16 @@ def _metric_table(raw: Any, metric: str, where: str) -> dict[str, dict[str, Entr
     return table
 
 
-def _metric_tables(raw: Any, name: str) -> MetricTables:
+def _metric_tables(raw: Any, name: str, empty: bool = False) -> MetricTables:
+    """The metrics of a report; ``empty``: of no questions (a share that got none: tables
+    without rows, as :func:`~.report.compute_metrics` writes them)."""
     if not isinstance(raw, dict):
         raise RunFileError(f"{name} has no \"metrics\" (is it an evaluation run's report.json?)")
-    tables = {"auroc": _metric_table(raw.get("auroc"), "auroc", "metrics.auroc")}
+    tables = {"auroc": _metric_table(raw.get("auroc"), "auroc", "metrics.auroc", empty)}
     for metric, table in raw.items():
         if metric != "auroc":
-            tables[plain_name(metric, "metrics")] = _metric_table(table, metric, f"metrics.{metric}")
+            tables[plain_name(metric, "metrics")] = _metric_table(table, metric,
+                                                                  f"metrics.{metric}", empty)
     return tables
 
 
@@ -338,7 +343,8 @@ class Report:
         if not isinstance(data, dict):
             raise RunFileError(f"{name} has no \"metrics\" (is it an evaluation run's "
                                "report.json?)")
-        metrics = _metric_tables(data.get("metrics"), name)
+        n = count_of(data.get("n"), f"{name}: n")
+        metrics = _metric_tables(data.get("metrics"), name, empty=n == 0)
         accuracy = data.get("accuracy")
         labels = json_object(data.get("labels"), "labels")
         if labels is not None:
@@ -351,7 +357,7 @@ class Report:
             raise RunFileError("failed is not a list")
         seconds = data.get("seconds_per_question")
         return cls(
-            data=short_text(data.get("data", "?")), n=count_of(data.get("n"), f"{name}: n"),
+            data=short_text(data.get("data", "?")), n=n,
             accuracy=None if accuracy is None else number(accuracy, "accuracy", 0.0, 1.0),
             judge=json_object(data.get("judge"), "judge") or {},
             models={k: short_text(v) if v is not None else None

@@ -46,6 +46,31 @@ def share(all_batches: Sequence[Sequence[T]], k: int, n: int) -> list[tuple[int,
     return [(b, list(batch)) for b, batch in enumerate(all_batches) if b % n == k - 1]
 
 
+def empty_share(k: int, n: int, questions: int, size: int) -> str:
+    """What to say of share ``k`` of ``n`` that holds no batch: how many batches the
+    ``questions`` make in batches of ``size``, which numbers of shares every share gets
+    questions with, and the batch size that fills ``n`` shares.
+
+    >>> print(empty_share(2, 2, 3, 16))  # doctest: +NORMALIZE_WHITESPACE
+    share 2/2 holds no questions: the 3 selected questions make 1 batch of --batch-questions
+    16 and share K of N takes every N-th batch from batch K, so every share gets questions for
+    N up to 1 only (for 2 shares: --batch-questions 2 or fewer). Its report says so, and
+    --merge takes it with the other shares.
+    """
+    size = max(1, int(size))
+    made = len(batches(range(questions), size))
+    if n > questions:
+        fill = f"no batch size gives {n} shares of {questions} questions each a question"
+    else:  # n shares all get a batch when ceil(questions / size) >= n
+        most = -(-questions // (n - 1)) - 1 if n > 1 else size
+        fill = f"for {n} shares: --batch-questions {most} or fewer"
+    return (f"share {k}/{n} holds no questions: the {questions} selected questions make {made} "
+            f"batch{'es' if made != 1 else ''} of --batch-questions {size} and share K of N "
+            f"takes every N-th batch from batch K, so every share gets questions for N up to "
+            f"{made} only ({fill}). Its report says so, and --merge takes it with the other "
+            "shares.")
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """"2/8" -> (2, 8); anything else raises ValueError saying what is expected."""
     try:

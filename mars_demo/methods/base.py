@@ -108,6 +108,11 @@ def _tokens_have(field: str) -> Callable[[MethodInputs], bool]:
     return present
 
 
+def _has_alternatives(x: MethodInputs) -> bool:
+    g = x.greedy
+    return g is not None and bool(g.token_logprobs) and all(g.alternatives)
+
+
 def _saved(entry: str, key: str) -> Callable[[MethodInputs], bool]:
     return lambda x: (x.saved.get(entry) or {}).get(key) is not None
 
@@ -134,6 +139,10 @@ NEEDS: dict[str, Need] = {n.id: n for n in (
     Need("greedy_nli", True, _saved("greedy_nli", "probabilities"),
          "NLI probabilities of the greedy answer against each sample",
          "score its answers again with these methods"),
+    Need("greedy_alternatives", False, _has_alternatives,
+         "top alternatives of the greedy answer's tokens (saved only by a generation that "
+         "asked for a method reading them; scoring answers cannot make them)",
+         "ask again with --methods {ids}, whose generation saves them"),
     Need("llm_pass", False),  # P(True): checked per method (its own entry), see the registry
     Need("embeddings", False, _saved("eigenscore", "embeddings"),
          "middle-layer embeddings of the samples (EigenScore's extra LLM pass)",

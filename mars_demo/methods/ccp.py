@@ -41,6 +41,6 @@ METHODS = (
     method("ccp", "Claim-conditioned probability",
            "how likely the greedy tokens are against the top alternatives that would change "
            "the claim (NLI of each token with its alternatives)",
-           ["greedy", "alternatives_nli"], True, "Fadeeva et al. 2024", _ccp,
+           ["greedy", "greedy_alternatives", "alternatives_nli"], True, "Fadeeva et al. 2024", _ccp,
            "estimators/claim_conditioned_probability.py"),
 )

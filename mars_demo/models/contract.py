@@ -95,6 +95,7 @@ class LanguageModel(Protocol):
     quantized: bool  # loaded in 4-bit
     quantization: str | None  # its 4-bit weights ("nf4", "torchao-int4"); None: unquantized
     decoding: str | None  # "dynamic" or "static-compiled"; None: a server's own
+    notes: list[str]  # warnings every analysis of this LLM carries (how it was loaded)
 
     @property
     def bos_token_id(self) -> int | None:

@@ -9,10 +9,13 @@ prompts built by :mod:`mars_demo.models.prompts`. It generates through ``POST
 * the greedy answer (temperature 0) and every sample (seed ``seed + i``) are separate requests
   sent at once; ``n`` is not used, because llama.cpp's server ignores it;
 * the prompt is text: the paper's few-shot prompt, or the chat prompt rendered by the model's
-  chat template from a local tokenizer (``tokenizer=``, a directory or Hub id). Rendering locally
-  and sending the text to ``/completions`` (rather than calling ``/chat/completions``) keeps one
-  request format for every server, gives the same prompt text as in-process, and allows the
-  teacher-forced re-scoring below, which needs the prompt text;
+  chat template from a local tokenizer (``tokenizer=``, a directory, Hub id or GGUF file).
+  Rendering locally and sending the text to ``/completions`` (rather than calling
+  ``/chat/completions``) keeps one request format for every server, gives the same prompt as
+  in-process, and allows the teacher-forced re-scoring below, which needs the prompt text. With
+  the tokenizer known, the server's own tokenization of the text is checked against the ids the
+  in-process LLM reads before anything is generated, and the text adjusted (its BOS) or the
+  difference named in the analysis' warnings (:mod:`mars_demo.models.served_prompt`);
 * sampling is plain: ``top_k=0`` (off), ``min_p=0``, ``repeat_penalty=1`` (llama.cpp otherwise
   applies its defaults 40 / 0.05 / 1.1; vLLM accepts ``top_k=0`` since 0.9 and ignores the
   field it does not know); the request's stop strings ("." and newline for the paper prompt) are
@@ -71,7 +74,7 @@ from ..errors import (
     explain_load_error,
 )
 from ..recipes import Recipe, recipe_of
-from . import echo, next_token, prompts
+from . import echo, gguf, next_token, prompts, served_prompt
 from .completions import ServerChoice, clean_token, parse_choice, to_answer
 from .contract import GenerationRequest, GenerationResult, NextToken, Prompt
 from .server import (
@@ -126,6 +129,7 @@ class EndpointLLM(ServerClient):
         self.tokenizer = tokenizer
         self.tokenizer_id = tokenizer_id
         self.logprobs_mode = logprobs_mode
+        self.notes: list[str] = []  # (the LLM contract) nothing to say about how it was loaded
         self._probe_cache: dict[tuple[float, float], bool] = {}
         #: the log-prob mode the server says it returns (vLLM in its development mode), or None
         self.server_logprobs_mode: str | None = None
@@ -201,8 +205,11 @@ class EndpointLLM(ServerClient):
         """The prompt for ``question``, as ``LLM.build_prompt`` builds it (the ``recipe``'s
         ``prompt_trailing_space`` included).
 
-        Prompt ids are those of the local tokenizer when one was given, else ``[]`` (the server
-        tokenizes the text)."""
+        With the served model's tokenizer given, the prompt's text is the one the server reads
+        as the ids the in-process LLM would read, and its ids are those the server reads: a
+        difference the server's tokenization shows is named in the prompt's warnings
+        (:mod:`~mars_demo.models.served_prompt`). Without it the ids are ``[]`` (the server
+        tokenizes the text, unchecked)."""
         recipe = recipe or recipe_of("default")
         warnings: list[str] = []
         if preset is None and self.tokenizer is None and self.preset is None:
@@ -234,15 +241,21 @@ class EndpointLLM(ServerClient):
             text = prompts.paper_prompt(question, recipe)
         else:
             text = prompts.render_chat(self.tokenizer, question)
-            # The server adds the BOS token itself when its tokenizer does; a template that
-            # writes it too would give two.
-            bos = getattr(self.tokenizer, "bos_token", None)
-            if bos and text.startswith(bos) and prompts.adds_bos(self.tokenizer):
-                text = text[len(bos):]
-        ids: list[int] = []
-        if self.tokenizer is not None:
-            ids = list(self.tokenizer(text, add_special_tokens=preset == "paper")["input_ids"])
-        return Prompt(text, ids, preset, warnings)
+        if self.tokenizer is None:
+            return Prompt(text, [], preset, warnings)
+        # the ids the in-process LLM reads (the chat template writes its own special tokens);
+        # the text sent is the one the server reads as them, or the difference is said
+        local = list(self.tokenizer(text, add_special_tokens=preset == "paper")["input_ids"])
+        reading = self.read_prompt(text, local)
+        return Prompt(reading.text, reading.token_ids, preset, warnings + reading.warnings)
+
+    def read_prompt(self, text: str, local_ids: list[int]) -> served_prompt.Reading:
+        """The text to send for a prompt the local tokenizer reads as ``local_ids``, and the
+        ids the server reads from it (:func:`~mars_demo.models.served_prompt.read_prompt`)."""
+        import httpx
+
+        with httpx.Client(timeout=self._timeouts(), headers=self._headers()) as client:
+            return served_prompt.read_prompt(self, client, text, local_ids)
 
     # ---- generation ----------------------------------------------------------------------
     def generate(self, prompt: Prompt, request: GenerationRequest, *,
@@ -451,9 +464,14 @@ class EndpointLLM(ServerClient):
         return max(abs(tops[0][k] - tops[1][k]) for k in common) <= _PROBE_TOLERANCE
 
 def _load_tokenizer(source: str):
+    """The served model's tokenizer: a Hub id or folder, or the GGUF file the server serves
+    (its own BOS rule and end token, :func:`~mars_demo.models.gguf.load_tokenizer`)."""
     from transformers import AutoTokenizer
 
     try:
+        packed = gguf.gguf_file(source)
+        if packed is not None:
+            return gguf.load_tokenizer(packed)
         return AutoTokenizer.from_pretrained(os.path.expanduser(source))
     except Exception as err:  # say what to do, as for any model
         raise explain_load_error(source, "tokenizer of the served LLM", err) from err

@@ -43,6 +43,23 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
+def _check_tokenizer(tokenizer, model_id: str) -> None:
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(
+            f"The importance model {model_id!r} needs a fast tokenizer (word ids and "
+            "offsets); its tokenizer.json is missing."
+        )
+
+
+def _check_model(model, model_id: str) -> None:
+    if model.config.num_labels != 3:
+        raise ModelLoadError(
+            f"{model_id!r} is not a MARS importance model: it has "
+            f"{model.config.num_labels} output logits per token, MARS needs 3 "
+            "(begin phrase, inside phrase, importance)."
+        )
+
+
 class ImportanceModel:
     """The trained MARS importance model (BERT token classifier with 3 logits per sub-token)."""
 
@@ -61,20 +78,20 @@ class ImportanceModel:
         from transformers import AutoModelForTokenClassification, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(source)
-        if not getattr(tokenizer, "is_fast", False):
-            raise ModelLoadError(
-                f"The importance model {model_id!r} needs a fast tokenizer (word ids and "
-                "offsets); its tokenizer.json is missing."
-            )
+        _check_tokenizer(tokenizer, model_id)
         model = AutoModelForTokenClassification.from_pretrained(source)
-        if model.config.num_labels != 3:
-            raise ModelLoadError(
-                f"{model_id!r} is not a MARS importance model: it has "
-                f"{model.config.num_labels} output logits per token, MARS needs 3 "
-                "(begin phrase, inside phrase, importance)."
-            )
+        _check_model(model, model_id)
         if torch.cuda.is_available():
             model = model.to("cuda")
+        model.eval()
+        return cls(model, tokenizer, model_id)
+
+    @classmethod
+    def of(cls, model, tokenizer, model_id: str) -> "ImportanceModel":
+        """A model and tokenizer loaded elsewhere, checked as :meth:`from_pretrained` checks
+        them and used where they are (put in eval mode)."""
+        _check_tokenizer(tokenizer, model_id)
+        _check_model(model, model_id)
         model.eval()
         return cls(model, tokenizer, model_id)
 

@@ -23,7 +23,7 @@ from ..answers import Answer, check_token_ids
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
 from ..recipes import Recipe, recipe_of
 from ..settings import LLMPreset
-from . import distributions, forced, llm_options, next_token, prompts
+from . import distributions, forced, gguf, llm_options, next_token, prompts
 from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
 from .decoding import TextStreamer, build_answer
 
@@ -84,7 +84,8 @@ class LLM:
     which caches it)."""
 
     def __init__(self, model, tokenizer, model_id: str, preset: LLMPreset | None, quantized: bool,
-                 quantization: str | None = None, decoding: str = llm_options.DYNAMIC):
+                 quantization: str | None = None, decoding: str = llm_options.DYNAMIC,
+                 notes: Sequence[str] = ()):
         self.model = model
         self.tokenizer = tokenizer
         self.model_id = model_id
@@ -94,6 +95,8 @@ class LLM:
         self.quantization = (quantization or llm_options.NF4) if quantized else None
         self.decoding = decoding  # "dynamic" or "static-compiled" (llm_options)
         self.device = next(model.parameters()).device
+        #: warnings every analysis of this LLM carries (a GGUF file's weights were dequantized)
+        self.notes = list(notes)
 
     @classmethod
     def from_pretrained(cls, source: str, model_id: str, preset: LLMPreset | None = None,
@@ -102,9 +105,11 @@ class LLM:
         """Load the model and tokenizer saved in ``source`` (a directory or Hub id), uncached:
         4-bit on CUDA unless ``load_in_4bit`` says otherwise (``quantization``: bitsandbytes NF4
         or torchao int4), bf16/fp16 on CUDA, float32 on CPU; ``decoding`` as
-        :mod:`~mars_demo.models.llm_options` says. Options that cannot run here raise
-        :class:`~mars_demo.errors.ModelLoadError` before anything loads; other errors are
-        transformers' own (the registry turns them into messages)."""
+        :mod:`~mars_demo.models.llm_options` says. ``source`` may also be a GGUF file (or a
+        folder holding one, :func:`~mars_demo.models.gguf.gguf_file`): its weights dequantized
+        by transformers, which every analysis then says (:attr:`notes`). Options that cannot run
+        here raise :class:`~mars_demo.errors.ModelLoadError` before anything loads; other errors
+        are transformers' own (the registry turns them into messages)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -112,10 +117,18 @@ class LLM:
         quantize = cuda if load_in_4bit is None else load_in_4bit
         llm_options.check(quantization, decoding, bool(quantize))
         kwargs = llm_options.load_kwargs(quantization if quantize else None, cuda)
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        notes: list[str] = []
+        packed = gguf.gguf_file(source)
+        if packed is not None:
+            model, tokenizer, meta = gguf.load(packed, **kwargs)
+            notes.append(gguf.dequantized_note(packed, meta, model,
+                                               quantization if quantize else None))
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
         model.eval()
-        return cls(model, tokenizer, model_id, preset, bool(quantize), quantization, decoding)
+        return cls(model, tokenizer, model_id, preset, bool(quantize), quantization, decoding,
+                   notes)
 
     # ---- prompts -------------------------------------------------------------------------
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ..errors import EndpointError, InvalidModelOutput
+from . import served_prompt
 from .completions import clean_token
 from .contract import NextToken
 
@@ -72,7 +73,9 @@ def served(llm, text: str, target: str) -> NextToken:
     processed log-probs returns the raw ones) with the top :attr:`~EndpointLLM.top_logprobs`
     log-probs of the next token, among which the target's is looked up: by id where the server
     returns ids (vLLM with the tokenizer known here), else by its text (the tokenizer's text of
-    the target token when known here; without it the target text itself). A target not among
+    the target token when known here; without it the target text itself). With the tokenizer
+    known, the text is sent as the server reads it like the in-process LLM, or the difference
+    is in the warnings (:func:`~mars_demo.models.served_prompt.read_prompt`). A target not among
     them gives no log-prob and a warning saying so."""
     import httpx
 
@@ -83,9 +86,12 @@ def served(llm, text: str, target: str) -> NextToken:
     else:
         token_id, warnings, name = None, [], target
     top = llm.top_logprobs
-    body = llm.completion_body(text, max_tokens=1, temperature=1.0, top_p=1.0, seed=0,
-                               logprobs=top, **llm._ids_field())
     with httpx.Client(timeout=llm._timeouts(), headers=llm._headers()) as client:
+        if tok is not None:  # the server reads the text as the in-process LLM does, or says not
+            reading = served_prompt.read_prompt(llm, client, text, list(tok(text)["input_ids"]))
+            text, warnings = reading.text, warnings + reading.warnings
+        body = llm.completion_body(text, max_tokens=1, temperature=1.0, top_p=1.0, seed=0,
+                                   logprobs=top, **llm._ids_field())
         data = llm._request(client, "POST", "/completions", body, what="run an extra LLM pass")
     try:
         first = data["choices"][0]["logprobs"]["top_logprobs"][0]

@@ -134,9 +134,3 @@ def controls_in(question: str, tokenizer: Any | None) -> list[str]:
         return CONTROL_RE.findall(question)
     return [t for t in control_texts(tokenizer) if t in question]
 
-
-def adds_bos(tokenizer: Any) -> bool:
-    """Whether the tokenizer puts its beginning-of-sequence token in front of a text."""
-    if getattr(tokenizer, "bos_token_id", None) is None:
-        return False
-    return tokenizer("a", add_special_tokens=True)["input_ids"][:1] == [tokenizer.bos_token_id]

@@ -32,7 +32,9 @@ from ..progress import Progress
 from ..options import OWN_MODELS
 from ..recipes import recipe_of
 from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
+from . import given, hub, llm_options
 from .endpoint import EndpointLLM
+from .gguf import SUFFIX as GGUF_SUFFIX
 from .importance import BEMImportance, ImportanceModel
 from .llm import LLM
 from .nli import DTYPES, NLIModel, check_choice
@@ -64,7 +66,10 @@ def load_cached(
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
-        log.info("loading %s from %s", what, model_id)
+        if model_id in given.GIVEN:  # a model passed as a loaded object: nothing to load
+            _CACHE[key] = given.adapter(model_id, what)
+            return _CACHE[key]
+        log.debug("loading %s from %s", what, model_id)  # the caller's progress says so
         if progress is not None:
             progress(f"loading {what}", 0.0)
         try:
@@ -78,7 +83,7 @@ def load_cached(
         _CACHE[key] = obj
         if progress is not None:
             progress(f"loading {what}", 1.0)
-        log.info("loaded %s", what)
+        log.debug("loaded %s", what)
         return obj
 
 
@@ -129,15 +134,19 @@ def cuda_available() -> bool:
 
 
 def check_source(model_id: str, what: str) -> str:
-    """Validate a model id or directory before any heavy import; returns it (a directory with
-    ``~`` expanded)."""
-    if os.path.isdir(os.path.expanduser(model_id)):
-        return os.path.expanduser(model_id)
+    """Validate a model id or directory (or, for the LLM, a GGUF file) before any heavy
+    import; returns it (a local path with ``~`` expanded)."""
+    if model_id in given.GIVEN:
+        return model_id
+    local = os.path.expanduser(model_id)
+    if os.path.isdir(local) or (what == "LLM" and os.path.isfile(local)
+                                and local.lower().endswith(GGUF_SUFFIX)):
+        return local
     if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
         raise ModelLoadError(
             f"{what}: no directory {model_id!r}. Give a Hub id such as 'org/name' or an existing "
             "local directory made with save_pretrained (e.g. by `python -m mars_demo "
-            "make-tiny-models DIR`)."
+            "make-tiny-models DIR`)" + (", or a GGUF file" if what == "LLM" else "") + "."
         )
     return model_id
 
@@ -324,6 +333,68 @@ def same_models(s: Settings, other: Settings, which: str) -> bool:
         return False
     return (s.bem, s.chunker) == (other.bem, other.chunker) if bem else (
         s.importance == other.importance)
+
+
+# ---- are they here? ---------------------------------------------------------------------------
+
+
+def check_available(s: Settings, which: list[str] | tuple[str, ...]) -> None:
+    """Raise one :class:`ModelLoadError` naming every model of ``which`` ("llm", "importance",
+    "nli", an optional model's field) that ``s`` names and that is neither loaded nor on this
+    machine nor downloadable (:func:`.hub.missing`: the Hub asked at most once), with the option
+    that names it and the way to run offline; before anything loads, in about a second. LLM
+    options that cannot run on this machine (:func:`.llm_options.check`) are refused first: no
+    download can mend them."""
+    if "llm" in which and not s.llm_endpoint and (
+            s.quantization, s.decoding) != (llm_options.NF4, llm_options.DYNAMIC):
+        four_bit = cuda_available() if s.load_in_4bit is None else s.load_in_4bit
+        llm_options.check(s.quantization, s.decoding, bool(four_bit))
+    here = {key[1] for key in loaded_keys() if len(key) > 1} | set(given.GIVEN)
+    named = [m for name in dict.fromkeys(which) for m in _named(s, name) if m.source not in here]
+    gone = [(m, f"{why}, and no LLM preset ({', '.join(LLM_PRESETS)})"
+             if m.option == "--llm" and "/" not in m.source else why)
+            for m, why in hub.missing(named)]
+    if gone:
+        raise ModelLoadError(hub.message(gone))
+
+
+def _named(s: Settings, which: str) -> list[hub.Named]:
+    """The models ``s`` names for ``which``, as :class:`.hub.Named`."""
+    if which == "llm":
+        if s.llm_endpoint:  # the server holds the model; a named tokenizer is loaded here
+            return [hub.Named("LLM's tokenizer", "--llm", resolve_llm(s.llm, False)[0])] \
+                if s.llm else []
+        return [hub.Named("LLM", "--llm", resolve_llm(s.llm, hub_cuda())[0])]
+    if which == "importance":
+        if s.importance_method == "bem":
+            return [hub.Named("answer-equivalence model", "--bem", s.bem),
+                    hub.Named("phrase chunker", "--chunker", s.chunker)]
+        return [hub.Named("importance model", "--importance", s.importance)]
+    if which == "nli":
+        return [hub.Named("NLI model", "--nli", resolve_nli(s.nli, hub_cuda()))]
+    spec = next(m for m in OWN_MODELS if m.field == which)
+    return [hub.Named(f"{spec.label} model", spec.option, getattr(s, which))]
+
+
+def hub_cuda() -> bool:
+    """Whether CUDA is usable, for picking a default model before the check: without torch
+    imported yet, a machine with no GPU device (and not on ZeroGPU) has none, which is known
+    without the seconds that importing torch takes."""
+    import sys
+
+    if "torch" not in sys.modules and not os.environ.get("SPACES_ZERO_GPU") and not any(
+            os.path.exists(d) for d in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd",
+                                        "/dev/dxg")):
+        return False
+    return cuda_available()
+
+
+def analysis_models(s: Settings) -> list[str]:
+    """The models a new analysis with ``s`` loads: the LLM, the importance and NLI models, and
+    the optional models of the methods asked for."""
+    from ..methods import optional_models
+
+    return ["llm", "importance", "nli", *optional_models(s.method_ids)]
 
 
 def cache_keys(s: Settings) -> set[tuple]:

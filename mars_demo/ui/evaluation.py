@@ -1,6 +1,6 @@
 """The page's Evaluation view: an evaluation run's metric tables and its ROC and rejection curves.
 
-A run is made by ``python -m mars_demo evaluate --data SOURCE --out RUN_DIR``. The view opens
+A run is made by ``python -m mars_demo evaluate run --data SOURCE --out RUN_DIR``. The view opens
 its ``report.json`` (the tables: every method's AUROC, AUPRC, PRR and AURAC with the 95%
 bootstrap interval, and the paired MARS - LN differences, x100 like the paper's Table 1; the
 judge, its threshold and its judge-check agreement; the held-out calibration quality when the

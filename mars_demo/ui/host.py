@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from mars_demo import texts
 from mars_demo.answers import WorkCap
+from mars_demo.errors import ModelLoadError
 from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
@@ -156,9 +157,17 @@ class EngineHost:
         """Run a load or switch, keeping the status up to date; a failure is logged, kept in the
         status and (with ``reraise``) raised again."""
         self._set_status(state="loading", stage="", fraction=0.0, error="")
-        log.info("loading models: %s", self.engine.describe())
+        said = self.engine.describe()
+        log.info("loading models on the %s: LLM %s, importance %s, NLI %s", said["device"],
+                 said["llm"], said["importance"], said["nli"])
         try:
             action(self._record(progress))
+        except ModelLoadError as exc:  # its message says what to do: no traceback
+            log.error("loading the models failed: %s", exc)
+            self._set_status(state="failed", error=str(exc))
+            if reraise:
+                raise
+            return
         except Exception as exc:
             log.exception("loading the models failed")
             self._set_status(state="failed", error=str(exc) or type(exc).__name__)

@@ -130,7 +130,7 @@ def is_run(folder: pathlib.Path) -> bool:
 def reference_folder(calibration: str | os.PathLike | None,
                      runs_dir: str | os.PathLike | None) -> tuple[pathlib.Path | None, str]:
     """The run the panel compares with, and a note when one was wanted but none is found: the
-    folder of the ``--calibration`` file when it is a run (``evaluate --calibrate`` writes
+    folder of the ``--calibration`` file when it is a run (``evaluate calibrate`` writes
     RUN_DIR/calibration.json), else the first run of ``--runs`` by name (the Evaluation view's
     first)."""
     note = ""

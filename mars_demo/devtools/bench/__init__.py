@@ -41,7 +41,8 @@ Modules: :mod:`.spec` (shapes, targets), :mod:`.models` (random models with real
 :mod:`.instrument` (benchmark-only wrappers), :mod:`.reference` (the straightforward path),
 :mod:`.compare` (both paths' results), :mod:`.run` (the timed runs), :mod:`.summary` (figures
 of the runs), :mod:`.report` (the text report), :mod:`.evaluate` (seconds per question,
-``--evaluate``), :mod:`.cli` (``python -m mars_demo.bench``).
+``--evaluate``), :mod:`.real_llm` (a real LLM's GGUF file on the CPU, ``--real-llm``),
+:mod:`.cli` (``python -m mars_demo.bench``).
 """
 
 from __future__ import annotations

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "torchao-int4 or none; decoding dynamic or static-compiled) and the NLI model "
                    "in half precision against float32 (mars_demo.devtools.bench.llm_options; "
                    "--llm-options --help for its options)")
+    p.add_argument("--real-llm", metavar="LLM",
+                   help="instead: a real LLM (a GGUF file or a folder) on the CPU, one ask and "
+                   "a batched evaluate by stage, against bare transformers generate "
+                   "(mars_demo.devtools.bench.real_llm; --real-llm LLM --help for its options)")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")
@@ -62,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         from .evaluate import main as evaluate_main
 
         return evaluate_main(argv)
+    if "--real-llm" in argv:  # a real LLM (SmolLM2's GGUF file) on the CPU
+        from .real_llm import main as real_llm_main
+
+        return real_llm_main(argv)
     if "--llm-options" in argv:  # each loading and decoding option of the LLM
         from .llm_options import main as options_main
 

@@ -158,6 +158,24 @@ def format_report(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_and_emit(make: Callable[[], dict[str, Any]], argv: list[str], json_path: str | None,
+                 report: Callable[[dict[str, Any]], str]) -> int:
+    """A benchmark mode's end: the figures ``make`` returns, printed and written
+    (:func:`emit`), exit code 0; or the :class:`~.spec.BenchError` it raised, in one line,
+    exit code 2."""
+    import sys
+
+    from .spec import BenchError
+
+    try:
+        data = make()
+    except BenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    emit(data, argv, json_path, report)
+    return 0
+
+
 def emit(data: dict[str, Any], argv: list[str], json_path: str | None,
          report: Callable[[dict[str, Any]], str]) -> None:
     """Print a benchmark's report and write its figures as JSON to ``json_path`` (if given),
