@@ -347,7 +347,9 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
     # The one re-render from the stored result (no model; each view of a result rendered once,
     # ui/renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
     # answers', a re-score's), with the toggles as they are then, which the visitor may have
-    # flipped while the answer streamed.
+    # flipped while the answer streamed. It is registered here alone: no event chains
+    # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
+    # way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model.
     gr.on(
         [scoring.change, parts["shade"].change, result.change],
         packed_once(RenderCache(controller.show_scoring), view_names),
@@ -360,7 +362,10 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
     )
     # Ask says it is working, and takes no click, until the analysis has ended (either way).
     # Registered first, so that the page sends it before the Ask (whose end enables the button
-    # again, however quickly the Ask is refused).
+    # again, however quickly the Ask is refused). Where this is done in the browser instead (a
+    # js-only event, no request), keep it before the Ask on the same trigger; the Ask's chain
+    # then only makes Ask ready again, since the re-render above follows the stored result.
+    # tests/test_hostile_sessions.py sends `_ask_busy` as a request outside the queue.
     busy = dict(api_visibility="private", queue=False, show_progress="hidden")
     gr.on([ask.click, question.submit], _ask_busy, outputs=[ask], js=SCROLL_TO_ANSWER_JS,
           **busy)
