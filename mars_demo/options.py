@@ -420,6 +420,10 @@ SERVER_OPTIONS: tuple[Option, ...] = (
     Option("header_timeout", float, 10.0,
            "public page: seconds a connection may take to send a request's headers (also between "
            "two requests on one connection) before it is closed", "server", bounds=(1, 300)),
+    Option("body_timeout", float, 30.0,
+           "public page: seconds a request's body may pause before its connection is closed; "
+           "past that time from its headers a body must also average 8 KiB a second", "server",
+           bounds=(1, 600)),
     Option("connections_per_client", int, 64,
            "public page: connections one client may hold open at once; more are refused (HTTP "
            "429). Behind a proxy the connections are the proxy's: limit them there", "server",
@@ -428,6 +432,12 @@ SERVER_OPTIONS: tuple[Option, ...] = (
            "public page: web origins (scheme://host[:port]) besides the page's own whose web pages "
            "may call this page from a browser (repeat the flag, or separate them by commas)",
            "server", optional=True, metavar="ORIGIN", auto="none: the page's own origin only"),
+    Option("public_host", list, None,
+           "public page: the host names visitors reach the page by (e.g. mars.example.org; repeat "
+           "the flag, or separate them by commas); a request naming another host is refused. A "
+           "Space's host, the share link's, the hosts of --allowed-origins, --host, localhost "
+           "and IP addresses need not be named", "server", optional=True, metavar="HOST",
+           auto="none besides those"),
 )
 
 OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}

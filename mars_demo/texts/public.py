@@ -47,6 +47,15 @@ ACCESS_FOREIGN_ORIGIN = (
     "This public page answers only its own web pages, not a page of {origin}. (The host may name "
     "other web sites in its settings; a proxy in front of it must pass the Host header on.)"
 )
+ACCESS_TOO_FAST = (
+    "You are sending requests faster than this public page serves them to one visitor. Wait a "
+    "moment, then try again."
+)
+ACCESS_UNKNOWN_HOST = (
+    "This page is not served under the name {host}. (The host names the page's addresses in "
+    "its settings.)"
+)
+ACCESS_BAD_HOST = "--public-host {value!r} is not a host name or address (e.g. mars.example.org)"
 ACCESS_BODY_TOO_BIG = "A request may be at most {limit:,} bytes on this public page."
 ACCESS_ONE_FILE = "One file per upload on this public page."
 ACCESS_NO_URLS = (

@@ -8,8 +8,10 @@ concurrency group :data:`ENGINE_QUEUE` with a limit of 1, so one GPU runs one an
 and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
 Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
 Gradio refuses a request with "queue full". On a public page each client holds at most a few of
-those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). The scoring
-toggle and the banner do not touch the models and run without a limit. What a visitor sees (the
+those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). Every other
+queued event (the scoring toggle's re-render, the banner, the Evaluation view's "Show") touches no
+model and shares the group :data:`VIEW_QUEUE`, also one at a time, so that however many of them
+come they take one core from the engine at most. What a visitor sees (the
 last result) lives only in that visitor's session state (``gr.State``); the controller and the
 engine hold no per-user data. A visitor who closes the tab, or a client that cancels, stops its
 running analysis at the next generated token or stage (see
@@ -27,7 +29,7 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import ENGINE_GROUP, Access
+from mars_demo.access import ENGINE_GROUP, VIEW_GROUP, Access
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui import controls, evaluation, methods_panel, panels, render
 from mars_demo.ui.controller import (
@@ -41,6 +43,7 @@ from mars_demo.ui.host import EngineHost, EngineLike
 from mars_demo.ui.launch import ASSETS
 from mars_demo.ui.limits import limit_queue
 from mars_demo.ui.pasted import OWN_MAX_CHARS
+from mars_demo.ui.renders import RenderCache
 
 # After Ask (a click or Enter): bring the answer into view unless it is in view already (on a
 # phone the question box and the examples fill the screen above it). Runs in the browser.
@@ -55,6 +58,7 @@ EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
 # (tests/test_load.py sends 16 users at once, all of whom must fit)
 ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
+VIEW_QUEUE = VIEW_GROUP  # concurrency group of every other queued event: one at a time too
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
 # Events that wait in the engine's queue show the visitor their place in the queue and the wait
@@ -340,16 +344,31 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         parts[name] for name in ("question", "ask", "scoring", "answer", "result"))
     ask_names, view_names = ask_outputs(), scoring_view_outputs()  # the panels as declared now
     options = [option_controls[name] for name in controls.PAGE_OPTIONS]
-    show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
-        fn=packed_once(controller.show_scoring, view_names),
+    # The one re-render from the stored result (no model; each view of a result rendered once,
+    # ui/renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
+    # answers', a re-score's), with the toggles as they are then, which the visitor may have
+    # flipped while the answer streamed. It is registered here alone: no event chains
+    # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
+    # way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model.
+    gr.on(
+        [scoring.change, parts["shade"].change, result.change],
+        packed_once(RenderCache(controller.show_scoring), view_names),
         inputs=[result, scoring, parts["shade"]],
         outputs=outputs(view_names),
         api_visibility="private",
-        concurrency_limit=None,
+        concurrency_id=VIEW_QUEUE,
+        concurrency_limit=1,
         show_progress="hidden",
     )
     # Ask says it is working, and takes no click, until the analysis has ended (either way).
+    # Registered first, so that the page sends it before the Ask (whose end enables the button
+    # again, however quickly the Ask is refused). Where this is done in the browser instead (a
+    # js-only event, no request), keep it before the Ask on the same trigger; the Ask's chain
+    # then only makes Ask ready again, since the re-render above follows the stored result.
+    # tests/test_hostile_sessions.py sends `_ask_busy` as a request outside the queue.
     busy = dict(api_visibility="private", queue=False, show_progress="hidden")
+    gr.on([ask.click, question.submit], _ask_busy, outputs=[ask], js=SCROLL_TO_ANSWER_JS,
+          **busy)
     gr.on(
         [ask.click, question.submit],
         packed(controller.ask, ask_names),
@@ -360,12 +379,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         concurrency_limit=1,
         show_progress=QUEUE_STATUS,
         show_progress_on=[answer],
-    ).then(**show_scoring).then(  # the toggle may have been flipped while the answer streamed
-        _ask_ready, outputs=[ask], **busy)
-    gr.on([ask.click, question.submit], _ask_busy, outputs=[ask], js=SCROLL_TO_ANSWER_JS,
-          **busy)
-    scoring.change(**show_scoring)
-    parts["shade"].change(**show_scoring)
+    ).then(_ask_ready, outputs=[ask], **busy)
     # A scoring option changed: score the answers on screen again (models, so the queue).
     # A quick check outside the queue first: with nothing on screen, or nothing changed,
     # no event joins the queue (nor counts against the visitor's one place in it).
@@ -396,7 +410,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         concurrency_limit=1,
         show_progress=QUEUE_STATUS,
         show_progress_on=[answer],
-    ).then(**show_scoring)
+    )
     switch = parts.get("switch")
     if switch:  # only when the host allowed it: otherwise the handler does not exist at all
         switch["load"].click(
@@ -414,7 +428,8 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
             refresh_banner,
             outputs=outputs(BANNER_OUTPUTS),
             api_visibility="private",
-            concurrency_limit=None,
+            concurrency_id=VIEW_QUEUE,
+            concurrency_limit=1,
             show_progress="hidden",
         )
 
