@@ -24,7 +24,10 @@ from test_hostile import PAGE_OPTIONS, QUESTION, api_data, call, call_result, vi
 from ui_helpers import APP_PIDS, page_event, running_app
 
 ATTACKER, VISITOR = "81.2.88.1", "81.2.88.2"
-MAX_RATIO = 1.5  # the visitor's median with the loops / without them
+#: the visitor's median with the loops / without them. The aim is 1.5 (0.86 to 1.47 measured on
+#: two quiet cores); the bound leaves the noise of a shared two-core runner room (2.0 to 3.1 under
+#: a load average of 5 to 8) and still fails the old code's 8.6.
+MAX_RATIO = 2.0
 ROUNDS, CALLS = 3, 4  # rounds of (without, with), the visitor's analyses in each half
 SAMPLES = "\n".join(f"Sample {i}: Mars is the red planet, the fourth planet from the Sun."
                     for i in range(20))
