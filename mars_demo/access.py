@@ -15,12 +15,19 @@ A page is **public** when anyone but the host can reach it: ``--share`` (a *.gra
   which the teacher-forced pass checks);
 - each client (:class:`ClientIdentity`; an IPv6 client is its /64 network) holds at most a few
   places in Gradio's queue: at most :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of
-  any other event, and :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused
-  at once (HTTP 429);
-- a connection must send its headers in time, and one client holds a few connections
-  (:attr:`Access.header_timeout`, :attr:`Access.connections_per_client`); only the page's own web
-  pages, and those the host names, may call it from a browser (:attr:`Access.allowed_origins`).
-  The web server enforces them (:mod:`mars_demo.ui.connections`).
+  any other event, and :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`), and the /64s of
+  one IPv6 /48 together a few more (:meth:`Access.network_places_for`); more are refused at
+  once (HTTP 429);
+- every queued event that does not run the models shares one concurrency group,
+  :data:`VIEW_GROUP`, which runs one event at a time, and one client may keep it busy for at most
+  :attr:`Access.view_share` of the time (:class:`Allowance`); requests outside the queue (the
+  page's quick checks) come at most :attr:`Access.direct_rate` a second per client;
+- a connection must send its headers, and then its body, in time, and one client holds a few
+  connections (:attr:`Access.header_timeout`, :attr:`Access.body_timeout`,
+  :attr:`Access.connections_per_client`); a request must name a host of the page
+  (:attr:`Access.hosts`), and only the page's own web pages, and those the host names, may call
+  it from a browser (:attr:`Access.allowed_origins`). The web server enforces them
+  (:mod:`mars_demo.ui.connections`, :mod:`mars_demo.ui.origins`).
 
 Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
 default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
@@ -34,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +61,21 @@ IPV6_PREFIX = SERVER["ipv6_prefix"].default  # an IPv6 client is its /64: one su
 ENGINE_GROUP = "engine"  # the queue's concurrency group of every event that runs the models
 VIEW_PLACES = 2  # places one client may hold of any one other queued event (the Evaluation view...)
 QUEUE_PLACES = 4  # places one client may hold in the queue, all events together
+# The /64s of one IPv6 /48 (one allocation of a tunnel broker or a provider: 65,536 /64s) hold
+# together at most this many places more than one /64 does (in a group and in all).
+NETWORK_PREFIX = 48
+NETWORK_EXTRA_PLACES = 1  # ... in one concurrency group
+NETWORK_EXTRA_QUEUE = 2  # ... in all
+# Every queued event that does not run the models (the scoring toggle's re-render, the banner,
+# the Evaluation view's "Show") shares this concurrency group, which runs one event at a time.
+VIEW_GROUP = "view"
+VIEW_SHARE = 0.25  # seconds of the view group's worker one client may use per second, on average
+VIEW_BURST_S = 4.0  # ... and at most this many seconds of it ahead (a first "Show" of a big run)
+VIEW_MIN_COST_S = 0.2  # what any view event costs at least (so a flood of cheap ones is bounded)
+MIN_BODY_RATE = 8 * 1024  # bytes a second a request's body must average once it is past its
+# body timeout (1 MB, the largest upload, within the timeout + 2 minutes)
+DIRECT_RATE = 5.0  # requests outside the queue (the page's quick checks) per client and second
+DIRECT_BURST = 20.0  # ... and at most this many at once
 # Pasted answers (/score, "Score your own answers"): characters per sample-token of the work cap.
 # Every tokenizer the engine runs (byte-level BPE, WordPiece, SentencePiece) makes at most one
 # token of a character and averages about four characters a token on English text: a pasted
@@ -190,6 +213,26 @@ class ClientIdentity:
                 return str(ipaddress.ip_network(f"{address}/{self.ipv6_prefix}", strict=False))
         return str(address)
 
+    @staticmethod
+    def network(client: str) -> str | None:
+        """The second tier of a client (:meth:`key`): an IPv6 client's /48 network
+        (:data:`NETWORK_PREFIX`; one allocation of a tunnel broker holds 65,536 /64s), whose
+        /64s together hold only a few more queue places than one; None for an IPv4 client, and
+        for an IPv6 one counted by a network of 48 bits or fewer already.
+
+        >>> ClientIdentity.network("2001:db8:1:2::/64")
+        '2001:db8:1::/48'
+        >>> ClientIdentity.network("81.2.69.1") is None, ClientIdentity.network("2001:db8::/32")
+        (True, None)
+        """
+        try:
+            net = ipaddress.ip_network(client, strict=False)
+        except ValueError:
+            return None
+        if net.version != 6 or net.prefixlen <= NETWORK_PREFIX:
+            return None
+        return str(net.supernet(new_prefix=NETWORK_PREFIX))
+
     def connection_key(self, peer: str) -> str | None:
         """Who holds a connection from ``peer`` (its address), for a per-connection limit; None
         when the connection is the deployment's proxy, whose connections carry every client's
@@ -223,6 +266,117 @@ class ClientIdentity:
         return self.key(peer_address) if peer_address is not None else peer
 
 
+# --- how much a client may ask for over time ----------------------------------------------------
+
+
+class Allowance:
+    """What each client may still spend, refilled over time (a token bucket per client): ``rate``
+    units a second, at most ``burst`` ahead.
+
+    :meth:`take` spends ``cost`` when the client has that much (else refuses: False);
+    :meth:`charge` spends what something turned out to cost, which may leave the client owing,
+    and :meth:`allows` refuses until that is paid back. ``now``: a monotonic clock's seconds.
+    Thread-safe. Clients whose allowance is full again are forgotten once more than
+    ``max_clients`` are tracked.
+
+    >>> allowance = Allowance(rate=1.0, burst=2.0)
+    >>> [allowance.take("a", 1.0, now=0.0) for _ in range(3)], allowance.take("b", 1.0, now=0.0)
+    ([True, True, False], True)
+    >>> allowance.charge("a", 3.0, now=1.0); allowance.allows("a", now=3.5), allowance.allows("a", now=4.5)
+    (False, True)
+    """
+
+    def __init__(self, rate: float, burst: float, max_clients: int = 10_000) -> None:
+        self.rate, self.burst, self.max_clients = rate, burst, max_clients
+        self._state: dict[str, tuple[float, float]] = {}  # client -> (level, when)
+        self._lock = threading.Lock()
+
+    def _level(self, client: str, now: float) -> float:
+        level, when = self._state.get(client, (self.burst, now))
+        return min(self.burst, level + max(0.0, now - when) * self.rate)
+
+    def allows(self, client: str, now: float) -> bool:
+        """Whether ``client`` owes nothing now."""
+        with self._lock:
+            return self._level(client, now) > 0
+
+    def take(self, client: str, cost: float, now: float) -> bool:
+        """Spend ``cost`` of ``client``'s allowance if it has that much; whether it had."""
+        with self._lock:
+            level = self._level(client, now)
+            if level < cost:
+                return False
+            self._set(client, level - cost, now)
+            return True
+
+    def charge(self, client: str, cost: float, now: float) -> None:
+        """Spend ``cost`` of ``client``'s allowance, owing what it does not have."""
+        with self._lock:
+            self._set(client, self._level(client, now) - cost, now)
+
+    def _set(self, client: str, level: float, now: float) -> None:
+        self._state[client] = (level, now)
+        if len(self._state) > self.max_clients:
+            self._state = {c: (lv, t) for c, (lv, t) in self._state.items()
+                           if min(self.burst, lv + (now - t) * self.rate) < self.burst}
+
+
+# --- which names the page answers to -------------------------------------------------------------
+
+
+def host_name(text: str) -> str | None:
+    """The host of a ``Host`` header (or ``X-Forwarded-Host`` entry): its name in lower case, or
+    its address, without the port; None when it is neither.
+
+    >>> host_name("Mars.Example.org:7860"), host_name("[::1]:80"), host_name("evil example")
+    ('mars.example.org', '::1', None)
+    """
+    text = text.strip()
+    if text.startswith("["):
+        address, _, rest = text[1:].partition("]")
+        if rest and not (rest.startswith(":") and rest[1:].isdigit()):
+            return None
+        return address.lower() if _is_address(address) else None
+    name, _, port = text.partition(":")
+    if port and not port.isdigit():
+        return None
+    name = name.rstrip(".").lower()
+    if not name or not all(part and len(part) <= 63 and part.replace("-", "").isalnum()
+                           for part in name.split(".")):
+        return None
+    return name
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def hosts_of(values: Iterable[str]) -> tuple[str, ...]:
+    """Host names of ``--public-host`` values, web origins (``--allowed-origins``) or the
+    address the page listens on, each once, in order; raises ValueError for one that is none.
+
+    >>> hosts_of(["mars.example.org", "https://Friend.example:8443", "0.0.0.0"])
+    ('mars.example.org', 'friend.example', '0.0.0.0')
+    """
+    from urllib.parse import urlsplit
+
+    found: list[str] = []
+    for value in values:
+        text = value.strip()
+        name = urlsplit(text).hostname if "://" in text else host_name(text)
+        if name is None and _is_address(text.strip("[]")):
+            name = text.strip("[]").lower()
+        if not name:
+            raise ValueError(texts.ACCESS_BAD_HOST.format(value=value))
+        if name not in found:
+            found.append(name)
+    return tuple(found)
+
+
 # --- what visitors may do ------------------------------------------------------------------------
 
 
@@ -238,8 +392,13 @@ class Access:
     (the server-side allowed set; the free ones unless the host says otherwise).
     ``header_timeout`` / ``connections_per_client``: seconds a connection may take to send a
     request's headers, connections one client may hold open (None: no limit; see
-    :mod:`mars_demo.ui.connections`). ``allowed_origins``: web origins other than the page's own
-    whose pages may call this one from a browser (a public page allows none by default)."""
+    :mod:`mars_demo.ui.connections`). ``body_timeout``: seconds a request's body may pause (and,
+    at :data:`MIN_BODY_RATE`, take beyond that). ``allowed_origins``: web origins other than the
+    page's own whose pages may call this one from a browser (a public page allows none by
+    default). ``hosts``: the host names a public page answers to besides a Space's and its share
+    link's (:meth:`knows_host`). ``view_share``: the share of the view group's time one client
+    may use (:data:`VIEW_SHARE`); ``direct_rate``: requests outside the queue per client and
+    second (None: no limit)."""
 
     public: bool = False
     allow_model_switch: bool = False
@@ -253,6 +412,19 @@ class Access:
     header_timeout: float | None = None
     connections_per_client: int | None = None
     allowed_origins: tuple[str, ...] = ()
+    body_timeout: float | None = None
+    hosts: tuple[str, ...] = ()
+    view_share: float | None = None
+    direct_rate: float | None = None
+
+    def knows_host(self, name: str | None, also: Iterable[str] = ()) -> bool:
+        """Whether a request naming host ``name`` (:func:`host_name`) is for this page: one of
+        :attr:`hosts` or ``also`` (a Space's, the share link's), ``localhost``, or an address
+        (no one can point an address elsewhere, as a foreign name can be pointed at the page's
+        address: DNS rebinding)."""
+        if name is None:
+            return False
+        return name == "localhost" or _is_address(name) or name in self.hosts or name in also
 
     def check_models(self, settings: Any) -> None:
         """Raise :class:`OptionError` when ``settings`` need models the host did not set up,
@@ -337,6 +509,18 @@ class Access:
         """The queue places one client may hold in all (None: no limit)."""
         return None if self.per_client is None else max(QUEUE_PLACES, self.per_client + 1)
 
+    def network_places_for(self, group: str) -> int | None:
+        """The places the clients of one network (:meth:`ClientIdentity.network`, an IPv6 /48)
+        may hold together of group ``group``: a few more than one client's."""
+        places = self.places_for(group)
+        return None if places is None else places + NETWORK_EXTRA_PLACES
+
+    @property
+    def network_queue_places(self) -> int | None:
+        """The places the clients of one network may hold together in all."""
+        places = self.queue_places
+        return None if places is None else places + NETWORK_EXTRA_QUEUE
+
 
 def public_access(
     *,
@@ -351,6 +535,10 @@ def public_access(
     header_timeout: float | None = SERVER["header_timeout"].default,
     connections_per_client: int | None = SERVER["connections_per_client"].default,
     allowed_origins: Iterable[str] | None = (),
+    body_timeout: float | None = SERVER["body_timeout"].default,
+    hosts: Iterable[str] = (),
+    view_share: float | None = VIEW_SHARE,
+    direct_rate: float | None = DIRECT_RATE,
 ) -> Access:
     """The access of a public page. ``allow_model_switch`` is refused: nobody switches there.
     ``methods``: those visitors may ask for (the free ones, plus any the host computes). The
@@ -370,6 +558,10 @@ def public_access(
         header_timeout=header_timeout or None,
         connections_per_client=connections_per_client or None,
         allowed_origins=tuple(allowed_origins or ()),
+        body_timeout=body_timeout or None,
+        hosts=hosts_of([*hosts, *(allowed_origins or ())]),
+        view_share=view_share or None,
+        direct_rate=direct_rate or None,
     )
 
 

@@ -131,10 +131,15 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
         model_names=names,
         methods=offered,
         header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
         connections_per_client=args.connections_per_client,
         # repeated flags, or one text with commas: each a web origin, written as browsers send it
         allowed_origins=tuple(web_origin(origin) for given in args.allowed_origins or ()
                               for origin in given.split(",") if origin.strip()),
+        # the names visitors reach the page by: those the host gives, and the address it
+        # listens on (a Space's host and the share link's are known when the page serves)
+        hosts=[name for given in args.public_host or () for name in given.split(",")
+               if name.strip()] + [host for host in (args.host,) if host],
     )
 
 

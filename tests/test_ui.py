@@ -610,9 +610,14 @@ def test_a_new_ask_and_an_error_clear_the_last_warnings():
     assert visible(updates[-1]["error"]) and not visible(updates[-1]["warnings"])
 
 
-def test_the_ask_event_is_followed_by_a_re_render_with_the_toggles_value_then():
-    """A toggle flipped while the answer streams must still win: the Ask is chained (``.then``)
-    to the re-render, which reads the result state and the toggle when the Ask ends."""
+def test_the_toggles_re_render_is_registered_once_and_follows_every_stored_result():
+    """A toggle flipped while the answer streams must still win: the one re-render of the stored
+    result runs on either toggle and whenever a result is stored (the result state's change:
+    an Ask's, pasted answers', a re-score's), reading the result and the toggles then. It is
+    registered once, in the view group, one at a time (four registrations without a limit let
+    one client run four at once)."""
+    from mars_demo.access import VIEW_GROUP
+
     demo = build_demo(FakeEngine())
     config = demo.get_config_file()
     by_id = {c["id"]: c for c in config["components"]}
@@ -620,13 +625,18 @@ def test_the_ask_event_is_followed_by_a_re_render_with_the_toggles_value_then():
     def elem(dep_ids):
         return [by_id[i]["props"].get("elem_id") or by_id[i]["type"] for i in dep_ids]
 
-    deps = config["dependencies"]
-    ask_dep = next(d for d in deps if d["api_name"] == "ask")
-    follow = [d for d in deps if d.get("trigger_after") == ask_dep["id"]]
-    assert len(follow) == 1
-    assert elem(follow[0]["inputs"]) == ["state", "mars-scoring", "mars-shade"]
-    outputs = elem(follow[0]["outputs"])
+    renders = [fn for fn in demo.fns.values() if fn.name == "show_scoring"]
+    assert len(renders) == 1
+    render_fn = renders[0]
+    assert (render_fn.concurrency_id, render_fn.concurrency_limit) == (VIEW_GROUP, 1)
+    assert {(elem([block])[0], event) for block, event in render_fn.targets} == {
+        ("mars-scoring", "change"), ("mars-shade", "change"), ("state", "change")}
+    assert elem([b._id for b in render_fn.inputs]) == ["state", "mars-scoring", "mars-shade"]
+    outputs = elem([b._id for b in render_fn.outputs])
     assert "mars-answer" in outputs and "mars-error" in outputs
+    ask_dep = next(d for d in config["dependencies"] if d["api_name"] == "ask")
+    follow = [d for d in config["dependencies"] if d.get("trigger_after") == ask_dep["id"]]
+    assert [d["api_name"] for d in follow] == ["_ask_ready"]  # no second re-render
     # what it computes: the stored result in the toggle's current scoring
     controller = make_controller()
     final = ask(controller, scoring="mars")[-1]

@@ -47,6 +47,15 @@ ACCESS_FOREIGN_ORIGIN = (
     "This public page answers only its own web pages, not a page of {origin}. (The host may name "
     "other web sites in its settings; a proxy in front of it must pass the Host header on.)"
 )
+ACCESS_TOO_FAST = (
+    "You are sending requests faster than this public page serves them to one visitor. Wait a "
+    "moment, then try again."
+)
+ACCESS_UNKNOWN_HOST = (
+    "This page is not served under the name {host}. (The host names the page's addresses in "
+    "its settings.)"
+)
+ACCESS_BAD_HOST = "--public-host {value!r} is not a host name or address (e.g. mars.example.org)"
 ACCESS_BODY_TOO_BIG = "A request may be at most {limit:,} bytes on this public page."
 ACCESS_ONE_FILE = "One file per upload on this public page."
 ACCESS_NO_URLS = (
@@ -93,8 +102,12 @@ QUEUE_ELAPSED = " Waited {elapsed} s."
 # --- displays that must not mislead -------------------------------------------------------------
 
 SCORING_SHORT = {"length_normalized": "LN", "mars": "MARS"}  # x labels of the uncertainty panels
-PLOT_NLI_SELF = "answer #{number} with itself: not compared (blank)<br>{answer}"
-PLOT_NLI_IDENTICAL = "{label} (identical texts: not run through the NLI model)"
+PLOT_NLI_SELF = ("answer #{number} with itself: not compared, one meaning by definition "
+                 "(blank)<br>{answer}")
+PLOT_NLI_IDENTICAL = "{label} (identical texts: one meaning by definition, whatever the model says)"
+PLOT_NLI_NOT_JUDGED = ("answer #{premise} against #{hypothesis}: not judged (the clustering did "
+                       "not need this pair)")
+NLI_TABLE_NOT_JUDGED = "not judged"
 PHRASES_WEIGHT_SUM = (
     "Phrase weight U = importance / the sum of the importances of the phrases that hold tokens "
     "({total:.3f}), so the weights add up to 1."

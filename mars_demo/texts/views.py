@@ -213,6 +213,8 @@ CONTEXT_NAMES = {
     "softmax_temperature": "Softmax temperature",
     "distribution": "Phrase weight to tokens",
     "cluster_rule": "Same-meaning rule",
+    "end_token": "End token in token-level methods",
+    "nli_pairs": "Pairs the NLI model judged",
     "logprob_source": "Token log-probs from",
 }
 CONTEXT_UNSET = "(default)"

@@ -303,8 +303,9 @@ class Controller:
         """Re-render what depends on the scoring (and the answer's coloring, ``shade``) from
         the stored result (nothing is recomputed).
 
-        Runs on the toggles and once more after every Ask (with their values then, which the
-        visitor may have flipped while the answer streamed). A rendering error becomes a message.
+        Runs on the toggles and whenever a result is stored (after an Ask, with the toggles'
+        values then, which the visitor may have flipped while the answer streamed). A rendering
+        error becomes a message.
         """
         if result is None:
             return {}

@@ -8,8 +8,10 @@ concurrency group :data:`ENGINE_QUEUE` with a limit of 1, so one GPU runs one an
 and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
 Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
 Gradio refuses a request with "queue full". On a public page each client holds at most a few of
-those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). The scoring
-toggle and the banner do not touch the models and run without a limit. What a visitor sees (the
+those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). Every other
+queued event (the scoring toggle's re-render, the banner, the Evaluation view's "Show") touches no
+model and shares the group :data:`VIEW_QUEUE`, also one at a time, so that however many of them
+come they take one core from the engine at most. What a visitor sees (the
 last result) lives only in that visitor's session state (``gr.State``); the controller and the
 engine hold no per-user data. A visitor who closes the tab, or a client that cancels, stops its
 running analysis at the next generated token or stage (see
@@ -27,7 +29,7 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import ENGINE_GROUP, Access
+from mars_demo.access import ENGINE_GROUP, VIEW_GROUP, Access
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui import controls, evaluation, methods_panel, panels, render
 from mars_demo.ui.example_store import ExampleStore
@@ -42,6 +44,7 @@ from mars_demo.ui.host import EngineHost, EngineLike
 from mars_demo.ui.launch import ASSETS
 from mars_demo.ui.limits import limit_queue
 from mars_demo.ui.pasted import OWN_MAX_CHARS
+from mars_demo.ui.renders import RenderCache
 
 # What the press of Ask (a click, a tap, Enter, an example) changes at once, in the browser
 # (window.marsPress of ui/assets/page.js): Ask busy, the last result gone, the verdict line
@@ -50,13 +53,11 @@ from mars_demo.ui.pasted import OWN_MAX_CHARS
 PRESS_OUTPUTS = ("ask", "verdict", "answer", "warnings", "error", "progress", "results")
 PRESS_JS = ("(question) => window.marsPress ? window.marsPress(question, "
             + json.dumps(PRESS_OUTPUTS) + ") : undefined")
-# After the analysis and the toggle's re-render, whichever way it ended: Ask takes presses again.
-READY_JS = ("() => ({__type__: 'update', value: " + json.dumps(texts.ASK_BUTTON)
-            + ", interactive: true})")
 EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
 # (tests/test_load.py sends 16 users at once, all of whom must fit)
 ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
+VIEW_QUEUE = VIEW_GROUP  # concurrency group of every other queued event: one at a time too
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
 # Events that wait in the engine's queue show the visitor their place in the queue and the wait
@@ -374,16 +375,27 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         parts[name] for name in ("question", "ask", "scoring", "answer", "result"))
     ask_names, view_names = ask_outputs(), scoring_view_outputs()  # the panels as declared now
     options = [option_controls[name] for name in controls.PAGE_OPTIONS]
-    show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
-        fn=packed_once(controller.show_scoring, view_names),
+    # The one re-render from the stored result (no model; each view of a result rendered once,
+    # ui/renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
+    # answers', a re-score's), with the toggles as they are then, which the visitor may have
+    # flipped while the answer streamed. It is registered here alone: no event chains
+    # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
+    # way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model.
+    gr.on(
+        [scoring.change, parts["shade"].change, result.change],
+        packed_once(RenderCache(controller.show_scoring), view_names),
         inputs=[result, scoring, parts["shade"]],
         outputs=outputs(view_names),
         api_visibility="private",
-        concurrency_limit=None,
+        concurrency_id=VIEW_QUEUE,
+        concurrency_limit=1,
         show_progress="hidden",
     )
     # Ask says it is working, and takes no click, until the analysis has ended (either way):
-    # set in the browser at the press (PRESS_JS), before the analysis is sent.
+    # set in the browser at the press (PRESS_JS, a js-only event: no request), registered before
+    # the Ask on the same trigger; the Ask's chain then only makes Ask ready again, since the
+    # re-render above follows the stored result. tests/test_hostile_sessions.py sends
+    # `_ask_ready` as a request outside the queue.
     busy = dict(api_visibility="private", queue=False, show_progress="hidden")
     press = outputs(PRESS_OUTPUTS)
     gr.on([ask.click, question.submit], None, inputs=[question], outputs=press, js=PRESS_JS,
@@ -400,10 +412,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         concurrency_limit=1,
         show_progress=QUEUE_STATUS,
         show_progress_on=[answer],
-    ).then(**show_scoring).then(  # the toggle may have been flipped while the answer streamed
-        None, outputs=[ask], js=READY_JS, **busy)
-    scoring.change(**show_scoring)
-    parts["shade"].change(**show_scoring)
+    ).then(_ask_ready, outputs=[ask], **busy)
     # A scoring option changed: score the answers on screen again (models, so the queue).
     # A quick check outside the queue first: with nothing on screen, or nothing changed,
     # no event joins the queue (nor counts against the visitor's one place in it).
@@ -434,7 +443,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         concurrency_limit=1,
         show_progress=QUEUE_STATUS,
         show_progress_on=[answer],
-    ).then(**show_scoring)
+    )
     switch = parts.get("switch")
     if switch:  # only when the host allowed it: otherwise the handler does not exist at all
         switch["load"].click(
@@ -452,9 +461,15 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
             refresh_banner,
             outputs=outputs(BANNER_OUTPUTS),
             api_visibility="private",
-            concurrency_limit=None,
+            concurrency_id=VIEW_QUEUE,
+            concurrency_limit=1,
             show_progress="hidden",
         )
+
+
+def _ask_ready() -> Any:
+    """Ask takes presses again: after the analysis, whichever way it ended."""
+    return gr.Button(value=texts.ASK_BUTTON, interactive=True)
 
 
 def _example_js(text: str) -> str:

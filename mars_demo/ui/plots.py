@@ -112,12 +112,15 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
     code = {name: i for i, name in enumerate(NLI_ORDER)}
     n = len(answers)
     axis = [f"#{i + 1}" for i in range(n)]
-    # The diagonal (an answer with itself) is never sent to the NLI model: it is left blank
-    # (None = no cell) and says so, instead of looking like a model's "entailment".
-    z = [[None if i == j else code.get(labels[i][j], 1) for j in range(n)] for i in range(n)]
+    # The diagonal (an answer with itself) is one meaning by definition, not a verdict: it is
+    # left blank (None = no cell) and says so, instead of looking like a model's "entailment";
+    # so is a pair the NLI was not asked (None: the clustering did not read it).
+    blank = [[i == j or labels[i][j] is None for j in range(n)] for i in range(n)]
+    z = [[None if blank[i][j] else code.get(labels[i][j], 1) for j in range(n)]
+         for i in range(n)]
     text = [
         [
-            texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j])[:1].upper() if i != j else ""
+            "" if blank[i][j] else texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j])[:1].upper()
             for j in range(n)
         ]
         for i in range(n)
@@ -127,6 +130,8 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
         if i == j:
             answer = plot_text(_short(answers[i], 80))
             return texts.PLOT_NLI_SELF.format(number=i + 1, answer=answer)
+        if labels[i][j] is None:
+            return texts.PLOT_NLI_NOT_JUDGED.format(premise=i + 1, hypothesis=j + 1)
         label = plot_text(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
         if answers[i] == answers[j]:  # the engine does not run identical texts either
             label = texts.PLOT_NLI_IDENTICAL.format(label=label)
