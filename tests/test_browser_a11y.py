@@ -37,11 +37,19 @@ SECTIONS = ("#mars-settings", "#mars-methods-box", "#mars-phrases-box", "#mars-s
 #: the page's dropdowns (the settings' importance method, the Evaluation view's runs): axe runs
 #: with each one's list of choices open
 DROPDOWNS = ("#mars-importance-method", "#mars-eval-run")
-#: every fold (Gradio's accordions) names itself without its arrow and says whether it is open
+#: every fold (Gradio's accordions) names itself without its arrow and says whether it is open;
+#: its name as the accessibility tree gives it comes from :func:`fold_names`
 FOLDS = """() => [...document.querySelectorAll('button.label-wrap')].map(b => ({
   expanded: b.getAttribute('aria-expanded'), open: b.classList.contains('open'),
-  name: b.innerText.trim(), hidden: [...b.querySelectorAll('.icon')].every(
-    i => i.getAttribute('aria-hidden') === 'true')}))"""
+  hidden: [...b.querySelectorAll('.icon')].every(i => i.getAttribute('aria-hidden') === 'true')}))"""
+
+
+def fold_names(page) -> list[str]:
+    """Each fold's button as the accessibility tree reads it ('- button "Settings" [expanded]'):
+    the accessible name leaves out what is aria-hidden, which the text on screen (innerText)
+    keeps."""
+    folds = page.locator("button.label-wrap")
+    return [folds.nth(i).aria_snapshot() for i in range(folds.count())]
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +157,11 @@ def test_every_state_at_both_widths_has_no_serious_violation(browser, public_url
     check_state(page, "run", theme, shots, results, dropdowns=DROPDOWNS)
     folds = page.evaluate(FOLDS)
     assert folds and all(f["expanded"] == str(f["open"]).lower() and f["hidden"]
-                         and "▼" not in f["name"] for f in folds), folds
+                         for f in folds), folds
+    named = fold_names(page)
+    assert len(named) == len(folds) and all(
+        name.startswith('- button "') and "▼" not in name
+        and ("[expanded]" in name) == f["open"] for name, f in zip(named, folds)), named
     # the headings in order: one h1, then no level skipped
     levels = page.evaluate("() => [...document.querySelectorAll('h1, h2, h3, h4')]"
                            ".map(h => Number(h.tagName[1]))")
@@ -199,8 +211,11 @@ def test_reduced_motion_is_honoured(browser, public_url):  # noqa: F811
     cursor = page.evaluate("() => getComputedStyle(document.querySelector("
                            "'#mars-answer .mars-cursor'), '::after').animationName")
     assert cursor == "none", cursor
+    # a progress fill where the page draws one: Gradio keeps the page's style rules inside an
+    # @media block for its own container only (a probe on <body> would read the plain rule)
     fill = page.evaluate("() => { const d = document.createElement('div'); "
-                         "d.className = 'mars-progress-fill'; document.body.appendChild(d); "
+                         "d.className = 'mars-progress-fill'; "
+                         "document.querySelector('#mars-progress').appendChild(d); "
                          "const t = getComputedStyle(d).transitionDuration; d.remove(); return t; }")
     assert float(fill.rstrip("s")) < 0.01, fill
     wait_done(page)
