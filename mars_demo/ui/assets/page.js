@@ -5,8 +5,8 @@
 // - One tab stop per answer (roving tabindex): the answer's first token has tabindex 0, the
 //   others -1; ArrowLeft / ArrowRight (and Home / End) move the focus between the tokens, and
 //   the focused token keeps the tab stop. A focused (or tapped, or hovered) token shows its
-//   details, the CSS tooltip of its data-tip; Esc hides them until another token is reached
-//   (WCAG 1.4.13), and the pointer may rest on them.
+//   details, the CSS tooltip of its data-tip; Esc hides them until another token is hovered or
+//   a token takes the focus (WCAG 1.4.13), and the pointer may rest on them.
 // - The tooltip hangs below the token itself, moved left where it would leave the answer's box.
 // - The press of Ask (a click, a tap, Enter, an example): window.marsPress, called by the
 //   events' own JS before the analysis is sent (mars_demo/ui/layout.py), says at once that the
@@ -75,7 +75,7 @@
     const box = token.closest(".mars-answer-text");
     const tokens = tokensOf(box);
     keep(tokens, tokens.indexOf(token));
-    if (token !== hidden) tipsBack();
+    tipsBack();  // a token reached by the focus shows its details, also the one Esc hid on hover
     place(token);
   });
 
@@ -86,7 +86,8 @@
     place(token);
   });
 
-  // Esc hides the token details (hover or focus) until another token is reached
+  // Esc hides the token details (hover or focus) until another token is hovered, or a token
+  // takes the focus (the focus stays where it was when Esc hid them)
   let hidden = null;
   const tipsBack = () => {
     if (hidden === null) return;
