@@ -117,12 +117,31 @@ TOOLTIP = """el => { const s = getComputedStyle(el, '::after');
   return {display: s.display, content: s.content, position: s.position, right: right}; }"""
 
 
+# The analysis id of the verdict on screen ('' for none): an analysis is this press's once its
+# verdict, with a level, carries another id. The progress line's "done" state is no sign of the
+# end: the re-render that follows every stored result draws it again, and a poll may miss it.
+SHOWN_ANALYSIS = ("() => { const v = document.querySelector('#mars-verdict .mars-verdict');"
+                  " return v && v.dataset.analysis ? v.dataset.analysis : ''; }")
+NEW_VERDICT = ("(before) => { const v = document.querySelector('#mars-verdict .mars-verdict');"
+               " return !!v && !!v.dataset.level && !!v.dataset.analysis"
+               " && v.dataset.analysis !== before; }")
+
+
+def wait_verdict(page, before: str, timeout: int = ANALYSIS_TIMEOUT_MS) -> None:
+    """Wait for a verdict of an analysis other than ``before`` (:data:`SHOWN_ANALYSIS` read
+    before the press) and for Ask to take presses again."""
+    page.wait_for_function(NEW_VERDICT, arg=before, timeout=timeout)
+    page.wait_for_function("() => !document.querySelector('#mars-ask').disabled",
+                           timeout=timeout)
+
+
 def ask(page, question: str | None = None) -> None:
     """Ask ``question`` (or the first example: one click asks it) and wait for the whole
     analysis on the page."""
     if question is not None:
         page.fill("#mars-question textarea", question)
     page.evaluate(RECORD_STREAMING)
+    before = page.evaluate(SHOWN_ANALYSIS)
     if question is None:
         page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
         page.wait_for_function(
@@ -130,12 +149,7 @@ def ask(page, question: str | None = None) -> None:
         )
     else:
         page.click("#mars-ask")
-    # The answer streams for a second or more before the result replaces it: waiting for the
-    # streaming state first makes sure the "done" below belongs to this question, not the last one.
-    page.wait_for_selector("#mars-answer .mars-streaming", timeout=ANALYSIS_TIMEOUT_MS)
-    page.wait_for_selector(
-        "#mars-progress .mars-progress[data-state='done']", timeout=ANALYSIS_TIMEOUT_MS
-    )
+    wait_verdict(page, before)
     for selector in (
         "#mars-answer .mars-tok",
         "#mars-verdict .mars-verdict",
@@ -270,12 +284,11 @@ def test_the_scoring_flipped_while_the_answer_streams_wins(page):
     """The final render follows the toggle as it is when the analysis ends, not as it was when
     Ask was clicked."""
     page.fill("#mars-question textarea", EXAMPLE)
+    before = page.evaluate(SHOWN_ANALYSIS)
     page.click("#mars-ask")
     page.wait_for_selector("#mars-answer .mars-streaming", timeout=ANALYSIS_TIMEOUT_MS)
     page.locator("#mars-scoring").get_by_text("Length-normalized", exact=True).click()
-    page.wait_for_selector(
-        "#mars-progress .mars-progress[data-state='done']", timeout=ANALYSIS_TIMEOUT_MS
-    )
+    wait_verdict(page, before)
     page.wait_for_selector(
         "#mars-answer .mars-answer[data-scoring='length_normalized']", timeout=ANALYSIS_TIMEOUT_MS
     )
@@ -436,8 +449,7 @@ def test_after_ask_the_answer_is_brought_into_view_on_a_phone(browser, app_url, 
         "() => { const r = document.querySelector('#mars-answer').getBoundingClientRect();"
         " return r.top >= 0 && r.top < window.innerHeight - 100; }", timeout=10_000)
     page.screenshot(path=str(shots / "light-390-after-ask.png"))
-    page.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
-                           timeout=ANALYSIS_TIMEOUT_MS)
+    wait_verdict(page, "")
     page.close()
 
 
@@ -488,8 +500,8 @@ def loading_url():
     demo.close()
 
 
-# The Ask refused (the models still load) or, were they loaded, analyzed: either ends the wait.
-ASK_ENDED = "#mars-error .mars-error, #mars-progress .mars-progress[data-state='done']"
+# The Ask refused (the models still load) or, were they loaded, a verdict: either ends the wait.
+ASK_ENDED = "#mars-error .mars-error, #mars-verdict .mars-verdict[data-level]"
 
 
 def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(browser,
