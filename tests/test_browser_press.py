@@ -46,6 +46,8 @@ RECORD = """(pollMs) => {
       level: seen(verdict) && verdict.dataset.level ? verdict.dataset.level : '',
       analysis: verdict && verdict.dataset.analysis ? verdict.dataset.analysis : '',
       table: seen(table), progress: state,
+      // a finished answer (the colored one, with its scoring), not the streaming one
+      finished: !!document.querySelector('#mars-answer .mars-answer[data-scoring]'),
       top: box ? box.top : null, bottom: box ? box.bottom : null,
       answerTop: document.querySelector('#mars-answer').getBoundingClientRect().top,
       height: window.innerHeight,
@@ -104,6 +106,9 @@ def check_press(record: dict, before: dict | None, label: str) -> None:
     for s in during:
         assert s["disabled"] and s["ask"] == "Working…", (label, s)
         assert not s["level"] and not s["table"], (label, s)
+        # nor the last answer or its progress line: a re-render of the stored result that
+        # lands after the press would draw them again
+        assert not s["finished"] and s["progress"] != "done", (label, s)
         assert s["verdict"].startswith("Working out"), (label, s)
     final = snaps[end]
     assert final["level"] and final["analysis"], (label, final)

@@ -381,7 +381,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
     # flipped while the answer streamed. It is registered here alone: no event chains
     # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
     # way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model.
-    gr.on(
+    rerender = gr.on(
         [scoring.change, parts["shade"].change, result.change],
         packed_once(RenderCache(controller.show_scoring), view_names),
         inputs=[result, scoring, parts["shade"]],
@@ -396,12 +396,17 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
     # the Ask on the same trigger; the Ask's chain then only makes Ask ready again, since the
     # re-render above follows the stored result. tests/test_hostile_sessions.py sends
     # `_ask_ready` as a request outside the queue.
+    # The press also cancels, in this browser, a re-render of the last result still on its way
+    # (Ask is ready once the analysis has ended, and the re-render that follows its stored
+    # result may come back after a quick next press): it would draw the last answer again under
+    # the new question.
     busy = dict(api_visibility="private", queue=False, show_progress="hidden")
     press = outputs(PRESS_OUTPUTS)
     gr.on([ask.click, question.submit], None, inputs=[question], outputs=press, js=PRESS_JS,
-          **busy)
+          cancels=[rerender], **busy)
     for button, text in parts["examples"]:  # one click: the question, then the analysis
-        button.click(None, outputs=[question, *press], js=_example_js(text), **busy)
+        button.click(None, outputs=[question, *press], js=_example_js(text), cancels=[rerender],
+                     **busy)
     gr.on(
         [ask.click, question.submit, *(button.click for button, _ in parts["examples"])],
         packed(controller.ask, ask_names),
