@@ -10,6 +10,8 @@ once the analysis has ended, which is what these polls would see.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from test_browser import ANALYSIS_TIMEOUT_MS, EXAMPLE, browser, open_page, shots  # noqa: F401
@@ -70,9 +72,10 @@ STOP = "() => { clearInterval(window.__press.timer); const r = window.__press; "
 FOCUS_IN_VERDICT = "() => !!document.activeElement.closest('#mars-verdict')"
 
 
-def press(page, how: str, question: str = QUESTION) -> dict:
+def press(page, how: str, question: str = QUESTION, shot: Path | None = None) -> dict:
     """Ask ``question`` by ``how`` ("click", "enter", "example": the first example, one click)
-    and record the page every 100 ms until its verdict is shown; returns the record."""
+    and record the page every 100 ms until its verdict is shown (and a screenshot of the busy
+    state to ``shot`` 300 ms after the press); returns the record."""
     if how != "example":
         page.fill("#mars-question textarea", question)
     page.evaluate(RECORD, POLL_MS)
@@ -83,6 +86,9 @@ def press(page, how: str, question: str = QUESTION) -> dict:
         page.keyboard.press("Enter")
     else:
         page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
+    if shot is not None:  # the busy state, as a visitor sees it
+        page.wait_for_timeout(3 * POLL_MS)
+        page.screenshot(path=str(shot))
     try:
         page.wait_for_function(FINISHED, timeout=ANALYSIS_TIMEOUT_MS, polling=POLL_MS)
     except Exception:
@@ -129,7 +135,8 @@ def test_from_the_press_to_the_verdict(browser, app_url, shots, width, height): 
     check_press(first, None, f"{width} click")
     assert page.evaluate(FOCUS_IN_VERDICT), f"{width}: focus after the first Ask"
     page.screenshot(path=str(shots / f"press-{width}-first.png"))
-    second = press(page, "click")  # the same question again: the same verdict's words
+    # the same question again: the same verdict's words
+    second = press(page, "click", shot=shots / f"press-{width}-busy.png")
     check_press(second, first, f"{width} click again")
     assert page.evaluate(FOCUS_IN_VERDICT), f"{width}: focus after the second Ask"
     third = press(page, "enter", "What is the capital city of Japan?")
@@ -144,4 +151,12 @@ def test_from_the_press_to_the_verdict(browser, app_url, shots, width, height): 
             moving = [s for s in record["snaps"][:record["end"]] if s["t"] >= 300]
             assert all(0 <= s["top"] < s["height"] for s in moving), moving[:3]
     page.screenshot(path=str(shots / f"press-{width}-done.png"))
+    page.close()
+    # the dark theme: its busy state (a screenshot while it is recorded) and its verdict
+    page = open_page(browser, app_url, width=width, theme="dark")
+    page.set_viewport_size({"width": width, "height": height})
+    fifth = press(page, "click", "Who painted the Mona Lisa?",
+                  shot=shots / f"press-{width}-dark-busy.png")
+    check_press(fifth, None, f"{width} dark")
+    page.screenshot(path=str(shots / f"press-{width}-dark-done.png"))
     page.close()
