@@ -109,9 +109,13 @@ def check_press(record: dict, before: dict | None, label: str) -> None:
     assert end is not None, label
     during = [s for s in snaps[:end] if s["t"] >= BUSY_WITHIN_MS]
     assert during, (label, snaps[:5])  # the analysis took longer than 200 ms
+    # on failure, the whole record in one line a snapshot: when, Ask, the verdict's level and
+    # analysis id, a finished answer, the progress line's state
+    timeline = [(s["t"], s["ask"], s["disabled"], s["level"], s["analysis"], s["finished"],
+                 s["progress"], s["verdict"][:20]) for s in snaps[:end + 1]]
     for s in during:
-        assert s["disabled"] and s["ask"] == "Working…", (label, s)
-        assert not s["level"] and not s["table"], (label, s)
+        assert s["disabled"] and s["ask"] == "Working…", (label, s, timeline)
+        assert not s["level"] and not s["table"], (label, s, timeline)
         # nor the last answer or its progress line: a re-render of the stored result that
         # lands after the press would draw them again
         assert not s["finished"] and s["progress"] != "done", (label, s)
