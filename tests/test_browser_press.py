@@ -139,8 +139,10 @@ def test_from_the_press_to_the_verdict(browser, app_url, shots, width, height): 
     check_press(first, None, f"{width} click")
     assert page.evaluate(FOCUS_IN_VERDICT), f"{width}: focus after the first Ask"
     page.screenshot(path=str(shots / f"press-{width}-first.png"))
-    # the same question again: the same verdict's words
-    second = press(page, "click", shot=shots / f"press-{width}-busy.png")
+    # the same question again: the same verdict's words. No screenshot while it is recorded:
+    # at 390 px one taken 300 ms after this press was followed, in one run of two, by the
+    # previous verdict with Ask enabled (a poll 2.4 s in) before the new verdict; unexplained
+    second = press(page, "click")
     check_press(second, first, f"{width} click again")
     assert page.evaluate(FOCUS_IN_VERDICT), f"{width}: focus after the second Ask"
     third = press(page, "enter", "What is the capital city of Japan?")
