@@ -506,8 +506,8 @@ ASK_ENDED = "#mars-error .mars-error, #mars-verdict .mars-verdict[data-level]"
 
 def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(browser,
                                                                               loading_url):
-    """The example fills the box in the browser: an Ask right after it sends the example, even
-    when the server answers slowly (here the direct requests, /gradio_api/run/..., get no answer
+    """The example fills the box in the browser and its one click asks it: the Ask sends the
+    example, even when the server answers slowly (here the direct requests, /gradio_api/run/..., get no answer
     at all, as when loading models keeps the server's cores busy; Ask goes through the queue).
     Before, the example's value came from the server (gr.Examples' load_example, a direct
     request), and an Ask clicked meanwhile sent the empty box. The models load until the test
@@ -522,12 +522,12 @@ def test_an_example_clicked_at_once_while_the_models_load_is_the_question_asked(
         held: list = []  # requests the "busy server" has not answered yet
         page.route(re.compile(r".*/gradio_api/run/.*"), lambda route: held.append(route))
         page.goto(loading_url + "/")
-        page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True).click()
-        page.click("#mars-ask")
+        example = page.locator("#mars-examples").get_by_text(EXAMPLE, exact=True)
+        example.click()  # one click asks it (Ask then stays busy: its ready state is held)
         try:
             page.wait_for_selector(ASK_ENDED, timeout=30_000)
         except Exception:  # a click before the page had wired its events: click again
-            page.click("#mars-ask")
+            example.click()
             page.wait_for_selector(ASK_ENDED, timeout=30_000)
         message = page.inner_text("#mars-error")
         assert "still loading" in message and "empty" not in message, (
