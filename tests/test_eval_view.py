@@ -270,6 +270,8 @@ def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
     assert view.runs() == ["facts"]
     update = view.show("facts", None, None)
     assert update["eval_error"] == ""
+    # what the page sends (kept per run) has the run's one-sentence answer too
+    assert "Does MARS help here? " in view.shown("facts", None, None)["eval_verdict"]
     report = json.loads((given_run / "report.json").read_text())
     html = update["eval_table"]
     for m in MEASURES:

@@ -16,6 +16,8 @@ MAX_POINTS = 500  # points of one curve sent to the page
 #: the figures of one column per measure (report.figures): drawn one chart per measure, side by
 #: side where there is room and stacked on a phone
 SPLIT = ("eval_roc", "eval_rejection")
+#: the view's outputs in words: the error, the run's one-sentence answer, the table, the note
+TEXTS = ("eval_error", "eval_verdict", "eval_table", "eval_note")
 
 
 def thin(fig: Any, points: int = MAX_POINTS) -> None:
@@ -69,7 +71,7 @@ def page_outputs(update: dict[str, Any]) -> dict[str, Any]:
     of :data:`SPLIT` and the top methods' ROC as a list of charts, one per column
     (:func:`split_columns`), each serialized once (Gradio's ``PlotData``, which ``gr.Plot``
     sends as it is)."""
-    out = {name: update.get(name, "") for name in ("eval_error", "eval_table", "eval_note")}
+    out = {name: update.get(name, "") for name in TEXTS}
     for name in SPLIT:
         out[name] = [plot_data(fig) for fig in split_columns(update.get(name))]
     top = update.get("eval_roc_methods")

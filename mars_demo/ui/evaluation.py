@@ -40,7 +40,7 @@ from mars_demo.evaluation.runs import RESULTS, parse_records, parse_report
 from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.methods import OWN_MODELS
 from mars_demo.result import MEASURES
-from mars_demo.ui.eval_charts import SPLIT, curves, page_outputs
+from mars_demo.ui.eval_charts import SPLIT, TEXTS, curves, page_outputs
 from mars_demo.ui.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
@@ -464,7 +464,7 @@ def build(view: EvaluationView) -> None:
 
     def handler(run_name: Any, report_file: Any, results_file: Any) -> tuple:
         shown = view.shown(run_name, report_file, results_file)  # kept: never changed here
-        update = {name: shown[name] for name in ("eval_error", "eval_table", "eval_note")}
+        update = {name: shown[name] for name in TEXTS}
         for name in SPLIT:  # one chart per measure; a row without curves takes no room
             figures = shown[name]
             update[name] = gr.update(visible=bool(figures))
