@@ -516,7 +516,8 @@ def test_the_settings_say_the_cap_and_no_plot_toolbar_is_shown(public_url, width
                                   ".filter(b => b.getClientRects().length > 0).length")
             assert shown == 0, shown
             # one axis for the panels' values, from 0, with its numbers
-            ticks = page.locator("#mars-uncertainty-plot .ytick text").all_inner_texts()
+            ticks = page.evaluate("() => [...document.querySelectorAll("
+                                  "'#mars-uncertainty-plot .ytick text')].map(t => t.textContent)")
             assert "0" in ticks, ticks
             page.screenshot(path=str(shots / f"public-uncertainty-plot-{width}.png"))
         finally:
