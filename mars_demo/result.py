@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .answers import AnswerSet
 
 # 2: nli.warnings, settings.recipe/logprob_source, token ids may be null
-# 3: nli.probabilities (every ordered pair of samples) and "methods" (issue 19's other
+# 3: nli.probabilities (every ordered pair of samples) and "methods" (the registry's other
 #    uncertainty methods); a schema-2 analysis still loads, without them
 SCHEMA_VERSION = 3
 

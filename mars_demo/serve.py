@@ -38,12 +38,11 @@ from mars_demo.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
     Access,
-    ClientIdentity,
     check_bem_models,
     public_access,
     public_reasons,
-    web_origin,
 )
+from mars_demo.clients import ClientIdentity, web_origin
 
 #: The page's flags, in --help's order: the models (the CLI's), the methods every analysis
 #: computes, then the server's own (mars_demo.options.SERVER_OPTIONS).

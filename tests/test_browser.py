@@ -342,7 +342,7 @@ def test_readable_in_the_dark_theme(browser, app_url, shots):
     page.close()
 
 
-# --- keyboard, touch and phones (issue 12) -------------------------------------------------------
+# --- keyboard, touch and phones -------------------------------------------------------------------
 
 FOCUSED = """() => { const a = document.activeElement;
   return {tok: a && a.classList.contains('mars-tok') ? Number(a.dataset.token) : null,

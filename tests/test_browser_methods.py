@@ -1,4 +1,4 @@
-"""The "Compared with other methods" panel in headless Chromium (issue 19): every method of the
+"""The "Compared with other methods" panel in headless Chromium: every method of the
 answer is a row with numbers, on a wide screen and a phone, without and with a loaded run.
 Screenshots go to $MARS_DEMO_ARTIFACTS if set."""
 

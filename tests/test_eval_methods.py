@@ -1,4 +1,4 @@
-"""The table of every method (issue 19) in evaluate, its report, plot, page view and calibration.
+"""The table of every method in evaluate, its report, plot, page view and calibration.
 
 Runs are made by hand: a run.json and a results.jsonl whose records carry ``uncertainty``
 (the three measures) and ``methods`` (``{id: {variant: value}}``), then the report written by

@@ -46,7 +46,8 @@ from ui_helpers import (
 )
 
 from mars_demo import texts
-from mars_demo.access import QUEUE_PLACES, VIEW_PLACES, ClientIdentity, public_access
+from mars_demo.access import QUEUE_PLACES, VIEW_PLACES, public_access
+from mars_demo.clients import ClientIdentity
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.ui import build_demo, launch_options
 from mars_demo.ui.controller import Controller

@@ -1,4 +1,4 @@
-"""LARS's pass (issue 19), end to end on the tiny models: the scorer's logits against
+"""LARS's pass, end to end on the tiny models: the scorer's logits against
 transformers alone on the text :func:`mars_demo.core.lars.lars_answer_text` builds, the models
 refused at load, the ``lars``, ``lars_entropy`` and ``lars_semantic_entropy`` methods of ``ask
 --methods`` from the saved logits, ``score --methods-only`` recomputing them without a model

@@ -1,6 +1,6 @@
-"""The methods of issue 19 through the engine, the JSON, the command line, the library and the
-page's access: computed when asked (default: the free ones), saved in the analysis, and
-recomputed from a saved analysis alone, without any model."""
+"""The uncertainty methods of the registry through the engine, the JSON, the command line, the
+library and the page's access: computed when asked (default: the free ones), saved in the
+analysis, and recomputed from a saved analysis alone, without any model."""
 
 from __future__ import annotations
 

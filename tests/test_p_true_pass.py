@@ -1,4 +1,4 @@
-"""P(True)'s extra LLM pass (issue 19), end to end on the tiny models: the next-token log-prob
+"""P(True)'s extra LLM pass, end to end on the tiny models: the next-token log-prob
 in-process against transformers' own logits, the ``p_true`` methods of ``ask --methods``, the
 pass saved so ``score --methods-only`` recomputes them without a model, the LLM loaded only
 when asked, the same pass through the real llama.cpp server, and the public API's refusal."""

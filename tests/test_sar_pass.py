@@ -1,4 +1,4 @@
-"""SAR's similarity pass (issue 19), end to end on the tiny models: the cross-encoder's
+"""SAR's similarity pass, end to end on the tiny models: the cross-encoder's
 similarities against transformers alone, the ``token_sar``, ``sentence_sar`` and ``sar``
 methods of ``ask --methods`` from the saved similarities, ``score --methods-only`` recomputing
 them without a model, the similarity model loaded only when a SAR method is asked, and the

@@ -1,4 +1,4 @@
-"""The page's "Compared with other methods" panel (issue 19): one row per method of the result,
+"""The page's "Compared with other methods" panel: one row per method of the result,
 its values, and where each falls among a loaded run's answers; hand-made results and runs."""
 
 from __future__ import annotations

@@ -322,7 +322,7 @@ def test_make_tiny_models_writes_the_vllm_shape_and_refuses_to_train_it(tmp_path
 
 
 def test_p_true_pass_through_vllm_as_in_process(vllm_llm, vllm_hf):
-    """P(True)'s extra pass (issue 19) through vLLM: the target found by its id among vLLM's top
+    """P(True)'s extra pass through vLLM: the target found by its id among vLLM's top
     20 log-probs equals the in-process log-prob; a target below them gives no value, said."""
     import torch
 

@@ -15,7 +15,7 @@ those held-out chances, with the reliability table, are what ``evaluate calibrat
 :func:`check_classes` refuses labels where one class is missing or too rare for that.
 
 The uncertainty is a measure (``uncertainty.<measure>.<scoring>`` of an analysis) or any other
-method of issue 19 (``methods.<id>.<variant>``, variant ``length_normalized``, ``mars`` or
+method of the registry (``methods.<id>.<variant>``, variant ``length_normalized``, ``mars`` or
 ``value``): :func:`uncertainty_of` reads either from an analysis.
 
 A calibration only holds for the models and the settings it was made with (the sample count,

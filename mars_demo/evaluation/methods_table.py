@@ -1,4 +1,4 @@
-"""Every uncertainty method of a run in one table, ranked by AUROC (issue 19).
+"""Every uncertainty method of a run in one table, ranked by AUROC.
 
 A row is ``(name, variant)``: every method of the records (:func:`mars_demo.methods.values_of`:
 their ``methods``, and MARS's three measures from their ``uncertainty`` block where a run made

@@ -76,7 +76,7 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     (:func:`on_start`) and, on a public page, the request limits
     (:class:`~mars_demo.ui.limits.RequestLimits`); the server then keeps each connection's own
     address (:func:`~mars_demo.ui.limits.keep_peer_addresses`), so that only the page's
-    :class:`~mars_demo.access.ClientIdentity` reads X-Forwarded-For; and on every page the
+    :class:`~mars_demo.clients.ClientIdentity` reads X-Forwarded-For; and on every page the
     sessions' scope (:class:`~mars_demo.ui.sessions.SessionScope`: who makes a session, and no
     session left behind by a request outside the queue)."""
     options: dict[str, Any] = {

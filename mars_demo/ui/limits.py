@@ -13,7 +13,7 @@ it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/te
   second, and closes routes a public page does not use (the screen recording, deep links,
   ``/monitoring``, ``/component_server`` where no component has server functions);
 - :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
-  ``X-Forwarded-For``, so that only :class:`~mars_demo.access.ClientIdentity` reads that header.
+  ``X-Forwarded-For``, so that only :class:`~mars_demo.clients.ClientIdentity` reads that header.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from mars_demo.access import (
     VIEW_GROUP,
     VIEW_MIN_COST_S,
     Access,
-    Allowance,
 )
+from mars_demo.clients import Allowance
 
 MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
 UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
@@ -111,7 +111,7 @@ class QueueDoor:
       :attr:`Access.network_queue_places` together. The count and the push run under one lock,
       so parallel requests cannot slip through together.
     - An event of :data:`VIEW_GROUP` is refused (HTTP 429) while its client owes time of the
-      group's worker (:class:`~mars_demo.access.Allowance` of :attr:`Access.view_share`); each
+      group's worker (:class:`~mars_demo.clients.Allowance` of :attr:`Access.view_share`); each
       one that ran is charged its time there, at least :data:`VIEW_MIN_COST_S`.
 
     An event stops counting once its result was sent ("process_completed"), not when Gradio

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import Access, host_name, web_origin
+from mars_demo.access import Access
+from mars_demo.clients import host_name, web_origin
 from mars_demo.ui.limits import send_json
 
 
@@ -113,9 +114,8 @@ def replace_cors(app: Any, access: Access,
                  share_url: Callable[[], str | None] = lambda: None) -> None:
     """Put :class:`KnownHosts` and :class:`SameOrigin`, in that order, where Gradio's CORS
     middleware is in ``app``'s middleware (the stack is built again at the next request)."""
-    from starlette.middleware import Middleware
-
     from gradio.route_utils import CustomCORSMiddleware
+    from starlette.middleware import Middleware
 
     hosts = PageHosts(access, share_url)
     ours = [Middleware(KnownHosts, hosts=hosts), Middleware(SameOrigin, hosts=hosts)]
