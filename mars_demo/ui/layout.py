@@ -407,8 +407,15 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
     for button, text in parts["examples"]:  # one click: the question, then the analysis
         button.click(None, outputs=[question, *press], js=_example_js(text), cancels=[rerender],
                      **busy)
+    pressed = [ask.click, question.submit, *(button.click for button, _ in parts["examples"])]
+    # ... and the server forgets the stored result at the press (a request outside the queue,
+    # before the Ask): a re-render reads the stored result when it runs, and one sent before the
+    # press but run after it (a slow network; the cancel above knows no event id yet) would
+    # otherwise draw the last answer under the new question while the new analysis waits for
+    # the engine. The Ask's first update clears it too, but only once the engine takes it.
+    gr.on(pressed, _forget_result, outputs=[result], **busy)
     gr.on(
-        [ask.click, question.submit, *(button.click for button, _ in parts["examples"])],
+        pressed,
         packed(controller.ask, ask_names),
         inputs=[question, scoring, *options],
         outputs=outputs(ask_names),
@@ -470,6 +477,11 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
             concurrency_limit=1,
             show_progress="hidden",
         )
+
+
+def _forget_result() -> None:
+    """The stored result, forgotten at the press of Ask (:func:`_events`)."""
+    return None
 
 
 def _ask_ready() -> Any:
