@@ -284,6 +284,10 @@ METHODS_RUN_NOT_FOUND = (
     "results.jsonl), so no run is loaded to place the values among."
 )
 METHODS_PERCENTILE = "less trustworthy than {below} of the run's answers"
+# where no answer of the run has a lower value: said from the other side
+METHODS_PERCENTILE_ABOVE = "more trustworthy than {above} of the run's answers"
+METHODS_PERCENTILE_SAME = "as high as every one of the run's answers"
+METHODS_ALL = "all"  # a share of the run's answers that is the whole of them
 METHODS_TIES = "as high as {ties} of them"
 METHODS_PERCENTILE_TITLE = (
     "{lower} of the run's {n} answers have a lower value, {equal} the same value and {higher} a "

@@ -192,8 +192,18 @@ def whole_percent(share: float) -> str:
 
 def place_words(where: Place) -> tuple[str, str]:
     """Where a value falls, in words ("less trustworthy than 82% of the run's answers; as high
-    as 3% of them"), and the counts behind it (a tooltip)."""
-    line = texts.METHODS_PERCENTILE.format(below=whole_percent(where.below))
+    as 3% of them"; where none is lower, "more trustworthy than 75% of the run's answers", never
+    "less trustworthy than 0%"), and the counts behind it (a tooltip)."""
+    def share(count: int) -> str:
+        return texts.METHODS_ALL if count == where.n else whole_percent(count / where.n)
+
+    if where.lower:
+        line = texts.METHODS_PERCENTILE.format(below=share(where.lower))
+    elif where.higher:
+        line = texts.METHODS_PERCENTILE_ABOVE.format(above=share(where.higher))
+    else:  # every answer of the run has this value
+        return texts.METHODS_PERCENTILE_SAME, texts.METHODS_PERCENTILE_TITLE.format(
+            lower=0, equal=where.equal, higher=0, n=where.n)
     if where.equal:
         line += "; " + texts.METHODS_TIES.format(ties=whole_percent(where.ties))
     title = texts.METHODS_PERCENTILE_TITLE.format(
