@@ -474,16 +474,17 @@ class Controller:
 
     def _models_line(self, info: dict[str, Any], redactor: Redactor) -> str:
         """The models and device, by the names visitors see: the host's names where given, a
-        preset's label, or (a public page) a local model by its folder's name only."""
+        preset's label, a Hub id as given or a local model by its folder's name only (public
+        or not)."""
         names = self.access.model_names
-        llm = names.get("llm") or info.get("llm_preset") or redactor.model_name("llm", info["llm"])
+        llm = names.get("llm") or info.get("llm_preset") or redactor.page_name("llm", info["llm"])
         return texts.BANNER_MODELS.format(
             llm=render.esc(llm),
-            importance=render.esc(redactor.model_name("importance", info["importance"])),
-            nli=render.esc(redactor.model_name("nli", info["nli"])),
+            importance=render.esc(redactor.page_name("importance", info["importance"])),
+            nli=render.esc(redactor.page_name("nli", info["nli"])),
             optional="".join(
                 texts.BANNER_OPTIONAL_MODEL.format(
-                    label=render.esc(label), name=render.esc(redactor.model_name(key, value)))
+                    label=render.esc(label), name=render.esc(redactor.page_name(key, value)))
                 for key, label, value in self._optional_models()),
             device=render.esc(info["device"]),
             quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",

@@ -85,7 +85,7 @@ def verdict_html(shown: Any, made: Any = None, calibration: Any = None, *,
         estimate = calibration_estimate(made, calibration)
         if estimate["chance_correct"] is not None:
             chance, n = estimate["chance_correct"], estimate["n"]
-            data = public_model_name(estimate["data"]) if public else estimate["data"]
+            data = public_model_name(estimate["data"])  # the page shows no server folder
     run = reference.run if reference is not None else None
     found = verdict(shown, chance, calibrated_on=str(data), n=n,
                     record=run.levels if run is not None else None)
@@ -127,7 +127,7 @@ def trust_html(result: Any, calibration: Any = None, *, public: bool = False) ->
         measure=_measure_name(estimate["measure"]),
         scoring=texts.SCORING_NAMES.get(estimate["scoring"], texts.TRUST_NO_SCORING),
         value=f"{estimate['uncertainty']:.3f}".replace("-", "−"),
-        data=public_model_name(estimate["data"]) if public else estimate["data"],
+        data=public_model_name(estimate["data"]),
         n=estimate["n"],
         accuracy=f"{estimate['accuracy']:.0%}",
         judge=_judge(estimate["judge"]),
