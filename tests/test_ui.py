@@ -76,6 +76,17 @@ def active_columns(html: str) -> set[str]:
 # --- the page ----------------------------------------------------------------------------------
 
 
+def test_the_verdict_and_its_answer_read_one_after_the_other():
+    """The progress line ("Done. Total ... s" once done) comes after the answer and its
+    warnings, not between the verdict and the answer."""
+    config = build_demo(FakeEngine()).get_config_file()
+    order = [c["props"].get("elem_id") for c in sorted(config["components"], key=lambda c: c["id"])]
+    place = {name: order.index(name) for name in
+             ("mars-verdict", "mars-answer", "mars-warnings", "mars-progress")}
+    assert place["mars-verdict"] < place["mars-answer"] < place["mars-warnings"] < (
+        place["mars-progress"]), place
+
+
 def test_page_builds_without_loading_any_model():
     engine = FakeEngine()
     demo = build_demo(engine, access=SWITCH_ALLOWED)

@@ -272,7 +272,9 @@ def _results(parts: dict[str, Any]) -> None:
     parts["error"] = None  # made under the answer section's heading, see _progress
     for section in panels.SECTIONS:
         if section.always:
-            _section(section, parts, before=_errors, after={"verdict": _progress})
+            # the progress line (and its "Done. Total ...") after the answer and its warnings:
+            # the verdict and the answer it judges read one after the other
+            _section(section, parts, before=_errors, after={"warnings": _progress})
     with gr.Row(elem_id="mars-view-row"):  # side by side on a wide screen, stacked on a phone
         parts["scoring"] = gr.Radio(
             [(texts.SCORING_NAMES[key], key) for key in render.SCORINGS],
