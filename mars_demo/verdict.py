@@ -225,7 +225,9 @@ def _sureness(found: Evidence) -> str:
     p = found.sureness
     template = (texts.VERDICT_SURE if p >= SURE else texts.VERDICT_FAIRLY_SURE
                 if p >= FAIRLY_SURE else texts.VERDICT_UNSURE_WORDS)
-    return template.format(percent=f"{p:.0%}" if p < 0.995 else ">99%")
+    # never "0%" for a chance that is not none (a tiny model's words: 0.3%)
+    return template.format(percent=f"{p:.0%}" if 0.005 <= p < 0.995
+                           else ">99%" if p >= 0.995 else "<1%" if p > 0 else "0%")
 
 
 def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",

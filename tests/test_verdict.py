@@ -38,7 +38,8 @@ def test_all_samples_one_meaning_is_consistent():
     # the line itself says that agreement is not correctness, and its tone is not trust
     assert verdict.text == (
         "Consistent: The model gives this answer every time (5 of 5 other tries). It was sure "
-        "of the words that matter (90% on average). That does not show it is right: a model "
+        "of the words that matter: it gave them a 90% chance on average. That does not show it "
+        "is right: a model "
         "can repeat a wrong answer.")
     assert verdict.tone == "neutral"
     assert verdict.chance is None and "likely right" not in verdict.text  # no calibration
@@ -51,7 +52,8 @@ def test_split_meanings_are_unsure_and_say_how_many():
     assert verdict.level == "unsure"
     assert verdict.text == (
         "Unsure: The model gives 4 different answers in 5 other tries; this one in 1. It was "
-        "sure of the words that matter (90% on average). Do not rely on it without checking it.")
+        "sure of the words that matter: it gave them a 90% chance on average. Do not rely on it "
+        "without checking it.")
     assert verdict.tone == "caution"
 
 
@@ -198,10 +200,16 @@ def test_the_words_differ_where_the_evidence_differs():
                                 [("The Burj Khalifa is the world", 0, -2.0)] * 5,
                                 greedy_logprob=-1.6))
     assert known.level == made_up.level == "consistent"
-    assert "It was sure of the words that matter (95% on average)." in known.sentence
-    assert "It was unsure of the words that matter (20% on average)." in made_up.sentence
+    assert ("It was sure of the words that matter: it gave them a 95% chance on average."
+            in known.sentence)
+    assert ("It was unsure of the words that matter: it gave them a 20% chance on average."
+            in made_up.sentence)
     fairly = v.verdict(answers("Mars", ALL_MARS, greedy_logprob=-0.4))
-    assert "It was fairly sure of the words that matter (67% on average)." in fairly.sentence
+    assert ("It was fairly sure of the words that matter: it gave them a 67% chance on average."
+            in fairly.sentence)
+    # a chance that is not none is never said as 0%
+    tiny = v.verdict(answers("Mars", ALL_MARS, greedy_logprob=-6.0))
+    assert "it gave them a <1% chance on average." in tiny.sentence, tiny.sentence
     sentences = {known.sentence, made_up.sentence, fairly.sentence}
     assert len(sentences) == 3
     for verdict in (known, made_up, fairly):  # plain words: no cluster talk in the line

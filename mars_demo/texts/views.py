@@ -108,9 +108,12 @@ VERDICT_UNPLACED = (
 VERDICT_FEW = "Only {samples} {tries}: too few to tell whether the model keeps to this answer."
 VERDICT_SCORINGS_DISAGREE = "Its two scorings disagree on which of its answers is the most likely."
 # how sure the model was of the words that matter (the answer's MARS score per token)
-VERDICT_SURE = "It was sure of the words that matter ({percent} on average)."
-VERDICT_FAIRLY_SURE = "It was fairly sure of the words that matter ({percent} on average)."
-VERDICT_UNSURE_WORDS = "It was unsure of the words that matter ({percent} on average)."
+# (the percent is the chance it gave them: "unsure ... (37% on average)" read as 37% unsure)
+VERDICT_SURE = "It was sure of the words that matter: it gave them a {percent} chance on average."
+VERDICT_FAIRLY_SURE = (
+    "It was fairly sure of the words that matter: it gave them a {percent} chance on average.")
+VERDICT_UNSURE_WORDS = (
+    "It was unsure of the words that matter: it gave them a {percent} chance on average.")
 # without a calibration: what agreement does not show, and what the visitor can do
 VERDICT_ADVICE = {
     "consistent": "That does not show it is right: a model can repeat a wrong answer.",
