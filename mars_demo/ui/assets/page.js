@@ -13,6 +13,8 @@
 //   page works: Ask busy, the last result gone, the verdict line "being worked out", the view on
 //   it. Gradio runs the events of one trigger in order and waits for a streaming one to end
 //   before the next, so this cannot be an event after the analysis.
+// - Gradio's "processing | 0.4/39.9s" over the answer box (its own estimate after the slash) is
+//   hidden (data-mars-guess): the verdict line says the engine's expected wait.
 // - The queue line: Gradio writes "queue: 2/3 | 4.1/9.0s" over a waiting visitor's answer box;
 //   it is put into words (window.marsTexts, from mars_demo/texts/) above the answer box
 //   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line. Its
@@ -117,9 +119,18 @@
     return [fill(T.QUEUE_PLACE, { place, size }), fill(T.QUEUE_ELAPSED, { elapsed })];
   }
 
+  // Gradio's line while the analysis runs, "processing | 0.4/39.9s", carries its own estimate
+  // after the slash (a guess from other events' times, not the engine's): hidden, the verdict
+  // line says the expected wait from the engine's recent analyses
+  const GUESS = /processing\s*\|\s*[\d.]+\/[\d.]+s/;
+
   function relabel() {
     let shown = null;
     for (const el of document.querySelectorAll("#mars-answer .progress-text")) {
+      const guess = GUESS.test(el.textContent || "");
+      if (guess !== el.hasAttribute("data-mars-guess")) {
+        el.toggleAttribute("data-mars-guess", guess);
+      }
       const line = queueLine(el.textContent || "");
       const words = line === null ? null : line.join("");
       if (line === null) el.removeAttribute("data-mars-queue");
