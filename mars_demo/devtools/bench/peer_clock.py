@@ -33,6 +33,7 @@ class StageClock:
         self.calls: dict[str, int] = {}
         self.generated: list[int] = []  # new tokens of each generate call (every row alike)
         self._in_generate = False
+        self._undo: list = []  # what take_off undoes: the models are shared (the registry's)
 
     def _add(self, stage: str, seconds: float) -> None:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
@@ -59,6 +60,7 @@ class StageClock:
             return out
 
         llm.generate = fixed_generate
+        self._undo.append(lambda: llm.__dict__.pop("generate", None))
         self._time_forward(llm, "llm_passes", outside_generate=True)
         for model, stage in ((importance, "importance"), (nli, "nli")):
             if model is not None:
@@ -75,8 +77,15 @@ class StageClock:
             if started and not (outside_generate and self._in_generate):
                 self._add(stage, time.perf_counter() - started.pop())
 
-        model.register_forward_pre_hook(before)
-        model.register_forward_hook(after)
+        self._undo += [model.register_forward_pre_hook(before).remove,
+                       model.register_forward_hook(after).remove]
+
+    def take_off(self) -> None:
+        """Give the models back as they were: ``generate`` unfixed, no timing hooks. The
+        project's models are the process's cached ones (:mod:`mars_demo.models.registry`), so a
+        clock left on would fix every later answer's length in this process."""
+        while self._undo:
+            self._undo.pop()()
 
     def take(self, total: float) -> dict[str, Any]:
         """The stages of a question that took ``total`` seconds, and the calls made; reset."""

@@ -161,10 +161,11 @@ class PeerWorker:
         self.log.close()
 
 
-def project_system(llm: pathlib.Path, side: dict, args) -> tuple[dict[str, Callable], float]:
+def project_system(llm: pathlib.Path, side: dict, args, clock: StageClock,
+                   ) -> tuple[dict[str, Callable], float]:
     """For each configuration of :data:`PROJECT_SETTINGS`, a function of (question, seed)
-    running the project's analysis (one engine, its models loaded once), and the load's
-    seconds."""
+    running the project's analysis (one engine, its models loaded once and timed by ``clock``,
+    which the caller takes off), and the load's seconds."""
     from ...engine import Engine
     from ...settings import Settings
 
@@ -175,7 +176,6 @@ def project_system(llm: pathlib.Path, side: dict, args) -> tuple[dict[str, Calla
     t = time.perf_counter()
     engine.load()
     load_s = time.perf_counter() - t
-    clock = StageClock(args.answer_tokens)
     models = engine.models
     clock.put_on(models.llm.model, models.importance.model, models.nli.model)
 
@@ -212,6 +212,7 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
         runners: dict[str, Callable] = {}
         load_s: dict[str, float] = {}
         worker = None
+        clock = StageClock(args.answer_tokens)
         try:
             peers = [s for s in systems if s not in PROJECTS]
             if peers:
@@ -233,7 +234,7 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
             mine = [s for s in systems if s in PROJECTS]
             if mine:
                 log("loading the models here ...")
-                made, seconds = project_system(llm, side, args)
+                made, seconds = project_system(llm, side, args, clock)
                 for name in mine:
                     runners[name], load_s[name] = made[name], seconds
             for name in systems:  # warm-up, untimed
@@ -250,6 +251,7 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
                         log(f"round {r + 1}/{args.rounds} {name}: {question} "
                             f"{out['seconds']:.1f} s")
         finally:
+            clock.take_off()
             if worker is not None:
                 worker.close()
     return summarize(runs, load_s, llm, args, load_start, torch.get_num_threads())
