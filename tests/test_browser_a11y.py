@@ -88,6 +88,10 @@ def check_state(page, state: str, theme: str, shots, results: dict,  # noqa: F81
             page.wait_for_selector(f'{dropdown} ul[role="listbox"]')
             page.wait_for_function(f"""() => document.querySelector('{dropdown} ul[role="listbox"]')
                                        .getAttribute('aria-label')""")
+            # the list fades in: axe reads a colour half faded in as too little contrast (a
+            # loaded machine caught it mid-fade at 390 px), so it reads the list once it is in
+            page.wait_for_function(f"""() => document.querySelector('{dropdown} ul[role="listbox"]')
+                .getAnimations({{subtree: true}}).every(a => a.playState !== 'running')""")
             results[f"{state} {width} {theme} {dropdown} open"] = serious(page)
             page.keyboard.press("Escape")
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
