@@ -1,38 +1,44 @@
 """What a visitor of a served page may do: public mode, the model switch, BEM, per-visitor limits,
-and who a visitor is. Pure policy: no gradio, no web server (those are in
-:mod:`mars_demo.ui.limits`).
+and how a visitor is told apart (:mod:`mars_demo.clients`). Pure policy: no gradio, no web
+server (those are in :mod:`mars_demo.ui.limits`).
 
-A page is **public** when anyone but the host can reach it: ``--share`` (a *.gradio.live link), a
-``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hugging Face Space
+A page is **public** when anyone but the host can reach it: ``--share`` (a *.gradio.live link),
+a ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hugging Face Space
 (the ``SPACE_ID`` variable is set). Then:
 
 - nobody can switch or load models: the switch is not on the page and its handler does not exist
   on the server (the host chooses every model with flags or variables);
 - each request may ask for at most :attr:`Access.max_sample_tokens` = samples x max new tokens,
   and pasted answers may cost as much: the samples x the longest answer (the main one included)
-  in characters (:meth:`Access.check_score_work`) and, once the LLM's tokenizer has read them, in
-  tokens, with at most :attr:`Access.max_prompt_tokens` prompt tokens (:attr:`Access.work_cap`,
-  which the teacher-forced pass checks);
-- each client (:class:`ClientIdentity`; an IPv6 client is its /64 network) holds at most a few
-  places in Gradio's queue: at most :attr:`Access.per_client` analyses, :data:`VIEW_PLACES` of
-  any other event, and :data:`QUEUE_PLACES` in all (:meth:`Access.places_for`); more are refused
-  at once (HTTP 429);
-- a connection must send its headers in time, and one client holds a few connections
-  (:attr:`Access.header_timeout`, :attr:`Access.connections_per_client`); only the page's own web
-  pages, and those the host names, may call it from a browser (:attr:`Access.allowed_origins`).
-  The web server enforces them (:mod:`mars_demo.ui.connections`).
+  in characters (:meth:`Access.check_score_work`) and, once the LLM's tokenizer has read them,
+  in tokens, with at most :attr:`Access.max_prompt_tokens` prompt tokens
+  (:attr:`Access.work_cap`, which the teacher-forced pass checks);
+- each client (:class:`~mars_demo.clients.ClientIdentity`; an IPv6 client is its /64 network)
+  holds at most a few places in Gradio's queue: at most :attr:`Access.per_client` analyses,
+  :data:`VIEW_PLACES` of any other event, and :data:`QUEUE_PLACES` in all
+  (:meth:`Access.places_for`), and the /64s of one IPv6 /48 together a few more
+  (:meth:`Access.network_places_for`); more are refused at once (HTTP 429);
+- every queued event that does not run the models shares one concurrency group,
+  :data:`VIEW_GROUP`, which runs one event at a time, and one client may keep it busy for at
+  most :attr:`Access.view_share` of the time (:class:`~mars_demo.clients.Allowance`); requests
+  outside the queue (the page's quick checks) come at most :attr:`Access.direct_rate` a second
+  per client;
+- a connection must send its headers, and then its body, in time, and one client holds a few
+  connections (:attr:`Access.header_timeout`, :attr:`Access.body_timeout`,
+  :attr:`Access.connections_per_client`); a request must name a host of the page
+  (:attr:`Access.hosts`), and only the page's own web pages, and those the host names, may call
+  it from a browser (:attr:`Access.allowed_origins`). The web server enforces them
+  (:mod:`mars_demo.ui.connections`, :mod:`mars_demo.ui.origins`).
 
 Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
 default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
-computes), and BEM importance (``importance_method="bem"``) is offered only when the host named its
-two models (``--bem`` and ``--chunker``); in public mode they must be local paths, so that no
-visitor's request ever starts a download.
+computes), and BEM importance (``importance_method="bem"``) is offered only when the host named
+its two models (``--bem`` and ``--chunker``); in public mode they must be local paths, so that
+no visitor's request ever starts a download.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import ipaddress
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +46,7 @@ from typing import Any
 
 from mars_demo import texts
 from mars_demo.answers import AnswerSet, WorkCap
+from mars_demo.clients import ClientIdentity, hosts_of, is_address, is_loopback
 from mars_demo.methods import FREE
 from mars_demo.options import SERVER, OptionError
 
@@ -49,29 +56,29 @@ PUBLIC_PER_CLIENT = 1  # analyses one client may have running or waiting, public
 # their question): a page question (at most 1,000 characters) in the few-shot prompt stays well
 # under it with every tokenizer the engine runs.
 PUBLIC_MAX_PROMPT_TOKENS = 2048
-IPV6_PREFIX = SERVER["ipv6_prefix"].default  # an IPv6 client is its /64: one subscriber's share
 ENGINE_GROUP = "engine"  # the queue's concurrency group of every event that runs the models
 VIEW_PLACES = 2  # places one client may hold of any one other queued event (the Evaluation view...)
 QUEUE_PLACES = 4  # places one client may hold in the queue, all events together
+# The /64s of one IPv6 /48 (clients.NETWORK_PREFIX: one allocation of a tunnel broker or a
+# provider, 65,536 /64s) hold together at most this many places more than one /64 does (in a
+# group and in all).
+NETWORK_EXTRA_PLACES = 1  # ... in one concurrency group
+NETWORK_EXTRA_QUEUE = 2  # ... in all
+# Every queued event that does not run the models (the scoring toggle's re-render, the banner,
+# the Evaluation view's "Show") shares this concurrency group, which runs one event at a time.
+VIEW_GROUP = "view"
+VIEW_SHARE = 0.25  # seconds of the view group's worker one client may use per second, on average
+VIEW_BURST_S = 4.0  # ... and at most this many seconds of it ahead (a first "Show" of a big run)
+VIEW_MIN_COST_S = 0.2  # what any view event costs at least (so a flood of cheap ones is bounded)
+MIN_BODY_RATE = 8 * 1024  # bytes a second a request's body must average once it is past its
+# body timeout (1 MB, the largest upload, within the timeout + 2 minutes)
+DIRECT_RATE = 5.0  # requests outside the queue (the page's quick checks) per client and second
+DIRECT_BURST = 20.0  # ... and at most this many at once
 # Pasted answers (/score, "Score your own answers"): characters per sample-token of the work cap.
 # Every tokenizer the engine runs (byte-level BPE, WordPiece, SentencePiece) makes at most one
 # token of a character and averages about four characters a token on English text: a pasted
 # sample of 4 x N characters costs about what a generated one of N tokens costs.
 CHARS_PER_TOKEN = 4
-
-
-def is_loopback(host: str | None) -> bool:
-    """Whether ``host`` (an address app.py listens on; None = Gradio's default, 127.0.0.1) is
-    reachable only from this machine."""
-    if host is None:
-        host = "127.0.0.1"
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name other than localhost: others may resolve it too
-        return False
 
 
 def public_reasons(host: str | None, share: bool, env: Mapping[str, str]) -> list[str]:
@@ -86,141 +93,6 @@ def public_reasons(host: str | None, share: bool, env: Mapping[str, str]) -> lis
     if env.get("SPACE_ID"):
         reasons.append("SPACE_ID")
     return reasons
-
-
-# --- who a client is -----------------------------------------------------------------------------
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
-
-
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """An address of X-Forwarded-For or of the connection: "1.2.3.4", "1.2.3.4:80", "[::1]:80",
-    "::1" (an IPv4 address written as IPv6, "::ffff:1.2.3.4", is the IPv4 one); None when it is
-    none."""
-    text = text.strip()
-    if text.startswith("["):
-        text = text[1:].split("]", 1)[0]
-    elif text.count(":") == 1:  # IPv4 with a port
-        text = text.split(":", 1)[0]
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if address.version == 6 and address.ipv4_mapped is not None:
-        return address.ipv4_mapped  # a server listening on "::" sees IPv4 clients so
-    return address
-
-
-@dataclass(frozen=True)
-class ClientIdentity:
-    """How a request's client is decided: from what the deployment's proxy adds, never from what
-    the client itself sends.
-
-    ``X-Forwarded-For`` is read only when the connection comes from a trusted proxy
-    (``proxies``; ``any_peer``: every connection does, as on a Space, where only the Space's
-    proxy reaches the app). Its lines are joined in order (two header lines count as one list,
-    as RFC 9110 says), and the client is the **rightmost** address that is not itself a trusted
-    proxy (with ``public_only``: not a trusted proxy and a public address, so the internal hops of
-    a hosting service are passed over). Everything left of it is whatever the client sent, which
-    anyone can make up; a proxy appends the address it saw, so the rightmost entries are the
-    proxies' own. Otherwise, or when no entry qualifies, the client is the connection's address.
-
-    The four deployments (:meth:`for_deployment`): a bare ``--host`` trusts no proxy; ``--share``
-    trusts the tunnel on this machine (loopback) and takes the rightmost public address, the one
-    the share server appended; a Space trusts its proxy and takes the rightmost public address;
-    behind a reverse proxy the host names it (``--trusted-proxy``, e.g. 127.0.0.1 for nginx on
-    the same machine), which must append the client (nginx: ``$proxy_add_x_forwarded_for``)."""
-
-    proxies: tuple[Network, ...] = ()
-    any_peer: bool = False
-    public_only: bool = False
-    name: str = "connection"  # the deployment, for the log line and docs/public-page.md
-    ipv6_prefix: int = IPV6_PREFIX  # an IPv6 client is its network of this length (see key)
-
-    @classmethod
-    def for_deployment(cls, *, space: bool = False, share: bool = False,
-                       trusted_proxies: Iterable[str] = (),
-                       ipv6_prefix: int = IPV6_PREFIX) -> ClientIdentity:
-        """The identity of a deployment; ``trusted_proxies``: addresses or networks
-        ("127.0.0.1", "10.0.0.0/8") of the host's own reverse proxies. Raises ValueError for
-        one that is neither. ``ipv6_prefix``: see :meth:`key`."""
-        if not 0 <= ipv6_prefix <= 128:
-            raise ValueError(f"ipv6_prefix must be from 0 to 128; got {ipv6_prefix}")
-        return dataclasses.replace(
-            cls._deployment(space, share, trusted_proxies), ipv6_prefix=ipv6_prefix)
-
-    @classmethod
-    def _deployment(cls, space: bool, share: bool, trusted_proxies: Iterable[str]
-                    ) -> ClientIdentity:
-        proxies = []
-        for text in trusted_proxies:
-            try:
-                proxies.append(ipaddress.ip_network(text.strip(), strict=False))
-            except ValueError as err:
-                raise ValueError(texts.ACCESS_BAD_PROXY.format(value=text)) from err
-        if space:
-            return cls(tuple(proxies), any_peer=True, public_only=True, name="Space proxy")
-        if share:
-            return cls(tuple(proxies) + LOOPBACK, public_only=True, name="share tunnel")
-        if proxies:
-            return cls(tuple(proxies), name="reverse proxy")
-        return cls()
-
-    def _trusted(self, address: Any) -> bool:
-        return address is not None and any(address in net for net in self.proxies
-                                           if net.version == address.version)
-
-    def key(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
-        """Who ``address`` is, as text: an IPv4 address itself; an IPv6 address its network of
-        :attr:`ipv6_prefix` bits ("2001:db8:1:2::/64"), since one subscriber holds a whole /64
-        (18 quintillion addresses) and could otherwise be a new client per request; an IPv4
-        address written as IPv6 (``::ffff:1.2.3.4``) the IPv4 address.
-
-        >>> ClientIdentity().key(ipaddress.ip_address("2001:db8:1:2:aaaa::7"))
-        '2001:db8:1:2::/64'
-        >>> ClientIdentity(ipv6_prefix=56).key(ipaddress.ip_address("2001:db8:1:2ff::7"))
-        '2001:db8:1:200::/56'
-        """
-        if address.version == 6:
-            if address.ipv4_mapped is not None:
-                return str(address.ipv4_mapped)
-            if self.ipv6_prefix < 128:
-                return str(ipaddress.ip_network(f"{address}/{self.ipv6_prefix}", strict=False))
-        return str(address)
-
-    def connection_key(self, peer: str) -> str | None:
-        """Who holds a connection from ``peer`` (its address), for a per-connection limit; None
-        when the connection is the deployment's proxy, whose connections carry every client's
-        requests (then the proxy in front must limit connections)."""
-        address = _address(peer)
-        if address is None:
-            return peer
-        if self.any_peer or self._trusted(address):
-            return None
-        return self.key(address)
-
-    def of(self, scope: Mapping[str, Any]) -> str:
-        """The client of a request (an ASGI scope): an IPv4 address or an IPv6 network
-        (:meth:`key`), as text."""
-        client = scope.get("client")
-        peer = str(client[0]) if client else "unknown"
-        peer_address = _address(peer)
-        if not (self.any_peer or self._trusted(peer_address)):
-            return self.key(peer_address) if peer_address is not None else peer
-        forwarded = [value.decode("latin-1") for key, value in scope.get("headers") or ()
-                     if key == b"x-forwarded-for"]
-        for entry in reversed(",".join(forwarded).split(",")):
-            address = _address(entry)
-            if address is None:
-                if entry.strip():
-                    return entry.strip()[:64]  # a proxy appended something odd: that is the client
-                continue
-            if self._trusted(address) or (self.public_only and not address.is_global):
-                continue
-            return self.key(address)
-        return self.key(peer_address) if peer_address is not None else peer
 
 
 # --- what visitors may do ------------------------------------------------------------------------
@@ -238,8 +110,13 @@ class Access:
     (the server-side allowed set; the free ones unless the host says otherwise).
     ``header_timeout`` / ``connections_per_client``: seconds a connection may take to send a
     request's headers, connections one client may hold open (None: no limit; see
-    :mod:`mars_demo.ui.connections`). ``allowed_origins``: web origins other than the page's own
-    whose pages may call this one from a browser (a public page allows none by default)."""
+    :mod:`mars_demo.ui.connections`). ``body_timeout``: seconds a request's body may pause (and,
+    at :data:`MIN_BODY_RATE`, take beyond that). ``allowed_origins``: web origins other than the
+    page's own whose pages may call this one from a browser (a public page allows none by
+    default). ``hosts``: the host names a public page answers to besides a Space's and its share
+    link's (:meth:`knows_host`). ``view_share``: the share of the view group's time one client
+    may use (:data:`VIEW_SHARE`); ``direct_rate``: requests outside the queue per client and
+    second (None: no limit)."""
 
     public: bool = False
     allow_model_switch: bool = False
@@ -253,6 +130,19 @@ class Access:
     header_timeout: float | None = None
     connections_per_client: int | None = None
     allowed_origins: tuple[str, ...] = ()
+    body_timeout: float | None = None
+    hosts: tuple[str, ...] = ()
+    view_share: float | None = None
+    direct_rate: float | None = None
+
+    def knows_host(self, name: str | None, also: Iterable[str] = ()) -> bool:
+        """Whether a request naming host ``name`` (:func:`host_name`) is for this page: one of
+        :attr:`hosts` or ``also`` (a Space's, the share link's), ``localhost``, or an address
+        (no one can point an address elsewhere, as a foreign name can be pointed at the page's
+        address: DNS rebinding)."""
+        if name is None:
+            return False
+        return name == "localhost" or is_address(name) or name in self.hosts or name in also
 
     def check_models(self, settings: Any) -> None:
         """Raise :class:`OptionError` when ``settings`` need models the host did not set up,
@@ -337,6 +227,18 @@ class Access:
         """The queue places one client may hold in all (None: no limit)."""
         return None if self.per_client is None else max(QUEUE_PLACES, self.per_client + 1)
 
+    def network_places_for(self, group: str) -> int | None:
+        """The places the clients of one network (:meth:`ClientIdentity.network`, an IPv6 /48)
+        may hold together of group ``group``: a few more than one client's."""
+        places = self.places_for(group)
+        return None if places is None else places + NETWORK_EXTRA_PLACES
+
+    @property
+    def network_queue_places(self) -> int | None:
+        """The places the clients of one network may hold together in all."""
+        places = self.queue_places
+        return None if places is None else places + NETWORK_EXTRA_QUEUE
+
 
 def public_access(
     *,
@@ -351,6 +253,10 @@ def public_access(
     header_timeout: float | None = SERVER["header_timeout"].default,
     connections_per_client: int | None = SERVER["connections_per_client"].default,
     allowed_origins: Iterable[str] | None = (),
+    body_timeout: float | None = SERVER["body_timeout"].default,
+    hosts: Iterable[str] = (),
+    view_share: float | None = VIEW_SHARE,
+    direct_rate: float | None = DIRECT_RATE,
 ) -> Access:
     """The access of a public page. ``allow_model_switch`` is refused: nobody switches there.
     ``methods``: those visitors may ask for (the free ones, plus any the host computes). The
@@ -370,30 +276,11 @@ def public_access(
         header_timeout=header_timeout or None,
         connections_per_client=connections_per_client or None,
         allowed_origins=tuple(allowed_origins or ()),
+        body_timeout=body_timeout or None,
+        hosts=hosts_of([*hosts, *(allowed_origins or ())]),
+        view_share=view_share or None,
+        direct_rate=direct_rate or None,
     )
-
-
-def web_origin(text: str) -> str:
-    """A web origin as browsers send it in ``Origin``: "scheme://host[:port]", lower case,
-    without the scheme's default port. Raises ValueError for anything else (a path, no scheme).
-
-    >>> web_origin("HTTPS://Example.org:443")
-    'https://example.org'
-    """
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(text.strip())
-        port = parts.port
-    except ValueError:
-        parts, port = None, None
-    if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
-            or parts.path not in ("", "/") or parts.query or parts.fragment or parts.username):
-        raise ValueError(f"{text!r} is not a web origin (scheme://host[:port], e.g. "
-                         "https://example.org)")
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    default = {"http": 80, "https": 443}[parts.scheme]
-    return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
 def check_bem_models(bem: str | None, chunker: str | None, public: bool) -> bool:

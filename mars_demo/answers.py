@@ -88,6 +88,10 @@ class Answer:
     # mars_demo.result.Token); a key is absent where the source did not give it
     token_stats: dict[str, list] = field(default_factory=dict)
     entropy_top_k: int | None = None  # entropies from a server's top-k log-probs (a lower bound)
+    # the end-of-sequence token the answer ended on, not part of it: {"id", "text", "logprob",
+    # and where known "entropy", "kl_uniform", "alternatives"} (None: it ended otherwise, at a
+    # stop string or the token limit, or the source did not say)
+    end_token: dict[str, Any] | None = None
 
     @property
     def has_logprobs(self) -> bool:
@@ -113,6 +117,8 @@ class Answer:
                         token[key] = value
             if self.entropy_top_k is not None:
                 out["entropy_top_k"] = self.entropy_top_k
+            if self.end_token is not None:
+                out["end_token"] = {k: v for k, v in self.end_token.items() if v is not None}
         return out
 
     def cut_stats(self, keep: int) -> None:
@@ -324,36 +330,12 @@ def parse_answer(data: Any, name: str) -> Answer:
     texts, ids, logprobs, starts, ends = [], [], [], [], []
     stats: dict[str, list] = {"entropy": [], "kl_uniform": [], "alternatives": []}
     for i, tok in enumerate(tokens):
-        where = f"{name}, token {i + 1}"
-        if not isinstance(tok, dict):
-            raise AnswerSetError(f"{where}: must be an object with text and logprob")
-        t = tok.get("text")
-        if not isinstance(t, str):
-            raise AnswerSetError(f"{where}: 'text' must be a string")
-        if "logprob" not in tok or tok["logprob"] is None:
-            raise AnswerSetError(f"{where} ({t!r}): has no logprob")
-        lp = _number(tok["logprob"])
-        if lp is None or not math.isfinite(lp):
-            shown = repr(tok["logprob"])
-            shown = shown if len(shown) <= 40 else shown[:37] + "..."
-            raise AnswerSetError(f"{where} ({t!r}): logprob must be a finite number; got {shown}")
-        if lp > POSITIVE_LOGPROB_TOLERANCE:
-            raise AnswerSetError(
-                f"{where} ({t!r}): logprob {lp:g} is positive; log-probs are natural logs of "
-                "probabilities, so at most 0"
-            )
-        tid = tok.get("id")
-        if tid is not None and (isinstance(tid, bool) or not isinstance(tid, int)):
-            raise AnswerSetError(f"{where} ({t!r}): 'id' must be an integer or absent")
-        texts.append(t)
-        ids.append(tid)
-        logprobs.append(min(lp, 0.0))
-        for key in ("entropy", "kl_uniform"):
-            value = _number(tok.get(key)) if tok.get(key) is not None else None
-            if tok.get(key) is not None and (value is None or not math.isfinite(value)):
-                raise AnswerSetError(f"{where} ({t!r}): {key} must be a finite number or absent")
-            stats[key].append(value)
-        stats["alternatives"].append(_alternatives(tok.get("alternatives"), where, t))
+        token = _token(tok, f"{name}, token {i + 1}")
+        texts.append(token["text"])
+        ids.append(token["id"])
+        logprobs.append(token["logprob"])
+        for key in stats:
+            stats[key].append(token[key])
         starts.append(tok.get("start"))
         ends.append(tok.get("end"))
     joined = "".join(texts)
@@ -380,7 +362,43 @@ def parse_answer(data: Any, name: str) -> Answer:
         warnings=known_notes(text, finish),
         token_stats={k: v for k, v in stats.items() if any(x is not None for x in v)},
         entropy_top_k=_top_k(data.get("entropy_top_k"), name),
+        end_token=(None if data.get("end_token") is None
+                   else _token(data["end_token"], f"{name}, end token")),
     )
+
+
+def _token(tok: Any, where: str) -> dict[str, Any]:
+    """One token of a given answer, checked: ``text``, ``id`` (None where not given),
+    ``logprob`` (at most 0) and the statistics (``entropy``, ``kl_uniform``, ``alternatives``;
+    None where not given)."""
+    if not isinstance(tok, dict):
+        raise AnswerSetError(f"{where}: must be an object with text and logprob")
+    t = tok.get("text")
+    if not isinstance(t, str):
+        raise AnswerSetError(f"{where}: 'text' must be a string")
+    if "logprob" not in tok or tok["logprob"] is None:
+        raise AnswerSetError(f"{where} ({t!r}): has no logprob")
+    lp = _number(tok["logprob"])
+    if lp is None or not math.isfinite(lp):
+        shown = repr(tok["logprob"])
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise AnswerSetError(f"{where} ({t!r}): logprob must be a finite number; got {shown}")
+    if lp > POSITIVE_LOGPROB_TOLERANCE:
+        raise AnswerSetError(
+            f"{where} ({t!r}): logprob {lp:g} is positive; log-probs are natural logs of "
+            "probabilities, so at most 0"
+        )
+    tid = tok.get("id")
+    if tid is not None and (isinstance(tid, bool) or not isinstance(tid, int)):
+        raise AnswerSetError(f"{where} ({t!r}): 'id' must be an integer or absent")
+    out: dict[str, Any] = {"text": t, "id": tid, "logprob": min(lp, 0.0)}
+    for key in ("entropy", "kl_uniform"):
+        value = _number(tok.get(key)) if tok.get(key) is not None else None
+        if tok.get(key) is not None and (value is None or not math.isfinite(value)):
+            raise AnswerSetError(f"{where} ({t!r}): {key} must be a finite number or absent")
+        out[key] = value
+    out["alternatives"] = _alternatives(tok.get("alternatives"), where, t)
+    return out
 
 
 def _alternatives(value: Any, where: str, text: str) -> list | None:

@@ -395,10 +395,11 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
                           "score --json), not an answer set")
     try:
         result = AnalysisResult.from_dict(data)
-        result.methods = compute_methods(data, settings.method_ids)
+        result.methods = compute_methods(data, settings.method_ids, settings.end_token)
     except (KeyError, TypeError, ValueError) as err:
         raise OptionError(f"cannot recompute the methods of this analysis: {err}") from err
     result.settings["methods"] = list(settings.method_ids)
+    result.settings["end_token"] = settings.end_token
     return result
 
 

@@ -37,6 +37,10 @@ IMPORTANCE_METHODS = ("model", "token", "bem")
 NORMALIZATIONS = ("sum", "softmax", "sum-softmax")
 DISTRIBUTIONS = ("equal", "max", "min")
 CLUSTER_RULES = ("strict", "lenient")
+#: whether the token-level methods count the end-of-sequence token an answer ended on
+END_TOKEN_RULES = ("exclude", "include")
+#: which pairs of samples the NLI model judges: every ordered pair, or the clustering's alone
+NLI_PAIRS = ("all", "clustering")
 RECIPES = ("default", "paper-code", "truthtorchlm")
 #: the in-process LLM's 4-bit weights (with load_in_4bit) and how it decodes: the operator's
 #: choice (mars_demo.models.llm_options); the defaults are today's (NF4, dynamic)
@@ -340,11 +344,25 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
     Option("cluster_rule", str, "strict",
            "semantic clusters: strict (entailment both ways) or lenient (no contradiction "
            "either way)", "scoring", choices=CLUSTER_RULES, label="Cluster rule"),
+    Option("nli_pairs", str, "all",
+           "which pairs of samples the NLI model judges: all (every ordered pair, each answer "
+           "with itself too: the full matrix the graph and kernel methods read and that "
+           "re-scoring with another cluster rule reuses) or clustering (only the pairs the "
+           "first-member clustering reads, one round per cluster, as TruthTorchLM does; the "
+           "methods that read every pair are then left out)", "scoring", choices=NLI_PAIRS,
+           label="NLI pairs"),
+    Option("end_token", str, "exclude",
+           "the end-of-sequence token an answer ended on, in the token-level methods of the "
+           "greedy answer (msp, mean_token_entropy, self_certainty, ccp): exclude (left out, "
+           "as in the answer's own scores) or include (counted as one more token, "
+           "lm-polygraph's convention); every analysis stores it, so a saved one re-scores "
+           "either way", "scoring", choices=END_TOKEN_RULES, label="End token"),
     Option("recipe", str, "default",
            "default (this project's documented choices), paper-code (the published code's "
-           "choices, see docs/paper-code.md) or truthtorchlm (the MARS choices of the authors' "
-           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights and its "
-           "token-to-phrase rule)", "scoring", choices=RECIPES, label="Recipe"),
+           "choices, see docs/paper-code.md) or truthtorchlm (the choices of the authors' "
+           "library TruthTorchLM 0.1.19: softmax(score / 0.1) phrase weights, its "
+           "token-to-phrase rule and its lenient clustering)", "scoring", choices=RECIPES,
+           label="Recipe"),
     Option("methods", tuple, None,
            "other uncertainty methods: method ids separated by commas, e.g. "
            "eigv,degree,lexical_similarity; those that run an extra LLM pass or model are "
@@ -392,6 +410,11 @@ SERVER_OPTIONS: tuple[Option, ...] = (
     Option("runs", str, None,
            "a folder of evaluation runs (python -m mars_demo evaluate run --out DIR/NAME) that the "
            "page's Evaluation view offers", "server", optional=True, metavar="DIR", auto="none"),
+    Option("example_cache", str, None,
+           "a folder where the analyses of the page's example questions are kept once made "
+           "(with the page's default settings), so that later visitors get them at once, also "
+           "after a restart; only the fixed examples are ever kept", "server", optional=True,
+           metavar="DIR", auto="~/.cache/mars-demo/examples ($XDG_CACHE_HOME)"),
     # how a public page's server treats connections and other web sites (mars_demo.access,
     # mars_demo.ui.connections)
     Option("ipv6_prefix", int, 64,
@@ -402,6 +425,10 @@ SERVER_OPTIONS: tuple[Option, ...] = (
     Option("header_timeout", float, 10.0,
            "public page: seconds a connection may take to send a request's headers (also between "
            "two requests on one connection) before it is closed", "server", bounds=(1, 300)),
+    Option("body_timeout", float, 30.0,
+           "public page: seconds a request's body may pause before its connection is closed; "
+           "past that time from its headers a body must also average 8 KiB a second", "server",
+           bounds=(1, 600)),
     Option("connections_per_client", int, 64,
            "public page: connections one client may hold open at once; more are refused (HTTP "
            "429). Behind a proxy the connections are the proxy's: limit them there", "server",
@@ -410,6 +437,12 @@ SERVER_OPTIONS: tuple[Option, ...] = (
            "public page: web origins (scheme://host[:port]) besides the page's own whose web pages "
            "may call this page from a browser (repeat the flag, or separate them by commas)",
            "server", optional=True, metavar="ORIGIN", auto="none: the page's own origin only"),
+    Option("public_host", list, None,
+           "public page: the host names visitors reach the page by (e.g. mars.example.org; repeat "
+           "the flag, or separate them by commas); a request naming another host is refused. A "
+           "Space's host, the share link's, the hosts of --allowed-origins, --host, localhost "
+           "and IP addresses need not be named", "server", optional=True, metavar="HOST",
+           auto="none besides those"),
 )
 
 OPTIONS: dict[str, Option] = {o.name: o for o in MODEL_OPTIONS + REQUEST_OPTIONS}

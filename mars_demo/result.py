@@ -98,6 +98,11 @@ class ScoredAnswer:
     # the number of top log-probs a server returned per token, from which each token's
     # entropy was computed (a lower bound); None: exact (in-process) or not known
     entropy_top_k: int | None = None
+    # the end-of-sequence token the answer ended on (not part of it: not scored, no phrase;
+    # start = end = the text's length), with its log-prob and, where known, its entropy, KL
+    # from uniform and alternatives: what lm-polygraph's token-level methods count
+    # (``--end-token include``). None: the answer ended otherwise or the source did not say.
+    end_token: Token | None = None
 
 
 #: token fields left out of the JSON when None, so an analysis that has none of them reads as
@@ -112,12 +117,33 @@ def token_stats(tokens: list[Token]) -> dict[str, list]:
     return {k: v for k, v in out.items() if any(x is not None for x in v)}
 
 
+def end_token_of(answer) -> Token | None:
+    """The :class:`Token` of an :class:`~mars_demo.answers.Answer`'s ``end_token`` (None when
+    it has none), placed at the end of its text."""
+    end = answer.end_token
+    if end is None:
+        return None
+    at = len(answer.text)
+    return Token(id=end.get("id"), text=end["text"], start=at, end=at,
+                 logprob=float(end["logprob"]),
+                 **{key: end.get(key) for key in TOKEN_EXTRAS})
+
+
+def end_token_dict(token: Token | None) -> dict[str, Any] | None:
+    """An :class:`~mars_demo.answers.Answer`'s ``end_token`` from a scored answer's."""
+    if token is None:
+        return None
+    return {"id": token.id, "text": token.text, "logprob": token.logprob,
+            **{key: getattr(token, key) for key in TOKEN_EXTRAS}}
+
+
 @dataclass
 class NLIResult:
     """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
     ``probabilities[i][j]``: the model's (entailment, neutral, contradiction) probabilities for
-    the same ordered pair, m x m x 3, (1, 0, 0) on the diagonal and between identical texts
-    (no model call); answers equal after normalization (case, spaces, punctuation) are
+    the same ordered pair, m x m x 3, the model's own on the diagonal and between identical
+    texts too (analyses made before held (1, 0, 0) there, without a model call); answers
+    equal after normalization (case, spaces, punctuation) are
     labelled "entailment" (one answer for the clustering) but hold the model's own
     probabilities; None in an analysis made before they were saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
     unknown characters); they are in the result's warnings too."""
@@ -170,9 +196,11 @@ class AnalysisResult:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         for answer in [out["greedy"], *out["samples"]]:
-            if answer.get("entropy_top_k") is None:
-                answer.pop("entropy_top_k", None)
-            for token in answer["tokens"]:
+            for key in ("entropy_top_k", "end_token"):
+                if answer.get(key) is None:
+                    answer.pop(key, None)
+            for token in answer["tokens"] + ([answer["end_token"]] if "end_token" in answer
+                                             else []):
                 for key in TOKEN_EXTRAS:
                     if token.get(key) is None:
                         token.pop(key, None)
@@ -229,6 +257,7 @@ class AnalysisResult:
                 warnings=known_notes(a.text, a.finish_reason),
                 token_stats=token_stats(a.tokens),
                 entropy_top_k=a.entropy_top_k,
+                end_token=end_token_dict(a.end_token),
             )
 
         preset = self.settings.get("prompt")
@@ -258,6 +287,7 @@ class AnalysisResult:
                 phrase_of_token=list(d.get("phrase_of_token", [])),
                 finish_reason=d.get("finish_reason", "stop"),
                 entropy_top_k=d.get("entropy_top_k"),
+                end_token=Token(**d["end_token"]) if d.get("end_token") else None,
             )
 
         u = data["uncertainty"]

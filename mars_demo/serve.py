@@ -38,12 +38,11 @@ from mars_demo.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
     Access,
-    ClientIdentity,
     check_bem_models,
     public_access,
     public_reasons,
-    web_origin,
 )
+from mars_demo.clients import ClientIdentity, web_origin
 
 #: The page's flags, in --help's order: the models (the CLI's), the methods every analysis
 #: computes, then the server's own (mars_demo.options.SERVER_OPTIONS).
@@ -131,10 +130,15 @@ def access_of(args: argparse.Namespace, env: Mapping[str, str]) -> Access:
         model_names=names,
         methods=offered,
         header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
         connections_per_client=args.connections_per_client,
         # repeated flags, or one text with commas: each a web origin, written as browsers send it
         allowed_origins=tuple(web_origin(origin) for given in args.allowed_origins or ()
                               for origin in given.split(",") if origin.strip()),
+        # the names visitors reach the page by: those the host gives, and the address it
+        # listens on (a Space's host and the share link's are known when the page serves)
+        hosts=[name for given in args.public_host or () for name in given.split(",")
+               if name.strip()] + [host for host in (args.host,) if host],
     )
 
 
@@ -234,8 +238,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             methods_run.run.n, methods_run.run.name)
     elif methods_run.note:
         logging.getLogger("mars_demo.app").warning("methods panel: %s", methods_run.note)
+    from mars_demo.ui.example_store import default_folder
+
+    examples = args.example_cache or default_folder()
+    logging.getLogger("mars_demo.app").info("example analyses kept in %s", examples)
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
-                      runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run)
+                      runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run,
+                      example_cache=examples)
     demo.launch(
         server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import OptionError
-from .methods import FREE, parse_methods
+from .methods import FREE, METHODS, parse_methods
 from .options import (  # noqa: F401  (re-exported: the names callers have always used)
     CLUSTER_RULES,
     CPU_NLI,
@@ -23,7 +23,9 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     DEFAULT_NLI,
     DEFAULT_SIMILARITY,
     DISTRIBUTIONS,
+    END_TOKEN_RULES,
     GENERATION_FIELDS,
+    NLI_PAIRS,
     IMPORTANCE_METHODS,
     MODEL_FIELDS,
     NORMALIZATIONS,
@@ -103,6 +105,8 @@ class Settings:
     softmax_temperature: float = 0.1  # only for normalization="softmax"
     distribution: str = "equal"  # phrase weight -> tokens: "equal" | "max" | "min"
     cluster_rule: str = "strict"  # "strict": entailment both ways; "lenient": no contradiction
+    end_token: str = "exclude"  # "include": the token-level methods count the end token
+    nli_pairs: str = "all"  # "clustering": the NLI judges only the pairs the clustering reads
     recipe: str = "default"  # "default" | "paper-code" (the published code's choices)
     # the other uncertainty methods (mars_demo.methods): ids, in order; None = methods.FREE.
     # Given as "id,id" or a list, kept as a tuple.
@@ -119,8 +123,13 @@ class Settings:
 
     @property
     def method_ids(self) -> tuple[str, ...]:
-        """The methods to compute: those asked for, else every free one."""
-        return FREE if self.methods is None else self.methods
+        """The methods to compute: those asked for, else every free one (with ``nli_pairs``
+        "clustering", every free one that does not read every pair's NLI probabilities)."""
+        if self.methods is not None:
+            return self.methods
+        if self.nli_pairs == "clustering":
+            return tuple(m for m in FREE if not reads_every_pair(m))
+        return FREE
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -145,10 +154,25 @@ class Settings:
         return out
 
 
+def reads_every_pair(method_id: str) -> bool:
+    """Whether a method reads the NLI probabilities of every pair of samples."""
+    return "nli_probabilities" in METHODS[method_id].needs
+
+
 def validate(s: Settings) -> None:
     """Raise :class:`OptionError` naming the allowed range for the first bad option."""
     for name in REQUEST_FIELDS + MODEL_FIELDS:
         OPTIONS[name].check(getattr(s, name))
+    if s.nli_pairs == "clustering" and s.methods is not None:
+        try:
+            every = [m for m in parse_methods(s.methods) if reads_every_pair(m)]
+        except ValueError:
+            every = []  # an unknown id: __post_init__ says so
+        if every:
+            raise OptionError(
+                f"nli_pairs clustering judges only the pairs the clustering reads, and "
+                f"{', '.join(every)} read{'s' if len(every) == 1 else ''} every pair's NLI "
+                "probabilities: drop them or use nli_pairs all")
     if s.quantization == QUANTIZATIONS[1] and s.load_in_4bit is False:
         raise OptionError(TORCHAO_NEEDS_4BIT)
     if s.llm_endpoint and (s.quantization, s.decoding) != (QUANTIZATIONS[0], DECODINGS[0]):

@@ -15,8 +15,15 @@ The page says only what it observed (its first line, ``#mars-verdict``):
 - with a calibration (``evaluate calibrate``) that covers the answer, its chance of being
   right and where the calibration was made.
 
-A consistent answer is not a right one (a model can be consistently wrong); only the calibrated
-chance speaks of being right. Pure Python over the result: no gradio, no models.
+- how sure the model was of the words that matter: the greedy answer's MARS score as a
+  probability per token (``exp`` of the importance-weighted mean log-probability), so that a
+  made-up answer the model repeats reads otherwise than a well-known one.
+
+A consistent answer is not a right one (a model can be consistently wrong): without a
+calibration the sentence says so and the page shows it in a neutral tone (:attr:`Verdict.tone`);
+only a calibrated chance of being right gets a tone that reads as trust. Where the page serves an
+evaluation run, how often answers at the same level were right there (:class:`LevelRecord`) is
+said too. Pure Python over the result: no gradio, no models.
 
 >>> Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True).level
 'consistent'
@@ -26,6 +33,7 @@ chance speaks of being right. Pure Python over the result: no gradio, no models.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -36,8 +44,14 @@ from .result import AnalysisResult
 
 #: fewer sampled answers than this are too few to speak of agreement
 MIN_SAMPLES = 3
-#: the levels, from the most to the least settled (CSS: .mars-verdict-<level>)
+#: the levels, from the most to the least settled
 LEVELS = ("consistent", "mostly", "unsure", "few")
+#: the model's sureness of the words that matter (a probability per token): from this, "sure";
+#: from FAIRLY_SURE, "fairly sure"; below, "unsure"
+SURE, FAIRLY_SURE = 0.8, 0.5
+#: a calibrated chance of being right from this is "likely" (a tone that reads as trust), from
+#: MAYBE "maybe", below "unlikely"
+LIKELY, MAYBE = 0.8, 0.5
 
 
 def same_words(a: str, b: str) -> bool:
@@ -64,13 +78,15 @@ class Evidence:
     how many were sampled; ``meanings``: their clusters; ``scorings_agree``: whether MARS and
     length-normalized scoring give the most probability mass to the same cluster;
     ``placed_by``: how the answer was placed, "words" (samples with its words), "nli" (samples
-    it entails) or "" (nowhere, or by nothing the analysis holds)."""
+    it entails) or "" (nowhere, or by nothing the analysis holds); ``sureness``: the answer's
+    MARS score as a probability per token (None: not known)."""
 
     agreeing: int | None
     samples: int
     meanings: int
     scorings_agree: bool
     placed_by: str = "words"
+    sureness: float | None = None
 
     @property
     def level(self) -> str:
@@ -123,16 +139,39 @@ def evidence(result: AnalysisResult) -> Evidence:
     agreeing = sum(1 for c in ids if c in placed) if placed else None
     masses = {key: result.cluster_masses(key) for key in ("length_normalized", "mars")}
     tops = {key: max(m, key=m.get) if m else None for key, m in masses.items()}
+    score = result.greedy.scores.mars
     return Evidence(agreeing=agreeing, samples=len(samples), meanings=len(set(ids)),
                     scorings_agree=tops["length_normalized"] == tops["mars"],
-                    placed_by=placed_by)
+                    placed_by=placed_by,
+                    sureness=math.exp(score) if math.isfinite(score) else None)
+
+
+@dataclass(frozen=True)
+class LevelRecord:
+    """How answers at one verdict level fared in an evaluation run: ``right`` of ``n``, with
+    the 95% interval ``low``..``high`` of the share right, on the run named ``run``."""
+
+    level: str
+    right: int
+    n: int
+    low: float
+    high: float
+    run: str
+
+    @property
+    def share(self) -> float:
+        return self.right / self.n if self.n else math.nan
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The verdict as the page shows it: a ``badge`` (one or two words), one ``sentence`` of
-    what was observed, the ``level`` (:data:`LEVELS`) and, with a calibration that covers the
-    answer, ``chance`` (of being right, 0 to 1) and its line ``calibrated``."""
+    """The verdict as the page shows it: a ``badge`` (one or two words), one ``sentence`` in
+    plain words (what was observed, how sure the model was and, without a calibration, that
+    agreement is not correctness), the ``level`` (:data:`LEVELS`), its ``tone`` (``neutral``
+    or ``caution`` without a calibration; ``likely``, ``maybe`` or ``unlikely`` from a
+    calibrated chance) and, with a calibration that covers the answer, ``chance`` (of being
+    right, 0 to 1) and its line ``calibrated``; with a run, ``record``, how answers at this
+    level fared there."""
 
     level: str
     badge: str
@@ -140,53 +179,92 @@ class Verdict:
     evidence: Evidence
     chance: float | None = None
     calibrated: str = ""
+    record: str = ""
+
+    @property
+    def tone(self) -> str:
+        if self.chance is None:
+            return "caution" if self.level == "unsure" else "neutral"
+        if self.chance >= LIKELY:
+            return "likely"
+        return "maybe" if self.chance >= MAYBE else "unlikely"
 
     @property
     def text(self) -> str:
-        """The verdict in one line: "Consistent: 5 of 5 sampled answers mean the same as this
-        answer. About 82% likely right (calibrated on facts.jsonl, 40 questions).\""""
-        return " ".join(part for part in (f"{self.badge}: {self.sentence}", self.calibrated)
-                        if part)
+        """The verdict in one line: badge, sentence, the calibrated chance and the run's record
+        ("Consistent: The model gives this answer every time (5 of 5 other tries). ...")."""
+        return " ".join(part for part in (f"{self.badge}: {self.sentence}", self.calibrated,
+                                          self.record) if part)
 
 
 def _plural(count: int, one: str, many: str) -> str:
     return one if count == 1 else many
 
 
-def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",
-          n: int | None = None) -> Verdict:
-    """The :class:`Verdict` of ``found``; ``chance`` (0 to 1), ``calibrated_on`` (the data set)
-    and ``n`` (its questions) only where a calibration covers the answer."""
-    level = found.level
+def _agreement(found: Evidence) -> str:
+    """What the sampled answers showed, in plain words."""
     b, k, a = found.samples, found.meanings, found.agreeing
-    answers = _plural(b, texts.VERDICT_ANSWER, texts.VERDICT_ANSWERS)
-    meanings = _plural(k, texts.VERDICT_MEANING, texts.VERDICT_MEANINGS)
-    others = max(k - 1, 0)
+    tries = _plural(b, texts.VERDICT_TRY, texts.VERDICT_TRIES)
+    answers = _plural(k, texts.VERDICT_ANSWER, texts.VERDICT_ANSWERS)
+    if found.level == "few":
+        return texts.VERDICT_FEW.format(samples=b, tries=tries)
     if a is None:
-        sentence = texts.VERDICT_UNPLACED.format(samples=b, answers=answers, meanings=k,
-                                                 meaning_word=meanings)
-    elif a == b:
-        sentence = texts.VERDICT_ALL.format(agreeing=a, samples=b, answers=answers,
-                                            mean=_plural(a, "means", "mean"))
-    elif 2 * a > b:
-        sentence = texts.VERDICT_SOME.format(
-            agreeing=a, samples=b, answers=answers, mean=_plural(a, "means", "mean"),
-            others=others, other_word=_plural(others, "meaning", "meanings"))
-    else:
-        sentence = texts.VERDICT_SPLIT.format(meanings=k, agreeing=a, samples=b,
-                                              mean=_plural(a, "means", "mean"))
-    if not found.scorings_agree:
-        sentence += texts.VERDICT_SCORINGS_DISAGREE
+        return texts.VERDICT_UNPLACED.format(samples=b, tries=tries, meanings=k, answers=answers)
+    if a == b:
+        template = texts.VERDICT_ALL_NLI if found.placed_by == "nli" else texts.VERDICT_ALL
+        return template.format(agreeing=a, samples=b, tries=tries)
+    if 2 * a > b:
+        return texts.VERDICT_SOME.format(agreeing=a, samples=b, tries=tries)
+    return texts.VERDICT_SPLIT.format(meanings=k, agreeing=a, samples=b, tries=tries,
+                                      answers=answers)
+
+
+def _sureness(found: Evidence) -> str:
+    if found.sureness is None:
+        return ""
+    p = found.sureness
+    template = (texts.VERDICT_SURE if p >= SURE else texts.VERDICT_FAIRLY_SURE
+                if p >= FAIRLY_SURE else texts.VERDICT_UNSURE_WORDS)
+    # never "0%" for a chance that is not none (a tiny model's words: 0.3%)
+    return template.format(percent=f"{p:.0%}" if 0.005 <= p < 0.995
+                           else ">99%" if p >= 0.995 else "<1%" if p > 0 else "0%")
+
+
+def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",
+          n: int | None = None, record: LevelRecord | None = None) -> Verdict:
+    """The :class:`Verdict` of ``found``; ``chance`` (0 to 1), ``calibrated_on`` (the data set)
+    and ``n`` (its questions) only where a calibration covers the answer; ``record``: how
+    answers at this level fared in the page's evaluation run."""
+    level = found.level
+    parts = [_agreement(found)]
+    if not found.scorings_agree and level != "few":
+        parts.append(texts.VERDICT_SCORINGS_DISAGREE)
+    parts.append(_sureness(found))
     calibrated = ""
     if chance is not None:
         calibrated = texts.VERDICT_CALIBRATED.format(
             percent=round(100 * chance), data=calibrated_on,
             questions=f", {n} questions" if n else "")
-    return Verdict(level=level, badge=texts.VERDICT_BADGES[level], sentence=sentence,
-                   evidence=found, chance=chance, calibrated=calibrated)
+    else:
+        parts.append(texts.VERDICT_ADVICE[level])
+    said = ""
+    if record is not None and record.n:
+        said = texts.VERDICT_RECORD.format(
+            level=texts.VERDICT_BADGES[record.level].lower(), share=f"{record.share:.0%}",
+            run=record.run, n=record.n, low=f"{record.low:.0%}", high=f"{record.high:.0%}")
+    return Verdict(level=level, badge=texts.VERDICT_BADGES[level],
+                   sentence=" ".join(p for p in parts if p), evidence=found, chance=chance,
+                   calibrated=calibrated, record=said)
+
+
+LevelRecords = dict[str, LevelRecord]
 
 
 def verdict(result: AnalysisResult, chance: float | None = None, calibrated_on: str = "",
-            n: int | None = None) -> Verdict:
-    """The verdict on ``result``'s greedy answer (:func:`evidence`, then :func:`judge`)."""
-    return judge(evidence(result), chance, calibrated_on, n)
+            n: int | None = None, record: LevelRecords | None = None) -> Verdict:
+    """The verdict on ``result``'s greedy answer (:func:`evidence`, then :func:`judge`);
+    ``record``: the run's :class:`LevelRecord` by level (the one of this verdict's level is
+    said)."""
+    found = evidence(result)
+    return judge(found, chance, calibrated_on, n, (record or {}).get(found.level))
+

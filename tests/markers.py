@@ -44,6 +44,7 @@ MARKS_BY_CALL = {
     "launched_run": ("slow",),  # accelerate launch / torchrun: several processes
     "run_in_processes": ("slow",),  # the benchmark's runs through torchrun
     "build_site": ("slow",),  # mkdocs build --strict of the docs site (tests/test_docs.py)
+    "require_peers": ("slow",),  # the peers' own code (lm-polygraph, TruthTorchLM) in their venv
     # every command of the README and the docs, as written (tests/test_doc_commands.py)
     "run_documented": ("slow",),
     # numeric_checks.float32_order: compares a batched model pass with a single one, so CI runs

@@ -90,9 +90,12 @@ def test_results_match_and_no_extra_forward_pass(data):
     assert data["generate_calls"] == 1 and data["targets"]["one_generate_call"]["met"] is True
     assert all(r["two_call_generate_calls"] == 2 for r in data["runs"])
     assert data["importance_forward_passes"] == 1
-    # the samples' pairs in one batch, semantic density's greedy-to-sample pairs in their own
-    # (batched apart, so the samples' probabilities do not depend on whether it is asked)
-    assert data["nli_forward_passes"] == 2
+    # the samples' pairs both ways and semantic density's greedy-to-sample pairs: one batch
+    assert data["nli_forward_passes"] == 1
+    assert data["targets"]["nli_one_pass"]["met"] is True
+    assert data["nli_compute"]["forward_passes"] == 1
+    assert data["nli_compute"]["greedy_pairs"] == data["method_costs"]["semantic_density_nli"][
+        "greedy_pairs"]
     assert data["targets"]["extra_llm_forward_passes"]["met"] is True
     assert data["targets"]["importance_one_pass"]["met"] is True
 
@@ -129,7 +132,7 @@ def test_the_nli_steps_operations_are_counted(data, models_dir):
     nli = load_nli(str(models_dir / "main" / "nli"))
     question = "Which planet is known as the Red Planet?"
     texts = ["Mars", "It is Mars, the red one", "Venus", "I think it is Jupiter or Mars"]
-    pairs = [(f"{question} {a}", f"{question} {b}") for a in texts for b in texts if a != b]
+    pairs = [(f"{question} {a}", f"{question} {b}") for a in texts for b in texts]
     enc, _, _ = _pairs.tokenize_pairs(nli.tokenizer, [a for a, _ in pairs],
                                       [b for _, b in pairs], 512)
     lengths = [len(ids) for ids in enc["input_ids"]]
@@ -142,6 +145,10 @@ def test_the_nli_steps_operations_are_counted(data, models_dir):
     linear = padded * config.num_hidden_layers * 2 * (4 * h * h + 2 * h * f)
     counted = nli_compute(nli, question, texts, 1.0, False)["gflop"] * 1e9
     assert linear <= counted <= 2 * linear, (linear, counted)
+    # with a greedy answer, its pairs with the 4 samples ride in the same one pass
+    with_greedy = nli_compute(nli, question, texts, 1.0, False, greedy="The red planet: Mars")
+    assert with_greedy["greedy_pairs"] == 4 and with_greedy["forward_passes"] == 1
+    assert with_greedy["gflop"] * 1e9 > counted
     assert all(q.requires_grad for q in nli.model.parameters())  # restored after counting
 
 

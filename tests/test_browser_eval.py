@@ -49,10 +49,12 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
                         chance), chance
     text = page.text_content("#mars-verdict")
     assert "likely to be right" in text and "n = 10 questions" in text
-    # the verdict sits directly under the answer
+    # the verdict comes first, the answer under it; a calibrated chance may read as trust
     answer = page.locator("#mars-answer").bounding_box()
     verdict = page.locator("#mars-verdict").bounding_box()
-    assert 0 <= verdict["y"] - (answer["y"] + answer["height"]) < 40
+    assert verdict["y"] + verdict["height"] <= answer["y"] < verdict["y"] + verdict["height"] + 200
+    tone = page.get_attribute("#mars-verdict .mars-verdict", "data-tone")
+    assert tone in ("likely", "maybe", "unlikely"), tone
     page.click("#mars-verdict .mars-verdict-details > summary")
     page.evaluate("document.querySelector('#mars-verdict').scrollIntoView({block: 'center'})")
     page.screenshot(path=str(shots / "eval-verdict-chance.png"))
@@ -65,6 +67,9 @@ def test_the_chance_under_the_answer_and_the_evaluation_view(
     page.wait_for_selector("#mars-eval-rejection .main-svg", timeout=60_000)
     table = page.inner_text("#mars-eval-table")
     assert "MARS − LN" in table
+    # the view answers its own question in one sentence, over the run shown
+    said = page.inner_text("#mars-run-verdict")
+    assert said.startswith("Does MARS help here? ") and "points for Semantic Entropy [" in said
     heads = page.locator("#mars-eval-table .mars-eval-table thead th").all_inner_texts()
     assert heads == ["Method", "AUROC", "AUPRC", "PRR", "AURAC"]  # PRR, AURAC beside AUROC
     assert page.locator("#mars-eval-table .mars-eval-table tbody tr").count() == 6

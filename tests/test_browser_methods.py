@@ -107,8 +107,11 @@ def test_with_a_run_each_value_says_where_it_falls_among_its_answers(
                     if row["id"] == "kernel_language_entropy":
                         assert cell["line"] == texts.METHODS_ABSENT
                     else:
-                        assert re.fullmatch(r"less trustworthy than \d{1,3}% of the run's answers"
-                                            r"(; as high as \d{1,3}% of them)?", cell["line"]), row
+                        share = r"([1-9]\d{0,2}%|<1%|all)"
+                        assert re.fullmatch(
+                            rf"(less|more) trustworthy than {share} of the run's answers"
+                            rf"(; as high as {share} of them)?"
+                            r"|as high as every one of the run's answers", cell["line"]), row
             panel = page.inner_text("#mars-methods-panel")
             assert 'the 12 answers of the evaluation run "hand-run"' in panel
             assert "not comparable across rows" not in panel

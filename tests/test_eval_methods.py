@@ -424,7 +424,7 @@ def test_a_run_names_the_similarity_model_where_its_methods_ran_it(run, tmp_path
     assert "| similarity | org/sts-a | none |" in markdown(one)
 
     head = EvaluationView(tmp_path, public=True).show("a", None, None)["eval_table"]
-    assert "NLI tiny-nli, similarity (SAR) org/sts-a.</p>" in head
+    assert "NLI model tiny-nli, similarity (SAR) org/sts-a.</p>" in head
     assert "similarity (SAR)" not in EvaluationView(tmp_path).show("unused", None, None)[
         "eval_table"].split("</p>")[0]
 

@@ -92,10 +92,12 @@ def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
     expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
     assert f"About <b>{round(100 * expected)}%</b> likely to be right." in update["verdict"]
     # the verdict's own line says it too, and on what it was calibrated
-    assert (f'<p class="mars-verdict-chance">About {round(100 * expected)}% likely right '
+    assert (f'<p class="mars-verdict-said mars-verdict-chance">About {round(100 * expected)}% likely right '
             f"(calibrated on ") in update["verdict"]
     report = json.loads((given_run / "report.json").read_text())
-    for part in (f"n = {report['n']} questions", str(ANSWERS), "judge contains",
+    # the run's data by its file's name: the page shows no server folder
+    assert str(ANSWERS.parent) not in update["verdict"]
+    for part in (f"n = {report['n']} questions", ANSWERS.name, "judge contains",
                  f"AUROC of that uncertainty there "
                  f"{report['metrics']['auroc']['semantic_entropy']['mars']['value']:.2f}",
                  "Semantic Entropy (MARS)"):
@@ -107,8 +109,13 @@ def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
 def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
     html = controller().show(first_result(given_run), "mars")["verdict"]
     assert "lower uncertainty = more trustworthy" in html
-    assert "not a probability" in html and "%" not in html.replace("1 to 6", "")
+    assert "not a probability" in html and "likely right" not in html  # no chance of being right
+    assert "likely to be right" not in html
     assert "Table 1" in html and "MARS scoring predicted wrong answers better" in html
+    # the paper's claim names its source, not this page's run
+    assert "In the MARS paper (Bakman et al., ACL 2024, Table 1: 7B and 13B models" in html
+    # no tone of trust without a calibration
+    assert 'data-tone="neutral"' in html or 'data-tone="caution"' in html
 
 
 def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
@@ -265,6 +272,8 @@ def test_the_view_shows_a_runs_table_and_curves(given_run, tmp_path):
     assert view.runs() == ["facts"]
     update = view.show("facts", None, None)
     assert update["eval_error"] == ""
+    # what the page sends (kept per run) has the run's one-sentence answer too
+    assert "Does MARS help here? " in view.shown("facts", None, None)["eval_verdict"]
     report = json.loads((given_run / "report.json").read_text())
     html = update["eval_table"]
     for m in MEASURES:

@@ -91,8 +91,10 @@ def test_all_samples_identical(engine, monkeypatch):
 def test_all_samples_different(engine, monkeypatch):
     nli = engine.models.nli
 
-    def contradiction(pairs, input_format="pair", apart=None):
-        return PairVerdicts(["contradiction"] * len(pairs), [[0.0, 0.0, 1.0]] * len(pairs))
+    def contradiction(pairs, input_format="pair"):  # a text entails itself, no other
+        return PairVerdicts(
+            ["entailment" if a == b else "contradiction" for a, b in pairs],
+            [[1.0, 0.0, 0.0] if a == b else [0.0, 0.0, 1.0] for a, b in pairs])
 
     monkeypatch.setattr(nli, "judge", contradiction)
     r = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus is hot", "the Pacific Ocean"])
@@ -114,7 +116,8 @@ def test_nli_pairs_longer_than_its_window_are_reported(engine, monkeypatch):
     r = run_forced(engine, monkeypatch, "Mars", [planets, mars, "Mars"], max_new_tokens=300)
     check_result(r)
     (note,) = [w for w in r.warnings if "NLI model reads at most 512 tokens" in w]
-    assert "samples 1 and 2" in note and "2 of 6 comparisons" in note
+    # the 9 ordered pairs of 3 texts (each against itself too): all but those with "Mars"
+    assert "4 of 9 comparisons (samples 1 and 1; 1 and 2; 2 and 1; 2 and 2)" in note
     short = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus", "red"])
     assert not [w for w in short.warnings if "NLI model" in w]
 
@@ -146,5 +149,6 @@ def test_nli_input_with_unknown_characters_is_reported(engine, monkeypatch):
         tok.unk_token = real_unk
     check_result(r)
     (note,) = [w for w in r.warnings if "NLI model does not know some characters" in w]
-    assert "4 of 6 comparisons" in note and "samples 1 and 2; 1 and 3" in note
+    # the 9 ordered pairs of 3 texts: the 5 that hold the first one (itself too)
+    assert "5 of 9 comparisons" in note and "samples 1 and 1; 1 and 2; 1 and 3" in note
     assert not [w for w in plain.warnings if "NLI model" in w]

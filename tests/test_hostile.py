@@ -46,7 +46,8 @@ from ui_helpers import (
 )
 
 from mars_demo import texts
-from mars_demo.access import QUEUE_PLACES, VIEW_PLACES, ClientIdentity, public_access
+from mars_demo.access import QUEUE_PLACES, VIEW_PLACES, public_access
+from mars_demo.clients import ClientIdentity
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.ui import build_demo, launch_options
 from mars_demo.ui.controller import Controller
@@ -58,8 +59,8 @@ PAGE_OPTIONS = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "defaul
 SPACE = ClientIdentity.for_deployment(space=True)
 HOSTILE, VISITOR = "81.2.69.1", "81.2.69.2"  # public addresses, as a Space's proxy appends them
 ENGINE_EVENTS = ("ask", "rescore_options", "score_own", "analyze", "score")
-GROUPS = {"show_scoring_1": "scoring_view", "banner": "banner", "banner_1": "banner",
-          "evaluation_show": "evaluation", **{name: "engine" for name in ENGINE_EVENTS}}
+GROUPS = {"show_scoring": "view", "banner": "view", "banner_1": "view",
+          "evaluation_show": "view", **{name: "engine" for name in ENGINE_EVENTS}}
 OWN = [QUESTION, "Mars", "Mars\nJupiter", ""]  # score_own's pasted answers (before scoring)
 
 
@@ -185,7 +186,7 @@ def flood_once(url: str, name: str, ip: str, http=httpx) -> int:
                     http, headers).status_code
     data = {
         "ask": [QUESTION, "mars", *PAGE_OPTIONS],
-        "show_scoring_1": [None, "length_normalized", "weight"],
+        "show_scoring": [None, "length_normalized", "weight"],
         "rescore_options": [None, "mars", *PAGE_OPTIONS],
         "score_own": [*OWN, "mars", *PAGE_OPTIONS],
         "banner": [], "banner_1": [],
@@ -574,6 +575,7 @@ def test_behind_the_share_tunnel_the_client_is_the_address_the_share_server_appe
     assert share.of(lan) == "192.168.1.20"  # not through the tunnel: the connection
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "public-page.md"
 NGINX_CONF = """
 daemon off;
 worker_processes 1;
@@ -584,6 +586,7 @@ http {{
   access_log off;
   client_body_temp_path {tmp}/body; proxy_temp_path {tmp}/proxy;
   fastcgi_temp_path {tmp}/fastcgi; uwsgi_temp_path {tmp}/uwsgi; scgi_temp_path {tmp}/scgi;
+{docs}
   server {{
     listen 127.0.0.1:{port};
     location / {{
@@ -591,17 +594,26 @@ http {{
       proxy_bind 127.0.0.10;
       proxy_http_version 1.1;
       proxy_buffering off;
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
     }}
   }}
 }}
 """
 
 
+def docs_nginx() -> str:
+    """The nginx lines of docs/public-page.md, as written there (its proxy headers included:
+    the location above sets none of its own, so it takes them all)."""
+    import re
+
+    block = re.search(r"```nginx\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert block, "docs/public-page.md has no nginx block"
+    return block.group(1)
+
+
 @contextlib.contextmanager
 def nginx_in_front(app_url: str, tmp: Path):
-    """A real nginx on 127.0.0.1 that forwards to ``app_url`` from 127.0.0.10; yields its URL."""
+    """A real nginx on 127.0.0.1, configured as docs/public-page.md says, that forwards to
+    ``app_url`` from 127.0.0.10 on a port of its own; yields its URL."""
     nginx = shutil.which("nginx") or next(
         (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None)
     if nginx is None:
@@ -609,7 +621,8 @@ def nginx_in_front(app_url: str, tmp: Path):
                     "(.ci/run installs it)")
     port = free_port()
     conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, app_port=app_url.rsplit(":", 1)[1]))
+    conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, app_port=app_url.rsplit(":", 1)[1],
+                                      docs=docs_nginx()))
     proc = subprocess.Popen([nginx, "-c", str(conf), "-p", str(tmp)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

@@ -9,6 +9,8 @@ Nothing asserts on time; timeouts only keep a hung server from hanging the run.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import uuid
 
@@ -16,12 +18,13 @@ import httpx
 import psutil
 import pytest
 from test_hostile import QUESTION, public_page, via_proxy
-from ui_helpers import APP_PIDS, FakeEngine, page_event, running_app
+from ui_helpers import APP_PIDS, FakeEngine, page_event, queue_join, running_app
 
 from mars_demo.engine import Engine
-from mars_demo.ui import memory
+from mars_demo.ui import memory, renders
 
 NOISE_MIB = 12.0  # what RSS moves by on its own over a batch (allocator, caches), with a margin
+PAGE = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "default"]  # the page's options
 SAMPLES = [f"Sample {i}: Mars is the red planet, the fourth from the Sun in our solar system."
            for i in range(20)]
 
@@ -128,3 +131,120 @@ def test_finished_events_and_idle_sessions_are_let_go(monkeypatch):
         monkeypatch.setattr(memory, "SESSION_IDLE_S", 0.0)
         page_event(url, "banner", headers=via_proxy("81.2.82.2"), http=http)
         assert session not in holder.session_data
+
+
+# --- results nobody reads ----------------------------------------------------------------------
+
+# How long the unread-results flood runs: seconds here; MARS_DEMO_FLOOD_S=200 gives the figure of
+# docs/public-page.md.
+FLOOD_S = float(os.environ.get("MARS_DEMO_FLOOD_S", "12"))
+LIMIT_MIB = 50.0  # what the server's memory may grow by over the flood
+
+
+def unread_flood(url: str, sessions: list[str], seconds: float, headers, http) -> int:
+    """One client asks for the scoring toggle's re-render in ``sessions`` (in turn) again and
+    again for ``seconds``, never opening ``/queue/data``; a refused request is sent again at
+    once. Returns the re-renders the server took."""
+    config = http.get(f"{url}/config").json()
+    taken, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        scoring = ("mars", "length_normalized")[taken % 2]
+        joined = queue_join(url, "show_scoring", [None, scoring, "weight"],
+                            session_hash=sessions[taken % len(sessions)], http=http,
+                            headers=headers, config=config)
+        if joined.status_code == 200:
+            taken += 1
+        else:
+            assert joined.status_code == 429, joined.text
+            time.sleep(0.01)
+    return taken
+
+
+def wait_idle(demo) -> None:
+    deadline = time.monotonic() + 120
+    while len(demo._queue) or any(demo._queue.active_jobs):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def stream_results(url: str, session: str, http, wait_s: float = 3.0) -> list[dict]:
+    """The results ("process_completed") that ``session``'s stream delivers now (it ends once
+    the session has nothing pending, or after ``wait_s`` without a message; Gradio breaks off
+    the stream of a session it holds no messages for)."""
+    results = []
+    try:
+        with http.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session},
+                         timeout=httpx.Timeout(wait_s + 10, read=wait_s)) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    message = json.loads(line[5:])
+                    if message.get("msg") == "process_completed":
+                        results.append(message)
+    except (httpx.ReadTimeout, httpx.RemoteProtocolError):
+        pass
+    return results
+
+
+@pytest.mark.slow  # a flood of FLOOD_S seconds
+def test_results_nobody_reads_keep_the_servers_memory_flat(big_result, monkeypatch):
+    """A client gets a result, then asks for the toggle's re-render again and again without
+    reading a result: Gradio kept each one's messages (0.68 MiB an event; 846 to 1,648 MiB in
+    200 s), past the keep time too. Now one client keeps MAX_UNREAD unread results, in all its
+    sessions together, and the server's memory stays within LIMIT_MIB of where it started.
+    Each re-render is made anew here (none kept, as before ui/renders.py), so that each result
+    holds its own outputs."""
+    monkeypatch.setattr(renders, "MAX_RENDERS", 0)
+    engine = FakeEngine(result=big_result)
+    client = via_proxy("81.2.83.1")
+    sessions = [uuid.uuid4().hex[:11] for _ in range(2)]
+    # every re-render the queue takes (the per-client time share would refuse most of them)
+    with public_page(engine, access={"view_share": None}) as (demo, url), \
+            httpx.Client(timeout=60) as http:
+        for session in sessions:
+            page_event(url, "ask", [QUESTION, "mars", *PAGE], session_hash=session,
+                       headers=client, http=http)
+        unread_flood(url, sessions, 2.0, client, http)  # warm-up
+        wait_idle(demo)
+        before = psutil.Process().memory_info().rss / 2**20
+        taken = unread_flood(url, sessions, FLOOD_S, client, http)
+        wait_idle(demo)
+        grown = psutil.Process().memory_info().rss / 2**20 - before
+        queue = demo._queue
+        unread = sum(len(queue.pending_event_ids_session.get(s, ())) for s in sessions)
+        assert unread <= memory.MAX_UNREAD, (taken, unread)
+        delivered = [stream_results(url, s, http) for s in sessions]
+        assert sum(map(len, delivered)) <= memory.MAX_UNREAD, (taken, list(map(len, delivered)))
+        assert grown <= LIMIT_MIB, f"{taken} re-renders grew the server by {grown:.1f} MiB"
+        print(f"{taken} unread re-renders in {FLOOD_S:.0f} s: RSS {grown:+.1f} MiB")
+        # the visitor's own result is still there, and shown again as it reads it
+        shown = page_event(url, "show_scoring", [None, "length_normalized", "weight"],
+                           session_hash=sessions[0], headers=client, http=http)
+        assert 'data-scoring="length_normalized"' in shown["mars-answer"]
+
+
+def test_an_expired_results_messages_leave_with_its_id(monkeypatch):
+    """The sweep dropped an expired event's id but left its messages in the session's queue
+    until the session had no id left: a later read still delivered 222 results, 198 of them
+    older than the keep time. Now its messages go with it."""
+    monkeypatch.setattr(memory, "SWEEP_S", 0.0)
+    monkeypatch.setattr(memory, "FINISHED_KEEP_S", 0.5)
+    monkeypatch.setattr(memory, "MAX_UNREAD", 1000)  # the keep time alone, here
+    client = via_proxy("81.2.84.1")
+    with public_page(FakeEngine(), access={"view_share": None}) as (demo, url), \
+            httpx.Client(timeout=60) as http:
+        session = uuid.uuid4().hex[:11]
+        page_event(url, "ask", [QUESTION, "mars", *PAGE], session_hash=session, headers=client,
+                   http=http)
+        sent = 0
+        while sent < 8:  # unread
+            sent += queue_join(url, "show_scoring", [None, "mars", "weight"],
+                               session_hash=session, http=http,
+                               headers=client).status_code == 200
+        wait_idle(demo)
+        time.sleep(0.6)  # they expire; the next event's sweep lets them go
+        last = queue_join(url, "show_scoring", [None, "mars", "weight"], session_hash=session,
+                          http=http, headers=client)  # and this one is not read yet either
+        assert last.status_code == 200
+        wait_idle(demo)
+        delivered = stream_results(url, session, http, wait_s=1.0)
+        assert [m["event_id"] for m in delivered] == [last.json()["event_id"]]

@@ -26,7 +26,7 @@ from test_hostile import (
 from ui_helpers import FakeEngine, running_app
 
 from mars_demo import serve as app
-from mars_demo.access import ClientIdentity
+from mars_demo.clients import ClientIdentity
 
 WAIT_S = 60
 HEADER_TIMEOUT_S = 2
@@ -207,7 +207,9 @@ def test_a_foreign_web_site_is_refused_and_its_origin_never_reflected(monkeypatc
     monkeypatch.setenv("SPACE_ID", "someone/mars-demo")
     monkeypatch.setenv("SPACE_HOST", "someone-mars-demo.hf.space")
     engine = FakeEngine()
-    with public_page(engine, access={"allowed_origins": ["https://friend.example"]}) as (demo, url):
+    with public_page(engine, access={"allowed_origins": ["https://friend.example"],
+                                     "hosts": ["mars.example.org", "mars.proxy.example"]}
+                     ) as (demo, url):
         demo.share_url = "https://abc123.gradio.live/"  # as --share would have it
         data = api_data(url, "analyze", QUESTION)
         host = "mars.example.org"
@@ -218,11 +220,13 @@ def test_a_foreign_web_site_is_refused_and_its_origin_never_reflected(monkeypatc
         assert sent.status_code == 403 and "access-control-allow-origin" not in sent.headers
         assert "evil.example" in sent.json()["detail"]
         assert engine.calls == []
-        for origin, via in ((f"https://{host}", {}), ("https://friend.example", {}),
+        for origin, via in ((f"https://{host}", {"X-Forwarded-Proto": "https"}),
+                            ("https://friend.example", {}),
                             ("https://someone-mars-demo.hf.space", {}),
                             ("https://abc123.gradio.live", {}),
-                            ("https://mars.proxy.example",
-                             {"X-Forwarded-Host": "mars.proxy.example"})):
+                            ("https://mars.proxy.example",  # a proxy that ends TLS
+                             {"X-Forwarded-Host": "mars.proxy.example",
+                              "X-Forwarded-Proto": "https"})):
             ok = preflight(url, host, origin, **via)
             assert ok.status_code == 200, origin
             assert ok.headers["access-control-allow-origin"] == origin
@@ -233,7 +237,7 @@ def test_a_foreign_web_site_is_refused_and_its_origin_never_reflected(monkeypatc
             call_result(url, "analyze", sent.json()["event_id"])
         # X-Forwarded-Host counts only from the deployment's proxy: not on a bare host
     with public_page(FakeEngine(), identity=ClientIdentity.for_deployment()) as (_, url):
-        forged = preflight(url, "mars.example.org", "https://evil.example",
+        forged = preflight(url, "127.0.0.1", "http://evil.example",
                            **{"X-Forwarded-Host": "evil.example"})
         assert forged.status_code == 403
 

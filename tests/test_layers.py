@@ -20,7 +20,7 @@ FLOORS = {
     "settings": 3, "result": 3, "recipes": 3, "methods": 3, "verdict": 3, "readable": 3,
     "models": 4,
     "engine": 5,
-    "access": 6, "zerogpu": 6,
+    "access": 6, "clients": 6, "zerogpu": 6,
     "evaluation": 7,
     "ui": 8,
     "devtools": 9,  # beside the library: nothing below the command line imports it

@@ -130,6 +130,59 @@ def test_answers_given_as_text_get_their_token_statistics_from_the_teacher_force
         np.mean([t.entropy for t in tokens]), abs=1e-12)
 
 
+def test_ccp_is_recomputed_from_both_directions_combined(analysis):
+    """The saved CCP entry holds the verdicts both ways, and CCP is lm-polygraph's estimator
+    over the two combined (``_combine_nli``), the greedy token counting for itself."""
+    entry = analysis.method_inputs["ccp"]
+    g = analysis.greedy
+    assert len(entry["backward_labels"]) == len(entry["labels"]) == len(g.tokens)
+    terms = []
+    for token, forward, backward in zip(g.tokens, entry["labels"], entry["backward_labels"]):
+        lps = [a[1] for a in token.alternatives]
+        combined = [token_level.combine_nli(f, b) for f, b in zip(forward, backward)]
+        entail = [lps[0]] + [lp for lp, c in zip(lps[1:], combined[1:]) if c == "entailment"]
+        contra = [lp for lp, c in zip(lps[1:], combined[1:]) if c == "contradiction"]
+        terms.append(np.logaddexp.reduce(entail) - np.logaddexp.reduce(entail + contra))
+    assert analysis.methods["ccp"]["length_normalized"] == pytest.approx(-np.exp(sum(terms)),
+                                                                         abs=1e-12)
+
+
+def test_the_ccp_stage_asks_both_ways_and_identical_words_too():
+    """Every (greedy word, alternative) pair and its reverse goes to the NLI model, identical
+    words included ("Paris" and " Paris," strip to the same word; the authors ask the model
+    about those too), each distinct pair once; the labels are the model's."""
+    from types import SimpleNamespace
+
+    from mars_demo.engine.stages.ccp import CCPStage
+    from mars_demo.models.nli import PairVerdicts
+
+    asked = []
+
+    class FakeNLI:
+        model_id = "fake-nli"
+
+        def judge(self, pairs):
+            asked.extend(pairs)
+            verdict = {("Paris", "Lyon"): "contradiction", ("Lyon", "Paris"): "neutral",
+                       ("Paris", "Paris"): "neutral"}
+            return PairVerdicts(labels=[verdict.get(p, "entailment") for p in pairs],
+                                probabilities=[[1.0, 0.0, 0.0]] * len(pairs))
+
+    token = SimpleNamespace(alternatives=[["Paris", -0.2], [" Lyon", -1.9], [" Paris,", -2.5]])
+    end = SimpleNamespace(alternatives=[["<|im_end|>", -0.1], [".", -2.6]])
+    job = SimpleNamespace(scored=[SimpleNamespace(tokens=[token, token], end_token=end)])
+    CCPStage().compute([job], SimpleNamespace(nli=FakeNLI()))
+    assert asked == [("Paris", "Lyon"), ("Lyon", "Paris"), ("Paris", "Paris"),
+                     ("im_end", ""), ("", "im_end")]
+    entry = job.ccp_outputs
+    assert entry["labels"] == [["entailment", "contradiction", "neutral"]] * 2
+    assert entry["backward_labels"] == [["entailment", "neutral", "neutral"]] * 2
+    assert entry["end_words"] == ["im_end", ""] and entry["pairs"] == 5
+    combined = [token_level.combine_nli(f, b) for f, b in zip(entry["labels"][0],
+                                                              entry["backward_labels"][0])]
+    assert combined == ["entailment", "contradiction", "neutral"]
+
+
 def test_ccp_of_answers_without_alternatives_names_the_fix_that_works(analysis, tiny_models,
                                                                        tmp_path):
     """A saved answer whose greedy tokens carry no alternatives: `score --methods ccp` cannot

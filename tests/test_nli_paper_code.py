@@ -31,9 +31,11 @@ def test_paper_code_input_is_the_published_string(tiny_models, monkeypatch):
     nli = load_nli(str(tiny_models["nli"]))
     seen = received_inputs(nli, monkeypatch)
     nli.matrix(QUESTION, ["Mars.", "It is Venus"], input_format="paper-code")
-    published = [
+    published = [  # both ways, and each text against itself (the matrix's diagonal)
         QUESTION + " " + "Mars." + " [SEP] " + QUESTION + " " + "It is Venus",
         QUESTION + " " + "It is Venus" + " [SEP] " + QUESTION + " " + "Mars.",
+        QUESTION + " " + "Mars." + " [SEP] " + QUESTION + " " + "Mars.",
+        QUESTION + " " + "It is Venus" + " [SEP] " + QUESTION + " " + "It is Venus",
     ]
     assert [paper_code_input(f"{QUESTION} Mars.", f"{QUESTION} It is Venus")] == published[:1]
     expected = [nli.tokenizer(text)["input_ids"] for text in published]
@@ -63,15 +65,17 @@ def test_paper_code_compares_every_pair_of_distinct_texts(tiny_models, monkeypat
     seen = received_inputs(nli, monkeypatch)
     answers = ["Mars.", "mars", "Mars."]
     labels = nli.matrix(QUESTION, answers, input_format="paper-code").labels
-    assert len(seen) == 2  # "Mars." / "mars" both ways; the repeated "Mars." is not asked
+    # "Mars." / "mars" both ways and each against itself; the repeated "Mars." is one text
+    assert len(seen) == 4
     assert labels[0][2] == labels[2][0] == "entailment"
     seen.clear()
-    # the default calls these the same answer, yet runs the model on the two texts that differ
-    # (both ways) so that every cell holds its own probabilities; identical texts are not asked
+    # the default calls these the same answer, yet runs the model on every ordered pair of the
+    # two texts, so that every cell holds the model's own probabilities; the repeated "Mars."
+    # shares the pair of "Mars." against itself
     default = nli.matrix(QUESTION, answers)
-    assert len(seen) == 2
+    assert len(seen) == 4
     assert default.labels[0][1] == default.labels[1][0] == "entailment"
-    assert default.probabilities[0][2] == [1.0, 0.0, 0.0]
+    assert default.probabilities[0][2] == default.probabilities[0][0] != [1.0, 0.0, 0.0]
 
 
 def test_paper_code_verdicts_match_the_model_on_the_published_string(tiny_models):

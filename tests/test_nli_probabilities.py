@@ -42,7 +42,11 @@ def test_probabilities_agree_with_the_verdicts(tiny_models, input_format):
     assert np.allclose(p.sum(axis=2), 1.0, atol=1e-12) and (p >= 0).all()
     same = [normalize_answer(a) for a in ANSWERS] if input_format == "pair" else ANSWERS
     for i in range(5):
-        assert p[i, i].tolist() == [1.0, 0.0, 0.0]
+        # the model's own verdict of the text against itself, as lm-polygraph's matrix has it
+        assert p[i, i].tolist() == (float32_order(model_probabilities(
+            nli, f"{QUESTION} {ANSWERS[i]}", f"{QUESTION} {ANSWERS[i]}"))
+            if input_format == "pair" else p[i, i].tolist())
+        assert p[i, i].tolist() != [1.0, 0.0, 0.0]
         for j in range(5):
             if same[i] == same[j]:  # one answer for the clustering
                 assert labels[i][j] == "entailment"
@@ -206,14 +210,20 @@ def test_a_pair_longer_than_the_window_is_cut_and_named(tiny_models):
     assert judged.probabilities[1] == float32_order([expected[index[n]] for n in NLI_LABELS])
 
 
-def test_extra_pairs_ride_in_the_same_call_without_changing_the_samples_numbers(tiny_models):
-    """Semantic density's greedy-to-sample pairs are judged in the samples' call but batched
-    apart, so the samples' probabilities are bit for bit those of a call without them."""
+def test_extra_pairs_share_the_samples_pass_and_equal_single_unpadded_passes(tiny_models):
+    """Semantic density's greedy-to-sample pairs ride in the samples' length-sorted batches (one
+    forward pass for one question's pairs), and every pair's probabilities, the samples' and
+    the extra ones, are those of the model run on that pair alone, unpadded, within float32
+    rounding (padding is masked)."""
     nli = load_nli(str(tiny_models["nli"]))
-    alone = nli.matrices([QUESTION], [ANSWERS])
     extra = [(f"{QUESTION} It is Mars", f"{QUESTION} {a}") for a in ANSWERS]
     both, judged = nli.matrices_and_pairs([QUESTION], [ANSWERS], extra)
-    assert both[0].probabilities == alone[0].probabilities
+    assert judged.passes == 1  # the 25 ordered pairs and the 5 extra ones: one batch
     assert len(judged.probabilities) == len(extra)
     for (premise, hypothesis), got in zip(extra, judged.probabilities):
-        assert got == pytest.approx(model_probabilities(nli, premise, hypothesis), abs=1e-6)
+        assert got == float32_order(model_probabilities(nli, premise, hypothesis))
+    p = both[0].probabilities
+    for i, a in enumerate(ANSWERS):  # every ordered pair, a text against itself included
+        for j, b in enumerate(ANSWERS):
+            assert p[i][j] == float32_order(
+                model_probabilities(nli, f"{QUESTION} {a}", f"{QUESTION} {b}"))

@@ -172,7 +172,7 @@ def test_nli_reads_label_meaning_from_config(tiny_models):
     assert nli.verdicts(pairs) == [id2label[idx].lower()]
 
 
-def test_nli_skips_identical_answers_and_batches_the_rest(tiny_models, monkeypatch):
+def test_nli_asks_each_distinct_pair_once_in_one_batched_call(tiny_models, monkeypatch):
     nli = load_nli(str(tiny_models["nli"]))
     asked = []
     original = nli.judge
@@ -182,11 +182,13 @@ def test_nli_skips_identical_answers_and_batches_the_rest(tiny_models, monkeypat
     )
     m = nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "]).labels
     assert len(asked) == 1  # one batched call
-    # every ordered pair of texts that differ at all (each pair's own probabilities are saved)
-    assert len(asked[0]) == 12
+    # every ordered pair of the 4 texts, each text against itself too (each pair's own
+    # probabilities are saved, the diagonal's as lm-polygraph's semantic matrix has it)
+    assert len(asked[0]) == 16
     # answers equal after normalization are one answer for the clustering, whatever the model
     assert m[0][1] == m[1][3] == m[3][0] == "entailment"
-    assert nli.matrix(QUESTION, ["Mars", "Mars", "Venus"]) and len(asked[1]) == 2  # identical
+    # identical texts are one text: 2 distinct texts, 4 ordered pairs
+    assert nli.matrix(QUESTION, ["Mars", "Mars", "Venus"]) and len(asked[1]) == 4
     assert all(asked[0][k][0].startswith(QUESTION) for k in range(2))
 
 

@@ -54,9 +54,9 @@ def test_paper_code_reads_the_nli_input_as_published(engine, paper, monkeypatch)
     seen = {}
     original = NLIModel.judge
 
-    def spy(self, pairs, input_format="pair", apart=None):
+    def spy(self, pairs, input_format="pair"):
         seen["format"] = input_format
-        return original(self, pairs, input_format, apart)
+        return original(self, pairs, input_format)
 
     monkeypatch.setattr(NLIModel, "judge", spy)
     engine.score(paper, engine.settings.replace(recipe="paper-code"))

@@ -122,19 +122,23 @@ def test_the_docs_have_the_point_by_point_table_with_both_recipes():
         assert any(row.startswith(f"| {choice}") for row in rows), choice
 
 
-def test_the_truthtorchlm_recipe_is_its_mars_choices():
-    """TruthTorchLM 0.1.19's MARS: softmax(score / 0.1) phrase weights and the published code's
-    token-to-phrase rule; every other choice is default's; asked otherwise, it says so."""
+def test_the_truthtorchlm_recipe_is_its_mars_and_clustering_choices():
+    """TruthTorchLM 0.1.19's MARS (softmax(score / 0.1) phrase weights and the published code's
+    token-to-phrase rule) and its clustering (first member, lenient); every other choice is
+    default's; asked otherwise, it says so."""
     from mars_demo.recipes import resolve
 
     r = recipe_of("truthtorchlm")
     assert (r.normalization, r.softmax_temperature, r.alignment_rule) == ("softmax", 0.1,
                                                                           "paper-code")
+    assert (r.clustering_algorithm, r.cluster_rule) == ("first-member", "lenient")
     default = recipe_of("default")
     same = {"prompt", "stop_strings", "keep_stop", "banned_strings", "top_k", "max_new_tokens",
-            "nli_input_format", "clustering_algorithm", "cluster_rule", "cluster_by_text"}
+            "nli_input_format", "clustering_algorithm", "cluster_by_text"}
     assert all(getattr(r, k) == getattr(default, k) for k in same)
     run = resolve(Settings(recipe="truthtorchlm", normalization="sum", softmax_temperature=0.5))
     assert (run.settings.normalization, run.settings.softmax_temperature) == ("softmax", 0.1)
-    assert run.overrides() == ["The truthtorchlm recipe sets normalization softmax (not sum), "
-                               "softmax temperature 0.1 (not 0.5), as TruthTorchLM 0.1.19 does."]
+    assert run.settings.cluster_rule == "lenient"
+    assert run.overrides() == ["The truthtorchlm recipe sets cluster rule lenient (not strict), "
+                               "normalization softmax (not sum), softmax temperature 0.1 (not "
+                               "0.5), as TruthTorchLM 0.1.19 does."]

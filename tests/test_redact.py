@@ -93,8 +93,21 @@ def test_the_banner_names_an_optional_model_only_where_its_methods_can_run(
     named = dataclasses.replace(offered, model_names={field: "Shown Name"})
     assert f"{label} <b>Shown Name</b>" in Controller(EngineHost(engine), named).banner_html()
     engine.settings = engine.settings.replace(methods=(own_method,))  # the engine's own methods
+    # a page only the host opens names it by its folder too: the page shows no server folder
     local = Controller(EngineHost(engine), Access()).banner_html()
-    assert f"{label} <b>/srv/secret/models/{folder}</b>" in local
+    assert f"{label} <b>{folder}</b>" in local and "/srv/secret" not in local
+
+
+def test_the_models_line_shows_no_server_folder_public_or_not():
+    """The banner's Models line names a local model by its folder's last part and a Hub id as
+    given, also on a page only the host opens (/tmp/... was shown there)."""
+    engine = FakeEngine()
+    engine.settings = engine.settings.replace(llm="/tmp/pytest-7/tiny-models0/llm",
+                                              importance="/tmp/x/imp/", nli="org/nli")
+    for access in (Access(), public_access()):
+        banner = Controller(EngineHost(engine), access).banner_html()
+        assert "/tmp" not in banner, banner
+        assert "importance <b>imp</b>" in banner and "NLI <b>org/nli</b>" in banner
 
 
 def test_paths_and_names():

@@ -76,6 +76,17 @@ def active_columns(html: str) -> set[str]:
 # --- the page ----------------------------------------------------------------------------------
 
 
+def test_the_verdict_and_its_answer_read_one_after_the_other():
+    """The progress line ("Done. Total ... s" once done) comes after the answer and its
+    warnings, not between the verdict and the answer."""
+    config = build_demo(FakeEngine()).get_config_file()
+    order = [c["props"].get("elem_id") for c in sorted(config["components"], key=lambda c: c["id"])]
+    place = {name: order.index(name) for name in
+             ("mars-verdict", "mars-answer", "mars-warnings", "mars-progress")}
+    assert place["mars-verdict"] < place["mars-answer"] < place["mars-warnings"] < (
+        place["mars-progress"]), place
+
+
 def test_page_builds_without_loading_any_model():
     engine = FakeEngine()
     demo = build_demo(engine, access=SWITCH_ALLOWED)
@@ -310,10 +321,15 @@ def test_token_tooltip_has_text_probability_phrase_and_weight():
     html = render.answer_tokens_html(result.greedy, "mars")
     title = re.search(r'data-token="2"[^>]*data-tip="([^"]*)"', html).group(1)
     assert f'aria-label="{title}"' in html  # the same details for screen readers
-    assert "&#x27; Mars&#x27;" in title  # the token text, escaped
-    assert f"probability {math.exp(-0.9):.3f}" in title
-    assert "phrase &#x27;Mars.&#x27;: importance 0.950, phrase weight 0.950" in title
-    assert f"weight {result.greedy.mars_weights[2]:.3f} (MARS)" in title
+    # in words: the token, its chance, its share of the weight, its phrase
+    assert title.startswith("\u201cMars\u201d: the model gave it a 41% chance as it wrote it.")
+    assert round(100 * math.exp(-0.9)) == 41
+    share = result.greedy.mars_weights[2]
+    assert f"It carries {share:.0%} of the answer&#x27;s weight under MARS scoring (25% if " \
+        "every token weighed the same)." in title
+    assert ("Part of \u201cMars.\u201d, which the importance model rates 0.95 for the meaning "
+            "(it gets 95% of the importance).") in title
+    assert "log" not in title and "0.0" not in title  # no jargon, no raw numbers
     assert html.count('class="mars-phrase"') == 2  # phrase boundaries are marked
 
 
@@ -605,9 +621,14 @@ def test_a_new_ask_and_an_error_clear_the_last_warnings():
     assert visible(updates[-1]["error"]) and not visible(updates[-1]["warnings"])
 
 
-def test_the_ask_event_is_followed_by_a_re_render_with_the_toggles_value_then():
-    """A toggle flipped while the answer streams must still win: the Ask is chained (``.then``)
-    to the re-render, which reads the result state and the toggle when the Ask ends."""
+def test_the_toggles_re_render_is_registered_once_and_follows_every_stored_result():
+    """A toggle flipped while the answer streams must still win: the one re-render of the stored
+    result runs on either toggle and whenever a result is stored (the result state's change:
+    an Ask's, pasted answers', a re-score's), reading the result and the toggles then. It is
+    registered once, in the view group, one at a time (four registrations without a limit let
+    one client run four at once)."""
+    from mars_demo.access import VIEW_GROUP
+
     demo = build_demo(FakeEngine())
     config = demo.get_config_file()
     by_id = {c["id"]: c for c in config["components"]}
@@ -615,13 +636,18 @@ def test_the_ask_event_is_followed_by_a_re_render_with_the_toggles_value_then():
     def elem(dep_ids):
         return [by_id[i]["props"].get("elem_id") or by_id[i]["type"] for i in dep_ids]
 
-    deps = config["dependencies"]
-    ask_dep = next(d for d in deps if d["api_name"] == "ask")
-    follow = [d for d in deps if d.get("trigger_after") == ask_dep["id"]]
-    assert len(follow) == 1
-    assert elem(follow[0]["inputs"]) == ["state", "mars-scoring", "mars-shade"]
-    outputs = elem(follow[0]["outputs"])
+    renders = [fn for fn in demo.fns.values() if fn.name == "show_scoring"]
+    assert len(renders) == 1
+    render_fn = renders[0]
+    assert (render_fn.concurrency_id, render_fn.concurrency_limit) == (VIEW_GROUP, 1)
+    assert {(elem([block])[0], event) for block, event in render_fn.targets} == {
+        ("mars-scoring", "change"), ("mars-shade", "change"), ("state", "change")}
+    assert elem([b._id for b in render_fn.inputs]) == ["state", "mars-scoring", "mars-shade"]
+    outputs = elem([b._id for b in render_fn.outputs])
     assert "mars-answer" in outputs and "mars-error" in outputs
+    ask_dep = next(d for d in config["dependencies"] if d["api_name"] == "ask")
+    follow = [d for d in config["dependencies"] if d.get("trigger_after") == ask_dep["id"]]
+    assert [d["api_name"] for d in follow] == ["_ask_ready"]  # no second re-render
     # what it computes: the stored result in the toggle's current scoring
     controller = make_controller()
     final = ask(controller, scoring="mars")[-1]

@@ -25,33 +25,34 @@ def axis_ranges(fig) -> list[list[float]]:
     return [v["range"] for k, v in layout.items() if k.startswith("yaxis") and "range" in v]
 
 
-def test_the_uncertainty_plot_shows_the_difference_between_close_values():
-    """Confidence 2.10 vs 2.05 on an axis from 0 to 2.5 looked the same; now each measure has
-    an axis fitted to its two values, where their difference takes a third of the height or more."""
+def test_the_uncertainty_plot_draws_every_value_on_one_axis_from_zero():
+    """Each measure had its own axis fitted to its two values, so 0.160 against 0.157 was drawn
+    as a steep drop; now the six values share one axis that holds 0, and a difference of 0.003
+    takes about as little of it as it should."""
     result = make_result()
     result.uncertainty = dataclasses.replace(
         result.uncertainty,
-        confidence=Pair(2.10, 2.05),
+        confidence=Pair(0.160, 0.157),
         entropy=Pair(3.0, 3.4),
         semantic_entropy=Pair(-0.20, -0.18),
     )
     fig = plots.uncertainty_figure(result, "mars")
     ranges = axis_ranges(fig)
-    for key in ("confidence", "entropy", "semantic_entropy"):
-        pair = getattr(result.uncertainty, key)
-        lo, hi = sorted((pair.length_normalized, pair.mars))
-        fitting = [r for r in ranges if r[0] <= lo and hi <= r[1]
-                   and (hi - lo) / (r[1] - r[0]) >= 1 / 3]
-        assert fitting, (key, ranges)
-    assert all(not (r[0] <= 0 <= r[1]) for r in ranges[:2])  # far from 0: 0 is not on the axis
+    assert len(ranges) == 1, ranges  # one axis
+    (lo, hi), = ranges
+    values = [v for trace in fig.data for v in trace.y]
+    assert len(values) == 6 and lo <= min(values) and max(values) <= hi and lo <= 0 <= hi
+    assert (0.160 - 0.157) / (hi - lo) < 0.01
     shown = [t for trace in fig.data for t in (trace.text or ())]
-    assert "2.100" in shown and "2.050" in shown and "−0.180" in shown  # the numbers are printed
+    assert "0.160" in shown and "0.157" in shown and "−0.180" in shown  # the numbers are printed
+    assert fig.layout.barmode == "group"
 
 
-def test_equal_values_still_get_an_axis():
-    assert plots.value_range([0.0, 0.0]) == [-0.01, 0.01]
-    lo, hi = plots.value_range([5.0, 5.0])
-    assert lo < 5.0 < hi
+def test_the_axis_holds_zero_and_room_for_the_numbers():
+    assert plots.value_range([0.0, 0.0]) == [0.0, 0.2]
+    assert plots.value_range([2.1, 2.05, 0.5]) == [0.0, 2.52]
+    lo, hi = plots.value_range([-1.5, 0.1])
+    assert lo < -1.5 and 0.1 < hi
 
 
 # --- warnings and tables count alike -----------------------------------------------------------

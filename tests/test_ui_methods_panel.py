@@ -185,8 +185,10 @@ def test_each_value_is_placed_among_the_run_answers(tmp_path):
             in cell(found["eigv"], "value"))
     assert 'title="1 of the run&#x27;s 4 answers have a lower value, 2 the same value' in found["eigv"]
     assert "less trustworthy than 75% of the run&#x27;s answers<" in cell(found["sentence_sar"], "mars")
-    assert "less trustworthy than 0% of the run&#x27;s answers" in cell(found["sentence_sar"],
-                                                                          "length_normalized")
+    # none lower: said from the other side, never "less trustworthy than 0%"
+    assert "more trustworthy than all of the run&#x27;s answers<" in cell(
+        found["sentence_sar"], "length_normalized")
+    assert "than 0%" not in html and "none of" not in html
     # a method the run lacks: no place, and the row says so
     assert "less trustworthy" not in found["num_sets"]
     assert esc(texts.METHODS_ABSENT) in cell(found["num_sets"], "value")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -10,13 +11,13 @@ from mars_demo import verdict as v
 from ui_helpers import make_answer, make_result
 
 
-def answers(greedy: str, samples: list[tuple[str, int, float]]):
-    """A result whose greedy answer is ``greedy`` and whose samples are (text, cluster, log p of
-    its one token)."""
+def answers(greedy: str, samples: list[tuple[str, int, float]], greedy_logprob: float = -0.1):
+    """A result whose greedy answer is ``greedy`` (one token of log p ``greedy_logprob``) and
+    whose samples are (text, cluster, log p of its one token)."""
     base = make_result()
     return dataclasses.replace(
         base,
-        greedy=make_answer([greedy], [-0.1], [([0], 1.0)]),
+        greedy=make_answer([greedy], [greedy_logprob], [([0], 1.0)]),
         samples=[make_answer([text], [lp], [([0], 1.0)]) for text, _, lp in samples],
         cluster_ids=[cluster for _, cluster, _ in samples],
     )
@@ -30,19 +31,30 @@ SPLIT = [("Mars", 0, -0.1), ("Jupiter", 1, -0.9), ("Venus", 2, -1.2), ("Saturn",
 
 def test_all_samples_one_meaning_is_consistent():
     found = v.evidence(answers("Mars", ALL_MARS))
-    assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True)
+    assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True,
+                               sureness=pytest.approx(math.exp(-0.1)))
     verdict = v.judge(found)
     assert verdict.level == "consistent" and verdict.badge == "Consistent"
-    assert verdict.text == "Consistent: 5 of 5 sampled answers mean the same as this answer."
+    # the line itself says that agreement is not correctness, and its tone is not trust
+    assert verdict.text == (
+        "Consistent: The model gives this answer every time (5 of 5 other tries). It was sure "
+        "of the words that matter: it gave them a 90% chance on average. That does not show it "
+        "is right: a model "
+        "can repeat a wrong answer.")
+    assert verdict.tone == "neutral"
     assert verdict.chance is None and "likely right" not in verdict.text  # no calibration
 
 
 def test_split_meanings_are_unsure_and_say_how_many():
     verdict = v.verdict(answers("Mars", SPLIT))
-    assert verdict.evidence == v.Evidence(agreeing=1, samples=5, meanings=4, scorings_agree=True)
+    assert verdict.evidence == v.Evidence(agreeing=1, samples=5, meanings=4, scorings_agree=True,
+                                          sureness=pytest.approx(math.exp(-0.1)))
     assert verdict.level == "unsure"
-    assert verdict.text == ("Unsure: the model's answers split into 4 different meanings; 1 of 5 "
-                            "means the same as this answer.")
+    assert verdict.text == (
+        "Unsure: The model gives 4 different answers in 5 other tries; this one in 1. It was "
+        "sure of the words that matter: it gave them a 90% chance on average. Do not rely on it "
+        "without checking it.")
+    assert verdict.tone == "caution"
 
 
 def test_a_majority_is_mostly_consistent_and_names_the_other_meanings():
@@ -50,8 +62,11 @@ def test_a_majority_is_mostly_consistent_and_names_the_other_meanings():
                ("Jupiter", 2, -2.5)]
     verdict = v.verdict(answers("Mars", samples))
     assert verdict.level == "mostly"
-    assert verdict.sentence == ("3 of 5 sampled answers mean the same as this answer; the others "
-                                "give 2 other meanings.")
+    assert verdict.sentence.startswith(
+        "The model gives this answer in 3 of 5 other tries; the rest say something else.")
+    assert verdict.sentence.endswith("That does not show it is right; check it before you rely "
+                                     "on it.")
+    assert verdict.tone == "neutral"
 
 
 def test_scorings_that_favour_different_meanings_make_a_majority_unsure():
@@ -68,18 +83,19 @@ def test_scorings_that_favour_different_meanings_make_a_majority_unsure():
     assert ln[1] > ln[0] and mars[0] > mars[1]  # the premise: each favours another meaning
     verdict = v.verdict(result)
     assert verdict.evidence == v.Evidence(agreeing=3, samples=5, meanings=2,
-                                          scorings_agree=False)
+                                          scorings_agree=False,
+                                          sureness=pytest.approx(math.exp(the_mars.scores.mars)))
     assert verdict.level == "unsure"
-    assert verdict.sentence == (
-        "3 of 5 sampled answers mean the same as this answer; the others give 1 other meaning. "
-        "MARS and length-normalized scoring disagree on which meaning is the most likely.")
+    assert verdict.sentence.startswith(
+        "The model gives this answer in 3 of 5 other tries; the rest say something else. Its "
+        "two scorings disagree on which of its answers is the most likely.")
 
 
 def test_an_answer_no_sample_shares_words_with_is_placed_nowhere():
     verdict = v.verdict(answers("The fourth planet", ALL_MARS))
     assert verdict.evidence.agreeing is None and verdict.level == "unsure"
-    assert "none of the 5 sampled answers has the words of this answer" in verdict.text
-    assert "give 1 meaning." in verdict.text
+    assert "None of the model's 5 other tries matches this answer (they give 1 different " \
+        "answer)." in verdict.text
 
 
 def with_greedy_nli(result, probabilities, greedy=None, answers=None):
@@ -103,8 +119,9 @@ def test_an_answer_in_other_words_is_placed_by_the_samples_it_entails():
                              [ENTAILS, ENTAILS, NEUTRAL, ENTAILS, NEUTRAL])
     found = v.evidence(result)
     assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True,
-                               placed_by="nli")
-    assert v.judge(found).text == "Consistent: 5 of 5 sampled answers mean the same as this answer."
+                               placed_by="nli", sureness=pytest.approx(math.exp(-0.1)))
+    assert v.judge(found).sentence.startswith(
+        "The model gives this answer every time, in other words (5 of 5 other tries).")
     # split: it entails the two "Jupiter"s (cluster 1) and contradicts "Mars" (cluster 0)
     split = with_greedy_nli(answers("The largest planet", SPLIT),
                             [CONTRADICTS, ENTAILS, NEUTRAL, NEUTRAL, ENTAILS])
@@ -133,16 +150,18 @@ def test_nli_verdicts_that_place_nothing_or_are_not_these_answers_place_it_nowhe
     result = with_greedy_nli(answers("The fourth planet", ALL_MARS), **change)
     found = v.evidence(result)
     assert (found.agreeing, found.placed_by) == (None, "")
-    assert "none of the 5 sampled answers has the words of this answer or follows from it" in \
-        v.judge(found).text
+    assert "None of the model's 5 other tries matches this answer" in v.judge(found).text
 
 
 def test_too_few_samples_say_so():
     verdict = v.verdict(answers("Mars", ALL_MARS[:2]))
-    assert verdict.level == "few" and verdict.badge == "Too few samples"
-    assert verdict.sentence == "2 of 2 sampled answers mean the same as this answer."
+    assert verdict.level == "few" and verdict.badge == "Too few tries"
+    assert verdict.sentence.startswith(
+        "Only 2 other tries: too few to tell whether the model keeps to this answer.")
+    assert verdict.sentence.endswith("Ask again with more sampled answers (Settings) for a "
+                                     "verdict.")
     one = v.verdict(answers("Mars", ALL_MARS[:1]))
-    assert one.sentence == "1 of 1 sampled answer means the same as this answer."
+    assert one.sentence.startswith("Only 1 other try: too few")
 
 
 @pytest.mark.parametrize("samples", [ALL_MARS, SPLIT])
@@ -150,12 +169,57 @@ def test_a_calibration_adds_its_chance_and_where_it_was_made(samples):
     plain = v.verdict(answers("Mars", samples))
     calibrated = v.verdict(answers("Mars", samples), chance=0.823, calibrated_on="facts.jsonl",
                            n=40)
-    assert calibrated.level == plain.level and calibrated.sentence == plain.sentence
+    assert calibrated.level == plain.level
+    # the chance replaces the caveat that agreement is not correctness
+    assert plain.sentence == f"{calibrated.sentence} {v.texts.VERDICT_ADVICE[plain.level]}"
     assert calibrated.calibrated == "About 82% likely right (calibrated on facts.jsonl, 40 questions)."
-    assert calibrated.text == f"{plain.text} {calibrated.calibrated}"
+    assert calibrated.text == f"{calibrated.badge}: {calibrated.sentence} {calibrated.calibrated}"
 
 
 def test_same_words_sets_aside_case_spaces_and_end_punctuation_only():
     assert v.same_words("Mars.", "  mars ") and v.same_words("It is  Mars!", "it is mars")
     assert not v.same_words("Mars", "It is Mars") and not v.same_words("", "")
     assert not v.same_words("Mars", "Marseille")
+
+
+@pytest.mark.parametrize("chance,tone", [(None, "neutral"), (0.93, "likely"), (0.8, "likely"),
+                                         (0.62, "maybe"), (0.2, "unlikely")])
+def test_only_a_calibrated_chance_gets_a_tone_of_trust(chance, tone):
+    """Without a calibration, five agreeing samples read neutral, never as a "yes"; the tone
+    follows the calibrated chance where there is one, whatever the agreement."""
+    assert v.verdict(answers("Mars", ALL_MARS), chance=chance).tone == tone
+    if chance is not None:
+        assert v.verdict(answers("Mars", SPLIT), chance=chance).tone == tone
+
+
+def test_the_words_differ_where_the_evidence_differs():
+    """Two answers the model repeats every time: one whose words it was sure of, one it made up
+    (improbable words), and one matched by meaning only: three sentences."""
+    known = v.verdict(answers("Canberra", [("Canberra", 0, -0.1)] * 5, greedy_logprob=-0.05))
+    made_up = v.verdict(answers("The Burj Khalifa is the world",
+                                [("The Burj Khalifa is the world", 0, -2.0)] * 5,
+                                greedy_logprob=-1.6))
+    assert known.level == made_up.level == "consistent"
+    assert ("It was sure of the words that matter: it gave them a 95% chance on average."
+            in known.sentence)
+    assert ("It was unsure of the words that matter: it gave them a 20% chance on average."
+            in made_up.sentence)
+    fairly = v.verdict(answers("Mars", ALL_MARS, greedy_logprob=-0.4))
+    assert ("It was fairly sure of the words that matter: it gave them a 67% chance on average."
+            in fairly.sentence)
+    # a chance that is not none is never said as 0%
+    tiny = v.verdict(answers("Mars", ALL_MARS, greedy_logprob=-6.0))
+    assert "it gave them a <1% chance on average." in tiny.sentence, tiny.sentence
+    sentences = {known.sentence, made_up.sentence, fairly.sentence}
+    assert len(sentences) == 3
+    for verdict in (known, made_up, fairly):  # plain words: no cluster talk in the line
+        assert "cluster" not in verdict.text and "follows from" not in verdict.text
+
+
+def test_a_level_record_of_the_served_run_is_said():
+    record = v.LevelRecord("consistent", right=28, n=40, low=0.55, high=0.82, run="facts")
+    verdict = v.verdict(answers("Mars", ALL_MARS), record={"consistent": record})
+    assert verdict.record == ("Answers the page called consistent were right 70% of the time "
+                              "on facts (n = 40; 95% interval 55% to 82%).")
+    # a record of another level is not this verdict's
+    assert v.verdict(answers("Mars", SPLIT), record={"consistent": record}).record == ""

@@ -16,8 +16,10 @@ import json
 import math
 import os
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -313,6 +315,9 @@ def running_app(
         "MARS_DEMO_SHARE": "0",
     }
     env_vars.pop("SPACE_ID", None)  # a public page only when a test asks for one
+    # the example analyses it keeps: its own folder, not the home's cache
+    examples = tempfile.mkdtemp(prefix="mars-examples-")
+    env_vars["MARS_DEMO_EXAMPLE_CACHE"] = examples
     for name, value in (env or {}).items():
         if value is None:
             env_vars.pop(name, None)
@@ -360,6 +365,7 @@ def running_app(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+        shutil.rmtree(examples, ignore_errors=True)
 
 
 _SHARED_APP: dict[str, str] = {}

@@ -110,10 +110,14 @@ def semantic_clusters(
     distinct, index_of = _distinct_answers(answers, n)
     for i in distinct:
         for j in distinct:
-            if i != j:
+            if i != j and (rows[i][j] is not None or algorithm == "all-pairs"):
                 rows[i][j] = _nli_label(rows[i][j], f"labels[{i}][{j}]")
 
     def passes(a: int, b: int) -> bool:
+        for x, y in ((a, b), (b, a)):
+            if rows[x][y] is None:  # a pair the NLI was not asked (see pending_pairs)
+                raise ValueError(f"labels[{x}][{y}] is None: the clustering reads that pair, "
+                                 "so it must be judged")
         return _same_meaning(rows[a][b], rows[b][a], rule)
 
     # group[d]: a representative label for distinct answer d (any id; renumbered below)
@@ -134,6 +138,53 @@ def semantic_clusters(
             group.append(d if last is None else group[last])
     renumber: dict[int, int] = {}
     return [renumber.setdefault(group[index_of[i]], len(renumber)) for i in range(n)]
+
+
+def pending_pairs(labels, rule: str = "strict", answers=None) -> list[tuple[int, int]]:
+    """The (premise, hypothesis) pairs the first-member algorithm of :func:`semantic_clusters`
+    must still read, given ``labels`` where None marks a pair not judged yet; empty once the
+    clusters are determined. Judging them and asking again takes one round per cluster: round
+    1 every answer against the first answer; then the answers that failed it against the first
+    of them, and so on. The pairs never read stay None (the diagonal is never read).
+
+    >>> E, C = "entailment", "contradiction"
+    >>> labels = [[E, None, None], [None, E, None], [None, None, E]]
+    >>> pending_pairs(labels)
+    [(0, 1), (1, 0), (0, 2), (2, 0)]
+    >>> labels[0][1], labels[1][0], labels[0][2], labels[2][0] = E, E, C, C
+    >>> pending_pairs(labels)
+    []
+    >>> labels[0][2] = E  # 2 passes 0 one way only: strict, it starts the second cluster
+    >>> pending_pairs(labels)
+    []
+    >>> labels[0][2] = labels[2][0] = C; labels[1][0] = C  # 1 and 2 both fail 0
+    >>> pending_pairs(labels)
+    [(1, 2), (2, 1)]
+    """
+    rule = check.one_of(rule, RULES, "rule")
+    rows = [list(row) for row in labels]
+    n = len(rows)
+    distinct, _ = _distinct_answers(answers, n)
+    first_members: list[int] = []
+    need: list[tuple[int, int]] = []
+    for i in distinct:
+        placed = blocked = False
+        for first in first_members:  # in cluster order, as semantic_clusters reads them
+            unknown = [(x, y) for x, y in ((first, i), (i, first)) if rows[x][y] is None]
+            if unknown:
+                need += unknown
+                blocked = True
+                break
+            forward = _nli_label(rows[first][i], f"labels[{first}][{i}]")
+            backward = _nli_label(rows[i][first], f"labels[{i}][{first}]")
+            if _same_meaning(forward, backward, rule):
+                placed = True
+                break
+        # an answer that failed every first member starts a cluster, unless an earlier answer
+        # is still unplaced (it may start one first, which this answer is then tested against)
+        if not placed and not blocked and not need:
+            first_members.append(i)
+    return need
 
 
 def _distinct_answers(answers, n: int) -> tuple[list[int], list[int]]:

@@ -17,7 +17,30 @@ from scipy.special import logsumexp
 from . import _validation as check
 
 #: the NLI labels of an alternative that count for and against the greedy token (CCP)
-ENTAILMENT, CONTRADICTION = "entailment", "contradiction"
+ENTAILMENT, CONTRADICTION, NEUTRAL = "entailment", "contradiction", "neutral"
+
+
+def combine_nli(forward: str, backward: str) -> str:
+    """One verdict from the NLI model's two, greedy token -> alternative (``forward``) and back
+    (``backward``), as CCP's authors combine them (lm-polygraph
+    ``estimators/claim_conditioned_probability.py``, ``_combine_nli``): the same verdict both
+    ways is kept; entailment one way and contradiction the other is neutral; otherwise
+    entailment or contradiction wins over neutral.
+
+    >>> combine_nli("entailment", "neutral"), combine_nli("neutral", "contradiction")
+    ('entailment', 'contradiction')
+    >>> combine_nli("entailment", "contradiction"), combine_nli("neutral", "neutral")
+    ('neutral', 'neutral')
+    """
+    if forward == backward:
+        return forward
+    both = {forward, backward}
+    if both == {ENTAILMENT, CONTRADICTION}:
+        return NEUTRAL
+    for label in (ENTAILMENT, CONTRADICTION):
+        if label in both:
+            return label
+    return NEUTRAL
 
 
 def msp(token_logprobs) -> float:
@@ -119,9 +142,10 @@ def answer_length(token_logprobs) -> float:
 def ccp_token_term(alternative_logprobs, labels) -> float:
     """One greedy token's claim-conditioned log-probability (Fadeeva et al. 2024; lm-polygraph
     ``estimators/claim_conditioned_probability.py``): ``alternative_logprobs[0]`` is the greedy
-    token's own, the rest its top alternatives'; ``labels[i]`` the NLI verdict of alternative i
-    against the greedy token. The greedy token and every alternative it entails count for it,
-    those it contradicts against; neutral ones are left out:
+    token's own, the rest its top alternatives'; ``labels[i]`` the NLI verdict between
+    alternative i and the greedy token (the authors combine both directions, :func:`combine_nli`;
+    ``labels[0]`` is not read). The greedy token and every alternative entailed count for it,
+    those contradicted against; neutral ones are left out:
     ``logsumexp(entailed) - logsumexp(entailed + contradicted)``, <= 0.
 
     >>> round(ccp_token_term([math.log(0.6), math.log(0.3), math.log(0.1)],

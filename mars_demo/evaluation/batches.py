@@ -118,8 +118,11 @@ def _results_of(engine, batch: list[Item], answer_sets: list, settings) -> list:
 
 
 def _record(item: Item, result, verdict, seconds: float) -> Record:
-    """The line of results.jsonl of a question: its analysis ``result``, and the judge's
-    ``verdict`` (None: the data gave its label)."""
+    """The line of results.jsonl of a question: its analysis ``result``, the judge's
+    ``verdict`` (None: the data gave its label), and the level of the page's verdict on the
+    answer."""
+    from ..verdict import verdict as page_verdict
+
     return Record(
         index=item.index, id=item.id, line=item.line, question=item.question,
         references=tuple(item.references), greedy=result.greedy.text,
@@ -128,6 +131,7 @@ def _record(item: Item, result, verdict, seconds: float) -> Record:
         judge=None if verdict is None else {"score": verdict.score, "detail": verdict.detail},
         uncertainty=_uncertainty(result), methods=result.methods, analysis=result.to_dict(),
         seconds=seconds,  # the batch's seconds per question
+        level=page_verdict(result).level,
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"))
 
 

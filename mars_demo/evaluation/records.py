@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..verdict import LEVELS as VERDICT_LEVELS
 from .checks import (MAX_MEASURES, VARIANTS, RunFileError, json_object, number, optional_count,
                      plain_name)
 
@@ -25,7 +26,9 @@ class Record:
     ``index`` (its place among the data's usable questions), ``id`` and ``line`` (its line in a
     local file); ``analysis``: the whole analysis
     (:meth:`mars_demo.result.AnalysisResult.to_dict`); ``seconds``: the batch's seconds per
-    question; ``finished_at``: when it was written (UTC, ISO 8601)."""
+    question; ``finished_at``: when it was written (UTC, ISO 8601); ``level``: the page's
+    verdict on the answer (:data:`mars_demo.verdict.LEVELS`; None in runs made before it was
+    recorded)."""
 
     correct: bool
     uncertainty: dict[str, dict[str, float]]
@@ -41,6 +44,7 @@ class Record:
     analysis: dict[str, Any] | None = None
     seconds: float | None = None
     finished_at: str | None = None
+    level: str | None = None
 
     @property
     def analysis_settings(self) -> dict[str, Any]:
@@ -54,7 +58,7 @@ class Record:
             "correct": self.correct, "label": self.label, "judge": self.judge,
             "uncertainty": self.uncertainty, "methods": self.methods,
             "analysis": self.analysis, "seconds": self.seconds,
-            "finished_at": self.finished_at,
+            "finished_at": self.finished_at, "level": self.level,
         }
 
     @classmethod
@@ -76,6 +80,9 @@ class Record:
         if label not in LABELS:
             raise RunFileError(f"{where}: label must be \"judged\" or \"given\"")
         seconds = row.get("seconds")
+        level = row.get("level")
+        if level is not None and level not in VERDICT_LEVELS:
+            raise RunFileError(f"{where}: level must be one of {', '.join(VERDICT_LEVELS)}")
 
         def text(key: str) -> str | None:
             return row.get(key) if isinstance(row.get(key), str) else None
@@ -92,7 +99,7 @@ class Record:
             line=optional_count(row.get("line"), f"{where}: line"),
             analysis=json_object(row.get("analysis"), f"{where}: analysis"),
             seconds=None if seconds is None else number(seconds, f"{where}: seconds", 0.0, 1e9),
-            finished_at=text("finished_at"))
+            finished_at=text("finished_at"), level=level)
 
 
 def _judge_note(raw: Any, where: str) -> dict[str, Any] | None:

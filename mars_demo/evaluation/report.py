@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..methods import FREE, OWN_MODELS, models_of, parse_methods
-from . import METRIC_TITLES, METRICS, judge_check, judges, methods_table
+from . import METRIC_TITLES, METRICS, judge_check, judges, levels, methods_table
 from . import metrics as metric_math
 from .checks import DIFF
 from .labels import row_label
@@ -168,7 +168,8 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Mani
         failed=list(failed), skipped_lines=list(skipped_lines),
         seconds_per_question=(round(sum(float(r.seconds or 0.0) for r in records) / n, 4)
                               if n else None),
-        warnings=warnings, rejudged_from=manifest.rejudged_from)
+        warnings=warnings, rejudged_from=manifest.rejudged_from,
+        levels=levels.level_records(records, out.name))
     report.calibration, stale = _kept_calibration(out, n)
     if stale:
         report.warnings.append(stale)
@@ -281,6 +282,7 @@ def markdown(report: Report) -> str:
         for m in paired:
             lines.append(f"| {label(m)} | " + " | ".join(
                 cell(report.metrics[n][m].get(DIFF), signed=True) for n in shown) + " |")
+    lines += levels.markdown_lines(report.levels)
     lines += methods_table.markdown_lines(report.methods_table)
     if report.calibration:
         lines += ["", *calibration_markdown(report.calibration)]

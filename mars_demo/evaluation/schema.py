@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .levels import from_json as levels_from_json
+from .levels import to_json as levels_json
 from .checks import (COLUMN, DIFF, MAX_MEASURES, MAX_WARNINGS, RANGES, TEXT_CHARS,  # noqa: F401
                      VARIANTS, VS_BEST, WIDE, RunFileError, count_of, plain_name, json_object,
                      optional_count, text_list, short_text, number)
@@ -290,6 +292,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     rejudged_from: dict[str, Any] | None = None
+    #: how often the answers at each verdict level of the page were right (:mod:`.levels`)
+    levels: dict[str, Any] = field(default_factory=dict)
 
     @property
     def measures(self) -> list[str]:
@@ -330,7 +334,7 @@ class Report:
             "methods_table": self.methods_table.to_dict(),
             "failed": [f.to_dict() for f in self.failed], "skipped_lines": self.skipped_lines,
             "seconds_per_question": self.seconds_per_question, "warnings": self.warnings,
-            "plots": self.plots,
+            "plots": self.plots, "levels": levels_json(self.levels),
         }
         if self.rejudged_from is not None:
             out["rejudged_from"] = self.rejudged_from
@@ -376,4 +380,5 @@ class Report:
                 seconds, "seconds_per_question", 0.0, 1e9),
             warnings=text_list(data.get("warnings"), "warnings", MAX_WARNINGS),
             plots=text_list(data.get("plots"), "plots"),
-            rejudged_from=json_object(data.get("rejudged_from"), "rejudged_from"))
+            rejudged_from=json_object(data.get("rejudged_from"), "rejudged_from"),
+            levels=levels_from_json(data.get("levels")))

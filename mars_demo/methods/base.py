@@ -36,6 +36,27 @@ class AnswerInputs:
     token_entropies: list[float | None]
     kl_uniform: list[float | None]
     alternatives: list[list | None]
+    # the end-of-sequence token the answer ended on ({"logprob", and where known "entropy",
+    # "kl_uniform", "alternatives"}); None: it ended otherwise or the analysis predates it
+    end_token: Mapping[str, Any] | None = None
+
+    def with_end_token(self) -> "AnswerInputs":
+        """This answer as lm-polygraph counts its tokens: its end-of-sequence token appended
+        as one more token (itself when it has none). The MARS weights become those of L + 1
+        tokens, the end token belonging to no phrase (importance 0):
+        ``w_l = 1/(2(L+1)) + u_l/2`` and ``w_end = 1/(2(L+1))``, still summing to 1."""
+        end = self.end_token
+        if end is None:
+            return self
+        n = len(self.token_logprobs)
+        shift = 1.0 / (2 * (n + 1)) - (1.0 / (2 * n) if n else 0.0)
+        return dataclasses.replace(
+            self, end_token=None,
+            token_logprobs=[*self.token_logprobs, float(end["logprob"])],
+            mars_weights=[w + shift for w in self.mars_weights] + [1.0 / (2 * (n + 1))],
+            token_entropies=[*self.token_entropies, end.get("entropy")],
+            kl_uniform=[*self.kl_uniform, end.get("kl_uniform")],
+            alternatives=[*self.alternatives, end.get("alternatives")])
 
     def weights(self, variant: str) -> list[float]:
         """The token weights of a scoring: 1/L each (``length_normalized``) or the MARS
@@ -60,6 +81,9 @@ class MethodInputs:
     cluster_ids: list[int]
     nli_probabilities: list | None
     saved: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    # whether the token-level methods count the greedy answer's end-of-sequence token
+    # (mars_demo.options.END_TOKEN_RULES: "exclude" | "include"; see greedy_tokens)
+    end_token: str = "exclude"
 
     @property
     def texts(self) -> list[str]:
@@ -79,6 +103,14 @@ class MethodInputs:
         if self.greedy is None:
             raise ValueError("this analysis holds no greedy answer")
         return self.greedy
+
+    @property
+    def greedy_tokens(self) -> AnswerInputs:
+        """The greedy answer as the token-level methods count its tokens: with its
+        end-of-sequence token appended under ``end_token="include"`` (where it ended on one),
+        else as scored."""
+        g = self.greedy_answer
+        return g.with_end_token() if self.end_token == "include" else g
 
 
 #: A method's math: its value from the inputs and, for a scored method, the scoring
@@ -124,10 +156,12 @@ NEEDS: dict[str, Need] = {n.id: n for n in (
     Need("samples", True),
     Need("greedy", True, lambda x: x.greedy is not None,
          "greedy answer", "score its answers again with a greedy answer"),
-    Need("nli_probabilities", True, lambda x: x.nli_probabilities is not None,
-         "NLI probabilities of the samples (it predates the saved NLI probabilities, "
-         "schema 2)",
-         "score its answers again (python -m mars_demo score FILE) to get them"),
+    Need("nli_probabilities", True,
+         lambda x: x.nli_probabilities is not None and all(
+             cell is not None for row in x.nli_probabilities for cell in row),
+         "NLI probabilities of every pair of samples (it predates the saved NLI probabilities, "
+         "schema 2, or its NLI judged the clustering's pairs alone, nli_pairs clustering)",
+         "score its answers again (python -m mars_demo score FILE --nli-pairs all) to get them"),
     Need("token_entropy", True, _tokens_have("token_entropies"),
          "entropy of the greedy answer's tokens (answers made before it was saved, or given "
          "without it)", "generate the answers again (in-process, or through a server that "
@@ -196,13 +230,18 @@ def answer_inputs(answer: Mapping[str, Any]) -> AnswerInputs:
         token_entropies=[t.get("entropy") for t in tokens],
         kl_uniform=[t.get("kl_uniform") for t in tokens],
         alternatives=[t.get("alternatives") for t in tokens],
+        end_token=answer.get("end_token") or None,
     )
 
 
-def inputs_of(result: Any) -> MethodInputs:
+def inputs_of(result: Any, end_token: str | None = None) -> MethodInputs:
     """:class:`MethodInputs` of an :class:`~mars_demo.result.AnalysisResult` or its JSON
-    (:meth:`~mars_demo.result.AnalysisResult.to_dict`)."""
+    (:meth:`~mars_demo.result.AnalysisResult.to_dict`); ``end_token`` ("exclude" |
+    "include"; None: as the analysis was scored, else "exclude") says whether the token-level
+    methods count the greedy answer's end token."""
     data = result if isinstance(result, Mapping) else result.to_dict()
+    if end_token is None:
+        end_token = (data.get("settings") or {}).get("end_token") or "exclude"
     try:
         greedy = data.get("greedy")
         return MethodInputs(
@@ -212,6 +251,7 @@ def inputs_of(result: Any) -> MethodInputs:
             cluster_ids=list(data["cluster_ids"]),
             nli_probabilities=(data.get("nli") or {}).get("probabilities"),
             saved=dict(data.get("method_inputs") or {}),
+            end_token=end_token,
         )
     except (KeyError, TypeError) as err:
         raise ValueError(

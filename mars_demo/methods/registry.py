@@ -135,12 +135,15 @@ def row_label(name: str, variant: str) -> str:
     return text + _SUFFIX.get(variant, f" ({variant.replace('_', ' ')})")
 
 
-def compute_methods(result: Any, ids: Sequence[str] | str) -> dict[str, dict[str, float]]:
+def compute_methods(result: Any, ids: Sequence[str] | str,
+                    end_token: str | None = None) -> dict[str, dict[str, float]]:
     """``{method id: {variant: value}}`` of the methods ``ids`` for one analysis (an
     :class:`~mars_demo.result.AnalysisResult` or its JSON), from what it holds alone: no model
-    runs. Raises ``ValueError`` for an unknown id, or for a method whose inputs the analysis
-    lacks (saying which and how to get them)."""
-    return compute_from(inputs_of(result), ids)
+    runs. ``end_token`` ("exclude" | "include"; None: as the analysis was scored) says whether
+    the token-level methods count the greedy answer's end token. Raises ``ValueError`` for an
+    unknown id, or for a method whose inputs the analysis lacks (saying which and how to get
+    them)."""
+    return compute_from(inputs_of(result, end_token), ids)
 
 
 def check_needs(inputs: MethodInputs, ids: Sequence[str]) -> None:

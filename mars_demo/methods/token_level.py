@@ -7,6 +7,12 @@ divergence from the uniform distribution (``kl_uniform``) are computed where the
 in-process exactly, from the logits generation already has; through an OpenAI-compatible server
 the entropy from its top log-probs with the rest of the mass as one bucket (a lower bound, said in
 a warning), and no ``kl_uniform`` (a server returns no full distribution).
+
+The end-of-sequence token an answer ended on is stored with its statistics (``end_token``) but
+is not one of the answer's tokens; ``end_token="include"`` (``--end-token include``) counts it
+as one more token in ``msp``, ``mean_token_entropy``, ``self_certainty`` and ``ccp``, as
+lm-polygraph's estimators do (its greedy statistics keep the end token).
+``answer_length`` counts the answer's own tokens either way.
 """
 
 from __future__ import annotations
@@ -19,20 +25,20 @@ _POLYGRAPH = "Fadeeva et al. 2023 (lm-polygraph)"
 def _msp(x, _):
     from ..core import token_level
 
-    return token_level.msp(x.greedy_answer.token_logprobs)
+    return token_level.msp(x.greedy_tokens.token_logprobs)
 
 
 def _mean_token_entropy(x, variant):
     from ..core import token_level
 
-    g = x.greedy_answer
+    g = x.greedy_tokens
     return token_level.mean_token_entropy(g.token_entropies, g.weights(variant))
 
 
 def _self_certainty(x, _):
     from ..core import token_level
 
-    return token_level.self_certainty(x.greedy_answer.kl_uniform)
+    return token_level.self_certainty(x.greedy_tokens.kl_uniform)
 
 
 def _answer_length(x, _):

@@ -148,13 +148,36 @@ def token_stats_of(answer: ServerChoice, pieces: list[str], keep: int,
         return {}, None
     stats: dict[str, list] = {"entropy": [top_k_entropy(list(t.values()))[0] for t in tops]}
     if alternatives:
-        rows = []
-        for piece, lp, top in zip(pieces, answer.logprobs, tops):
-            others = sorted(((k, v) for k, v in top.items() if k != piece), key=lambda kv: -kv[1])
-            rows.append([[piece, min(float(lp), 0.0)]]
-                        + [[k, min(v, 0.0)] for k, v in others[:alternatives - 1]])
-        stats["alternatives"] = rows
+        stats["alternatives"] = [_alternatives_of(piece, lp, top, alternatives)
+                                 for piece, lp, top in zip(pieces, answer.logprobs, tops)]
     return stats, max(len(t) for t in tops)
+
+
+def _alternatives_of(piece: str, logprob: float, top: dict[str, float], n: int) -> list[list]:
+    """One token's top ``n`` alternatives from the server's top log-probs, the token first."""
+    others = sorted(((k, v) for k, v in top.items() if k != piece), key=lambda kv: -kv[1])
+    return [[piece, min(float(logprob), 0.0)]] + [[k, min(v, 0.0)] for k, v in others[:n - 1]]
+
+
+def end_token_of(answer: ServerChoice, keep: int, alternatives: int) -> dict | None:
+    """The end-of-sequence token a server's answer of ``keep`` tokens ended on, as
+    :attr:`~mars_demo.answers.Answer.end_token`: the server's token right after the answer's
+    text, with its log-prob and, where the server returned its top log-probs, its entropy
+    (a lower bound, as the answer's own) and alternatives. None when the server returned no
+    token past the text (llama.cpp's server leaves the end token out)."""
+    from ..core.token_level import top_k_entropy
+
+    if keep >= len(answer.pieces) or keep >= len(answer.logprobs) or not answer.pieces[keep]:
+        return None
+    piece, lp = answer.pieces[keep], float(answer.logprobs[keep])
+    out: dict = {"id": (answer.token_ids or [None] * len(answer.pieces))[keep], "text": piece,
+                 "logprob": min(lp, 0.0)}
+    top = (answer.top_logprobs or [None] * len(answer.pieces))[keep]
+    if top:
+        out["entropy"] = top_k_entropy(list(top.values()))[0]
+        if alternatives:
+            out["alternatives"] = _alternatives_of(piece, lp, top, alternatives)
+    return out
 
 
 def _textless(tokens: list[str], pieces: list[str], n_in: int) -> list[int]:
@@ -371,4 +394,6 @@ def to_answer(answer: ServerChoice, stops, *, finish: str | None = None,
         warnings=warnings,
     )
     gen.token_stats, gen.entropy_top_k = token_stats_of(answer, pieces, keep, alternatives)
+    if cut is None and finish == "stop":
+        gen.end_token = end_token_of(answer, keep, alternatives)
     return gen, text  # text: the answer before stripping, what teacher forcing re-scores

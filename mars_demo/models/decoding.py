@@ -130,7 +130,9 @@ def build_answer(
 
     The answer ends before the first end-of-sequence token, which is not scored, and at the first
     stop string: before it (not scored) or, with ``keep_stop``, after it (its token is kept and
-    scored, see :func:`cut_answer`).
+    scored, see :func:`cut_answer`). An answer that ended on the end-of-sequence token keeps it
+    on record as its ``end_token`` (id, text, log-prob), at index ``len(answer.logprobs)`` of
+    the generated ids.
     """
     ids = [int(t) for t in token_ids]
     n = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
@@ -148,6 +150,7 @@ def build_answer(
         # stopping here, so its only scored token is the stop itself.
         return _empty_answer(tokenizer, ids[0], logprobs[0], finish)
     stripped, spans, warnings, _ = trim_answer(pieces[:keep], cut, finish)
+    ended = cut is None and n < len(ids) and n < len(logprobs)  # on the end-of-sequence token
     return Answer(
         text=stripped,
         token_ids=ids[:keep],
@@ -156,6 +159,8 @@ def build_answer(
         logprobs=[float(x) for x in logprobs[:keep]],
         finish_reason=finish,
         warnings=warnings,
+        end_token=({"id": ids[n], "text": tokenizer.decode([ids[n]], skip_special_tokens=False),
+                    "logprob": float(logprobs[n])} if ended else None),
     )
 
 

@@ -399,10 +399,15 @@ class LLM:
             keep = len(answer.logprobs)
             answer.token_stats = {"entropy": stats["entropy"][i][:keep],
                                   "kl_uniform": stats["kl_uniform"][i][:keep]}
-            if i in stats["alternatives"]:
-                answer.token_stats["alternatives"] = [
-                    [[self.tokenizer.decode([a], skip_special_tokens=False), lp]
-                     for a, lp in step] for step in stats["alternatives"][i][:keep]]
+            alts = stats["alternatives"].get(i)
+            if alts is not None:
+                answer.token_stats["alternatives"] = [self._alternatives(step)
+                                                      for step in alts[:keep]]
+            if answer.end_token is not None:  # its statistics, at the step after the answer
+                answer.end_token.update(entropy=stats["entropy"][i][keep],
+                                        kl_uniform=stats["kl_uniform"][i][keep])
+                if alts is not None:
+                    answer.end_token["alternatives"] = self._alternatives(alts[keep])
         t2 = time.perf_counter()
         share = {"generate": (t1 - t0) / len(prompts_ids), "logprobs": (t2 - t1) / len(prompts_ids)}
         return [
@@ -414,6 +419,10 @@ class LLM:
             )
             for q in range(len(prompts_ids))
         ]
+
+    def _alternatives(self, step) -> list[list]:
+        """One step's top alternatives ``[(id, logprob), ...]`` as ``[[text, logprob], ...]``."""
+        return [[self.tokenizer.decode([a], skip_special_tokens=False), lp] for a, lp in step]
 
     def _build_rows(self, rows, request: GenerationRequest) -> list[Answer]:
         """:class:`Answer` objects of generated rows ``(new ids, log-probs)``; invalid

@@ -3,8 +3,10 @@
 The label meaning is read from the model's ``id2label`` (never hard-coded indices). The question is
 put in front of each answer, as in the original semantic-entropy code. Answers that are identical
 after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning (label
-"entailment") whatever the model says; identical texts need no model call, and every other
-ordered pair of texts goes through the model, so each pair's saved probabilities are its own.
+"entailment") whatever the model says. Every ordered pair of distinct texts goes through the
+model, and so does each distinct text against itself (the diagonal, and identical answers,
+which share that pair), so every saved probability is the model's own verdict of that pair, as
+lm-polygraph's ``SemanticMatrixCalculator`` computes it; nothing is set by hand.
 
 Cost without a changed verdict (:meth:`NLIModel.judge`): each distinct (premise, hypothesis)
 text pair is judged once, whichever questions or answers ask for it; the pairs are tokenized
@@ -20,7 +22,8 @@ Two input formats (``input_format``):
 - ``"paper-code"``: the published LLM_Uncertainty code's input, ONE string
   ``question + " " + answer1 + " [SEP] " + question + " " + answer2`` tokenized as a single text
   (a DeBERTa tokenizer reads the literal "[SEP]" as its separator). Only answers with exactly
-  equal texts skip the model, as the published code compares every pair of distinct texts.
+  equal texts are one answer for the clustering, as the published code compares every pair of
+  distinct texts.
   Load the model with ``dtype="float32"`` to judge in fp32 as the published code did.
 """
 
@@ -38,7 +41,6 @@ BATCH_TOKENS = 8192  # at most this many padded tokens per forward pass (pairs x
 INPUT_FORMATS = ("pair", "paper-code")
 DTYPES = ("auto", "float32")  # "auto": float16 on CUDA, float32 on CPU
 PAPER_CODE_SEPARATOR = " [SEP] "  # between the two texts of the published code's one string
-SAME = (1.0, 0.0, 0.0)  # probabilities of a text against itself (or an identical one): no call
 
 
 def paper_code_input(premise: str, hypothesis: str) -> str:
@@ -103,6 +105,25 @@ def label_meaning(id2label: dict) -> dict[int, str]:
     return out
 
 
+def degraded(cut: list[tuple[int, int]], unknown: list[tuple[int, int]], total: int
+             ) -> list[str]:
+    """The warnings of a question's verdicts: the (i, j) pairs cut to fit the model's window
+    and those holding characters the tokenizer does not know, of ``total`` judged."""
+
+    def which(pairs: list[tuple[int, int]]) -> str:
+        shown = sorted({f"{i + 1} and {j + 1}" for i, j in pairs})
+        return f"{len(pairs)} of {total} comparisons (samples {'; '.join(shown[:5])})"
+
+    warnings = []
+    if cut:
+        warnings.append(f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} were "
+                        "cut to fit, so those verdicts and the clusters are less reliable.")
+    if unknown:
+        warnings.append(f"The NLI model does not know some characters ([UNK]) in "
+                        f"{which(unknown)}; those verdicts and the clusters are less reliable.")
+    return warnings
+
+
 class NLIModel:
     def __init__(self, model, tokenizer, model_id: str):
         self.model = model
@@ -131,15 +152,15 @@ class NLIModel:
         model.eval()
         return cls(model, tokenizer, model_id)
 
-    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair",
-              apart: int | None = None) -> PairVerdicts:
+    def judge(self, pairs: list[tuple[str, str]], input_format: str = "pair") -> PairVerdicts:
         """Label and probabilities of each (premise, hypothesis) pair, in the order given.
 
-        Each distinct pair is judged once; the pairs are sorted by length into batches
-        (:func:`length_batches`), one forward pass each. ``input_format`` ``"paper-code"``
-        gives the model :func:`paper_code_input` as one text instead of the tokenizer's pair.
-        ``apart``: the pairs from this index on are batched apart from those before it (a
-        pair's padding, and so its last bits, then do not depend on whether they are asked).
+        Each distinct pair is judged once; ALL pairs are sorted by length into batches
+        (:func:`length_batches`), one forward pass each (``passes`` counts them), whichever
+        caller's they are. Padding is masked, so a pair's probabilities are those of a pass
+        over it alone, unpadded, up to float32 rounding (about 1e-7; a test holds them within
+        1e-5). ``input_format`` ``"paper-code"`` gives the model :func:`paper_code_input` as
+        one text instead of the tokenizer's pair.
         """
         import torch
 
@@ -158,12 +179,7 @@ class NLIModel:
         labels: list[str] = [""] * len(distinct)
         shares: list[list[float]] = [[]] * len(distinct)
         lengths = [len(ids) for ids in enc["input_ids"]]
-        split = len(distinct) if apart is None else len({where[k] for k in range(min(apart,
-                                                                                    len(pairs)))})
-        groups = [list(range(split)), list(range(split, len(distinct)))]  # first-seen order
-        batches = [[group[r] for r in rows] for group in groups if group
-                   for rows in length_batches([lengths[i] for i in group], BATCH, BATCH_TOKENS)]
-        for rows in batches:
+        for rows in length_batches(lengths, BATCH, BATCH_TOKENS):
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
@@ -199,7 +215,8 @@ class NLIModel:
     def matrix(self, question: str, answers: list[str],
                input_format: str = "pair") -> NLIMatrix:
         """Verdicts and probabilities among ``answers`` (premise = row); the diagonal and
-        identical texts are "entailment" with probabilities (1, 0, 0), without a model call.
+        identical texts are "entailment", with the model's probabilities of the text against
+        itself (one pair per distinct text).
 
         Answers equal after ``normalize_answer`` (``input_format="pair"``; exactly equal text
         for ``"paper-code"``, see the module docstring) are one answer for the clustering:
@@ -223,8 +240,9 @@ class NLIModel:
                            extra: list[tuple[str, str]], input_format: str = "pair"
                            ) -> tuple[list[NLIMatrix], PairVerdicts]:
         """:meth:`matrices`, and the verdicts of ``extra`` (premise, hypothesis) pairs, all in
-        the same ONE :meth:`judge` call (semantic density's greedy-to-sample pairs ride with
-        the samples' pairs)."""
+        the same ONE :meth:`judge` call: semantic density's greedy-to-sample pairs share the
+        samples' length-sorted batches, so an analysis makes one forward pass where its pairs
+        fit one batch (``passes`` of the returned verdicts counts them)."""
         check_choice("input_format", input_format, INPUT_FORMATS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
@@ -235,14 +253,13 @@ class NLIModel:
             n = len(texts)
             needed: dict[tuple[str, str], tuple[int, int]] = {}
             for i in range(n):
-                for j in range(n):
-                    if texts[i] != texts[j]:  # every pair of texts that differ at all
-                        needed.setdefault((texts[i], texts[j]), (i, j))
+                for j in range(n):  # every ordered pair of texts, a text against itself too
+                    needed.setdefault((texts[i], texts[j]), (i, j))
             keys = list(needed)
             plans.append((list(texts), norm, needed, keys, len(pairs)))
             pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
                       for i, j in (needed[k] for k in keys)]
-        judged = self.judge(pairs + list(extra), input_format, apart=len(pairs))
+        judged = self.judge(pairs + list(extra), input_format)
         if len(judged.probabilities) != len(pairs) + len(extra):
             raise RuntimeError(f"the NLI model gave {len(judged.probabilities)} probability "
                                f"triples for {len(pairs) + len(extra)} pairs")
@@ -253,6 +270,56 @@ class NLIModel:
                             passes=judged.passes)
         return [self._matrix_of(plan, judged) for plan in plans], rest
 
+    def clustering_matrices(self, questions: list[str], answers: list[list[str]], rule: str,
+                            extra: list[tuple[str, str]] = (), input_format: str = "pair"
+                            ) -> tuple[list[NLIMatrix], PairVerdicts]:
+        """:meth:`matrices_and_pairs` judging only the pairs the first-member clustering reads
+        (:func:`~mars_demo.core.clustering.pending_pairs` under ``rule``): one round per
+        cluster, every question's pairs of a round (and, in the first, the ``extra`` pairs) in
+        one :meth:`judge` call. The pairs never read are None in the labels and the
+        probabilities; answers equal after normalization (exactly equal for ``"paper-code"``)
+        are "entailment" without a call, as in :meth:`matrix`. ``passes`` of the returned
+        verdicts counts every round's forward passes."""
+        from ..core.clustering import pending_pairs
+
+        check_choice("input_format", input_format, INPUT_FORMATS)
+        states = []
+        for question, texts in zip(questions, answers):
+            norm = [normalize_answer(a) for a in texts] if input_format == "pair" else list(texts)
+            n = len(texts)
+            labels = [["entailment" if i == j or norm[i] == norm[j] else None
+                       for j in range(n)] for i in range(n)]
+            states.append({"question": question, "texts": list(texts), "labels": labels,
+                           "probabilities": [[None] * n for _ in range(n)], "cut": [],
+                           "unknown": [], "judged": 0})
+        rest, passes = None, 0
+        while True:
+            asks = [(state, i, j) for state in states
+                    for i, j in pending_pairs(state["labels"], rule)]
+            now = list(extra) if rest is None else []
+            if not asks and not now:
+                break
+            pairs = [(f"{st['question']} {st['texts'][i]}", f"{st['question']} {st['texts'][j]}")
+                     for st, i, j in asks]
+            judged = self.judge(pairs + now, input_format)
+            passes += judged.passes
+            for x, (st, i, j) in enumerate(asks):
+                st["labels"][i][j], st["probabilities"][i][j] = (judged.labels[x],
+                                                                 judged.probabilities[x])
+                st["judged"] += 1
+                st["cut"] += [(i, j)] if x in judged.truncated else []
+                st["unknown"] += [(i, j)] if x in judged.unknown else []
+            if rest is None:
+                n = len(pairs)
+                rest = PairVerdicts(labels=judged.labels[n:],
+                                    probabilities=judged.probabilities[n:],
+                                    truncated=[k - n for k in judged.truncated if k >= n],
+                                    unknown=[k - n for k in judged.unknown if k >= n])
+        rest = rest or PairVerdicts()
+        rest.passes = passes
+        return [NLIMatrix(st["labels"], st["probabilities"],
+                          degraded(st["cut"], st["unknown"], st["judged"])) for st in states], rest
+
     @staticmethod
     def _matrix_of(plan, judged: PairVerdicts) -> NLIMatrix:
         """One question's :class:`NLIMatrix` from its part of the judged pairs."""
@@ -260,25 +327,12 @@ class NLIModel:
         mine = range(start, start + len(keys))
         found = {k: (judged.labels[start + x], judged.probabilities[start + x])
                  for x, k in enumerate(keys)}
-        cut = [k - start for k in judged.truncated if k in mine]
-        unk = [k - start for k in judged.unknown if k in mine]
-
-        def which(rows: list[int]) -> str:
-            shown = sorted({f"{i + 1} and {j + 1}" for i, j in (needed[keys[k]] for k in rows)})
-            return f"{len(rows)} of {len(keys)} comparisons (samples {'; '.join(shown[:5])})"
-
-        warnings = []
-        if cut:
-            warnings.append(f"The NLI model reads at most {MAX_LENGTH} tokens; {which(cut)} "
-                            "were cut to fit, so those verdicts and the clusters are less "
-                            "reliable.")
-        if unk:
-            warnings.append(f"The NLI model does not know some characters ([UNK]) in "
-                            f"{which(unk)}; those verdicts and the clusters are less reliable.")
+        cut = [needed[keys[k - start]] for k in judged.truncated if k in mine]
+        unk = [needed[keys[k - start]] for k in judged.unknown if k in mine]
+        warnings = degraded(cut, unk, len(keys))
         n = len(norm)
         labels = [["entailment" if norm[i] == norm[j] else found[(texts[i], texts[j])][0]
                    for j in range(n)] for i in range(n)]
-        probabilities = [[list(SAME) if texts[i] == texts[j]
-                          else list(found[(texts[i], texts[j])][1]) for j in range(n)]
+        probabilities = [[list(found[(texts[i], texts[j])][1]) for j in range(n)]
                          for i in range(n)]
         return NLIMatrix(labels, probabilities, warnings)

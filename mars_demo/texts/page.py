@@ -39,7 +39,7 @@ ASK_BUTTON = "Ask"
 ASK_BUSY = "Working…"  # Ask while a question of this page runs (it takes no click then)
 SKIP_TO_ANSWER = "Skip to the answer"
 SCROLL_REGION = "Table (scrolls sideways)"  # the name of a table box that scrolls (page.js)
-EXAMPLES_LABEL = "Examples (click one, then Ask):"
+EXAMPLES_LABEL = "Examples (a click asks one):"
 
 # --- settings ----------------------------------------------------------------------------------
 
@@ -120,8 +120,11 @@ SCORING_NAMES = {
 # --- answer ------------------------------------------------------------------------------------
 
 ANSWER_HEADING = "Answer"
+ANSWER_SECTION_HEADING = "Verdict and answer"
+DETAILS_HEADING = "Details of this answer"
 ANSWER_PLACEHOLDER = "The answer appears here, token by token, as the model writes it."
 ANSWER_STREAMING = "Generating…"
+ANSWER_WAITING = "Waiting for the answer…"  # at the press, before the server answers
 ANSWER_EMPTY = "(the model produced an empty answer)"
 ANSWER_TRUNCATED = "Stopped at the token limit (max new tokens); the answer may be cut off."
 ANSWER_SCORES = "Score of this answer (natural log, higher = more likely):"
@@ -155,14 +158,17 @@ LEGENDS = {
         "bound).")),
 }
 
+# a token's details (hover, focus or tap), in words
 TOKEN_TITLE = (
-    "token {token}\n"
-    "probability {prob:.3f} (log {logprob:.3f})\n"
-    "{phrase_line}\n"
-    "weight {weight:.3f} ({scoring}); MARS {mars:.3f}, length-normalized {uniform:.3f}"
+    "\u201c{token}\u201d: the model gave it a {prob} chance as it wrote it.\n"
+    "It carries {weight} of the answer's weight under {scoring} scoring ({uniform} if every "
+    "token weighed the same).\n{phrase_line}"
 )
-TOKEN_TITLE_PHRASE = "phrase {phrase}: importance {score:.3f}, phrase weight {weight:.3f}"
-TOKEN_TITLE_NO_PHRASE = "not part of any phrase (weight 1/(2L) only)"
+TOKEN_TITLE_PHRASE = (
+    "Part of \u201c{phrase}\u201d, which the importance model rates {score} for the meaning "
+    "(it gets {weight} of the importance)."
+)
+TOKEN_TITLE_NO_PHRASE = "In no phrase the importance model found, so it gets no importance."
 
 # --- phrase table ------------------------------------------------------------------------------
 
@@ -201,12 +207,25 @@ SCORE_TITLE = "exp(score) = {prob:.3f}"
 # --- uncertainty -------------------------------------------------------------------------------
 
 UNCERTAINTY_HEADING = "How uncertain is it?"
-UNCERTAINTY_COLUMNS = ("Measure (higher = less trustworthy)", "Length-normalized", "MARS")
+UNCERTAINTY_COLUMNS = ("Uncertainty (higher = less trustworthy)", "Length-normalized", "MARS")
+# each measure by what it is about; the paper's name for it in the line under it
 UNCERTAINTY_ROWS = {
-    "confidence": ("Confidence", "minus the greedy answer's score"),
-    "entropy": ("Entropy", "minus the mean score of the sampled answers"),
-    "semantic_entropy": ("Semantic entropy", "spread over meaning clusters of the sampled answers"),
+    "confidence": ("Doubt in this answer",
+                   "the paper's Confidence: minus the answer's score"),
+    "entropy": ("Doubt over all tries",
+                "the paper's Entropy: minus the mean score of the sampled answers"),
+    "semantic_entropy": ("Doubt over meanings",
+                         "the paper's Semantic entropy: the spread of the sampled answers over "
+                         "meaning clusters"),
 }
+UNCERTAINTY_NO_RUN = (
+    "Natural logs, 0 = no doubt at all. These values have no fixed scale of their own: they rank "
+    "answers (higher = less trustworthy) rather than say how likely one is right."
+)
+UNCERTAINTY_RUN = (
+    "Under each value: where it falls among the {n} answers of the evaluation run \"{run}\" "
+    "(the share of them with a lower value, for the same measure and scoring)."
+)
 
 # --- plots -------------------------------------------------------------------------------------
 

@@ -47,6 +47,15 @@ ACCESS_FOREIGN_ORIGIN = (
     "This public page answers only its own web pages, not a page of {origin}. (The host may name "
     "other web sites in its settings; a proxy in front of it must pass the Host header on.)"
 )
+ACCESS_TOO_FAST = (
+    "You are sending requests faster than this public page serves them to one visitor. Wait a "
+    "moment, then try again."
+)
+ACCESS_UNKNOWN_HOST = (
+    "This page is not served under the name {host}. (The host names the page's addresses in "
+    "its settings.)"
+)
+ACCESS_BAD_HOST = "--public-host {value!r} is not a host name or address (e.g. mars.example.org)"
 ACCESS_BODY_TOO_BIG = "A request may be at most {limit:,} bytes on this public page."
 ACCESS_ONE_FILE = "One file per upload on this public page."
 ACCESS_NO_URLS = (
@@ -86,16 +95,19 @@ APP_PUBLIC_LOG = (
     "queued analysis per client; clients identified by {identity}"
 )
 # The queue line over a waiting visitor's answer box (ui/assets/page.js rewrites Gradio's
-# "queue: 2/3 | 4.1/9.0s" into it).
+# "queue: 2/3 | 4.1/9.0s" into it, without Gradio's estimate: a guess it cannot stand behind).
 QUEUE_PLACE = "In line: number {place} of {size} waiting (the models answer one question at a time)."
-QUEUE_ESTIMATE = " Waited {elapsed} s; estimated {eta} s."
 QUEUE_ELAPSED = " Waited {elapsed} s."
 
 # --- displays that must not mislead -------------------------------------------------------------
 
 SCORING_SHORT = {"length_normalized": "LN", "mars": "MARS"}  # x labels of the uncertainty panels
-PLOT_NLI_SELF = "answer #{number} with itself: not compared (blank)<br>{answer}"
-PLOT_NLI_IDENTICAL = "{label} (identical texts: not run through the NLI model)"
+PLOT_NLI_SELF = ("answer #{number} with itself: not compared, one meaning by definition "
+                 "(blank)<br>{answer}")
+PLOT_NLI_IDENTICAL = "{label} (identical texts: one meaning by definition, whatever the model says)"
+PLOT_NLI_NOT_JUDGED = ("answer #{premise} against #{hypothesis}: not judged (the clustering did "
+                       "not need this pair)")
+NLI_TABLE_NOT_JUDGED = "not judged"
 PHRASES_WEIGHT_SUM = (
     "Phrase weight U = importance / the sum of the importances of the phrases that hold tokens "
     "({total:.3f}), so the weights add up to 1."
@@ -142,11 +154,14 @@ TRUST_UNINFORMATIVE = (
 TRUST_OTHER_MODELS = "it was made or scored by other models than the calibration's"
 TRUST_NO_CHANCE = "No chance of being right for this answer: {reason}."
 TRUST_WORDS = (
-    "How to read the numbers: <b>lower uncertainty = more trustworthy</b>. In the paper's tests "
-    "(Table 1), MARS scoring predicted wrong answers better than length-normalized scoring for "
-    "Confidence, Entropy and Semantic Entropy (AUROC up 1 to 6 points), and Semantic Entropy did "
-    "best. A value alone is not a probability of being right: it only ranks answers; a "
-    "calibration on labelled questions would turn it into one, and this page has none."
+    "How to read the numbers: <b>lower uncertainty = more trustworthy</b>. In the MARS paper "
+    "(Bakman et al., ACL 2024, Table 1: 7B and 13B models such as Llama-2-7B and Mistral-7B on "
+    "TriviaQA and other question sets), MARS scoring predicted wrong answers better than "
+    "length-normalized scoring for Confidence, Entropy and Semantic Entropy (AUROC up 1 to 6 "
+    "points), and Semantic Entropy did best; with other models and questions it may differ (the "
+    "Evaluation view shows a run's own numbers). A value alone is not a probability of being "
+    "right: it only ranks answers; a calibration on labelled questions would turn it into one, "
+    "and this page has none."
 )
 TRUST_NO_SCORING = "no scoring"  # a calibrated method that reads no sequence score
 MEASURE_NAMES = {"confidence": "Confidence", "entropy": "Entropy",

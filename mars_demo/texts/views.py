@@ -5,6 +5,18 @@ from __future__ import annotations
 # --- the Evaluation view (mars_demo/ui/evaluation.py) --------------------------------------------
 
 EVAL_TAB = "Evaluation: does MARS help on labelled questions?"
+# the run's answer in one sentence (#mars-run-verdict); points = AUROC x 100
+EVAL_VERDICT = (
+    "Does MARS help here? {answer}: on these {n} questions ({llm}), MARS scoring moved the "
+    "AUROC by {parts} (paired 95% intervals)."
+)
+EVAL_VERDICT_PART = "{diff} points for {measure} [{low}, {high}]"
+EVAL_VERDICT_HELPS = "Yes"
+EVAL_VERDICT_SOME = "Somewhat (for some measures; the others show no clear difference)"
+EVAL_VERDICT_HURTS = "No, it did worse"
+EVAL_VERDICT_WORSE = "No (worse for some measures; the others show no clear difference)"
+EVAL_VERDICT_MIXED = "Mixed (better for some measures, worse for others)"
+EVAL_VERDICT_UNCLEAR = "No clear difference (every interval holds zero)"
 EVAL_EXPLAIN = (
     "An evaluation run asks the model many questions whose right answers are known, and "
     "measures how well each uncertainty predicts a wrong answer: AUROC (0.5 = chance, "
@@ -15,6 +27,7 @@ EVAL_EXPLAIN = (
     "Uploaded files are removed from the server within two hours; other visitors never see them."
 )
 EVAL_RUN_LABEL = "A run on this server"
+EVAL_RUN_CHOICE = "{run} ({llm})"
 EVAL_REPORT_LABEL = "report.json"
 EVAL_RESULTS_LABEL = "results.jsonl (optional: for the curves)"
 EVAL_OPEN_BUTTON = "Show"
@@ -72,39 +85,74 @@ EVAL_MISMATCH = (
 # --- the verdict under the answer (mars_demo/verdict.py) ----------------------------------------
 
 VERDICT_BADGES = {"consistent": "Consistent", "mostly": "Mostly consistent", "unsure": "Unsure",
-                  "few": "Too few samples"}
-VERDICT_ANSWER = "sampled answer"
-VERDICT_ANSWERS = "sampled answers"
-VERDICT_MEANING = "meaning"
-VERDICT_MEANINGS = "meanings"
-VERDICT_ALL = "{agreeing} of {samples} {answers} {mean} the same as this answer."
+                  "few": "Too few tries"}
+VERDICT_TRY = "other try"
+VERDICT_TRIES = "other tries"
+VERDICT_ANSWER = "answer"
+VERDICT_ANSWERS = "answers"
+# what the sampled answers showed: one sentence each, in plain words (the clusters are in the fold)
+VERDICT_ALL = "The model gives this answer every time ({agreeing} of {samples} {tries})."
+VERDICT_ALL_NLI = (
+    "The model gives this answer every time, in other words ({agreeing} of {samples} {tries})."
+)
 VERDICT_SOME = (
-    "{agreeing} of {samples} {answers} {mean} the same as this answer; the others give "
-    "{others} other {other_word}."
+    "The model gives this answer in {agreeing} of {samples} {tries}; the rest say something else."
 )
 VERDICT_SPLIT = (
-    "the model's answers split into {meanings} different meanings; {agreeing} of {samples} "
-    "{mean} the same as this answer."
+    "The model gives {meanings} different {answers} in {samples} {tries}; this one in {agreeing}."
 )
 VERDICT_UNPLACED = (
-    "none of the {samples} {answers} has the words of this answer or follows from it, so the "
-    "page cannot tell whether they mean the same; they give {meanings} {meaning_word}."
+    "None of the model's {samples} {tries} matches this answer (they give {meanings} different "
+    "{answers})."
 )
-VERDICT_SCORINGS_DISAGREE = (
-    " MARS and length-normalized scoring disagree on which meaning is the most likely."
-)
+VERDICT_FEW = "Only {samples} {tries}: too few to tell whether the model keeps to this answer."
+VERDICT_SCORINGS_DISAGREE = "Its two scorings disagree on which of its answers is the most likely."
+# how sure the model was of the words that matter (the answer's MARS score per token)
+# (the percent is the chance it gave them: "unsure ... (37% on average)" read as 37% unsure)
+VERDICT_SURE = "It was sure of the words that matter: it gave them a {percent} chance on average."
+VERDICT_FAIRLY_SURE = (
+    "It was fairly sure of the words that matter: it gave them a {percent} chance on average.")
+VERDICT_UNSURE_WORDS = (
+    "It was unsure of the words that matter: it gave them a {percent} chance on average.")
+# without a calibration: what agreement does not show, and what the visitor can do
+VERDICT_ADVICE = {
+    "consistent": "That does not show it is right: a model can repeat a wrong answer.",
+    "mostly": "That does not show it is right; check it before you rely on it.",
+    "unsure": "Do not rely on it without checking it.",
+    "few": "Ask again with more sampled answers (Settings) for a verdict.",
+}
 VERDICT_CALIBRATED = "About {percent}% likely right (calibrated on {data}{questions})."
+VERDICT_RECORD = (
+    "Answers the page called {level} were right {share} of the time on {run} (n = {n}; 95% "
+    "interval {low} to {high})."
+)
+VERDICT_RECORD_OTHER = (
+    " That run's answers were made otherwise ({what}), so this is only a rough guide."
+)
 VERDICT_NOT_RIGHT = (
     "Agreement is not correctness: a model can give the same wrong answer every time. Only a "
     "calibration on labelled questions turns the numbers into a chance of being right."
 )
 VERDICT_DETAILS = "How the page judges this"
+EXAMPLE_KEPT = (
+    "This example's analysis was made once, with the page's default settings, and kept: it is "
+    "shown whole, at once."
+)
 VERDICT_DONE = "Analysis done."
+VERDICT_WORKING = "Working out the verdict on this answer…"
+VERDICT_EXPECTED = (
+    " Analyses here took about {seconds} s lately (the median of the last {count})."
+)
 VERDICT_HOW = (
-    "The verdict counts how many of the sampled answers the NLI model puts in the same meaning "
-    "cluster as this answer (placed by the sampled answers with the same words or, where none "
-    "has them, by those the NLI model finds this answer entails), and checks whether MARS and "
-    "length-normalized scoring find the same meaning the most likely."
+    "The page asks the model the same question again several times (the sampled answers) and "
+    "counts how many of those answers the NLI model puts in the same meaning cluster as this "
+    "answer (placed by the sampled answers with the same words or, where none has them, by "
+    "those the NLI model finds this answer entails). It checks whether MARS and "
+    "length-normalized scoring find the same meaning the most likely, and says how probable the "
+    "model found the words that matter (the answer's MARS score per token). Levels: consistent "
+    "(every try in the answer's cluster), mostly consistent (more than half, both scorings "
+    "agreeing), unsure (fewer, none placed, or the scorings disagree), too few tries (fewer than "
+    "3)."
 )
 
 # --- why MARS differs: the answer explained (mars_demo/ui/render.py) -----------------------------
@@ -152,7 +200,7 @@ TOKENS_EMPTY = "(empty)"
 CONTEXT_LABEL = "Prompt and settings behind this result"
 CONTEXT_PROMPT = "Prompt the language model read"
 CONTEXT_NO_PROMPT = "(no prompt recorded: the answers were pasted or came from elsewhere)"
-CONTEXT_SETTINGS = "Settings"
+CONTEXT_SETTINGS = "Settings of this analysis"
 CONTEXT_NAMES = {
     "llm": "Language model",
     "importance": "Importance model",
@@ -168,6 +216,8 @@ CONTEXT_NAMES = {
     "softmax_temperature": "Softmax temperature",
     "distribution": "Phrase weight to tokens",
     "cluster_rule": "Same-meaning rule",
+    "end_token": "End token in token-level methods",
+    "nli_pairs": "Pairs the NLI model judged",
     "logprob_source": "Token log-probs from",
 }
 CONTEXT_UNSET = "(default)"
@@ -190,8 +240,9 @@ FORMULAS = (
 )
 
 SE_NORMALIZED_ROW = (
-    "Semantic entropy, normalized",
-    "the entropy of the cluster masses (Farquhar et al. 2024), between 0 and log |C|",
+    "Doubt over meanings, as a share",
+    "semantic entropy normalized (Farquhar et al. 2024): the entropy of the meaning clusters' "
+    "shares, from 0 (one meaning) to log of the number of meanings",
 )
 SE_NEGATIVE_NOTE = (
     "Semantic entropy is negative here ({values}): the paper's estimator is not a true entropy. "
@@ -226,6 +277,7 @@ METHODS_RUN_OTHER = (
 )
 METHODS_RUN_MODELS = "other models"
 METHODS_RUN_SETTING = "{name} {here} here, {run} in the run"
+METHODS_RUN_UNRECORDED = "not recorded"  # a setting a run (or an analysis) did not keep
 METHODS_RUN_UNREADABLE = (
     "The evaluation run \"{run}\" could not be read ({error}), so the values are not placed "
     "among a run's answers."
@@ -235,6 +287,10 @@ METHODS_RUN_NOT_FOUND = (
     "results.jsonl), so no run is loaded to place the values among."
 )
 METHODS_PERCENTILE = "less trustworthy than {below} of the run's answers"
+# where no answer of the run has a lower value: said from the other side
+METHODS_PERCENTILE_ABOVE = "more trustworthy than {above} of the run's answers"
+METHODS_PERCENTILE_SAME = "as high as every one of the run's answers"
+METHODS_ALL = "all"  # a share of the run's answers that is the whole of them
 METHODS_TIES = "as high as {ties} of them"
 METHODS_PERCENTILE_TITLE = (
     "{lower} of the run's {n} answers have a lower value, {equal} the same value and {higher} a "

@@ -58,7 +58,8 @@ def nli_table_html(result: AnalysisResult) -> str:
     labels = result.nli.labels
     head = [esc(texts.NLI_TABLE_CORNER)] + [f"#{j + 1}" for j in range(n)]
     rows = [[f"#{i + 1}"] + [
-        "–" if i == j else esc(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
+        "–" if i == j else esc(texts.NLI_TABLE_NOT_JUDGED) if labels[i][j] is None
+        else esc(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
         for j in range(n)] for i in range(n)]
     return (heading + f'<details class="mars-chart-table"><summary>{esc(texts.NLI_TABLE_SUMMARY)}'
             f"</summary>{_table(head, rows, 'mars-nli-table')}</details>")

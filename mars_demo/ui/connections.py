@@ -1,24 +1,21 @@
 """A public page's connections, where the web server (uvicorn, which Gradio 6.17 starts) accepts
-them, and which web sites may call the page from a browser (covered by
-tests/test_hostile_server.py).
+them (covered by tests/test_hostile_server.py).
 
-- :func:`guarded_protocol`: a connection must send a request's headers within
-  :attr:`Access.header_timeout <mars_demo.access.Access.header_timeout>` seconds, on its opening
-  and between two requests (uvicorn waits for them without limit: a connection that never
-  finishes them holds a file descriptor for good, and ~1,000 of them made the server refuse every
-  connection), and one client holds at most :attr:`Access.connections_per_client` connections
-  (more are answered HTTP 429 and closed). Behind a proxy (a Space, ``--trusted-proxy``) the
-  connections are the proxy's, so only the header timeout applies here: the proxy limits its
-  clients (docs/public-page.md says what to set in nginx).
-- :class:`SameOrigin`: Gradio answers a browser's cross-origin request from any web site (it
-  reflects any ``Origin`` with credentials once the page is reached by a host name), so any site
-  could make its visitors' browsers call ``/analyze``, each from its own address, past the
-  per-client limits. A public page answers only its own pages (the request's ``Host``, the
-  ``X-Forwarded-Host`` of the deployment's proxy, a Space's ``SPACE_HOST``) and the origins the
-  host names (``--allowed-origins``); any other origin is refused (HTTP 403) and never reflected.
+:func:`guarded_protocol`: a connection must send a request's headers within
+:attr:`Access.header_timeout <mars_demo.access.Access.header_timeout>` seconds, on its opening and
+between two requests (uvicorn waits for them without limit: a connection that never finishes them
+holds a file descriptor for good, and ~1,000 of them made the server refuse every connection);
+a request's body may pause at most :attr:`Access.body_timeout
+<mars_demo.access.Access.body_timeout>` seconds and, past that time from its headers, must
+average :data:`~mars_demo.access.MIN_BODY_RATE` (uvicorn waits for a body without limit too: one
+byte every few seconds held a connection for good); and one client holds at most
+:attr:`Access.connections_per_client` connections (more are answered HTTP 429 and closed). Behind
+a proxy (a Space, ``--trusted-proxy``) the connections are the proxy's, so only the timeouts apply
+here: the proxy limits its clients (docs/public-page.md says what to set in nginx).
 
-Neither can be set through ``demo.launch``: :class:`OnStart` installs both when the server starts
-(its lifespan), before it accepts a connection.
+Which hosts and web sites the page answers is :mod:`mars_demo.ui.origins`. Neither can be set
+through ``demo.launch``: :class:`OnStart` installs both when the server starts (its lifespan),
+before it accepts a connection.
 """
 
 from __future__ import annotations
@@ -27,19 +24,18 @@ import asyncio
 import collections
 import json
 import logging
-import os
 import resource
 from collections.abc import Callable
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import Access, web_origin
-from mars_demo.ui.limits import send_json
+from mars_demo.access import MIN_BODY_RATE, Access
+from mars_demo.ui.origins import replace_cors
 
 log = logging.getLogger(__name__)
 
-NO_GUARD_LOG = ("the header timeout and the per-client connection limit are not in force: "
-                "the page does not run in Gradio's uvicorn server")
+NO_GUARD_LOG = ("the header and body timeouts and the per-client connection limit are not in "
+                "force: the page does not run in Gradio's uvicorn server")
 
 
 # --- the server's start ---------------------------------------------------------------------------
@@ -80,8 +76,9 @@ def guard_server(app: Any, config: Any, access: Access,
                  share_url: Callable[[], str | None] = lambda: None) -> None:
     """On a public page's start: the connection guard in uvicorn's HTTP protocol
     (:func:`guarded_protocol`), the open-file limit raised to what the system allows
-    (:func:`more_open_files`), and Gradio's CORS middleware replaced by :class:`SameOrigin`
-    (``share_url``: the page's ``*.gradio.live`` address once it has one)."""
+    (:func:`more_open_files`), and Gradio's CORS middleware replaced by the page's own host and
+    origin checks (:func:`~mars_demo.ui.origins.replace_cors`; ``share_url``: the page's
+    ``*.gradio.live`` address once it has one)."""
     if config is not None and hasattr(config, "http_protocol_class"):
         config.http_protocol_class = guarded_protocol(config.http_protocol_class, access)
         more_open_files()
@@ -106,20 +103,27 @@ def more_open_files() -> None:
 
 # --- uvicorn's HTTP protocol --------------------------------------------------------------------
 
+BODY_CHECK_S = 1.0  # how often a request's body on its way is looked at
 REFUSED = ("HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"
            "connection: close\r\ncontent-length: {length}\r\n\r\n{body}")
 
 
 def guarded_protocol(base: type, access: Access) -> type:
     """A subclass of uvicorn's HTTP protocol class ``base`` (h11 or httptools) with the header
-    timeout and the per-client connection cap of ``access``.
+    and body timeouts and the per-client connection cap of ``access``.
 
     A request's headers are complete when the protocol starts its request cycle (both of
-    uvicorn's protocols assign ``self.cycle`` then); the timer runs from the connection's opening
-    and again from the end of each response until then. The connections of a client are counted
-    by transport, so a connection handed to another protocol (a WebSocket) still counts while
-    open."""
+    uvicorn's protocols assign ``self.cycle`` then); the header timer runs from the connection's
+    opening and again from the end of each response until then. From then until its body is in
+    (the cycle's ``more_body`` turns False) or the response is sent, the body is watched every
+    :data:`BODY_CHECK_S`: closed when it paused ``body_timeout`` seconds, or when it is past
+    ``body_timeout`` + its bytes / :data:`~mars_demo.access.MIN_BODY_RATE` seconds from the
+    headers; time the server itself does not read (uvicorn pauses reading a body the app has not
+    taken yet, or waits for the app before answering ``Expect: 100-continue``) does not count.
+    The connections of a client are counted by transport, so a connection handed to another
+    protocol (a WebSocket) still counts while open."""
     timeout = access.header_timeout
+    body_timeout = access.body_timeout
     limit = access.connections_per_client
     identity = access.identity
     held: dict[str, set] = collections.defaultdict(set)  # client -> its open transports
@@ -129,6 +133,9 @@ def guarded_protocol(base: type, access: Access) -> type:
     class Guarded(base):
         _mars_timer = None
         _mars_key = None
+        _mars_body = None  # the body's timer, while one is on its way
+        _mars_body_start = _mars_body_last = _mars_body_checked = 0.0
+        _mars_body_bytes = 0
 
         @property
         def cycle(self):
@@ -137,8 +144,18 @@ def guarded_protocol(base: type, access: Access) -> type:
         @cycle.setter
         def cycle(self, value):
             self.__dict__["_mars_cycle"] = value
-            if value is not None:  # a request's headers are in
+            if value is not None:  # a request's headers are in: its body may follow
                 self._mars_stop()
+                self._mars_body_watch()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._mars_body is not None:
+                if self._mars_body_done():
+                    self._mars_body_stop()
+                else:
+                    self._mars_body_last = self.loop.time()
+                    self._mars_body_bytes += len(data)
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -157,6 +174,7 @@ def guarded_protocol(base: type, access: Access) -> type:
 
         def connection_lost(self, exc) -> None:
             self._mars_stop()
+            self._mars_body_stop()
             if self._mars_key is not None:
                 mine = held.get(self._mars_key)
                 if mine is not None:
@@ -190,113 +208,45 @@ def guarded_protocol(base: type, access: Access) -> type:
                 return  # a request is running
             transport.close()
 
+        def _mars_body_watch(self) -> None:
+            if body_timeout is None:
+                return
+            self._mars_body_stop()
+            now = self.loop.time()
+            self._mars_body_start = self._mars_body_last = self._mars_body_checked = now
+            self._mars_body_bytes = 0
+            self._mars_body = self.loop.call_later(min(BODY_CHECK_S, body_timeout),
+                                                   self._mars_body_check)
+
+        def _mars_body_stop(self) -> None:
+            if self._mars_body is not None:
+                self._mars_body.cancel()
+                self._mars_body = None
+
+        def _mars_body_done(self) -> bool:
+            cycle = self.cycle
+            return cycle is None or not cycle.more_body or cycle.response_complete
+
+        def _mars_body_check(self) -> None:
+            self._mars_body = None
+            transport = self.transport
+            if (transport.is_closing() or transport.get_protocol() is not self
+                    or self._mars_body_done()):
+                return
+            now = self.loop.time()
+            if self.flow.read_paused or getattr(self.cycle, "waiting_for_100_continue", False):
+                # the server's pause, not the client's: its time does not count
+                self._mars_body_start += now - self._mars_body_checked
+                self._mars_body_last = now
+            self._mars_body_checked = now
+            deadline = min(self._mars_body_last + body_timeout,
+                           self._mars_body_start + body_timeout
+                           + self._mars_body_bytes / MIN_BODY_RATE)
+            if now >= deadline:
+                transport.close()  # the app reads http.disconnect
+                return
+            self._mars_body = self.loop.call_later(min(BODY_CHECK_S, deadline - now),
+                                                   self._mars_body_check)
+
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
     return Guarded
-
-
-# --- which web pages may call this one ----------------------------------------------------------
-
-
-def replace_cors(app: Any, access: Access,
-                 share_url: Callable[[], str | None] = lambda: None) -> None:
-    """Put :class:`SameOrigin` where Gradio's CORS middleware is in ``app``'s middleware (the
-    stack is built again at the next request)."""
-    from starlette.middleware import Middleware
-
-    from gradio.route_utils import CustomCORSMiddleware
-
-    replaced = False
-    for i, entry in enumerate(app.user_middleware):
-        if getattr(entry, "cls", None) is CustomCORSMiddleware:
-            app.user_middleware[i] = Middleware(SameOrigin, access=access, share_url=share_url)
-            replaced = True
-    if not replaced:
-        app.user_middleware.insert(0, Middleware(SameOrigin, access=access, share_url=share_url))
-    app.middleware_stack = None
-
-
-class SameOrigin:
-    """CORS of a public page: a browser's request that carries an ``Origin`` is answered only
-    when that origin is the page's own (:meth:`own`, or its share link) or one the host allowed
-    (:attr:`Access.allowed_origins <mars_demo.access.Access.allowed_origins>`), with the headers
-    that let the browser read the answer (as Gradio's own middleware does for its origins); any
-    other origin gets HTTP 403 before anything runs, and no CORS header."""
-
-    METHODS = "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
-
-    def __init__(self, app: Callable, access: Access,
-                 share_url: Callable[[], str | None] = lambda: None) -> None:
-        self.app = app
-        self.access = access
-        self.share_url = share_url
-        spaces = [h.strip() for h in os.environ.get("SPACE_HOST", "").split(",") if h.strip()]
-        self.allowed = set(access.allowed_origins) | {
-            web_origin(f"https://{host}") for host in spaces if os.environ.get("SPACE_ID")}
-
-    def own(self, origin: str, scope) -> bool:
-        """Whether ``origin`` (normalized) is the page's own: the host the request was sent to
-        (``Host``; through the deployment's proxy also its ``X-Forwarded-Host``), on any scheme
-        (a proxy in front may end TLS)."""
-        hosts = [value.decode("latin-1") for key, value in scope.get("headers") or ()
-                 if key == b"host"]
-        client = scope.get("client")
-        if client and self.access.identity.connection_key(str(client[0])) is None:
-            hosts += [value.decode("latin-1").split(",")[0]
-                      for key, value in scope.get("headers") or () if key == b"x-forwarded-host"]
-        scheme = origin.split("://", 1)[0]
-        for host in hosts:
-            try:
-                if web_origin(f"{scheme}://{host.strip()}") == origin:
-                    return True
-            except ValueError:
-                continue
-        return False
-
-    def _shared(self) -> str | None:
-        """The origin of the page's share link (``--share``), whatever Host its tunnel sends."""
-        url = self.share_url()
-        try:
-            return web_origin(url.rstrip("/")) if url else None
-        except ValueError:
-            return None
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {key: value for key, value in scope.get("headers") or ()}
-        sent = headers.get(b"origin")
-        if sent is None:
-            await self.app(scope, receive, send)
-            return
-        text = sent.decode("latin-1")
-        try:
-            origin = web_origin(text)
-        except ValueError:
-            origin = None
-        if origin is None or not (origin in self.allowed or self.own(origin, scope)
-                                  or origin == self._shared()):
-            await send_json(send, 403, {"detail": texts.ACCESS_FOREIGN_ORIGIN.format(
-                origin=text[:100])})
-            return
-        cors = [(b"access-control-allow-origin", sent),
-                (b"access-control-allow-credentials", b"true"), (b"vary", b"Origin")]
-        if scope.get("method") == "OPTIONS" and b"access-control-request-method" in headers:
-            cors += [(b"access-control-allow-methods", self.METHODS.encode()),
-                     (b"access-control-max-age", b"600")]
-            if b"access-control-request-headers" in headers:
-                cors.append((b"access-control-allow-headers",
-                             headers[b"access-control-request-headers"]))
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [*cors, (b"content-length", b"2")]})
-            await send({"type": "http.response.body", "body": b"OK"})
-            return
-
-        async def with_cors(message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [
-                    (k, v) for k, v in message.get("headers", ())
-                    if not k.lower().startswith(b"access-control-")] + cors}
-            await send(message)
-
-        await self.app(scope, receive, with_cors)

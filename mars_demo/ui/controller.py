@@ -17,7 +17,9 @@ shown only by :meth:`Controller.show`, which sets every output.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import gradio as gr
@@ -43,11 +45,13 @@ from mars_demo.settings import (
     Settings,
     clean_question,
 )
-from mars_demo.ui import controls, methods_panel, panels, render, worker
+from mars_demo.ui import controls, methods_panel, panels, render, trust, worker
 from mars_demo.ui.api import Api
+from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.host import EngineHost, EngineNotReady
 from mars_demo.ui.pasted import pasted_answers
 from mars_demo.ui.redact import Redactor
+from mars_demo.ui.waits import RecentWaits
 from mars_demo.zerogpu import GpuRefused
 
 log = logging.getLogger(__name__)
@@ -125,12 +129,16 @@ class Controller:
 
     def __init__(self, host: EngineHost, access: Access | None = None,
                  calibration: Any = None,
-                 reference: methods_panel.Reference | None = None) -> None:
+                 reference: methods_panel.Reference | None = None,
+                 examples: ExampleStore | None = None) -> None:
         self.host = host
         self.access = access or Access()
         self.calibration = calibration  # evaluation.calibration.Calibration, or None
         # the run the methods panel places values among (or why there is none)
         self.reference = reference or methods_panel.Reference()
+        # the example questions' analyses, made once (none kept without a folder)
+        self.examples = examples or ExampleStore(None, ())
+        self.waits = RecentWaits()  # how long analyses took lately (said before the first token)
         self.downloads = DownloadStore()
         self.api = Api(self)
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
@@ -160,6 +168,11 @@ class Controller:
         self.access.check_models(settings)
         return settings
 
+    def page_defaults(self) -> Settings:
+        """The settings of an Ask with every control as the page opens (the example store's
+        options)."""
+        return self.settings_from(*(controls.page_default(name) for name in controls.PAGE_OPTIONS))
+
     # --- ask ------------------------------------------------------------------------------------
 
     def ask(self, question: Any, scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
@@ -182,29 +195,48 @@ class Controller:
         except (OptionError, EngineNotReady, ValueError) as exc:
             yield self.refused(exc)
             return
+        defaults = self.page_defaults()
+        kept = self.examples.get(question, settings, defaults)
+        if kept is not None:  # an example made before: all of it at once
+            yield self._shown(kept, scoring, note=texts.EXAMPLE_KEPT)
+            return
         task = worker.Worker(
             lambda progress, on_text, should_stop: worker.gpu_analyze(
                 self.host, question, settings, progress=progress, on_text=on_text,
                 should_stop=should_stop),
             "mars-analyze",
         )
-        yield from self._finish(task, question, scoring)
+        result = yield from self._finish(task, question, scoring)
+        if result is not None and self.examples.wants(question, settings, defaults):
+            self.examples.put(question, settings, defaults, result)
 
     def _finish(self, task: worker.Worker, question: str, scoring: str
-                ) -> Iterator[dict[str, Any]]:
-        """Relay a running analysis, then show its result (or its error)."""
+                ) -> Generator[dict[str, Any], None, AnalysisResult | None]:
+        """Relay a running analysis, then show its result (or its error); returns the result
+        (None after an error). Its running time joins :attr:`waits`."""
+        started = time.monotonic()
         try:
-            kind, payload = yield from worker.relay(task, question)
+            kind, payload = yield from worker.relay(
+                task, question, working=trust.working_html(self.waits.words()))
         finally:
             task.cancel()  # stops the analysis when closed early; a no-op once it is done
         if kind == "error":
             yield self._failed(payload)
-            return
+            return None
+        self.waits.add(time.monotonic() - started)
+        yield self._shown(payload, scoring)
+        return payload
+
+    def _shown(self, result: AnalysisResult, scoring: str, note: str = "") -> dict[str, Any]:
+        """:meth:`show`, with ``note`` in the progress line; a rendering bug becomes a message
+        (it must not escape: the page keeps serving)."""
         try:
-            update = self.show(payload, scoring)
-        except Exception as exc:  # a rendering bug must not escape: show it, keep serving
-            update = self._failed(exc)
-        yield update
+            update = self.show(result, scoring)
+        except Exception as exc:
+            return self._failed(exc)
+        if note:
+            update["progress"] = self._note(note)
+        return update
 
     def refused(self, exc: BaseException) -> dict[str, Any]:
         """The update of a request refused before anything started: the message, and no answer
@@ -232,7 +264,7 @@ class Controller:
         Raises what a renderer raises (see :meth:`ask`); a download that cannot be written only
         hides the button and says so."""
         redactor = self.redactor()
-        shown = self.shown(result, scoring, redactor)
+        shown = self.shown(result, scoring, redactor, analysis=uuid.uuid4().hex[:12])
         update = {
             "result": result,  # the original, to re-score; it stays on the server
             "error": "",
@@ -253,15 +285,16 @@ class Controller:
 
     def shown(self, result: AnalysisResult, scoring: str,
               redactor: Redactor | None = None,
-              shade: str = render.DEFAULT_SHADE) -> panels.Shown:
+              shade: str = render.DEFAULT_SHADE, analysis: str = "") -> panels.Shown:
         """What the panels render: ``result`` as visitors may see it (:meth:`redactor`), the
         original, ``scoring``, the answer's coloring (``shade``, checked: a raw call's bad
-        value is a message, not a rendering) and this page's calibration and methods run."""
+        value is a message, not a rendering), this page's calibration and methods run, and
+        the id of this showing of an analysis (``analysis``: the page announces each one)."""
         redactor = redactor or self.redactor()
         return panels.Shown(redactor.result(result), render.check_scoring(scoring),
                             original=result, calibration=self.calibration,
                             reference=self.reference, public=self.access.public,
-                            shade=render.check_shade(shade))
+                            shade=render.check_shade(shade), analysis=analysis)
 
     # --- scoring toggle -------------------------------------------------------------------------
 
@@ -270,8 +303,9 @@ class Controller:
         """Re-render what depends on the scoring (and the answer's coloring, ``shade``) from
         the stored result (nothing is recomputed).
 
-        Runs on the toggles and once more after every Ask (with their values then, which the
-        visitor may have flipped while the answer streamed). A rendering error becomes a message.
+        Runs on the toggles and whenever a result is stored (after an Ask, with the toggles'
+        values then, which the visitor may have flipped while the answer streamed). A rendering
+        error becomes a message.
         """
         if result is None:
             return {}
@@ -440,16 +474,17 @@ class Controller:
 
     def _models_line(self, info: dict[str, Any], redactor: Redactor) -> str:
         """The models and device, by the names visitors see: the host's names where given, a
-        preset's label, or (a public page) a local model by its folder's name only."""
+        preset's label, a Hub id as given or a local model by its folder's name only (public
+        or not)."""
         names = self.access.model_names
-        llm = names.get("llm") or info.get("llm_preset") or redactor.model_name("llm", info["llm"])
+        llm = names.get("llm") or info.get("llm_preset") or redactor.page_name("llm", info["llm"])
         return texts.BANNER_MODELS.format(
             llm=render.esc(llm),
-            importance=render.esc(redactor.model_name("importance", info["importance"])),
-            nli=render.esc(redactor.model_name("nli", info["nli"])),
+            importance=render.esc(redactor.page_name("importance", info["importance"])),
+            nli=render.esc(redactor.page_name("nli", info["nli"])),
             optional="".join(
                 texts.BANNER_OPTIONAL_MODEL.format(
-                    label=render.esc(label), name=render.esc(redactor.model_name(key, value)))
+                    label=render.esc(label), name=render.esc(redactor.page_name(key, value)))
                 for key, label, value in self._optional_models()),
             device=render.esc(info["device"]),
             quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",

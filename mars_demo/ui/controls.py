@@ -54,6 +54,12 @@ def control(name: str, exclude: tuple[str, ...] = ()) -> gr.components.Component
     return gr.Dropdown(choices, value=value, **common)
 
 
+def page_default(name: str) -> Any:
+    """The value control ``name`` has as the page opens (as :func:`control` sets it)."""
+    opt = OPTIONS[name]
+    return AUTO if opt.default is None and opt.bounds is None else opt.default
+
+
 def from_page(name: str, value: Any) -> Any:
     """A control's value as Settings wants it: "auto" -> None, 5.0 -> 5 for integers."""
     opt = OPTIONS[name]

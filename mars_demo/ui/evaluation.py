@@ -23,30 +23,35 @@ other visitor.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import os
 import pathlib
 import re
+import threading
 from typing import Any
 
 from mars_demo import texts
+from mars_demo.access import VIEW_GROUP
 from mars_demo.evaluation import METRIC_TITLES, METRICS
 from mars_demo.evaluation.labels import row_label
 from mars_demo.evaluation.checks import DIFF, RunFileError
-from mars_demo.evaluation.records import Record
 from mars_demo.evaluation.runs import RESULTS, parse_records, parse_report
 from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.methods import OWN_MODELS
 from mars_demo.result import MEASURES
-from mars_demo.ui.plots import GRID
+from mars_demo.ui.eval_charts import SPLIT, TEXTS, curves, page_outputs
 from mars_demo.ui.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
-OUTPUTS = ("eval_error", "eval_table", "eval_note", "eval_roc", "eval_rejection",
-           "eval_roc_methods")
-#: the figures of one column per measure (report.figures): drawn one chart per measure, side by
-#: side where there is room and stacked on a phone
-SPLIT = ("eval_roc", "eval_rejection")
+CACHE_SIZE = 8  # runs whose page (tables and serialized charts) is kept, by their files' hashes
+OUTPUTS = ("eval_error", "eval_verdict", "eval_table", "eval_note", "eval_roc",
+           "eval_rejection", "eval_roc_methods")
+#: a local model folder with one of these names is named with its parent folder too
+#: ("tiny-trained/llm", not "llm")
+GENERIC_FOLDERS = frozenset({"llm", "importance", "nli", "model", "models", "bem", "chunker",
+                             "similarity", "lars"})
 SLOTS = len(MEASURES)  # charts per row of SPLIT (the measures of a run)
 CHARTS = (*SPLIT, "eval_roc_methods")  # each under its heading, hidden while it has no curves
 ReportError = RunFileError  # a report or results file that cannot be shown (one line: why)
@@ -88,6 +93,18 @@ def _local_name(text: str) -> str:
     return text
 
 
+def model_id(value: Any) -> str:
+    """A run's model by its id: a Hub id as it is; a local folder or file by its last part, and
+    its parent's where the last part only names a role ("tiny-trained/llm")."""
+    text = str(value)
+    if not (text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text)):
+        return text
+    parts = pathlib.PurePath(os.path.normpath(text)).parts
+    if len(parts) >= 2 and parts[-1].lower() in GENERIC_FOLDERS:
+        return f"{parts[-2]}/{parts[-1]}"
+    return parts[-1] if parts else "a local model"
+
+
 def method_name(measure: str, scoring: str) -> str:
     """"Semantic Entropy + MARS", "Confidence (LN)"; another method as the evaluation names it
     (:func:`~mars_demo.evaluation.labels.row_label`: "Eigenvalue (entail.)")."""
@@ -99,7 +116,7 @@ def method_name(measure: str, scoring: str) -> str:
 
 def _head(report: Report, public: bool) -> str:
     data = _local_name(report.data) if public else report.data
-    models = {k: (_local_name(v) if public and v else v) for k, v in report.models.items()}
+    models = {k: (model_id(v) if v else v) for k, v in report.models.items()}
     acc = "?" if report.accuracy is None else f"{report.accuracy * 100:.1f}%"
     labels = report.labels or {}
     if labels.get("given") and not labels.get("judged"):
@@ -108,8 +125,9 @@ def _head(report: Report, public: bool) -> str:
         verdicts = f"judge {report.judge_text()}" + (texts.EVAL_LABELS_GIVEN.format(
             given=labels["given"], judged=labels["judged"]) if labels.get("given") else "")
     parts = [f"<p><b>{esc(data)}</b>: n = {report.n} questions, accuracy {acc} "
-             f"({esc(verdicts)}). LLM {esc(models.get('llm'))}, "
-             f"importance {esc(models.get('importance'))}, NLI {esc(models.get('nli'))}"
+             f"({esc(verdicts)}). Language model {esc(models.get('llm'))}, "
+             f"importance model {esc(models.get('importance'))}, NLI model "
+             f"{esc(models.get('nli'))}"
              + "".join(f", {esc(m.label)} {esc(models[m.field])}" for m in OWN_MODELS
                        if models.get(m.field))  # SAR's similarity model, where the run ran SAR
              + ".</p>"]
@@ -198,6 +216,46 @@ def _warnings(report: Report, public: bool) -> str:
     return f'<div class="mars-warnings" role="note"><ul>{items}</ul></div>'
 
 
+def _points(value: float) -> str:
+    return f"{value * 100:+.1f}".replace("-", "−")
+
+
+def run_verdict(report: Report) -> str:
+    """The run's answer to "does MARS help here?", in one sentence: for each measure with both
+    scorings, MARS minus length-normalized AUROC in points with its paired 95% interval; "no
+    clear difference" where every interval holds zero. Empty when the run has no such pair."""
+    parts, helps, hurts = [], 0, 0
+    for measure in report.paired():
+        entry = report.metrics["auroc"][measure].get(DIFF)
+        if entry is None or entry.value is None or not entry.ci95:
+            continue
+        low, high = entry.ci95
+        helps += low > 0
+        hurts += high < 0
+        parts.append(texts.EVAL_VERDICT_PART.format(
+            diff=_points(entry.value), measure=texts.MEASURE_NAMES.get(measure, measure),
+            low=_points(low), high=_points(high)))
+    if not parts:
+        return ""
+    if helps and not hurts:
+        answer = texts.EVAL_VERDICT_HELPS if helps == len(parts) else texts.EVAL_VERDICT_SOME
+    elif hurts and not helps:
+        answer = texts.EVAL_VERDICT_HURTS if hurts == len(parts) else texts.EVAL_VERDICT_WORSE
+    elif helps and hurts:
+        answer = texts.EVAL_VERDICT_MIXED
+    else:
+        answer = texts.EVAL_VERDICT_UNCLEAR
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return texts.EVAL_VERDICT.format(answer=answer, n=report.n,
+                                     llm=model_id(report.models.get("llm") or "?"),
+                                     parts=listed)
+
+
+def run_verdict_html(report: Report) -> str:
+    sentence = run_verdict(report)
+    return f'<p class="mars-run-verdict">{esc(sentence)}</p>' if sentence else ""
+
+
 def table_html(report: Report, public: bool = False) -> str:
     """The metric tables of a :func:`~mars_demo.evaluation.runs.parse_report` result, x100
     like the paper's Table 1. ``public``: local paths (data set, models) are shown by their
@@ -207,37 +265,6 @@ def table_html(report: Report, public: bool = False) -> str:
             f'<p class="mars-small">{note}</p>{_paired_table(report)}{_methods_table(report)}'
             f"{_calibration(report)}"
             f"{_warnings(report, public)}</div>")
-
-
-def curves(records: list[Record], report: Report | None = None) -> tuple[Any, Any, Any, list[str]]:
-    """The run's ROC and rejection figures (:func:`mars_demo.evaluation.report.figures`) and
-    the ROC curves of the report's top methods
-    (:func:`mars_demo.evaluation.methods_table.roc_figure`; None without a methods table),
-    sized for the page."""
-    from mars_demo.evaluation.methods_table import roc_figure
-    from mars_demo.evaluation.report import figures
-
-    roc, rej, warnings = figures(records)
-    top = None
-    if report is not None and report.methods_table.rows:
-        top, more = roc_figure(records, [(r.name, r.variant)
-                                         for r in report.methods_table.rows])
-        warnings += more
-    for fig in (roc, rej, top):
-        if fig is not None:
-            # see-through, so the theme's background shows and the page's CSS (.mars-plot)
-            # writes the axes' text in the theme's text color, light or dark
-            fig.update_layout(width=None, height=380, autosize=True,
-                              margin=dict(l=50, r=20, t=70, b=50),
-                              paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)")
-            fig.update_xaxes(gridcolor=GRID, zerolinecolor=GRID)
-            fig.update_yaxes(gridcolor=GRID, zerolinecolor=GRID)
-    if top is not None:  # its heading is on the page (texts.EVAL_TOP_TITLE)
-        top.update_layout(height=480, title=None, margin=dict(t=24))
-    return roc, rej, top, warnings
-
-
-# --- the handlers ---------------------------------------------------------------------------
 
 
 def run_names(runs_dir: str | os.PathLike | None) -> list[str]:
@@ -257,9 +284,59 @@ class EvaluationView:
         self.runs_dir = pathlib.Path(runs_dir) if runs_dir else None
         self.max_bytes = max_bytes
         self.public = public
+        self._cache: collections.OrderedDict[tuple, dict[str, Any]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def shown(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
+        """What the page shows of a run (:meth:`show`, its charts one per column and serialized,
+        :func:`page_outputs`), kept for the :data:`CACHE_SIZE` runs shown last by the hashes of
+        their files: "Show" pressed again reads and hashes the files, and parses, computes and
+        serializes nothing."""
+        key = self._key(run, report_file, results_file)
+        with self._lock:
+            if key is not None and key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        shown = page_outputs(self.show(run, report_file, results_file))
+        if key is not None:
+            with self._lock:
+                self._cache[key] = shown
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return shown
+
+    def _key(self, run: Any, report_file: Any, results_file: Any) -> tuple | None:
+        """The cache key of a Show: where its files come from and their SHA-256; None for one
+        that shows no run (nothing chosen, a file over the limit, an unknown run)."""
+        try:
+            if report_file:
+                return ("upload", self.public, _digest(report_file, self.max_bytes),
+                        _digest(results_file, self.max_bytes) if results_file else None)
+            if run and not results_file:
+                folder = self._run_folder(run)
+                results = folder / "results.jsonl"
+                return ("run", run, self.public, _digest(folder / "report.json", None),
+                        _digest(results, None) if results.is_file() else None)
+        except (ReportError, OSError, ValueError):
+            return None
+        return None
 
     def runs(self) -> list[str]:
         return run_names(self.runs_dir)
+
+    def run_choices(self) -> list[tuple[str, str]]:
+        """The runs as the view offers them: (its name and its language model's id, name)."""
+        choices = []
+        for name in self.runs():
+            try:
+                report = parse_report(_read_text(self.runs_dir / name / "report.json",
+                                                 self.max_bytes, "report.json"))
+                llm = report.models.get("llm")
+            except (ReportError, OSError):
+                llm = None
+            choices.append((texts.EVAL_RUN_CHOICE.format(run=name, llm=model_id(llm))
+                            if llm else name, name))
+        return choices
 
     def show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
         """Render a run: the uploaded report.json (and results.jsonl) if given, else the run
@@ -269,8 +346,8 @@ class EvaluationView:
         return self._show(run, report_file, results_file)
 
     def _show(self, run: Any, report_file: Any, results_file: Any) -> dict[str, Any]:
-        empty = {"eval_table": "", "eval_note": "", "eval_roc": None, "eval_rejection": None,
-                 "eval_roc_methods": None}
+        empty = {"eval_verdict": "", "eval_table": "", "eval_note": "", "eval_roc": None,
+                 "eval_rejection": None, "eval_roc_methods": None}
         try:
             if report_file:
                 report = parse_report(_read_text(report_file, self.max_bytes, "report.json"))
@@ -298,7 +375,8 @@ class EvaluationView:
         except OSError as err:
             return {"eval_error": error_html(texts.EVAL_BAD_REPORT.format(
                 error=type(err).__name__)), **empty}
-        update = {"eval_error": "", "eval_table": table_html(report, self.public),
+        update = {"eval_error": "", "eval_verdict": run_verdict_html(report),
+                  "eval_table": table_html(report, self.public),
                   "eval_roc": None, "eval_rejection": None, "eval_roc_methods": None}
         if results_text is None:
             update["eval_note"] = _note(texts.EVAL_NO_CURVES)
@@ -324,6 +402,14 @@ class EvaluationView:
         return self.runs_dir / run
 
 
+def _digest(path: str | os.PathLike, limit: int | None) -> str:
+    """The SHA-256 of a file; ValueError for one over ``limit`` bytes (not cached: shown as an
+    error)."""
+    if limit is not None and os.path.getsize(path) > limit:
+        raise ValueError("too big")
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
 def _note(message: str) -> str:
     return f'<div class="mars-note" role="status">{esc(message)}</div>'
 
@@ -331,48 +417,6 @@ def _note(message: str) -> str:
 def _elem(name: str) -> str:
     """The page id of a chart's output name: eval_roc -> mars-eval-roc."""
     return "mars-" + name.replace("_", "-")
-
-
-def split_columns(fig: Any) -> list[Any]:
-    """A figure of one row of subplots (:func:`mars_demo.evaluation.report.figures`) as one
-    figure per subplot, titled by its subplot's title, each with its own legend and the axis
-    titles of the first: charts that sit side by side where the page is wide and stack on a
-    phone, instead of three squeezed into one. None or no traces: no figure."""
-    import plotly.graph_objects as go
-
-    if fig is None or not fig.data:
-        return []
-    layout = fig.layout
-    titles = [a.text for a in layout.annotations or ()]
-    x_title = layout.xaxis.title.text if layout.xaxis.title else None
-    y_title = layout.yaxis.title.text if layout.yaxis.title else None
-    columns: dict[str, list[Any]] = {}
-    for trace in fig.data:
-        columns.setdefault(trace.xaxis or "x", []).append(trace)
-    out = []
-    for k, (axis, traces) in enumerate(sorted(columns.items(), key=lambda kv: _axis_number(kv[0]))):
-        x_axis = layout["xaxis" + axis[1:]]
-        y_axis = layout["yaxis" + axis[1:]]
-        one = go.Figure()
-        for trace in traces:
-            one.add_trace(trace.update(xaxis="x", yaxis="y", showlegend=True))
-        one.update_layout(
-            title={"text": titles[k] if k < len(titles) else "", "x": 0.02, "font": {"size": 15}},
-            template=layout.template, height=360, autosize=True, width=None,
-            margin=dict(l=56, r=16, t=48, b=56),
-            legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
-            paper_bgcolor=layout.paper_bgcolor, plot_bgcolor=layout.plot_bgcolor,
-        )
-        one.update_xaxes(title_text=x_title, range=x_axis.range, gridcolor=x_axis.gridcolor,
-                         zerolinecolor=x_axis.zerolinecolor)
-        one.update_yaxes(title_text=y_title, range=y_axis.range, gridcolor=y_axis.gridcolor,
-                         zerolinecolor=y_axis.zerolinecolor)
-        out.append(one)
-    return out
-
-
-def _axis_number(axis: str) -> int:
-    return int(axis[1:] or 1)
 
 
 def build(view: EvaluationView) -> None:
@@ -387,7 +431,8 @@ def build(view: EvaluationView) -> None:
     with gr.Accordion(texts.EVAL_TAB, open=False, elem_id="mars-eval"):
         gr.Markdown(texts.EVAL_EXPLAIN.format(limit=limit), elem_classes="mars-small")
         with gr.Row():
-            run = gr.Dropdown(runs, value=runs[0] if runs else None, label=texts.EVAL_RUN_LABEL,
+            run = gr.Dropdown(view.run_choices(), value=runs[0] if runs else None,
+                              label=texts.EVAL_RUN_LABEL,
                               visible=bool(runs), elem_id="mars-eval-run")
             report = gr.File(label=texts.EVAL_REPORT_LABEL, file_types=[".json"],
                              type="filepath", elem_id="mars-eval-report")
@@ -395,6 +440,8 @@ def build(view: EvaluationView) -> None:
                               type="filepath", elem_id="mars-eval-results")
         button = gr.Button(texts.EVAL_OPEN_BUTTON, elem_id="mars-eval-show")
         components["eval_error"] = gr.HTML(elem_id="mars-eval-error")
+        # the run's answer to the view's question, in one sentence
+        components["eval_verdict"] = gr.HTML(elem_id="mars-run-verdict")
         components["eval_table"] = gr.HTML(elem_id="mars-eval-table")
         components["eval_note"] = gr.HTML(elem_id="mars-eval-note")
         for name, title in zip(CHARTS, (texts.EVAL_ROC_TITLE, texts.EVAL_REJECTION_TITLE,
@@ -416,19 +463,21 @@ def build(view: EvaluationView) -> None:
     names = (*OUTPUTS, *charts, "eval_roc_methods_1")
 
     def handler(run_name: Any, report_file: Any, results_file: Any) -> tuple:
-        update = view.show(run_name, report_file, results_file)
+        shown = view.shown(run_name, report_file, results_file)  # kept: never changed here
+        update = {name: shown[name] for name in TEXTS}
         for name in SPLIT:  # one chart per measure; a row without curves takes no room
-            figures = split_columns(update[name])
+            figures = shown[name]
             update[name] = gr.update(visible=bool(figures))
             for k in range(1, SLOTS + 1):
                 fig = figures[k - 1] if k <= len(figures) else None
                 update[f"{name}_{k}"] = gr.update(value=fig, visible=fig is not None)
-        fig = update["eval_roc_methods"]
-        update["eval_roc_methods"] = gr.update(visible=bool(fig is not None and fig.data))
-        update["eval_roc_methods_1"] = fig
+        top = shown["eval_roc_methods"]
+        update["eval_roc_methods"] = gr.update(visible=bool(top))
+        update["eval_roc_methods_1"] = top[0] if top else None
         return tuple(update.get(name, gr.skip()) for name in names)
 
+    # one at a time with every other event that runs no model (mars_demo.access.VIEW_GROUP)
     button.click(handler, inputs=[run, report, results],
                  outputs=[components[name] for name in names], api_name="evaluation_show",
                  api_visibility="private",
-                 concurrency_id="evaluation", concurrency_limit=2, show_progress="minimal")
+                 concurrency_id=VIEW_GROUP, concurrency_limit=1, show_progress="minimal")

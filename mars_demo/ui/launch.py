@@ -14,7 +14,7 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.access import Access
-from mars_demo.ui import connections, limits, memory, render
+from mars_demo.ui import connections, limits, memory, render, sessions
 
 ASSETS = Path(__file__).resolve().parent / "assets"  # the page's script, style and examples
 CSS_PATH = ASSETS / "style.css"
@@ -22,8 +22,8 @@ JS_PATH = ASSETS / "page.js"  # keyboard and touch access to the tokens, the que
 MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads report.json)
 UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
 # The texts ui/assets/page.js writes into the page (window.marsTexts).
-PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ESTIMATE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE",
-              "ACCESS_WORK_OVER", "VERDICT_DONE", "SCROLL_REGION")
+PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE", "ACCESS_WORK_OVER",
+              "VERDICT_DONE", "VERDICT_WORKING", "ASK_BUSY", "ANSWER_WAITING", "SCROLL_REGION")
 
 # Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
 # but its 600 ("SemiBold") files of Source Sans Pro and IBM Plex Mono hold a few glyphs only
@@ -76,7 +76,9 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     (:func:`on_start`) and, on a public page, the request limits
     (:class:`~mars_demo.ui.limits.RequestLimits`); the server then keeps each connection's own
     address (:func:`~mars_demo.ui.limits.keep_peer_addresses`), so that only the page's
-    :class:`~mars_demo.access.ClientIdentity` reads X-Forwarded-For."""
+    :class:`~mars_demo.clients.ClientIdentity` reads X-Forwarded-For; and on every page the
+    sessions' scope (:class:`~mars_demo.ui.sessions.SessionScope`: who makes a session, and no
+    session left behind by a request outside the queue)."""
     options: dict[str, Any] = {
         "css_paths": [CSS_PATH],
         "head": head(),
@@ -95,17 +97,20 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
         middleware.append(Middleware(
             limits.RequestLimits, access=access,
             max_upload_bytes=MAX_UPLOAD + limits.UPLOAD_FRAMING_BYTES,
-            uploads_per_hour=UPLOADS_PER_HOUR))
+            uploads_per_hour=UPLOADS_PER_HOUR,
+            server_functions=limits.has_server_functions(demo)))
+    middleware.append(Middleware(sessions.SessionScope, access=access))
     options["app_kwargs"] = {"middleware": middleware}
     return options
 
 
 def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
     """When ``demo``'s server starts (``app`` its Starlette app, ``config`` uvicorn's): bound
-    what it keeps per visitor and request (:func:`~mars_demo.ui.memory.bound_memory`); on a
-    public page also guard its connections and origins
-    (:func:`~mars_demo.ui.connections.guard_server`)."""
-    memory.bound_memory(demo, app)
+    what it keeps per visitor and request (:func:`~mars_demo.ui.memory.bound_memory`, which
+    keeps sessions by what they hold); on a public page also guard its connections, hosts and
+    origins (:func:`~mars_demo.ui.connections.guard_server`)."""
+    memory.bound_memory(demo, app, client_of=lambda event: access.client_of(
+        getattr(getattr(event, "request", None), "scope", None) or {}))
     if access.public:
         connections.guard_server(app, config, access,
                                  share_url=lambda: getattr(demo, "share_url", None))

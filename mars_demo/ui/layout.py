@@ -8,8 +8,10 @@ concurrency group :data:`ENGINE_QUEUE` with a limit of 1, so one GPU runs one an
 and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
 Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
 Gradio refuses a request with "queue full". On a public page each client holds at most a few of
-those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). The scoring
-toggle and the banner do not touch the models and run without a limit. What a visitor sees (the
+those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). Every other
+queued event (the scoring toggle's re-render, the banner, the Evaluation view's "Show") touches no
+model and shares the group :data:`VIEW_QUEUE`, also one at a time, so that however many of them
+come they take one core from the engine at most. What a visitor sees (the
 last result) lives only in that visitor's session state (``gr.State``); the controller and the
 engine hold no per-user data. A visitor who closes the tab, or a client that cancels, stops its
 running analysis at the next generated token or stage (see
@@ -27,9 +29,10 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import ENGINE_GROUP, Access
+from mars_demo.access import ENGINE_GROUP, VIEW_GROUP, Access
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui import controls, evaluation, methods_panel, panels, render
+from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.controller import (
     BANNER_OUTPUTS,
     SWITCH_OUTPUTS,
@@ -41,20 +44,20 @@ from mars_demo.ui.host import EngineHost, EngineLike
 from mars_demo.ui.launch import ASSETS
 from mars_demo.ui.limits import limit_queue
 from mars_demo.ui.pasted import OWN_MAX_CHARS
+from mars_demo.ui.renders import RenderCache
 
-# After Ask (a click or Enter): bring the answer into view unless it is in view already (on a
-# phone the question box and the examples fill the screen above it). Runs in the browser.
-SCROLL_TO_ANSWER_JS = """() => {
-  const answer = document.querySelector('#mars-answer');
-  if (!answer) return;
-  const r = answer.getBoundingClientRect();
-  if (r.top >= 0 && r.top <= window.innerHeight - 120) return;  // its start is in view
-  answer.scrollIntoView({block: r.height < window.innerHeight * 0.6 ? 'center' : 'start'});
-}"""
+# What the press of Ask (a click, a tap, Enter, an example) changes at once, in the browser
+# (window.marsPress of ui/assets/page.js): Ask busy, the last result gone, the verdict line
+# "being worked out", the view on it. These events come before the analysis on the same trigger:
+# Gradio 6 runs one trigger's events in order, and one after a streaming event waits for its end.
+PRESS_OUTPUTS = ("ask", "verdict", "answer", "warnings", "error", "progress", "results")
+PRESS_JS = ("(question) => window.marsPress ? window.marsPress(question, "
+            + json.dumps(PRESS_OUTPUTS) + ") : undefined")
 EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
 # (tests/test_load.py sends 16 users at once, all of whom must fit)
 ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
+VIEW_QUEUE = VIEW_GROUP  # concurrency group of every other queued event: one at a time too
 BANNER_POLL_S = 1.0  # how often the banner refreshes while the models load
 DEFAULT_SCORING = "mars"
 # Events that wait in the engine's queue show the visitor their place in the queue and the wait
@@ -118,6 +121,7 @@ def build_demo(
     calibration: Any = None,
     runs_dir: str | Path | None = None,
     methods_run: Any = None,
+    example_cache: str | Path | None = None,
 ) -> gr.Blocks:
     """Build the page around ``engine``.
 
@@ -135,6 +139,8 @@ def build_demo(
     by name. ``methods_run``: the :class:`~mars_demo.ui.methods_panel.Reference` (a run's values,
     or why there is none) among whose answers the "Compared with other methods" panel places
     each value; by default the run of :func:`~mars_demo.ui.methods_panel.reference_folder`.
+    ``example_cache``: the folder where the example questions' analyses are kept once made
+    (:mod:`mars_demo.ui.example_store`; None: none are kept).
     """
     access = access or Access()
     host = EngineHost(engine)
@@ -144,7 +150,8 @@ def build_demo(
         host.start_loading()
     if methods_run is None:
         methods_run = methods_panel.load_reference(*methods_panel.reference_folder(None, runs_dir))
-    controller = Controller(host, access, calibration=calibration, reference=methods_run)
+    controller = Controller(host, access, calibration=calibration, reference=methods_run,
+                            examples=ExampleStore(example_cache, load_examples()))
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         parts: dict[str, Any] = {}
@@ -197,7 +204,7 @@ def _question(parts: dict[str, Any]) -> None:
     # the next tab stop after Ask: to the verdict, past the examples and the settings
     gr.HTML(f'<a class="mars-skip" href="#mars-verdict">{render.esc(texts.SKIP_TO_ANSWER)}</a>',
             elem_id="mars-skip", padding=False)
-    _example_buttons(parts["question"], load_examples())
+    parts["examples"] = _example_buttons(load_examples())
 
 
 def _settings(controller: Controller, access: Access, parts: dict[str, Any]
@@ -258,17 +265,16 @@ def _own_answers(parts: dict[str, Any]) -> None:
 
 
 def _results(parts: dict[str, Any]) -> None:
-    """Errors, progress, then the result panels by section (mars_demo/ui/panels.py): the
-    answer's section always, the scoring toggle, the others in a column shown with the first
-    result; the download last."""
-    parts["error"] = gr.HTML(elem_id="mars-error")
-    parts["progress"] = gr.HTML(elem_id="mars-progress")
-    # Filled in the browser while the visitor waits in the queue (ui/assets/page.js).
-    gr.HTML('<p class="mars-queue-line" role="status" aria-live="polite" hidden></p>',
-            elem_id="mars-queue-line", padding=False)
+    """The results (mars_demo/ui/panels.py): the answer's section always (its heading, errors,
+    the verdict, then the progress and the queue line, then the answer), the scoring toggle,
+    the other sections in a column shown with the first result (the table, then the details,
+    each folded under a one-line summary); the download last."""
+    parts["error"] = None  # made under the answer section's heading, see _progress
     for section in panels.SECTIONS:
         if section.always:
-            _section(section, parts)
+            # the progress line (and its "Done. Total ...") after the answer and its warnings:
+            # the verdict and the answer it judges read one after the other
+            _section(section, parts, before=_errors, after={"warnings": _progress})
     with gr.Row(elem_id="mars-view-row"):  # side by side on a wide screen, stacked on a phone
         parts["scoring"] = gr.Radio(
             [(texts.SCORING_NAMES[key], key) for key in render.SCORINGS],
@@ -283,19 +289,44 @@ def _results(parts: dict[str, Any]) -> None:
             elem_id="mars-shade",
         )
     with gr.Column(visible=False, elem_id="mars-results") as parts["results"]:
+        details = False
         for section in panels.SECTIONS:
-            if not section.always:
-                _section(section, parts)
+            if section.always:
+                continue
+            if section.folded and not details:  # the folds under one heading, in order
+                _heading(texts.DETAILS_HEADING)
+                details = True
+            _section(section, parts)
         parts["download"] = gr.DownloadButton(
             texts.DOWNLOAD_BUTTON, visible=False, elem_id="mars-download"
         )
     parts["result"] = gr.State(None)
 
 
-def _section(section: panels.Section, parts: dict[str, Any]) -> None:
+def _errors(parts: dict[str, Any]) -> None:
+    parts["error"] = gr.HTML(elem_id="mars-error")
+
+
+def _progress(parts: dict[str, Any]) -> None:
+    """The progress of the stages and, while the visitor waits in the queue, the queue line
+    (filled in the browser, ui/assets/page.js: its place is a live status, its seconds not)."""
+    parts["progress"] = gr.HTML(elem_id="mars-progress")
+    gr.HTML('<p class="mars-queue-line" hidden></p>', elem_id="mars-queue-line", padding=False)
+
+
+def _heading(title: str, hidden: bool = False) -> None:
+    """A heading of the page (``hidden``: for screen readers only)."""
+    gr.HTML(f"<h2>{render.esc(title)}</h2>", padding=False,
+            elem_classes=["mars-section-title", *(["mars-sr-heading"] if hidden else [])])
+
+
+def _section(section: panels.Section, parts: dict[str, Any],
+             before: Callable[[dict[str, Any]], None] | None = None,
+             after: dict[str, Callable[[dict[str, Any]], None]] | None = None) -> None:
     """One section of :data:`panels.SECTIONS` and its panels: folded (an accordion whose label
     the analysis updates with its summary) or under its heading. Panels with a ``column`` sit
-    side by side, one column per name, and stack on a narrow screen."""
+    side by side, one column per name, and stack on a narrow screen. ``before``: what comes
+    between the heading and the panels; ``after``: what comes after a panel, by its key."""
     members = [p for p in panels.PANELS if p.section == section.key]
     if section.folded:
         with gr.Accordion(section.title, open=False,
@@ -303,9 +334,15 @@ def _section(section: panels.Section, parts: dict[str, Any]) -> None:
             _panels(members, parts)
         return
     if section.title:
-        gr.HTML(f"<h2>{render.esc(section.title)}</h2>", elem_classes="mars-section-title",
-                padding=False)
-    _panels(members, parts)
+        _heading(section.title, hidden=section.always)
+    if before is not None:
+        before(parts)
+    for panel in members if after else ():
+        _panels([panel], parts)
+        if panel.key in after:
+            after[panel.key](parts)
+    if not after:
+        _panels(members, parts)
 
 
 def _panels(members: Sequence[panels.Panel], parts: dict[str, Any]) -> None:
@@ -340,18 +377,47 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         parts[name] for name in ("question", "ask", "scoring", "answer", "result"))
     ask_names, view_names = ask_outputs(), scoring_view_outputs()  # the panels as declared now
     options = [option_controls[name] for name in controls.PAGE_OPTIONS]
-    show_scoring = dict(  # re-render from the stored result; touches no model, so no limit
-        fn=packed_once(controller.show_scoring, view_names),
+    # The one re-render from the stored result (no model; each view of a result rendered once,
+    # ui/renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
+    # answers', a re-score's), with the toggles as they are then, which the visitor may have
+    # flipped while the answer streamed. It is registered here alone: no event chains
+    # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
+    # way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model.
+    rerender = gr.on(
+        [scoring.change, parts["shade"].change, result.change],
+        packed_once(RenderCache(controller.show_scoring), view_names),
         inputs=[result, scoring, parts["shade"]],
         outputs=outputs(view_names),
         api_visibility="private",
-        concurrency_limit=None,
+        concurrency_id=VIEW_QUEUE,
+        concurrency_limit=1,
         show_progress="hidden",
     )
-    # Ask says it is working, and takes no click, until the analysis has ended (either way).
+    # Ask says it is working, and takes no click, until the analysis has ended (either way):
+    # set in the browser at the press (PRESS_JS, a js-only event: no request), registered before
+    # the Ask on the same trigger; the Ask's chain then only makes Ask ready again, since the
+    # re-render above follows the stored result. tests/test_hostile_sessions.py sends
+    # `_ask_ready` as a request outside the queue.
+    # The press also cancels, in this browser, a re-render of the last result still on its way
+    # (Ask is ready once the analysis has ended, and the re-render that follows its stored
+    # result may come back after a quick next press): it would draw the last answer again under
+    # the new question.
     busy = dict(api_visibility="private", queue=False, show_progress="hidden")
+    press = outputs(PRESS_OUTPUTS)
+    gr.on([ask.click, question.submit], None, inputs=[question], outputs=press, js=PRESS_JS,
+          cancels=[rerender], **busy)
+    for button, text in parts["examples"]:  # one click: the question, then the analysis
+        button.click(None, outputs=[question, *press], js=_example_js(text), cancels=[rerender],
+                     **busy)
+    pressed = [ask.click, question.submit, *(button.click for button, _ in parts["examples"])]
+    # ... and the server forgets the stored result at the press (a request outside the queue,
+    # before the Ask): a re-render reads the stored result when it runs, and one sent before the
+    # press but run after it (a slow network; the cancel above knows no event id yet) would
+    # otherwise draw the last answer under the new question while the new analysis waits for
+    # the engine. The Ask's first update clears it too, but only once the engine takes it.
+    gr.on(pressed, _forget_result, outputs=[result], **busy)
     gr.on(
-        [ask.click, question.submit],
+        pressed,
         packed(controller.ask, ask_names),
         inputs=[question, scoring, *options],
         outputs=outputs(ask_names),
@@ -360,12 +426,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         concurrency_limit=1,
         show_progress=QUEUE_STATUS,
         show_progress_on=[answer],
-    ).then(**show_scoring).then(  # the toggle may have been flipped while the answer streamed
-        _ask_ready, outputs=[ask], **busy)
-    gr.on([ask.click, question.submit], _ask_busy, outputs=[ask], js=SCROLL_TO_ANSWER_JS,
-          **busy)
-    scoring.change(**show_scoring)
-    parts["shade"].change(**show_scoring)
+    ).then(_ask_ready, outputs=[ask], **busy)
     # A scoring option changed: score the answers on screen again (models, so the queue).
     # A quick check outside the queue first: with nothing on screen, or nothing changed,
     # no event joins the queue (nor counts against the visitor's one place in it).
@@ -396,7 +457,7 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
         concurrency_limit=1,
         show_progress=QUEUE_STATUS,
         show_progress_on=[answer],
-    ).then(**show_scoring)
+    )
     switch = parts.get("switch")
     if switch:  # only when the host allowed it: otherwise the handler does not exist at all
         switch["load"].click(
@@ -414,21 +475,34 @@ def _events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
             refresh_banner,
             outputs=outputs(BANNER_OUTPUTS),
             api_visibility="private",
-            concurrency_limit=None,
+            concurrency_id=VIEW_QUEUE,
+            concurrency_limit=1,
             show_progress="hidden",
         )
 
 
-def _ask_busy() -> Any:
-    return gr.Button(value=texts.ASK_BUSY, interactive=False)
+def _forget_result() -> None:
+    """The stored result, forgotten at the press of Ask (:func:`_events`)."""
+    return None
 
 
 def _ask_ready() -> Any:
+    """Ask takes presses again: after the analysis, whichever way it ended."""
     return gr.Button(value=texts.ASK_BUTTON, interactive=True)
 
 
-def _example_buttons(question: gr.Textbox, questions: Sequence[str]) -> None:
-    """One button per example question; a click puts it into the question box in the browser.
+def _example_js(text: str) -> str:
+    """The press of an example, in the browser: its question into the box (no server round
+    trip) and the press's outputs (:data:`PRESS_JS`); nothing while an analysis runs."""
+    question = json.dumps(text)
+    return (f"() => {{ if (!window.marsPress) return [{question}]; "
+            f"const pressed = window.marsPress({question}, {json.dumps(PRESS_OUTPUTS)}); "
+            f"return pressed ? [{question}, ...pressed] : undefined; }}")
+
+
+def _example_buttons(questions: Sequence[str]) -> list[tuple[gr.Button, str]]:
+    """One button per example question, with its question: a click asks it (the events are
+    wired with Ask's in :func:`_events`).
 
     Not ``gr.Examples``: its click asks the server for the example's value (``load_example``,
     a round trip), so an Ask clicked before the answer came back, e.g. while the models load
@@ -438,22 +512,15 @@ def _example_buttons(question: gr.Textbox, questions: Sequence[str]) -> None:
     and its inner ``{#await component_meta[i][0]...}`` is re-evaluated before the guard
     ``component_meta[i]`` around it, once for every example.
     """
+    buttons = []
     with gr.Column(elem_id="mars-examples"):
         with gr.Row(elem_id="mars-example-buttons"):
             gr.HTML(f'<span class="mars-small">{render.esc(texts.EXAMPLES_LABEL)}</span>',
                     elem_id="mars-examples-label", padding=False, min_width=0)
             for text in questions:
-                gr.Button(
-                    text, size="sm", variant="secondary", scale=0, min_width=0,
-                    elem_classes="mars-example",
-                ).click(
-                    None,
-                    outputs=[question],
-                    js=f"() => {json.dumps(text)}",  # no server round trip
-                    api_visibility="private",
-                    queue=False,
-                    show_progress="hidden",
-                )
+                buttons.append((gr.Button(text, size="sm", variant="secondary", scale=0,
+                                          min_width=0, elem_classes="mars-example"), text))
+    return buttons
 
 
 def _model_switch(controller: Controller) -> dict[str, gr.components.Component]:

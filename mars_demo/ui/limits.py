@@ -5,13 +5,15 @@ it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/te
 
 - :func:`limit_queue` wraps the queue's ``push``, the one door of every queued call
   (``/queue/join``, ``/call/<api_name>``, ``/call/v2/...``): a client holds at most a few places
-  (:meth:`Access.places_for`, :attr:`Access.queue_places`), whatever events it calls, and a file
-  input that names a URL is refused before Gradio would download it;
+  (:meth:`Access.places_for`, :attr:`Access.queue_places`), and its IPv6 /48 a few more, whatever
+  events it calls; it may keep the view group busy only so long (:attr:`Access.view_share`); and
+  a file input that names a URL is refused before Gradio would download it;
 - :class:`RequestLimits` caps every request body before it is read (HTTP 413), uploads to one file
-  per request and a few per client and hour, and closes routes a public page does not use (the
-  screen recording, deep links, ``/monitoring``);
+  per request and a few per client and hour, requests outside the queue to a few per client and
+  second, and closes routes a public page does not use (the screen recording, deep links,
+  ``/monitoring``, ``/component_server`` where no component has server functions);
 - :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
-  ``X-Forwarded-For``, so that only :class:`~mars_demo.access.ClientIdentity` reads that header.
+  ``X-Forwarded-For``, so that only :class:`~mars_demo.clients.ClientIdentity` reads that header.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from collections.abc import Callable
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import ENGINE_GROUP, Access
+from mars_demo.access import (
+    DIRECT_BURST,
+    ENGINE_GROUP,
+    VIEW_BURST_S,
+    VIEW_GROUP,
+    VIEW_MIN_COST_S,
+    Access,
+)
+from mars_demo.clients import Allowance
 
 MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
 UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
@@ -37,6 +47,10 @@ CLOSED_ROUTES = ("/process_recording", "/deep_link")
 # ... and those under: every visitor's request counts, success rates and latencies, which
 # /monitoring/summary gives anyone (and its table is rebuilt after each request).
 CLOSED_PREFIXES = ("/monitoring",)
+COMPONENT_SERVER = "/component_server"  # calls a component's server function by name
+# Requests outside the queue: a non-queued event (/run/<api_name>, /api/<api_name>) or a
+# component's server function.
+DIRECT_ROUTE = re.compile(r"/(run|api)/[^/]+$|/component_server$")
 _URL = re.compile(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
@@ -75,74 +89,133 @@ def file_urls(data: Any) -> list[str]:
     return found
 
 
-def limit_queue(demo: Any, access: Access) -> None:
-    """Enforce the visitor policy at the queue's door (``demo.queue()`` must have been called).
+def limit_queue(demo: Any, access: Access) -> QueueDoor:
+    """Enforce the visitor policy at the queue's door (``demo.queue()`` must have been called):
+    see :class:`QueueDoor`. Returns the door."""
+    door = QueueDoor(demo, access)
+    door.install()
+    return door
 
-    A file input whose path is a URL is refused (HTTP 400), on every page: Gradio would fetch it
-    (from any public address, with no size limit), and a visitor must never make the server fetch
-    anything. On a page with per-client limits, an event is refused (HTTP 429) when its client
-    already holds :meth:`Access.places_for` places of its concurrency group, or
-    :attr:`Access.queue_places` in all, waiting or running. The count (:func:`queue_counter`) and
-    the push run under one lock, so parallel requests cannot slip through together."""
-    from fastapi import HTTPException
 
-    queue = demo._queue
-    push = queue.push
-    pending = queue_counter(demo, access)
-    lock = asyncio.Lock()
+class QueueDoor:
+    """The visitor policy at the queue's door: Gradio's ``Queue.push`` (every queued call) and
+    ``Queue.send_message`` (an event started, an event sent its result), wrapped once.
 
-    async def limited_push(body: Any, request: Any, username: Any):
+    - A file input whose path is a URL is refused (HTTP 400), on every page: Gradio would fetch
+      it (from any public address, with no size limit), and a visitor must never make the server
+      fetch anything.
+    - On a page with per-client limits, an event is refused (HTTP 429) when its client already
+      holds :meth:`Access.places_for` places of its concurrency group, or
+      :attr:`Access.queue_places` in all, waiting or running; or when the clients of its network
+      (an IPv6 /48, :meth:`ClientIdentity.network`) hold :meth:`Access.network_places_for` /
+      :attr:`Access.network_queue_places` together. The count and the push run under one lock,
+      so parallel requests cannot slip through together.
+    - An event of :data:`VIEW_GROUP` is refused (HTTP 429) while its client owes time of the
+      group's worker (:class:`~mars_demo.clients.Allowance` of :attr:`Access.view_share`); each
+      one that ran is charged its time there, at least :data:`VIEW_MIN_COST_S`.
+
+    An event stops counting once its result was sent ("process_completed"), not when Gradio
+    clears it a moment later, so a client whose last request just ended (or failed) may send
+    the next at once. Reads Gradio's queue (``event_queue_per_concurrency_id``, ``active_jobs``;
+    Gradio 6.17, pinned by tests/test_gradio_internals.py)."""
+
+    def __init__(self, demo: Any, access: Access) -> None:
+        self.demo = demo
+        self.access = access
+        self.queue = demo._queue
+        self.finished: weakref.WeakSet = weakref.WeakSet()
+        self.started: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.view = (Allowance(access.view_share, VIEW_BURST_S)
+                     if access.view_share is not None else None)
+        self.lock = asyncio.Lock()
+        self.now = time.monotonic
+
+    def install(self) -> None:
+        push, send = self.queue.push, self.queue.send_message
+
+        async def limited_push(body: Any, request: Any, username: Any):
+            await self.check(body, request)
+            fn = self.demo.fns.get(getattr(body, "fn_index", None))
+            if fn is None or self.access.queue_places is None:
+                return await push(body=body, request=request, username=username)
+            async with self.lock:
+                self.check_places(fn.concurrency_id, self.client_of(request))
+                return await push(body=body, request=request, username=username)
+
+        def send_message(event: Any, message: Any) -> Any:
+            self.sent(event, getattr(message, "msg", None))
+            return send(event, message)
+
+        self.queue.push = limited_push
+        self.queue.send_message = send_message
+
+    def client_of(self, request: Any) -> str:
+        return self.access.client_of(getattr(request, "scope", None) or {})
+
+    async def check(self, body: Any, request: Any) -> None:
+        """Refuse a URL in a file input, and a view event of a client that owes the group's
+        time."""
+        from fastapi import HTTPException
+
         if file_urls(getattr(body, "data", None)):
             raise HTTPException(status_code=400, detail=texts.ACCESS_NO_URLS)
-        fn = demo.fns.get(getattr(body, "fn_index", None))
-        if fn is None or access.queue_places is None:
-            return await push(body=body, request=request, username=username)
-        client = access.client_of(getattr(request, "scope", None) or {})
-        group = fn.concurrency_id
-        async with lock:
-            in_group, in_all = pending(client, group)
-            if in_group >= access.places_for(group) or in_all >= access.queue_places:
-                message = (texts.ACCESS_ONE_AT_A_TIME if group == ENGINE_GROUP
-                           else texts.ACCESS_TOO_MANY_EVENTS)
-                raise HTTPException(status_code=429, detail=message)
-            return await push(body=body, request=request, username=username)
+        fn = self.demo.fns.get(getattr(body, "fn_index", None))
+        if (self.view is not None and fn is not None and fn.concurrency_id == VIEW_GROUP
+                and not self.view.allows(self.client_of(request), self.now())):
+            raise HTTPException(status_code=429, detail=texts.ACCESS_TOO_FAST)
 
-    queue.push = limited_push
+    def check_places(self, group: str, client: str) -> None:
+        from fastapi import HTTPException
 
+        access = self.access
+        network = access.identity.network(client)
+        in_group, in_all, net_group, net_all = self.pending(client, network, group)
+        if (in_group >= access.places_for(group) or in_all >= access.queue_places
+                or net_group >= access.network_places_for(group)
+                or net_all >= access.network_queue_places):
+            message = (texts.ACCESS_ONE_AT_A_TIME if group == ENGINE_GROUP
+                       else texts.ACCESS_TOO_MANY_EVENTS)
+            raise HTTPException(status_code=429, detail=message)
 
-def queue_counter(demo: Any, access: Access) -> Callable[[str, str], tuple[int, int]]:
-    """``pending(client, group)``: how many events ``client`` has waiting in ``demo``'s queue
-    or running, of concurrency group ``group`` and in all.
-
-    An event stops counting once its result was sent (``Queue.send_message`` with
-    "process_completed"), not when Gradio clears it a moment later, so a client whose last
-    request just ended (or failed) may send the next at once. Reads Gradio's queue
-    (``event_queue_per_concurrency_id``, ``active_jobs``, ``send_message``; Gradio 6.17)."""
-    queue = demo._queue
-    finished: weakref.WeakSet = weakref.WeakSet()
-    send = queue.send_message
-
-    def send_message(event: Any, message: Any) -> Any:
-        if getattr(message, "msg", None) == "process_completed":
-            finished.add(event)
-        return send(event, message)
-
-    queue.send_message = send_message
-
-    def client_of_event(event: Any) -> str:
-        request = getattr(event, "request", None)
-        return access.client_of(getattr(request, "scope", None) or {})
-
-    def pending(client: str, group: str) -> tuple[int, int]:
+    def events(self) -> list[Any]:
+        """The events waiting or running whose result was not sent yet."""
         events = []
-        for waiting in list(queue.event_queue_per_concurrency_id.values()):
+        for waiting in list(self.queue.event_queue_per_concurrency_id.values()):
             events += list(waiting.queue)
-        for job in list(queue.active_jobs):
+        for job in list(self.queue.active_jobs):
             events += list(job or ())
-        mine = [e for e in events if e not in finished and client_of_event(e) == client]
-        return sum(1 for e in mine if e.concurrency_id == group), len(mine)
+        return [e for e in events if e not in self.finished]
 
-    return pending
+    def pending(self, client: str, network: str | None, group: str
+                ) -> tuple[int, int, int, int]:
+        """How many events ``client`` has waiting or running, of concurrency group ``group``
+        and in all; and the same for the clients of ``network`` together (0 without one)."""
+        counts = [0, 0, 0, 0]
+        identity = self.access.identity
+        for event in self.events():
+            request = getattr(event, "request", None)
+            of = self.access.client_of(getattr(request, "scope", None) or {})
+            same_group = event.concurrency_id == group
+            if of == client:
+                counts[0] += same_group
+                counts[1] += 1
+            if network is not None and identity.network(of) == network:
+                counts[2] += same_group
+                counts[3] += 1
+        return counts[0], counts[1], counts[2], counts[3]
+
+    def sent(self, event: Any, msg: Any) -> None:
+        """Gradio sends ``event`` a message: note when it starts, and once it completed, stop
+        counting it and charge a view event's time to its client."""
+        if msg == "process_starts":
+            self.started[event] = self.now()
+        elif msg == "process_completed" and event not in self.finished:
+            self.finished.add(event)
+            began = self.started.pop(event, None)
+            if self.view is not None and getattr(event, "concurrency_id", None) == VIEW_GROUP:
+                cost = max(VIEW_MIN_COST_S, self.now() - began if began is not None else 0.0)
+                self.view.charge(self.client_of(getattr(event, "request", None)), cost,
+                                 self.now())
 
 
 # --- every request -----------------------------------------------------------------------------
@@ -158,18 +231,28 @@ class RequestLimits:
     - An upload carries one file (HTTP 413 for more; Gradio's own ``max_file_size`` is per file)
       and a client may upload ``uploads_per_hour`` times an hour (HTTP 429): uploads stay on
       disk until Gradio's cache cleaning removes them (one to two hours).
-    - :data:`CLOSED_ROUTES` and what is under :data:`CLOSED_PREFIXES` answer 404 (:func:`closed`).
+    - :data:`CLOSED_ROUTES` and what is under :data:`CLOSED_PREFIXES` answer 404 (:func:`closed`),
+      and so does ``/component_server`` where the page has no server functions
+      (``server_functions``; Gradio made a session for each of its requests before answering
+      404, and one client's cheap requests erased every other visitor's result).
+    - Requests outside the queue (:data:`DIRECT_ROUTE`: a non-queued event, a server function)
+      come at most :attr:`Access.direct_rate` a second per client
+      (:data:`~mars_demo.access.DIRECT_BURST` at once); more are refused (HTTP 429).
     """
 
     WINDOW_S = 3600.0
 
     def __init__(self, app: Callable, access: Access, max_upload_bytes: int,
-                 uploads_per_hour: int, max_bytes: int = MAX_REQUEST_BYTES) -> None:
+                 uploads_per_hour: int, max_bytes: int = MAX_REQUEST_BYTES,
+                 server_functions: bool = True) -> None:
         self.app = app
         self.access = access
         self.max_bytes = max_bytes
         self.max_upload_bytes = max_upload_bytes
         self.uploads_per_hour = uploads_per_hour
+        self.server_functions = server_functions
+        self.direct = (Allowance(access.direct_rate, DIRECT_BURST)
+                       if access.direct_rate is not None else None)
         self._times: dict[str, list[float]] = {}
 
     async def __call__(self, scope, receive, send) -> None:
@@ -177,8 +260,14 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "").rstrip("/")
-        if closed(path, scope.get("root_path", "")):
+        if closed(path, scope.get("root_path", "")) or (
+                not self.server_functions and path.endswith(COMPONENT_SERVER)):
             await send_json(send, 404, {"detail": "Not Found"})
+            return
+        if (self.direct is not None and scope.get("method") == "POST"
+                and DIRECT_ROUTE.search(path) and not self.direct.take(
+                    self.access.client_of(scope), 1.0, time.monotonic())):
+            await send_json(send, 429, {"detail": texts.ACCESS_TOO_FAST})
             return
         upload = scope.get("method") == "POST" and path.endswith(UPLOAD_ROUTE)
         limit = self.max_upload_bytes if upload else self.max_bytes
@@ -219,6 +308,12 @@ class RequestLimits:
             self._times = {c: ts for c, ts in self._times.items()
                            if ts and now - ts[-1] < self.WINDOW_S}
         await self.app(scope, _replayer(body, receive), send)
+
+
+def has_server_functions(demo: Any) -> bool:
+    """Whether a component of ``demo`` offers server functions (what ``/component_server``
+    calls: Gradio lists them in a component's ``server_fns``)."""
+    return any(getattr(block, "server_fns", None) for block in demo.blocks.values())
 
 
 def closed(path: str, root_path: str = "") -> bool:

@@ -14,15 +14,19 @@ Gradio 6.17 keeps, without bound or for long:
   ``App.iterators_to_reset``, ``gradio/queueing.py``, ``gradio/routes.py``): the event with its
   request and input data, its analytics record (which ``/monitoring`` reads) and its id, for the
   life of the server; the messages of a result nobody reads (``pending_messages_per_session``,
-  up to 2,000 sessions).
+  up to 2,000 sessions, each queue kept until its session has no event pending): a client that
+  asked for the toggle's re-render again and again without reading grew the server by 0.68 MiB
+  an event.
 
 :func:`bound_memory` keeps of these only what the page uses: once an event has sent its result,
 its session's component configs (kept only for Gradio's deep links, which this page does not
-offer) and the copies under new ids are let go; a session that holds no result (``gr.State``),
-with nothing pending, is let go at once, and any other after :data:`SESSION_IDLE_S` without an
-event or beyond the newest :data:`MAX_SESSIONS`; a finished event's records go once its result
-was read, an unread result after :data:`FINISHED_KEEP_S` (time enough to read it) or beyond the
-newest :data:`MAX_FINISHED`. The page behaves the same: a session's result (for re-scoring)
+offer) and the copies under new ids are let go; sessions are kept by what they hold
+(:class:`~mars_demo.ui.sessions.Sessions`): one that holds no result (``gr.State``), with nothing
+pending, is let go at once, any other after :data:`SESSION_IDLE_S` without an event or beyond the
+newest :data:`MAX_SESSIONS`; a finished event's records go once its result was read, an unread
+result (its messages with it) after :data:`FINISHED_KEEP_S` (time enough to read it) or beyond the
+newest :data:`MAX_FINISHED`, and one client or session keeps at most :data:`MAX_UNREAD` unread
+results (the oldest go first). The page behaves the same: a session's result (for re-scoring)
 stays as long as the visitor uses it.
 """
 
@@ -33,39 +37,50 @@ import logging
 import time
 from typing import Any
 
+from mars_demo.ui.sessions import Sessions
+
 log = logging.getLogger(__name__)
 
 SESSION_IDLE_S = 3600.0  # a session with a result, untouched this long, is let go
 MAX_SESSIONS = 500  # sessions kept at most (the oldest-used go first)
 FINISHED_KEEP_S = 120.0  # a result nobody read (and its event's records) is kept this long
 MAX_FINISHED = 1000  # ... and at most this many finished events
+MAX_UNREAD = 4  # unread results one client (and one session) keeps; older ones go first
 SWEEP_S = 5.0  # idle sessions and old events are looked for at most this often
 ENDED = ("success", "failed", "cancelled")  # what Gradio's analytics say of an event it closed
 
 
 class MemoryBounds:
     """The bounds of one launched page (``demo``, served by the Gradio app ``app``); built by
-    :func:`bound_memory`."""
+    :func:`bound_memory`, which puts :attr:`sessions` in the place of the app's state holder."""
 
-    def __init__(self, demo: Any, app: Any) -> None:
+    def __init__(self, demo: Any, app: Any, client_of: Any = lambda event: None) -> None:
         self.demo = demo
         self.app = app
         self.queue = demo._queue
+        self.client_of = client_of  # an event's client (None: unknown)
         self.now = time.monotonic
         self.base_ids = frozenset(demo.default_config.blocks)  # the page's own components
-        self.finished: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
+        # event id -> (when its result was sent, its session, its client)
+        self.finished: collections.OrderedDict[str, tuple[float, str, Any]] = (
+            collections.OrderedDict())
         self.last_sweep = self.now()
-        self.app.state_holder.capacity = MAX_SESSIONS
+        self.sessions = Sessions(demo, MAX_SESSIONS, holds_result=self._holds_result,
+                                 busy=self._pending)
+        app.state_holder = self.sessions
 
     # --- after each event --------------------------------------------------------------------
 
     def finished_event(self, event: Any) -> None:
-        """An event sent its result: forget what its session kept of it, then sweep if due."""
+        """An event sent its result: forget what its session kept of it, keep its client's
+        unread results within :data:`MAX_UNREAD`, then sweep if due."""
         session = getattr(event, "session_hash", None)
-        self.finished[event._id] = (self.now(), session)
+        client = self.client_of(event)
+        self.finished[event._id] = (self.now(), session, client)
         self.finished.move_to_end(event._id)
         if session is not None:
             self.forget_outputs(session, ending=event._id)
+        self.bound_unread(session, client)
         if self.now() - self.last_sweep >= SWEEP_S or len(self.finished) > MAX_FINISHED:
             self.sweep()
 
@@ -73,16 +88,14 @@ class MemoryBounds:
         """Let go of ``session``'s component configs and of the copies of its outputs under new
         ids; the whole session when it holds no result and nothing else is pending (``ending``:
         the event that just finished, still listed as pending)."""
-        holder = self.app.state_holder
-        state = holder.session_data.get(session)
+        state = self.sessions.session_data.get(session)
         if state is None:
             return
         state.config_values.clear()
         blocks = state.blocks_config.blocks
         for key in [key for key in blocks if key not in self.base_ids]:
             del blocks[key]
-        if not self._holds_result(state) and not self._pending(session, ending):
-            self._drop_session(session)
+        self.sessions.settle(session, pending=self._pending(session, ending))
 
     def _holds_result(self, state: Any) -> bool:
         blocks = state.blocks_config.blocks
@@ -95,13 +108,35 @@ class MemoryBounds:
         return any(e not in self.finished for e in pending)
 
     def _drop_session(self, session: str) -> None:
-        holder = self.app.state_holder
-        holder.delete_state(session)  # runs the State components' delete callbacks
-        holder.session_data.pop(session, None)
-        holder.time_last_used.pop(session, None)
+        self.sessions.drop(session)
         streams = getattr(self.demo, "pending_diff_streams", {})
         if not streams.get(session, True):
             streams.pop(session, None)
+
+    def _unread(self, event_id: str, session: str) -> bool:
+        return event_id in self.queue.pending_event_ids_session.get(session, ())
+
+    def bound_unread(self, session: str | None, client: Any) -> None:
+        """Let go of the oldest unread results of ``session`` and of ``client`` beyond
+        :data:`MAX_UNREAD` (a page reads each result the moment it is sent)."""
+        for key, index in ((session, 1), (client, 2)):
+            if key is None:
+                continue
+            unread = [e for e, record in self.finished.items()
+                      if record[index] == key and self._unread(e, record[1])]
+            for event_id in unread[:max(0, len(unread) - MAX_UNREAD)]:
+                self._let_go(event_id, unread=True)
+
+    def _let_go(self, event_id: str, unread: bool) -> None:
+        """Forget a finished event's records; an ``unread`` one's id and messages too."""
+        _, session, _ = self.finished.pop(event_id)
+        queue = self.queue
+        queue.event_ids_to_events.pop(event_id, None)
+        queue.event_analytics.pop(event_id, None)
+        self.app.iterators_to_reset.discard(event_id)
+        if unread:  # a result nobody came to read
+            queue.pending_event_ids_session.get(session, set()).discard(event_id)
+            drop_messages(queue, session, {event_id})
 
     # --- every SWEEP_S --------------------------------------------------------------------------
 
@@ -113,21 +148,15 @@ class MemoryBounds:
         now = self.now()
         self.last_sweep = now
         queue, app = self.queue, self.app
-        pending_of = queue.pending_event_ids_session
-        for event_id, (when, session) in list(self.finished.items()):
+        for event_id, (when, session, _) in list(self.finished.items()):
             record = queue.event_analytics.get(event_id)
             if record is not None and record.get("status") not in ENDED:
                 continue  # Gradio is still closing it (its record's status comes last)
-            unread = event_id in pending_of.get(session, ())
+            unread = self._unread(event_id, session)
             expired = now - when >= FINISHED_KEEP_S or len(self.finished) > MAX_FINISHED
             if unread and not expired:
                 continue  # its result waits for its reader
-            del self.finished[event_id]
-            queue.event_ids_to_events.pop(event_id, None)
-            queue.event_analytics.pop(event_id, None)
-            app.iterators_to_reset.discard(event_id)
-            if unread:
-                pending_of[session].discard(event_id)  # a result nobody came to read
+            self._let_go(event_id, unread)
         wall = time.time()  # the analytics records' clock
         for event_id in [e for e, record in queue.event_analytics.items()
                          if e not in queue.event_ids_to_events
@@ -137,19 +166,34 @@ class MemoryBounds:
             queue.pending_event_ids_session.pop(session, None)
             if session in queue.pending_messages_per_session:
                 del queue.pending_messages_per_session[session]
-        holder = app.state_holder
-        for session, used in list(holder.time_last_used.items()):
+        for session, used in list(self.sessions.time_last_used.items()):
             if wall - used.timestamp() >= SESSION_IDLE_S and not self._pending(session):
                 self._drop_session(session)
 
 
-def bound_memory(demo: Any, app: Any) -> MemoryBounds:
+def drop_messages(queue: Any, session: str, event_ids: set[str]) -> None:
+    """Take the messages of ``event_ids`` out of ``session``'s queue of unread messages
+    (Gradio's ``pending_messages_per_session``, an ``asyncio.Queue`` per session; the others stay
+    in order). Runs in the event loop, where nothing reads the queue meanwhile."""
+    messages = queue.pending_messages_per_session.get(session)
+    if messages is None:
+        return
+    kept = []
+    while not messages.empty():
+        message = messages.get_nowait()
+        if getattr(message, "event_id", None) not in event_ids:
+            kept.append(message)
+    for message in kept:
+        messages.put_nowait(message)
+
+
+def bound_memory(demo: Any, app: Any, client_of: Any = lambda event: None) -> MemoryBounds:
     """Bound what ``demo`` keeps when served by the Gradio app ``app`` (see the module's
     docstring): hooks its queue's ``send_message`` (a result sent) once and returns the bounds
-    (those of the latest launch). Called when the server starts
-    (:func:`~mars_demo.ui.launch.on_start`)."""
+    (those of the latest launch). ``client_of(event)``: an event's client, for
+    :data:`MAX_UNREAD`. Called when the server starts (:func:`~mars_demo.ui.launch.on_start`)."""
     queue = demo._queue
-    bounds = MemoryBounds(demo, app)
+    bounds = MemoryBounds(demo, app, client_of)
     if getattr(queue, "mars_memory", None) is not None:  # launched again: the new app's
         queue.mars_memory.__dict__.update(bounds.__dict__)
         return queue.mars_memory

@@ -3,178 +3,38 @@
 (less the rows that table shows already: :data:`IN_THE_TABLE`).
 
 Raw values of different methods are on different scales. Where the app has an evaluation run
-(``--runs``, or a ``--calibration`` file inside its run's folder), each value is also placed
-among that run's answers: the share of the run's values of the same method and variant that are
-strictly lower ("less trustworthy than 82% of the run's answers"); equal values are not counted
-as lower, their share is given apart. The run is read through :mod:`mars_demo.evaluation.runs`
-alone. Rendering is pure (no gradio, no models); every text from a result or a run is escaped.
+(``--runs``, or a ``--calibration`` file inside its run's folder; :mod:`mars_demo.ui.reference`
+reads it), each value is also placed among that run's answers: the share of the run's values of
+the same method and variant that are strictly lower ("less trustworthy than 82% of the run's
+answers"); equal values are not counted as lower, their share is given apart. Rendering is pure
+(no gradio, no models); every text from a result or a run is escaped.
 """
 
 from __future__ import annotations
 
-import bisect
-import logging
-import os
-import pathlib
-from dataclasses import dataclass, field
-
 from mars_demo import texts
-# the models and settings that set an uncertainty's scale (those a calibration checks)
-from mars_demo.evaluation.calibration import MODEL_KEYS, SETTING_KEYS
-from mars_demo.methods import METHODS, OWN_MODELS, models_of, values_of
+from mars_demo.methods import METHODS
 from mars_demo.result import MEASURES, AnalysisResult
+from mars_demo.ui.reference import (  # noqa: F401  (the names this panel has always offered)
+    SAME,
+    Place,
+    Reference,
+    RunValues,
+    differences,
+    is_run,
+    load_reference,
+    place,
+    place_words,
+    reference_folder,
+    run_values,
+    whole_percent,
+)
 from mars_demo.ui.render import esc, fmt
-from mars_demo.ui.tables import Cell, table
-
-log = logging.getLogger(__name__)
+from mars_demo.ui.tables import Cell, placed_cell, table
 
 COLUMNS = ("method", "length_normalized", "mars", "value")
 #: methods whose values the uncertainty table above the panel shows already
 IN_THE_TABLE = frozenset(MEASURES) | {"semantic_entropy_normalized"}
-RUN_FILES = ("run.json", "report.json", "results.jsonl")
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where a value falls among a run's ``lower + equal + higher`` values."""
-
-    lower: int
-    equal: int
-    higher: int
-
-    @property
-    def n(self) -> int:
-        return self.lower + self.equal + self.higher
-
-    @property
-    def below(self) -> float:
-        """The share of the run's values strictly lower (ties not counted)."""
-        return self.lower / self.n
-
-    @property
-    def ties(self) -> float:
-        return self.equal / self.n
-
-
-#: values this close (relative to 1 or to the value, if larger) count as equal: the same value
-#: computed twice may differ in its last bits (an eigen-decomposition's 1e-16 for a 0)
-SAME = 1e-12
-
-
-def place(sorted_values: list[float], value: float) -> Place:
-    """Where ``value`` falls among ``sorted_values`` (ascending, not empty); values within
-    :data:`SAME` of it count as equal."""
-    if not sorted_values:
-        raise ValueError("a place among no values")
-    tolerance = SAME * max(1.0, abs(value))
-    lower = bisect.bisect_left(sorted_values, value - tolerance)
-    upper = bisect.bisect_right(sorted_values, value + tolerance)
-    return Place(lower, upper - lower, len(sorted_values) - upper)
-
-
-@dataclass(frozen=True)
-class RunValues:
-    """Every method's values among one evaluation run's answers: ``values[(id, variant)]``
-    sorted; ``name`` (the run folder's last part), ``data`` (its file name) and ``n`` to say
-    which run; ``models`` and ``settings`` (:data:`SETTING_KEYS` of its answers, where the
-    records hold their analysis) to say when an answer was made otherwise."""
-
-    name: str
-    data: str
-    n: int
-    models: dict[str, str | None] = field(default_factory=dict)
-    settings: dict[str, object] = field(default_factory=dict)
-    values: dict[tuple[str, str], list[float]] = field(default_factory=dict)
-
-    def place(self, method_id: str, variant: str, value: float) -> Place | None:
-        """Where ``value`` falls among the run's values of the same method and variant; None
-        when the run has none."""
-        values = self.values.get((method_id, variant))
-        return place(values, value) if values else None
-
-
-def run_values(run, name: str | None = None) -> RunValues:
-    """:class:`RunValues` of a :class:`~mars_demo.evaluation.runs.Run`: every method's values
-    of its records (:func:`mars_demo.methods.values_of`: a run made before the measures were
-    methods still has them in its ``uncertainty`` block, the same numbers)."""
-    collected: dict[tuple[str, str], list[float]] = {}
-    for record in run.records:
-        by_method = values_of({"methods": record.methods, "uncertainty": record.uncertainty})
-        for method_id, by_variant in by_method.items():
-            for variant, value in by_variant.items():
-                collected.setdefault((method_id, variant), []).append(float(value))
-    models = {k: run.report.models.get(k) for k in MODEL_KEYS}
-    models.update({m.field: run.report.models[m.field] for m in OWN_MODELS
-                   if run.report.models.get(m.field)})  # SAR's similarity model, where it ran
-    recorded = run.records[0].analysis_settings if run.records else {}
-    settings = {k: recorded[k] for k in SETTING_KEYS if k in recorded}
-    data = pathlib.PurePath(run.report.data).name or run.report.data  # no server folders
-    return RunValues(name or run.path.name, data, len(run.records), models=models,
-                     settings=settings,
-                     values={key: sorted(v) for key, v in collected.items()})
-
-
-@dataclass(frozen=True)
-class Reference:
-    """What the panel places values among: a run's values, or None with ``note`` saying why
-    (empty when no run was asked for: the values are then not comparable across rows)."""
-
-    run: RunValues | None = None
-    note: str = ""
-
-
-def is_run(folder: pathlib.Path) -> bool:
-    return all((folder / name).is_file() for name in RUN_FILES)
-
-
-def reference_folder(calibration: str | os.PathLike | None,
-                     runs_dir: str | os.PathLike | None) -> tuple[pathlib.Path | None, str]:
-    """The run the panel compares with, and a note when one was wanted but none is found: the
-    folder of the ``--calibration`` file when it is a run (``evaluate calibrate`` writes
-    RUN_DIR/calibration.json), else the first run of ``--runs`` by name (the Evaluation view's
-    first)."""
-    note = ""
-    if calibration:
-        folder = pathlib.Path(calibration).parent
-        if is_run(folder):
-            return folder, ""
-        note = texts.METHODS_RUN_NOT_FOUND
-    if runs_dir:
-        root = pathlib.Path(runs_dir)
-        found = sorted(p for p in root.iterdir() if p.is_dir() and is_run(p)) if root.is_dir() else []
-        if found:
-            return found[0], ""
-    return None, note
-
-
-def load_reference(folder: str | os.PathLike | None, note: str = "") -> Reference:
-    """The :class:`Reference` of a run folder (None: no run; ``note`` says why). A run that
-    cannot be read is logged and said on the panel."""
-    if folder is None:
-        return Reference(None, note)
-    from mars_demo.evaluation.runs import RunFileError, read_run
-
-    folder = pathlib.Path(folder)
-    try:
-        return Reference(run_values(read_run(folder)))
-    except (RunFileError, OSError) as err:
-        log.warning("the methods panel cannot read the run %s: %s", folder, err)
-        return Reference(None, texts.METHODS_RUN_UNREADABLE.format(
-            run=folder.name, error=type(err).__name__))
-
-
-def differences(result: AnalysisResult, run: RunValues) -> list[str]:
-    """How ``result`` (the original, not the redacted one) was made otherwise than the run's
-    answers, in words that name no model ("other models", "samples 5 here, 2 in the run");
-    empty when alike."""
-    settings = result.settings or {}
-    out = [texts.METHODS_RUN_SETTING.format(name=k, here=settings.get(k), run=v)
-           for k, v in run.settings.items() if settings.get(k) != v]
-    used = models_of(settings)  # an optional model only where the answer's methods ran it
-    keys = MODEL_KEYS + tuple(k for k in used if k not in MODEL_KEYS and run.models.get(k))
-    if any(settings.get(k) != run.models.get(k) for k in keys):
-        out.insert(0, texts.METHODS_RUN_MODELS)
-    return out
 
 
 # --- the HTML ---------------------------------------------------------------------------------
@@ -189,31 +49,8 @@ def shown_methods(result: AnalysisResult) -> list[str]:
     return [m for m in ids if m not in IN_THE_TABLE]
 
 
-def whole_percent(share: float) -> str:
-    """A share in whole percents that never says "all" or "none" when it is not: 0.995 ->
-    "99%", 0.004 -> "<1%", 0.583 -> "58%"."""
-    shown = round(share * 100)
-    if shown == 100 and share < 1:
-        return "99%"
-    if shown == 0 and share > 0:
-        return "<1%"
-    return f"{shown}%"
-
-
 def _value_cell(value: float, where: Place | None, run: RunValues | None) -> Cell:
-    html = f'<span class="mars-method-value">{esc(fmt(value))}</span>'
-    if run is None:
-        return Cell(f'<span class="mars-method-cell">{html}</span>')
-    if where is None:
-        return Cell(f'<span class="mars-method-cell">{html}<span class="mars-small '
-                    f'mars-method-absent">{esc(texts.METHODS_ABSENT)}</span></span>')
-    line = texts.METHODS_PERCENTILE.format(below=whole_percent(where.below))
-    if where.equal:
-        line += "; " + texts.METHODS_TIES.format(ties=whole_percent(where.ties))
-    title = texts.METHODS_PERCENTILE_TITLE.format(
-        lower=where.lower, equal=where.equal, higher=where.higher, n=where.n)
-    return Cell(f'<span class="mars-method-cell">{html}<span class="mars-small '
-                f'mars-method-place">{esc(line)}</span></span>', title)
+    return placed_cell(value, where, run, "mars-method")
 
 
 def methods_panel_html(result: AnalysisResult, scoring: str, reference: Reference | None = None,

@@ -36,6 +36,8 @@ class Shown:
     public: bool = False
     #: what the answer's token colors show (:data:`mars_demo.ui.render.SHADES`)
     shade: str = render.DEFAULT_SHADE
+    #: the id of this showing of an analysis (the verdict's ``data-analysis``)
+    analysis: str = ""
 
     @property
     def made(self) -> AnalysisResult:
@@ -95,13 +97,14 @@ def _methods(shown: Shown) -> str:
 
 
 def _verdict(shown: Shown) -> str:
-    return trust.verdict_html(shown.result, shown.made, shown.calibration, public=shown.public)
+    return trust.verdict_html(shown.result, shown.made, shown.calibration, public=shown.public,
+                              reference=shown.reference, analysis=shown.analysis)
 
 
 # --- the sections and the panels, in page order ---------------------------------------------------
 
 SECTIONS: tuple[Section, ...] = (
-    Section("answer", always=True),
+    Section("answer", title=texts.ANSWER_SECTION_HEADING, always=True),
     Section("uncertainty", title=texts.UNCERTAINTY_HEADING),
     Section("methods", title=texts.METHODS_HEADING, folded=True,
             summary=lambda s: captions.methods_summary(s.result), elem_id="mars-methods-box"),
@@ -115,14 +118,16 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 PANELS: tuple[Panel, ...] = (
+    # the verdict first: in the first screen whatever the answer's length
+    Panel("verdict", "html", "mars-verdict", _verdict, rescored=False, section="answer"),
     Panel("answer", "html", "mars-answer",
           lambda s: explain.answer_html(s.result, s.scoring, s.shade),
           rescored=True, section="answer", value=render.placeholder_html()),
-    Panel("verdict", "html", "mars-verdict", _verdict, rescored=False, section="answer"),
     Panel("warnings", "html", "mars-warnings", lambda s: render.warnings_html(s.result.warnings),
           rescored=False, section="answer"),
     Panel("uncertainty_table", "html", "mars-uncertainty-table",
-          lambda s: tables.uncertainty_table_html(s.result, s.scoring), rescored=True,
+          lambda s: tables.uncertainty_table_html(s.result, s.scoring, s.reference.run),
+          rescored=True,
           section="uncertainty"),
     Panel("uncertainty_plot", "plot", "mars-uncertainty-plot",
           lambda s: plots.uncertainty_figure(s.result, s.scoring), rescored=True,

@@ -27,9 +27,6 @@ MAX_LABEL_CHARS = 40
 # Axis labels of the clusters: longer ones are turned upright and squeeze the bars into a strip
 # (five clusters on a phone); the whole answers are in the hover text.
 MAX_TICK_CHARS = 12
-# Room above the plot for Plotly's toolbar (about 30 px; shown on hover, hidden on phones by the
-# page's CSS), so that it covers neither a legend nor a panel's title.
-TOOLBAR_PX = 32
 
 
 def plot_text(text: object) -> str:
@@ -103,10 +100,8 @@ def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
-    _layout(fig, height=340 + TOOLBAR_PX, y_title=texts.PLOT_CLUSTERS_Y)
-    # the legend in a column at the top left, clear of the toolbar at the top right
-    fig.update_layout(margin={"t": 16 + TOOLBAR_PX},
-                      legend={"orientation": "v", "yanchor": "bottom", "y": 1.0, "x": 0})
+    _layout(fig, height=340, y_title=texts.PLOT_CLUSTERS_Y)
+    fig.update_layout(margin={"t": 40})
     return fig
 
 
@@ -117,12 +112,15 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
     code = {name: i for i, name in enumerate(NLI_ORDER)}
     n = len(answers)
     axis = [f"#{i + 1}" for i in range(n)]
-    # The diagonal (an answer with itself) is never sent to the NLI model: it is left blank
-    # (None = no cell) and says so, instead of looking like a model's "entailment".
-    z = [[None if i == j else code.get(labels[i][j], 1) for j in range(n)] for i in range(n)]
+    # The diagonal (an answer with itself) is one meaning by definition, not a verdict: it is
+    # left blank (None = no cell) and says so, instead of looking like a model's "entailment";
+    # so is a pair the NLI was not asked (None: the clustering did not read it).
+    blank = [[i == j or labels[i][j] is None for j in range(n)] for i in range(n)]
+    z = [[None if blank[i][j] else code.get(labels[i][j], 1) for j in range(n)]
+         for i in range(n)]
     text = [
         [
-            texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j])[:1].upper() if i != j else ""
+            "" if blank[i][j] else texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j])[:1].upper()
             for j in range(n)
         ]
         for i in range(n)
@@ -132,6 +130,8 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
         if i == j:
             answer = plot_text(_short(answers[i], 80))
             return texts.PLOT_NLI_SELF.format(number=i + 1, answer=answer)
+        if labels[i][j] is None:
+            return texts.PLOT_NLI_NOT_JUDGED.format(premise=i + 1, hypothesis=j + 1)
         label = plot_text(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
         if answers[i] == answers[j]:  # the engine does not run identical texts either
             label = texts.PLOT_NLI_IDENTICAL.format(label=label)
@@ -177,69 +177,57 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
 
 
 def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
-    """The six uncertainty values: one panel per measure (Confidence, Entropy, Semantic
-    entropy), each with its baseline and MARS value as dots joined by a line.
+    """The six uncertainty values as bars on one axis: a group per measure (the table's rows of
+    the three measures), its length-normalized and MARS values side by side, from 0.
 
-    Each panel's axis is fitted to its own two values (:func:`value_range`) instead of starting
-    at 0: the values of a measure are often close, and the difference between them is what the
-    panel is for. The numbers are printed next to the dots; the axes carry none.
+    One axis for all of them (they are all nats of uncertainty), starting at 0: a difference of
+    0.003 looks as small as it is, instead of a panel of its own stretched to fill its height.
+    Each bar carries its number; the names break into lines to fit a phone.
     """
-    from plotly.subplots import make_subplots
-
     check_scoring(scoring)
     keys = list(texts.UNCERTAINTY_ROWS)
-    names = [texts.UNCERTAINTY_ROWS[k][0] for k in keys]
-    # Two-word names on two lines: three panels share a phone's 390 px.
-    titles = [name.replace(" ", "<br>", 1) if " " in name else name for name in names]
-    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=titles, horizontal_spacing=0.14)
-    x = [texts.SCORING_SHORT[key] for key in SCORINGS]
-    for col, key in enumerate(keys, start=1):
-        pair = getattr(result.uncertainty, key)
-        values = [getattr(pair, s) for s in SCORINGS]
-        fig.add_scatter(
-            x=x, y=values, mode="lines", line={"color": GRID, "width": 2},
-            hoverinfo="skip", showlegend=False, row=1, col=col,
+    names = ["<br>".join(_lines(texts.UNCERTAINTY_ROWS[k][0])) for k in keys]
+    fig = go.Figure()
+    every = []
+    for s in SCORINGS:
+        values = [getattr(getattr(result.uncertainty, k), s) for k in keys]
+        every += values
+        fig.add_bar(
+            x=names, y=values, name=texts.SCORING_NAMES[s],
+            marker={"color": SCORING_COLORS[s]},
+            opacity=1.0 if s == scoring else INACTIVE_OPACITY + 0.25,
+            text=[f"{v:.3f}".replace("-", "−") for v in values], textposition="outside",
+            textfont={"size": 11}, cliponaxis=False,
+            hovertemplate="%{x}, " + texts.SCORING_NAMES[s] + ": %{y:.4f}<extra></extra>",
         )
-        for s, value in zip(SCORINGS, values):
-            active = s == scoring
-            fig.add_scatter(
-                x=[texts.SCORING_SHORT[s]],
-                y=[value],
-                mode="markers+text",
-                name=texts.SCORING_NAMES[s],
-                legendgroup=s,
-                showlegend=False,  # the x axis names the scorings (LN, MARS)
-                text=[f"{value:.3f}".replace("-", "−")],
-                # above / below the dot: readable even when both values are equal
-                textposition="top center" if s == SCORINGS[0] else "bottom center",
-                textfont={"size": 11},
-                marker={"size": 13 if active else 10, "color": SCORING_COLORS[s]},
-                opacity=1.0 if active else INACTIVE_OPACITY + 0.25,
-                cliponaxis=False,
-                hovertemplate=texts.UNCERTAINTY_ROWS[key][0] + ", "
-                + texts.SCORING_NAMES[s] + ": %{y:.4f}<extra></extra>",
-                row=1, col=col,
-            )
-        fig.update_yaxes(range=value_range(values), nticks=4, row=1, col=col)
-    _layout(fig, height=320 + TOOLBAR_PX, y_title="", legend=False)
-    # No tick numbers: each panel has its own scale and its two values are printed at the dots
-    # (on a phone a panel's numbers would stand inside the panel to its left).
-    fig.update_yaxes(showticklabels=False)
-    fig.update_yaxes(title_text=texts.PLOT_UNCERTAINTY_Y, row=1, col=1)
-    fig.update_xaxes(range=[-0.5, 1.5], tickangle=0, tickfont={"size": 11})
-    fig.update_annotations(font={"size": 12})
-    fig.update_layout(margin={"l": 32, "r": 16, "t": 52 + TOOLBAR_PX, "b": 32})
+    fig.update_layout(barmode="group", bargap=0.35)
+    _layout(fig, height=320, y_title=texts.PLOT_UNCERTAINTY_Y)
+    fig.update_yaxes(range=value_range(every), zeroline=True, zerolinewidth=2, nticks=5)
+    fig.update_xaxes(tickangle=0)
+    fig.update_layout(margin={"l": 56, "r": 16, "t": 40, "b": 56})
     return fig
 
 
-def value_range(values: list[float]) -> list[float]:
-    """A y range around ``values`` in which their spread takes half the height (at least a
-    small span when they are equal), not one that starts at 0.
+def _lines(name: str, width: int = 12) -> list[str]:
+    """``name`` in lines of about ``width`` characters (a chart's axis on a phone)."""
+    lines: list[str] = []
+    for word in name.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
-    >>> value_range([2.10, 2.05])
-    [2.025, 2.125]
+
+def value_range(values: list[float]) -> list[float]:
+    """One axis for all ``values``: from 0 (or below it, for a negative value) to past the
+    largest, with room for the numbers at the bars' ends.
+
+    >>> value_range([2.10, 2.05, 0.5])
+    [0.0, 2.52]
+    >>> value_range([-0.4, 1.0])
+    [-0.68, 1.28]
     """
-    lo, hi = min(values), max(values)
-    spread = hi - lo
-    pad = spread / 2 if spread > 0 else max(abs(hi) * 0.05, 0.01)
-    return [round(lo - pad, 6), round(hi + pad, 6)]
+    lo, hi = min(0.0, *values), max(0.0, *values)
+    span = (hi - lo) or 1.0
+    return [round(lo - (0.2 * span if lo < 0 else 0.0), 6), round(hi + 0.2 * span, 6)]

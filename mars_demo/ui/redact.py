@@ -111,6 +111,12 @@ class Redactor:
             return self.names[key]
         return public_model_name(value) if self.public else str(value)
 
+    def page_name(self, key: str, value: Any) -> str:
+        """How the page's words name model ``key`` (the banner's Models line), public or not:
+        the host's name for it, else its Hub id as given or its folder's last part. A page shows
+        no server folder; a page only the host opens still hands out the paths in its JSON."""
+        return self.names.get(key) or public_model_name(value)
+
     def known(self, text: str) -> str:
         """``text`` with the server's paths and URLs this redactor knows replaced."""
         for secret, shown in self._secrets:

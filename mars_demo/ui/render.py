@@ -142,25 +142,37 @@ def token_text(answer: Answer, i: int) -> str:
 # --- the colored answer ------------------------------------------------------------------------
 
 
+def share_words(share: float) -> str:
+    """A share as a token's details say it: 0.17 -> "17%", 0.012 -> "1.2%", 0.0004 -> "under
+    0.1%"; never 0% or 100% for what is not."""
+    if share >= 0.995 and share < 1:
+        return "over 99%"
+    if share >= 0.1:
+        return f"{share:.0%}"
+    if share >= 0.001:
+        return f"{share:.1%}"
+    return "under 0.1%" if share > 0 else "0%"
+
+
 def _token_title(answer: Answer, i: int, weight: float, scoring: str) -> str:
+    """A token's details in words: how likely the model found it, its share of the answer's
+    weight, and its phrase."""
     token = answer.tokens[i]
     k = phrase_index(answer, i)
     if k >= 0:
         phrase = answer.phrases[k]
         phrase_line = texts.TOKEN_TITLE_PHRASE.format(
-            phrase=repr(phrase.text), score=phrase.score, weight=phrase.weight
-        )
+            phrase=" ".join(phrase.text.split()), score=f"{phrase.score:.2f}",
+            weight=share_words(phrase.weight))
     else:
         phrase_line = texts.TOKEN_TITLE_NO_PHRASE
     return texts.TOKEN_TITLE.format(
-        token=repr(answer.text[token.start : token.end]),
-        prob=math.exp(token.logprob),
-        logprob=token.logprob,
+        token=answer.text[token.start: token.end].strip() or token.text,
+        prob=share_words(math.exp(token.logprob)),
         phrase_line=phrase_line,
-        weight=weight,
+        weight=share_words(weight),
         scoring=texts.SCORING_NAMES[scoring],
-        mars=answer.mars_weights[i],
-        uniform=1.0 / len(answer.tokens),
+        uniform=share_words(1.0 / len(answer.tokens)),
     )
 
 
@@ -265,8 +277,8 @@ def streaming_html(question: str, partial: str) -> str:
         if partial
         else f'<span class="mars-muted">{esc(texts.ANSWER_STREAMING)}</span>'
     )
-    return (
-        '<div class="mars-answer mars-streaming" aria-live="polite">'
+    return (  # not a live region: a screen reader would read the tokens as they come
+        '<div class="mars-answer mars-streaming">'
         f'<p class="mars-question">{esc(question)}</p>'
         f'<p class="mars-answer-text">{body}<span class="mars-cursor" aria-hidden="true"></span></p>'
         "</div>"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.result import ScoredAnswer as Answer
+from mars_demo.ui.reference import Place, RunValues, place_words
 from mars_demo.ui.render import (
     active_attr,
     answer_tokens_html,
@@ -224,33 +225,42 @@ def samples_table_html(result: AnalysisResult, scoring: str) -> str:
     return explain + _table(columns, rows, "mars-samples mars-stack", scoring)
 
 
-def uncertainty_table_html(result: AnalysisResult, scoring: str) -> str:
-    """The six uncertainty values; the active scoring's column is highlighted."""
+def placed_cell(value: float, where: Place | None, run: RunValues | None,
+                cls: str = "mars-method") -> Cell:
+    """A value, and under it where it falls among the answers of the page's run (``run``;
+    ``where``: :meth:`RunValues.place`, None when the run has none of it). Without a run, the
+    value alone: no scale the page cannot stand behind."""
+    html = f'<span class="{cls}-value">{esc(fmt(value))}</span>'
+    if run is None:
+        return Cell(f'<span class="{cls}-cell">{html}</span>')
+    if where is None:
+        return Cell(f'<span class="{cls}-cell">{html}<span class="mars-small '
+                    f'{cls}-absent">{esc(texts.METHODS_ABSENT)}</span></span>')
+    line, title = place_words(where)
+    return Cell(f'<span class="{cls}-cell">{html}<span class="mars-small '
+                f'{cls}-place">{esc(line)}</span></span>', title)
+
+
+def uncertainty_table_html(result: AnalysisResult, scoring: str,
+                           run: RunValues | None = None) -> str:
+    """The uncertainty values (the three measures with both scorings, and semantic entropy
+    normalized); the active scoring's column is highlighted. With the page's evaluation run
+    (``run``), each value says where it falls among that run's answers."""
     columns = list(zip(("measure", "length_normalized", "mars"), texts.UNCERTAINTY_COLUMNS))
-    rows = []
-    for key, (label, explanation) in texts.UNCERTAINTY_ROWS.items():
-        pair = getattr(result.uncertainty, key)
-        measure = f'<span class="mars-measure">{esc(label)}</span><span class="mars-small">{esc(explanation)}</span>'
-        rows.append(
-            (
-                f' data-measure="{key}"',
-                {
-                    "measure": Cell(measure),
-                    "length_normalized": _cell(fmt(pair.length_normalized)),
-                    "mars": _cell(fmt(pair.mars)),
-                },
-            )
-        )
     normalized = result.semantic_entropy_normalized()
-    label, explanation = texts.SE_NORMALIZED_ROW
-    rows.append((
-        ' data-measure="semantic_entropy_normalized"',
-        {
-            "measure": Cell(f'<span class="mars-measure">{esc(label)}</span>'
-                            f'<span class="mars-small">{esc(explanation)}</span>'),
-            **{key: _cell(fmt(normalized[key])) for key in SCORINGS},
-        },
-    ))
+    values = {key: {s: getattr(getattr(result.uncertainty, key), s) for s in SCORINGS}
+              for key in texts.UNCERTAINTY_ROWS}
+    values["semantic_entropy_normalized"] = {s: normalized[s] for s in SCORINGS}
+    labels = {**texts.UNCERTAINTY_ROWS, "semantic_entropy_normalized": texts.SE_NORMALIZED_ROW}
+    rows = []
+    for key, (label, explanation) in labels.items():
+        measure = (f'<span class="mars-measure">{esc(label)}</span>'
+                   f'<span class="mars-small">{esc(explanation)}</span>')
+        cells = {"measure": Cell(measure)}
+        for s in SCORINGS:
+            where = run.place(key, s, values[key][s]) if run is not None else None
+            cells[s] = placed_cell(values[key][s], where, run, "mars-unc")
+        rows.append((f' data-measure="{key}"', cells))
     negative = [
         f"{texts.SCORING_NAMES[key]} {fmt(getattr(result.uncertainty.semantic_entropy, key))}"
         for key in SCORINGS
@@ -261,7 +271,10 @@ def uncertainty_table_html(result: AnalysisResult, scoring: str) -> str:
         f'{esc(texts.SE_NEGATIVE_NOTE.format(values=", ".join(negative)))}</p>'
         if negative else ""
     )
-    return _table(columns, rows, "mars-uncertainty", scoring) + note
+    scale = (texts.UNCERTAINTY_RUN.format(n=run.n, run=run.name) if run is not None
+             else texts.UNCERTAINTY_NO_RUN)
+    return (_table(columns, rows, "mars-uncertainty", scoring)
+            + f'<p class="mars-small mars-unc-scale">{esc(scale)}</p>' + note)
 
 
 def token_table_html(answer: Answer, scoring: str) -> str:

@@ -273,18 +273,21 @@ class Worker:
         self._stop.set()
 
 
-def relay(worker: Worker, question: str) -> Generator[dict[str, Any], None, tuple[str, Any]]:
+def relay(worker: Worker, question: str, working: str = ""
+          ) -> Generator[dict[str, Any], None, tuple[str, Any]]:
     """Yield the page updates of a running analysis; return its ("done", result) or
-    ("error", exception). The first update clears the last result from the page."""
+    ("error", exception). The first update clears the last result from the page (the browser
+    did at the press already) and puts ``working`` (the verdict being worked out) in the
+    verdict's place."""
     yield {
         "result": None,
         "error": "",
         "warnings": "",  # the last question's warnings must not stay beside this one
         "progress": render.progress_html(render.StageProgress()),
         "answer": render.streaming_html(question, ""),
+        "verdict": working,
         "results": gr.update(visible=False),
         "download": gr.update(value=None, visible=False),
-        "trust": "",
     }
     partial, progress = "", render.StageProgress()
     while True:

@@ -42,7 +42,9 @@ Modules: :mod:`.spec` (shapes, targets), :mod:`.models` (random models with real
 :mod:`.compare` (both paths' results), :mod:`.run` (the timed runs), :mod:`.summary` (figures
 of the runs), :mod:`.report` (the text report), :mod:`.evaluate` (seconds per question,
 ``--evaluate``), :mod:`.real_llm` (a real LLM's GGUF file on the CPU, ``--real-llm``),
-:mod:`.cli` (``python -m mars_demo.bench``).
+:mod:`.peers` (the project against lm-polygraph and TruthTorchLM, ``--peers``;
+:mod:`.peer_worker` runs the peers' code in their venv, :mod:`.peer_clock` times every system's
+stages alike), :mod:`.cli` (``python -m mars_demo.bench``).
 """
 
 from __future__ import annotations

@@ -12,11 +12,18 @@ import time
 from typing import Any
 
 
-def nli_compute(nli, question: str, texts: list[str], nli_s: float, cuda: bool) -> dict[str, Any]:
-    """The NLI model's matrix-product GFLOP for the verdicts among ``texts`` (what the analysis'
-    NLI stage computes), its rate given the stage's median time ``nli_s``, and the device's
-    rate on a plain product of the model's shape (:func:`matmul_rate`)."""
+def nli_compute(nli, question: str, texts: list[str], nli_s: float, cuda: bool,
+                greedy: str | None = None) -> dict[str, Any]:
+    """The NLI model's matrix-product GFLOP for what the analysis' NLI stage judges: the
+    verdicts among ``texts`` and, with ``greedy`` (semantic density's pairs, asked by
+    default), the greedy answer against each distinct sample, in the stage's one call; its
+    rate given the stage's median time ``nli_s``, and the device's rate on a plain product of
+    the model's shape (:func:`matmul_rate`)."""
     from torch.utils.flop_counter import FlopCounterMode
+
+    from ...engine.stages.nli import greedy_text_pairs
+
+    extra = [] if greedy is None else greedy_text_pairs(question, greedy, texts)[1]
 
     # the counter's module tracker hooks tensors that require grad, which it cannot do under the
     # NLI step's inference mode: the parameters are frozen while counting, then restored
@@ -26,14 +33,15 @@ def nli_compute(nli, question: str, texts: list[str], nli_s: float, cuda: bool) 
         for q in params:
             q.requires_grad_(False)
         with FlopCounterMode(display=False) as counter:
-            nli.matrix(question, texts)
+            judged = nli.matrices_and_pairs([question], [texts], extra)[1]
     finally:
         for q, flag in zip(params, wanted):
             q.requires_grad_(flag)
     gflop = counter.get_total_flops() / 1e9
     rate = gflop / nli_s if nli_s > 0 else float("nan")
     peak = matmul_rate(nli.model, cuda)
-    return {"gflop": gflop, "seconds": nli_s, "gflop_per_s": rate,
+    return {"gflop": gflop, "seconds": nli_s, "gflop_per_s": rate, "greedy_pairs": len(extra),
+            "forward_passes": judged.passes,
             "matmul_gflop_per_s": peak, "share_of_matmul_rate": rate / peak}
 
 

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "torchao-int4 or none; decoding dynamic or static-compiled) and the NLI model "
                    "in half precision against float32 (mars_demo.devtools.bench.llm_options; "
                    "--llm-options --help for its options)")
+    p.add_argument("--peers", action="store_true",
+                   help="instead: the project against lm-polygraph 0.7.0 and TruthTorchLM 0.1.19 "
+                   "on the same LLM, models, questions and answer length, seconds per question "
+                   "(mars_demo.devtools.bench.peers; --peers --help for its options)")
     p.add_argument("--real-llm", metavar="LLM",
                    help="instead: a real LLM (a GGUF file or a folder) on the CPU, one ask and "
                    "a batched evaluate by stage, against bare transformers generate "
@@ -66,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         from .evaluate import main as evaluate_main
 
         return evaluate_main(argv)
+    if "--peers" in argv:  # the project against lm-polygraph and TruthTorchLM
+        from .peers import main as peers_main
+
+        return peers_main(argv)
     if "--real-llm" in argv:  # a real LLM (SmolLM2's GGUF file) on the CPU
         from .real_llm import main as real_llm_main
 

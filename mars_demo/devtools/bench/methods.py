@@ -44,7 +44,7 @@ def extra_nli_pairs(result) -> dict[str, int]:
     distinct = len(set(texts))
     entry = result.method_inputs.get("greedy_nli") or {}
     return {"greedy_pairs": int(entry.get("pairs", 0)),
-            "sample_pairs": distinct * (distinct - 1)}
+            "sample_pairs": distinct * distinct}  # every ordered pair, each text with itself
 SIMILARITY_LIKE = "cross-encoder/stsb-roberta-large (SAR)"
 LARS_LIKE = "duygunuryldz/LARS (roberta-base)"
 

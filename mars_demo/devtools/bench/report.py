@@ -94,7 +94,9 @@ def format_report(d: dict[str, Any]) -> str:
     nc = d.get("nli_compute")
     if nc:
         lines.append(
-            f"NLI compute: {nc['gflop']:.1f} GFLOP of matrix products per question in "
+            f"NLI compute: {nc['gflop']:.1f} GFLOP of matrix products per question (the "
+            f"samples' pairs and {nc.get('greedy_pairs', 0)} greedy-to-sample pairs, "
+            f"{nc.get('forward_passes', '?')} forward pass(es)) in "
             f"{nc['seconds']:.3f} s = {nc['gflop_per_s']:.0f} GFLOP/s, "
             f"{pct(nc['share_of_matmul_rate'])} of one plain matrix product's rate of the "
             f"model's width and dtype on this device ({nc['matmul_gflop_per_s']:.0f} GFLOP/s)")

@@ -173,11 +173,13 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
                     llm, run["prompt_ids"], settings)
                 run["reference"]["generation_forwards"] = inst.since(snap)["llm"]
             run["sample_texts"] = [g.text for g in gens[1:]]
+            run["greedy_text"] = gens[0].text
             runs.append(run)
         peak_rss_main = peak_rss_mb()
         log("counting the NLI step's operations ...")
         nli_s = statistics.median(stages_of(r["timings_s"], r["total_s"])["nli"] for r in runs)
-        compute = nli_compute(nli, question, runs[-1]["sample_texts"], nli_s, cuda)
+        greedy = runs[-1]["greedy_text"] if "greedy_nli" in last[1].method_inputs else None
+        compute = nli_compute(nli, question, runs[-1]["sample_texts"], nli_s, cuda, greedy)
 
         # The other NLI shape, on the same sampled answers.
         log(f"timing the {spec['other_nli']}-shaped NLI model ...")

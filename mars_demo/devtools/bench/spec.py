@@ -42,6 +42,9 @@ IMPORTANCE_LIMIT_7B = 0.03
 MIN_SPEEDUP = 3.0
 #: The free methods (:data:`mars_demo.methods.FREE`) add at most this share to after generation.
 METHODS_LIMIT = 0.05
+#: The NLI step reaches at least this share of one plain matrix product's rate on the device
+#: (CPU preset shapes on the CPU; :mod:`.ceiling`).
+NLI_MATMUL_SHARE = 0.75
 #: A "16 GB" card (T4) exposes 15 GiB; the CUDA context (not seen by torch's allocator) takes
 #: about 0.5 GiB, so the allocator may reserve at most 14.5 GiB.
 GPU_BUDGET_BYTES = int(14.5 * GIB)

@@ -15,6 +15,7 @@ from .spec import (
     IMPORTANCE_LIMIT_7B,
     METHODS_LIMIT,
     MIN_SPEEDUP,
+    NLI_MATMUL_SHARE,
     SCHEMA,
 )
 
@@ -143,6 +144,14 @@ def summarize_runs(*, built_on, runs, other_runs, costs, nli_compute, llm, spec,
     imp_calls = max(r["forwards"]["importance"] for r in runs)
     target("importance_one_pass", "importance model: one batched pass per question", imp_calls,
            imp_calls == 1)
+    nli_calls = max(r["forwards"]["nli"] for r in runs)
+    target("nli_one_pass", "NLI: one batched pass per question (the samples' pairs both ways and "
+           "the greedy answer's pairs with the samples)", nli_calls, nli_calls == 1)
+    nli_share = (nli_compute or {}).get("share_of_matmul_rate")
+    target("nli_share_of_matmul_rate", f"the NLI step at >= {NLI_MATMUL_SHARE:.0%} of one plain "
+           "matrix product's rate on the cores (CPU preset shapes, CPU)", nli_share,
+           (nli_share is not None and nli_share >= NLI_MATMUL_SHARE)
+           if llm_shape == "cpu" and not cuda else None)
     target("importance_share", "importance <= 3% of generation (7B shape on a GPU)", imp_share,
            (imp_share is not None and imp_share <= IMPORTANCE_LIMIT_7B) if is_gpu_7b else None)
     limit = AFTER_GENERATION_LIMIT.get(llm_shape)

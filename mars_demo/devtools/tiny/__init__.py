@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from .configs import bem_config, importance_config, llm_config, nli_config
 from .corpus import FACTS, corpus
-from .factory import make_tiny_models
+from .factory import MNLI_ORDER, make_tiny_models, relabel_nli
 from .spec import (
     BEM_ID2LABEL,
     CHUNK_LABEL_TYPE,
@@ -75,4 +75,6 @@ __all__ = [
     "build_wordpiece_tokenizer",
     "build_nli_tokenizer",
     "make_tiny_models",
+    "relabel_nli",
+    "MNLI_ORDER",
 ]

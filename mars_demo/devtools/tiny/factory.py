@@ -255,3 +255,27 @@ def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem
         encoding="utf-8",
     )
     return paths
+
+
+#: ``microsoft/deberta-large-mnli``'s label order, which TruthTorchLM reads without ``id2label``
+MNLI_ORDER = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")
+
+
+def relabel_nli(source: str | pathlib.Path, target: str | pathlib.Path,
+                order: tuple[str, ...] = MNLI_ORDER) -> pathlib.Path:
+    """The NLI model saved in ``source`` saved again in ``target`` with its labels in ``order``
+    (its classifier's rows reordered, ``id2label`` with them): the same model, the same verdicts,
+    for code that assumes a label order (TruthTorchLM reads label 0 as contradiction)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(source))
+    rows = [model.config.label2id[name] for name in order]
+    with torch.no_grad():
+        model.classifier.weight.copy_(model.classifier.weight[rows].clone())
+        model.classifier.bias.copy_(model.classifier.bias[rows].clone())
+    model.config.id2label = dict(enumerate(order))
+    model.config.label2id = {name: k for k, name in enumerate(order)}
+    model.save_pretrained(str(target))
+    AutoTokenizer.from_pretrained(str(source)).save_pretrained(str(target))
+    return pathlib.Path(target)

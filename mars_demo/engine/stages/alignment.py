@@ -12,7 +12,7 @@ from ...answers import Answer
 from ...core import alignment, scoring
 from ...models.importance import PhraseScoring
 from ...recipes import Resolved
-from ...result import Phrase, ScoredAnswer, Scores, Token
+from ...result import Phrase, ScoredAnswer, Scores, Token, end_token_of
 from ...settings import Settings
 from ..job import ScoringJob
 from .base import ScoringContext
@@ -89,6 +89,7 @@ def score_answer(answer: Answer, ph: PhraseScoring, s: Settings,
         phrase_of_token=phrase_of_token,
         finish_reason=answer.finish_reason,
         entropy_top_k=answer.entropy_top_k,
+        end_token=end_token_of(answer),
     )
     return scored, notes
 

@@ -23,12 +23,15 @@ def answer_inputs(a: ScoredAnswer) -> AnswerInputs:
         token_entropies=[t.entropy for t in a.tokens],
         kl_uniform=[t.kl_uniform for t in a.tokens],
         alternatives=[t.alternatives for t in a.tokens],
+        end_token=None if a.end_token is None else {
+            "logprob": a.end_token.logprob, "entropy": a.end_token.entropy,
+            "kl_uniform": a.end_token.kl_uniform, "alternatives": a.end_token.alternatives},
     )
 
 
-def job_inputs(job: ScoringJob, saved: bool = True) -> MethodInputs:
+def job_inputs(job: ScoringJob, saved: bool = True, end_token: str = "exclude") -> MethodInputs:
     """:class:`MethodInputs` of a job whose answers are scored and clustered (``saved``: with
-    what the optional stages saved, which have run)."""
+    what the optional stages saved, which have run; ``end_token``: the settings' rule)."""
     return MethodInputs(
         question=job.question,
         greedy=answer_inputs(job.scored[0]),
@@ -36,6 +39,7 @@ def job_inputs(job: ScoringJob, saved: bool = True) -> MethodInputs:
         cluster_ids=list(job.cluster_ids),
         nli_probabilities=job.nli.probabilities if job.nli is not None else None,
         saved=all_method_inputs(job) if saved else {},
+        end_token=end_token,
     )
 
 
@@ -55,7 +59,7 @@ class MethodsStage:
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         ids = ctx.run.settings.method_ids
         for job in jobs:
-            inputs = job_inputs(job)
+            inputs = job_inputs(job, end_token=ctx.run.settings.end_token)
             job.methods = {}
             for method_id in ids:
                 try:

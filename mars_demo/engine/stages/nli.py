@@ -10,8 +10,9 @@ distinct sample text, semantic density's extra pairs, saved in the analysis as
     {"nli_model": id, "question": ..., "greedy": text, "answers": [sample texts],
      "probabilities": [[e, n, c] per sample], "pairs": number of pairs the model judged}
 
-A sample whose text is the greedy answer's gets (1, 0, 0) without a call (lm-polygraph judges
-the distinct samples); an earlier result's entry of the same answers and NLI model is reused.
+Each distinct sample text is judged, one identical to the greedy answer too (as lm-polygraph's
+``ConcatGreedySemanticMatrixCalculator`` judges every distinct sample); an earlier result's entry
+of the same answers and NLI model is reused.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Sequence
 
 from ...methods import METHODS
 from ...models import registry
-from ...models.nli import SAME
 from ...recipes import Resolved
 from ...result import NLIResult
 from ...settings import resolve_nli
@@ -40,6 +40,10 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
         and reuse.nli.answers == [a.text for a in job.answers.samples]
         and reuse.settings.get("nli") == resolve_nli(s.nli, registry.cuda_available())
         and reuse.settings.get("recipe", "default") == s.recipe
+        # verdicts of the clustering's pairs alone serve the same rule only
+        and (reuse.settings.get("nli_pairs", "all") == "all"
+             or (s.nli_pairs == "clustering" and reuse.settings.get("cluster_rule")
+                 == s.cluster_rule))
     )
 
 
@@ -67,27 +71,37 @@ def greedy_reused(job: ScoringJob, run: Resolved) -> dict | None:
 
 
 def greedy_pairs(job: ScoringJob) -> tuple[list[str], list[tuple[str, str]]]:
-    """The distinct sample texts other than the greedy answer's, and their pairs."""
-    greedy = job.scored[0].text
-    texts = [a.text for a in job.scored[1:]]
-    distinct = [t for k, t in enumerate(texts) if t != greedy and t not in texts[:k]]
-    return distinct, [(f"{job.question} {greedy}", f"{job.question} {t}") for t in distinct]
+    """The distinct sample texts and their pairs with the greedy answer."""
+    return greedy_text_pairs(job.question, job.scored[0].text, [a.text for a in job.scored[1:]])
+
+
+def greedy_text_pairs(question: str, greedy: str, texts: list[str]
+                      ) -> tuple[list[str], list[tuple[str, str]]]:
+    """The distinct ``texts`` (one equal to ``greedy`` included), and their (premise,
+    hypothesis) pairs "question greedy" -> "question text".
+
+    >>> greedy_text_pairs("Q?", "Mars", ["Mars", "Venus", "Venus"])
+    (['Mars', 'Venus'], [('Q? Mars', 'Q? Mars'), ('Q? Mars', 'Q? Venus')])
+    """
+    distinct = list(dict.fromkeys(texts))
+    return distinct, [(f"{question} {greedy}", f"{question} {t}") for t in distinct]
 
 
 def greedy_entry(job: ScoringJob, model_id: str, distinct: list[str], judged, start: int) -> dict:
     found = {t: judged.probabilities[start + k] for k, t in enumerate(distinct)}
-    greedy = job.scored[0].text
     texts = [a.text for a in job.scored[1:]]
-    return {"nli_model": model_id, "question": job.question, "greedy": greedy,
+    return {"nli_model": model_id, "question": job.question, "greedy": job.scored[0].text,
             "answers": texts, "pairs": len(distinct),
-            "probabilities": [list(SAME) if t == greedy else list(found[t]) for t in texts]}
+            "probabilities": [list(found[t]) for t in texts]}
 
 
 class NLIStage:
     """NLI verdicts and probabilities among each job's samples (``nli``) and the model that
-    gave them (``nli_model_id``), in the recipe's input format. Identical answers need no model
-    call; all other needed pairs of all questions go through one :meth:`NLIModel.judge` call
-    (each distinct pair once, in length-sorted batches)."""
+    gave them (``nli_model_id``), in the recipe's input format. Every ordered pair of all
+    questions goes through one :meth:`NLIModel.judge` call (each distinct pair once, in
+    length-sorted batches); with ``nli_pairs`` "clustering" only the pairs the first-member
+    clustering reads, one call per round (:meth:`NLIModel.clustering_matrices`), the others
+    None."""
 
     name = "nli"
     reads = ("scored", "question", "reuse")
@@ -127,9 +141,14 @@ class NLIStage:
                 greedy_jobs.append((job, distinct, len(extra)))
                 extra += pairs
         if fresh or greedy_jobs:
-            matrices, judged = ctx.nli.matrices_and_pairs(
-                [j.question for j in fresh], [j.nli.answers for j in fresh], extra,
-                input_format=fmt)
+            questions, answers = [j.question for j in fresh], [j.nli.answers for j in fresh]
+            if (ctx.run.settings.nli_pairs == "clustering"
+                    and ctx.run.recipe.clustering_algorithm == "first-member"):
+                matrices, judged = ctx.nli.clustering_matrices(
+                    questions, answers, ctx.run.settings.cluster_rule, extra, input_format=fmt)
+            else:  # every pair (the all-pairs algorithm reads every one anyway)
+                matrices, judged = ctx.nli.matrices_and_pairs(questions, answers, extra,
+                                                              input_format=fmt)
             for job, m in zip(fresh, matrices):
                 job.nli.labels = m.labels
                 job.nli.probabilities = m.probabilities

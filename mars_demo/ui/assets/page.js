@@ -5,15 +5,28 @@
 // - One tab stop per answer (roving tabindex): the answer's first token has tabindex 0, the
 //   others -1; ArrowLeft / ArrowRight (and Home / End) move the focus between the tokens, and
 //   the focused token keeps the tab stop. A focused (or tapped, or hovered) token shows its
-//   details, the CSS tooltip of its data-tip.
+//   details, the CSS tooltip of its data-tip; Esc hides them until another token is hovered or
+//   a token takes the focus (WCAG 1.4.13), and the pointer may rest on them.
 // - The tooltip hangs below the token itself, moved left where it would leave the answer's box.
+// - The press of Ask (a click, a tap, Enter, an example): window.marsPress, called by the
+//   events' own JS before the analysis is sent (mars_demo/ui/layout.py), says at once that the
+//   page works: Ask busy, the last result gone, the verdict line "being worked out", the view on
+//   it. Gradio runs the events of one trigger in order and waits for a streaming one to end
+//   before the next, so this cannot be an event after the analysis.
+// - Gradio's "processing | 0.4/39.9s" over the answer box (its own estimate after the slash) is
+//   hidden (data-mars-guess): the verdict line says the engine's expected wait.
 // - The queue line: Gradio writes "queue: 2/3 | 4.1/9.0s" over a waiting visitor's answer box;
 //   it is put into words (window.marsTexts, from mars_demo/texts/) above the answer box
-//   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line.
+//   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line. Its
+//   place is said; Gradio's estimate is not (it guesses from other events' times).
 // - The work note under a public page's sliders says samples x max new tokens as they move.
-// - When an analysis is done, one live region says so with the verdict (screen readers), and
-//   the focus moves to the verdict if it was on Ask (which the analysis disabled) or nowhere;
-//   the "Skip to the answer" link after Ask moves it there too.
+// - Each analysis is announced once by one live region, "Analysis done." and the verdict, when
+//   its verdict (data-analysis: an id per analysis) is shown; the region is emptied at the
+//   press, so two verdicts in the same words are both announced. The focus then moves to the
+//   verdict if it was on Ask (which the analysis disabled) or nowhere, every time; the "Skip
+//   to the answer" link after Ask moves it there too.
+// - Gradio's folds get aria-expanded and a name without their arrow; a dropdown's open list of
+//   choices is named like the dropdown.
 // - A folded <details data-keep> stays open when the panel holding it is drawn again (the
 //   scoring toggle redraws the answer).
 // - A table box that scrolls sideways takes the focus (tabindex), so keyboard users can scroll it.
@@ -64,12 +77,31 @@
     const box = token.closest(".mars-answer-text");
     const tokens = tokensOf(box);
     keep(tokens, tokens.indexOf(token));
+    tipsBack();  // a token reached by the focus shows its details, also the one Esc hid on hover
     place(token);
   });
 
   document.addEventListener("mouseover", (event) => {
     const token = tokenOf(event.target);
-    if (token) place(token);
+    if (!token) return;
+    if (token !== hidden) tipsBack();
+    place(token);
+  });
+
+  // Esc hides the token details (hover or focus) until another token is hovered, or a token
+  // takes the focus (the focus stays where it was when Esc hid them)
+  let hidden = null;
+  const tipsBack = () => {
+    if (hidden === null) return;
+    hidden = null;
+    document.documentElement.classList.remove("mars-tips-off");
+  };
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    const token = tokenOf(document.activeElement) || document.querySelector(".mars-tok:hover");
+    if (!token) return;
+    hidden = token;
+    document.documentElement.classList.add("mars-tips-off");
   });
 
   // --- the queue line ----------------------------------------------------------------------
@@ -78,35 +110,49 @@
     template.replace(/\{(\w+)\}/g, (_, key) => (key in values ? values[key] : ""));
   const QUEUE = /queue:\s*(\d+)\/(\d+)\s*\|\s*([\d.]+)(?:\/([\d.]+))?s/;
 
+  // [the place in line, the seconds waited]: Gradio's estimate is left out, a guess from the
+  // times of other events that the page cannot stand behind
   function queueLine(text) {
     const m = QUEUE.exec(text);
     if (!m || !T.QUEUE_PLACE) return null;
-    const [, place, size, elapsed, eta] = m;
-    let line = fill(T.QUEUE_PLACE, { place, size });
-    if (eta !== undefined && parseFloat(eta) > parseFloat(elapsed)) {
-      line += fill(T.QUEUE_ESTIMATE, { elapsed, eta });
-    } else {
-      line += fill(T.QUEUE_ELAPSED, { elapsed });
-    }
-    return line;
+    const [, place, size, elapsed] = m;
+    return [fill(T.QUEUE_PLACE, { place, size }), fill(T.QUEUE_ELAPSED, { elapsed })];
   }
+
+  // Gradio's line while the analysis runs, "processing | 0.4/39.9s", carries its own estimate
+  // after the slash (a guess from other events' times, not the engine's): hidden, the verdict
+  // line says the expected wait from the engine's recent analyses
+  const GUESS = /processing\s*\|\s*[\d.]+\/[\d.]+s/;
 
   function relabel() {
     let shown = null;
     for (const el of document.querySelectorAll("#mars-answer .progress-text")) {
+      const guess = GUESS.test(el.textContent || "");
+      if (guess !== el.hasAttribute("data-mars-guess")) {
+        el.toggleAttribute("data-mars-guess", guess);
+      }
       const line = queueLine(el.textContent || "");
+      const words = line === null ? null : line.join("");
       if (line === null) el.removeAttribute("data-mars-queue");
-      else if (el.getAttribute("data-mars-queue") !== line) el.setAttribute("data-mars-queue", line);
+      else if (el.getAttribute("data-mars-queue") !== words) el.setAttribute("data-mars-queue", words);
       if (line !== null) shown = line;
     }
     const box = document.querySelector("#mars-queue-line .mars-queue-line");
     if (!box) return;
     if (shown === null) {
       if (!box.hidden) box.hidden = true;
-    } else {
-      if (box.textContent !== shown) box.textContent = shown;
-      if (box.hidden) box.hidden = false;
+      return;
     }
+    // the place is a live status (said when it changes); the seconds are not (said ten times
+    // a second otherwise)
+    const place = box.querySelector(".mars-queue-place") || box.appendChild(document.createElement("span"));
+    const waited = box.querySelector(".mars-queue-waited") || box.appendChild(document.createElement("span"));
+    place.className = "mars-queue-place";
+    waited.className = "mars-queue-waited";
+    waited.setAttribute("aria-hidden", "true");
+    if (place.textContent !== shown[0]) place.textContent = shown[0];
+    if (waited.textContent !== shown[1]) waited.textContent = shown[1];
+    if (box.hidden) box.hidden = false;
   }
 
   new MutationObserver(relabel).observe(document.documentElement, {
@@ -139,7 +185,7 @@
     });
   }
 
-  // --- the verdict: announced once per analysis, and where the focus goes -------------------
+  // --- the press of Ask: busy at once, nothing of the last question left as current ---------
   const live = document.createElement("div");
   live.id = "mars-live";
   live.className = "mars-sr-only";
@@ -148,20 +194,66 @@
   const addLive = () => { if (!live.isConnected && document.body) document.body.appendChild(live); };
   addLive();
   document.addEventListener("DOMContentLoaded", addLive);
-  let lastVerdict = null;
+  const esc = (text) => String(text).replace(/[&<>"']/g, (c) => (
+    { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  const update = (props) => ({ __type__: "update", ...props });
+  let lastAnalysis = null;  // the data-analysis of the verdict announced last
+  let pressed = false;  // a press since that verdict: its verdict takes the focus (see below)
 
+  // The outputs of a press, by name (the layout passes the names in its outputs' order); None
+  // (undefined) while this page's analysis runs: Ask takes no press then, and Enter or an
+  // example must not clear the analysis under way.
+  window.marsPress = (question, names) => {
+    const ask = document.querySelector("#mars-ask");
+    if (ask && ask.disabled) return undefined;
+    addLive();
+    live.textContent = "";
+    pressed = true;
+    const asked = String(question || "").trim();
+    const values = {
+      ask: update({ value: T.ASK_BUSY, interactive: false }),
+      verdict: `<div class="mars-verdict mars-verdict-working" data-state="working" tabindex="-1">` +
+        `<p class="mars-verdict-line">${esc(T.VERDICT_WORKING)}</p></div>`,
+      answer: `<div class="mars-answer mars-streaming"><p class="mars-question">${esc(asked)}</p>` +
+        `<p class="mars-answer-text"><span class="mars-muted">${esc(T.ANSWER_WAITING)}</span>` +
+        `<span class="mars-cursor" aria-hidden="true"></span></p></div>`,
+      warnings: "", error: "", progress: "",
+      results: update({ visible: false }),
+    };
+    requestAnimationFrame(() => requestAnimationFrame(bringVerdict));
+    return names.map((name) => values[name]);
+  };
+
+  // the verdict's box in view with room under it for the answer (on a phone the question box
+  // and the examples fill the screen above it); where it is so already, nothing moves
+  function bringVerdict() {
+    const box = document.querySelector("#mars-verdict");
+    if (!box) return;
+    const r = box.getBoundingClientRect();
+    if (r.top >= 0 && r.top <= window.innerHeight * 0.7) return;
+    box.scrollIntoView({ block: "start" });
+  }
+
+  function fullyInView(el) {
+    const r = el.getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight;
+  }
+
+  // --- the verdict: announced once per analysis, and where the focus goes -------------------
   function verdictShown() {
-    const verdict = document.querySelector("#mars-verdict .mars-verdict");
-    if (!verdict || verdict === lastVerdict) return;
-    lastVerdict = verdict;
+    const verdict = document.querySelector("#mars-verdict .mars-verdict[data-analysis]");
+    if (!verdict || verdict.dataset.analysis === lastAnalysis) return;
+    lastAnalysis = verdict.dataset.analysis;
     addLive();
     const line = verdict.querySelector(".mars-verdict-line");
-    const chance = verdict.querySelector(".mars-verdict-chance");
-    live.textContent = [T.VERDICT_DONE || "", line ? line.textContent : "",
-                        chance ? chance.textContent : ""].join(" ").trim();
+    const more = [...verdict.querySelectorAll(".mars-verdict-said")].map((el) => el.textContent);
+    live.textContent = [T.VERDICT_DONE || "", line ? line.textContent : "", ...more]
+      .join(" ").replace(/\s+/g, " ").trim();
     const active = document.activeElement;
     const fromAsk = !active || active === document.body || !!active.closest("#mars-ask, #mars-skip");
-    if (fromAsk) verdict.focus({ preventScroll: false });
+    if (pressed && fromAsk) verdict.focus({ preventScroll: true });
+    pressed = false;
+    if (!fullyInView(verdict)) verdict.scrollIntoView({ block: "nearest" });
   }
 
   document.addEventListener("click", (event) => {
@@ -175,6 +267,25 @@
     target.focus();
     target.scrollIntoView({ block: "center" });
   });
+
+  // --- Gradio's folds and dropdowns, named for screen readers --------------------------------
+  function names() {
+    for (const button of document.querySelectorAll("button.label-wrap")) {
+      const open = String(button.classList.contains("open"));
+      if (button.getAttribute("aria-expanded") !== open) button.setAttribute("aria-expanded", open);
+      for (const icon of button.querySelectorAll(".icon")) {
+        if (!icon.hasAttribute("aria-hidden")) icon.setAttribute("aria-hidden", "true");
+      }
+    }
+    for (const list of document.querySelectorAll('ul[role="listbox"]')) {
+      if (list.hasAttribute("aria-label") || list.hasAttribute("aria-labelledby")) continue;
+      const block = list.closest(".block");
+      const input = block && block.querySelector('input[role="listbox"], input');
+      const label = (input && input.getAttribute("aria-label")) ||
+        (block && block.querySelector("label, [data-testid='block-info']")?.textContent.trim());
+      if (label) list.setAttribute("aria-label", label);
+    }
+  }
 
   // --- folded details that stay as the visitor left them -------------------------------------
   const kept = new Map();
@@ -218,10 +329,11 @@
       verdictShown();
       keepOpen();
       scrollers();
+      names();
     });
   }
   new MutationObserver(afterChange).observe(document.documentElement, {
-    subtree: true, childList: true,
+    subtree: true, childList: true, attributes: true, attributeFilter: ["class"],
   });
   window.addEventListener("resize", afterChange);
 })();

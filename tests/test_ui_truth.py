@@ -1,0 +1,154 @@
+"""What the page says stands on its evidence (without a browser): the example analyses kept
+once and served whole, never filled by anything else; the expected wait from recent analyses;
+every verdict a new analysis (an id); the served run's level records and the uncertainty table's
+places among its answers; the Evaluation view's one-sentence answer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ui_helpers import FakeEngine, make_result
+from mars_demo import texts
+from mars_demo.evaluation.checks import DIFF
+from mars_demo.evaluation.schema import Entry, Report
+from mars_demo.ui import controls, tables, trust
+from mars_demo.ui.controller import Controller
+from mars_demo.ui.evaluation import model_id, run_verdict
+from mars_demo.ui.example_store import ExampleStore
+from mars_demo.ui.host import EngineHost
+from mars_demo.ui.reference import Reference, RunValues, differences
+from mars_demo.ui.render import esc
+from mars_demo.ui.waits import RecentWaits
+from mars_demo.verdict import LevelRecord, verdict
+
+EXAMPLE = "Which planet is known as the Red Planet?"
+DEFAULTS = tuple(controls.page_default(name) for name in controls.PAGE_OPTIONS)
+
+
+def controller(engine=None, folder=None, reference=None) -> Controller:
+    return Controller(EngineHost(engine or FakeEngine()), reference=reference,
+                      examples=ExampleStore(folder, [EXAMPLE]))
+
+
+def ask(ctrl: Controller, question: str = EXAMPLE, options=DEFAULTS) -> list[dict]:
+    return list(ctrl.ask(question, "mars", *options))
+
+
+def test_an_example_is_analyzed_once_and_then_shown_whole_at_once(tmp_path):
+    engine = FakeEngine()
+    first = ask(controller(engine, tmp_path))
+    assert len(engine.calls) == 1 and len(first) > 1  # streamed as any analysis
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    # a later visitor, also after a restart (a new page over the same folder): no model call,
+    # one update with the whole analysis
+    again = ask(controller(engine, tmp_path))
+    assert len(engine.calls) == 1 and len(again) == 1
+    shown = again[0]
+    assert shown["result"].question == EXAMPLE and "data-level=" in shown["verdict"]
+    assert "data-measure=" in shown["uncertainty_table"]
+    assert esc(texts.EXAMPLE_KEPT) in shown["progress"]
+
+
+def test_nothing_but_an_example_with_the_default_settings_fills_the_store(tmp_path):
+    engine = FakeEngine()
+    ctrl = controller(engine, tmp_path)
+    ask(ctrl, "Who wrote Faust?")  # a visitor's own question
+    other = list(DEFAULTS)
+    other[controls.PAGE_OPTIONS.index("seed")] = 7  # an example with other settings
+    ask(ctrl, EXAMPLE, other)
+    engine.fail_with = RuntimeError("out of luck")  # an example whose analysis failed
+    failed = ask(ctrl)
+    assert "out of luck" in failed[-1]["error"]
+    assert list(tmp_path.glob("*")) == []
+    # and with no folder nothing is kept: every example is analyzed
+    plain = FakeEngine()
+    ask(controller(plain)), ask(controller(plain))
+    assert len(plain.calls) == 2
+
+
+def test_before_the_first_token_the_wait_of_recent_analyses_is_said():
+    waits = RecentWaits(keep=3)
+    assert waits.words() == ""
+    for seconds in (2.0, 40.0, 3.0, 5.0):  # the oldest drops out; the median resists the 40 s
+        waits.add(seconds)
+    assert waits.expected() == (5.0, 3)
+    assert waits.words() == texts.VERDICT_EXPECTED.format(seconds="5.0", count=3)
+    ctrl = controller()
+    first = ask(ctrl)[0]  # no analysis yet: the verdict is being worked out, no time promised
+    assert "Working out the verdict" in first["verdict"] and "took about" not in first["verdict"]
+    second = ask(ctrl, "Who wrote Hamlet?")[0]
+    assert re.search(r"Analyses here took about [\d.]+ s lately \(the median of the last 1\)",
+                     second["verdict"]), second["verdict"]
+
+
+def test_each_verdict_is_a_new_analysis_even_in_the_same_words():
+    ctrl = controller()
+    ids = [re.search(r'data-analysis="(\w+)"', ask(ctrl, "Who wrote Hamlet?")[-1]["verdict"])
+           .group(1) for _ in range(2)]
+    assert ids[0] != ids[1]
+
+
+def test_the_served_run_says_how_answers_at_this_level_fared_and_places_each_value():
+    result = make_result()
+    level = verdict(result).level
+    run = RunValues("facts-run", "facts.jsonl", 40,
+                    values={("confidence", "mars"): [0.0, 0.1, 10.0, 11.0],
+                            ("confidence", "length_normalized"): [5.0]},
+                    levels={level: LevelRecord(level, 29, 40, 0.57, 0.84, "facts-run")})
+    html = trust.verdict_html(result, reference=Reference(run), analysis="a1")
+    assert (f"were right 72% of the time on facts-run (n = 40; 95% interval 57% to 84%)."
+            in html)
+    assert 'data-analysis="a1"' in html and 'data-tone="' in html
+    table = tables.uncertainty_table_html(result, "mars", run)
+    confidence = result.uncertainty.confidence.mars  # 0.1 < it < 10: above half of the run
+    assert 0.1 < confidence < 10
+    assert "less trustworthy than 50% of the run&#x27;s answers" in table
+    assert "the evaluation run &quot;facts-run&quot;" in table
+    # without a run: the values alone, no invented scale
+    plain = tables.uncertainty_table_html(result, "mars")
+    assert "less trustworthy than" not in plain and "no fixed scale" in plain
+
+
+def entry(value, low, high):
+    return Entry(value, (low, high))
+
+
+@pytest.mark.parametrize("diffs,answer", [
+    ({"confidence": (0.012, -0.008, 0.031), "semantic_entropy": (-0.005, -0.02, 0.011)},
+     "No clear difference (every interval holds zero)"),
+    ({"confidence": (0.04, 0.01, 0.07), "semantic_entropy": (0.03, 0.005, 0.06)}, "Yes"),
+    ({"confidence": (-0.04, -0.07, -0.01), "semantic_entropy": (0.0, -0.01, 0.01)},
+     "No (worse for some measures; the others show no clear difference)"),
+])
+def test_the_evaluation_view_answers_its_question_in_one_sentence(diffs, answer):
+    report = Report(data="facts.jsonl", n=40, accuracy=0.7, judge={}, settings={},
+                    models={"llm": "/srv/models/tiny-trained/llm"}, resamples=200,
+                    metrics={"auroc": {m: {"length_normalized": entry(0.7, 0.6, 0.8),
+                                           "mars": entry(0.7, 0.6, 0.8),
+                                           DIFF: entry(*d)}
+                                       for m, d in diffs.items()}})
+    sentence = run_verdict(report)
+    assert sentence.startswith(f"Does MARS help here? {answer}: on these 40 questions "
+                               "(tiny-trained/llm), MARS scoring moved the AUROC by "), sentence
+    first = diffs["confidence"]
+    assert (f"{first[0] * 100:+.1f} points for Confidence [{first[1] * 100:+.1f}, "
+            f"{first[2] * 100:+.1f}]").replace("-", "−") in sentence
+    assert sentence.endswith("(paired 95% intervals).")
+
+
+def test_a_run_names_its_models_by_their_ids():
+    assert model_id("Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"
+    assert model_id("/tmp/tiny-trained/llm") == "tiny-trained/llm"
+    assert model_id("/srv/gguf/SmolLM2-135M-Instruct.Q4_1.gguf") == \
+        "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_a_setting_the_run_did_not_keep_is_said_so_not_as_none():
+    result = make_result()
+    run = RunValues("facts", "facts.jsonl", 22, settings={"temperature": None})
+    said = differences(result, run)
+    assert said and all("None" not in line for line in said), said
+    here = result.settings["temperature"]
+    assert f"temperature {here} here, {texts.METHODS_RUN_UNRECORDED} in the run" in said, said
