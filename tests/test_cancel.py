@@ -25,7 +25,7 @@ from mars_demo.errors import AnalysisCancelled
 from mars_demo.models.llm import stop_criterion
 from mars_demo.ui.controller import ASK_OUTPUTS, Controller
 from mars_demo.ui.host import EngineHost
-from mars_demo.ui.layout import packed
+from mars_demo.ui.events import packed
 from mars_demo.ui.worker import CANCELLED_LOG, HEARTBEAT_S
 
 QUESTION = "Which planet is known as the Red Planet?"
