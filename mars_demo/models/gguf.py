@@ -25,6 +25,15 @@ from ..errors import ModelLoadError
 SUFFIX = ".gguf"
 
 
+def named_gguf(name: str | os.PathLike) -> bool:
+    """The one rule of what a GGUF file is called: a name ending in ``.gguf``, in any case.
+
+    >>> named_gguf("SmolLM2.Q4_1.GGUF"), named_gguf("Qwen/Qwen2.5-0.5B-Instruct")
+    (True, False)
+    """
+    return str(name).lower().endswith(SUFFIX)
+
+
 def gguf_file(source: str) -> Path | None:
     """The GGUF file ``source`` names: a ``.gguf`` file, or the one ``.gguf`` file of a folder
     that holds no ``config.json`` (a Hugging Face folder is loaded as such); None for anything
@@ -35,10 +44,10 @@ def gguf_file(source: str) -> Path | None:
     """
     path = Path(os.path.expanduser(str(source)))
     if path.is_file():
-        return path if path.suffix.lower() == SUFFIX else None
+        return path if named_gguf(path) else None
     if not path.is_dir() or (path / "config.json").is_file():
         return None
-    found = sorted(p for p in path.iterdir() if p.suffix.lower() == SUFFIX and p.is_file())
+    found = sorted(p for p in path.iterdir() if named_gguf(p) and p.is_file())
     if len(found) > 1:
         raise ModelLoadError(
             f"{source} holds {len(found)} GGUF files ({', '.join(p.name for p in found[:6])}); "

@@ -16,6 +16,8 @@ import os
 import threading
 from dataclasses import dataclass
 
+from .gguf import named_gguf
+
 log = logging.getLogger(__name__)
 
 #: seconds the one request to the Hub may take
@@ -52,7 +54,7 @@ def offline() -> bool:
 def is_path(source: str) -> bool:
     """Whether ``source`` names a local folder or file rather than a Hub id ('org/name')."""
     return (source.startswith((".", "/", "~")) or source.count("/") > 1
-            or source.endswith(".gguf") or os.path.exists(os.path.expanduser(source)))
+            or named_gguf(source) or os.path.exists(os.path.expanduser(source)))
 
 
 def cached(repo_id: str) -> bool:
