@@ -36,8 +36,8 @@ MAX_ANSWER_CHARS = 20_000  # one answer's text
 MAX_TOKENS_PER_ANSWER = 4096
 
 # Settings of an analysis JSON that describe how its answers were made; kept when it is re-scored.
-RECORDED = ("llm", "load_in_4bit", "quantization", "decoding", "llm_endpoint", "device", "samples",
-            "temperature", "top_p", "max_new_tokens", "seed", "prompt")
+RECORDED = ("llm", "load_in_4bit", "quantization", "decoding", "llm_endpoint", "llm_backend",
+            "device", "samples", "temperature", "top_p", "max_new_tokens", "seed", "prompt")
 
 
 CUT_OFF_NOTE = (

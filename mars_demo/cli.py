@@ -76,15 +76,22 @@ def _checked(opt: Option, text: str) -> Any:
 
 
 def add_llm_help(parser: argparse.ArgumentParser) -> None:
-    """--llm's help with the presets' names (mars_demo.settings.LLM_PRESETS)."""
+    """--llm's help with the presets' names (mars_demo.settings.LLM_PRESETS), and
+    --llm-backend's with every backend of the registry (mars_demo.models.backends), which are
+    its choices."""
+    from .models import backends
+
     for action in parser._actions:
+        env = action.help[action.help.index(" [env"):] if " [env" in (action.help or "") else ""
         if action.dest == "llm":
             action.help = (
                 "LLM: a Hub id, a local directory, a GGUF file or a preset ("
                 + ", ".join(LLM_PRESETS)
-                + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise"
-                + (action.help[action.help.index(" [env"):] if " [env" in action.help else "")
+                + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise" + env
             )
+        elif action.dest == "llm_backend":
+            action.help = backends.help_text().replace("%", "%%") + env
+            action.choices, action.metavar = backends.names(), None
 
 
 def _prog() -> str:

@@ -308,6 +308,11 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     Option("llm_timeout", float, 120.0,
            "server timeout: seconds to wait for each request to the LLM server", "model",
            bounds=(1, 3600), label="Server timeout"),
+    Option("llm_backend", str, None,
+           "LLM backend: how the LLM runs, by name (transformers, server, or one a plug-in "
+           "registers: mars_demo.models.backends)", "model", optional=True,
+           auto="chosen from the other LLM options: server with llm_endpoint, else "
+           "transformers"),
 )
 
 REQUEST_OPTIONS: tuple[Option, ...] = (

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from mars_demo import texts, zerogpu
 from mars_demo.cli import add_llm_help, add_option
 from mars_demo.methods import FREE, OWN_MODELS, parse_methods
+from mars_demo.models.backends import backend_for
 from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
 from mars_demo.settings import Settings
 from mars_demo.access import (
@@ -88,20 +89,19 @@ def from_environment(args: argparse.Namespace, env: Mapping[str, str]) -> None:
 
 def check_calibration(calibration, info: Mapping[str, object], settings: Settings) -> str | None:
     """Refuse (CalibrationError) a calibration made for other models than ``info`` (the
-    engine's ``describe()``, known before any model loads). An LLM behind a server without
-    --llm-model is named only once the server answers: then its check waits for each answer
-    (the page shows no chance for another model's answers) and the returned note says so."""
-    models = {"llm": info.get("llm"), "importance": info.get("importance"), "nli": info.get("nli")}
+    engine's ``describe()``, known before any model loads) and ``settings`` name; the LLM by
+    the id its backend knows then. An LLM behind a server without --llm-model is named only
+    once the server answers: then its check waits for each answer (the page shows no chance
+    for another model's answers) and the returned note says so."""
+    llm = backend_for(settings).model_name(settings, info.get("device") == "cuda")
+    models = {"llm": llm, "importance": info.get("importance"), "nli": info.get("nli")}
     # an optional model (SAR's similarity model...): checked where the calibration's
     # uncertainty reads one (it recorded it)
     models.update({m.field: getattr(settings, m.field) for m in OWN_MODELS})
     note = None
-    if settings.llm_endpoint:
-        if settings.llm_model:
-            models["llm"] = settings.llm_model
-        else:
-            models["llm"] = calibration.models.get("llm")
-            note = texts.APP_CALIBRATION_LLM_LATER
+    if llm is None:  # the model is named once it loads (a server asked without --llm-model)
+        models["llm"] = calibration.models.get("llm")
+        note = texts.APP_CALIBRATION_LLM_LATER
     calibration.check_models(models)
     return note
 
@@ -167,6 +167,7 @@ def parse_args(
             **{name: value for name, value in models.items() if value is not None},
             **({"methods": parse_methods(args.methods)} if args.methods else {}),
         )
+        backend_for(args.settings)  # a backend no registry entry names: refused now
         refusal = zerogpu.decoding_refusal(args.settings.decoding, env)
         if refusal:  # before any model loads: torch.compile is never called on ZeroGPU
             raise ValueError(f"--decoding: {refusal}")

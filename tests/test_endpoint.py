@@ -302,6 +302,29 @@ def test_on_text_gets_the_greedy_answer(endpoint):
     assert seen == [greedy.text]
 
 
+def test_one_http_client_serves_every_question(endpoint, monkeypatch):
+    """One HTTP client per server for as long as the LLM lives: a question's tokenization check
+    and its answers' requests reuse the connections already open, so the second question opens
+    none (each new connection costs a round trip before its request is sent). Before, the
+    check opened a client of its own and the answers another, each question: 4 connections
+    for the second one here (the check, the greedy answer and 2 samples)."""
+    import socket
+
+    opened: list = []
+    real = socket.create_connection
+    monkeypatch.setattr(socket, "create_connection",
+                        lambda *a, **k: opened.append(a[0]) or real(*a, **k))
+    request = GenerationRequest(samples=2, temperature=0.5, top_p=1.0, max_new_tokens=8, seed=0)
+    counts = []
+    for question in (QUESTION, "Who wrote Hamlet?"):
+        before = len(opened)
+        prompt = endpoint.build_prompt(question, "paper")
+        assert prompt.token_ids  # the tokenization check ran (the tokenizer is known here)
+        endpoint.generate(prompt, request)
+        counts.append(len(opened) - before)
+    assert counts[1] == 0, counts
+
+
 def test_cancel_before_any_request(endpoint):
     with pytest.raises(GenerationCancelled):
         _generate(endpoint, should_stop=lambda: True)

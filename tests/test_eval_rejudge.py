@@ -28,9 +28,9 @@ def no_models(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded or an answer scored")
 
-    for name in ("load_llm", "load_importance", "load_bem", "load_nli"):
+    for name in ("llm_for", "load_llm", "load_importance", "load_bem", "load_nli"):
         monkeypatch.setattr(registry, name, refuse)
-    for cls, names in ((LLM, ("generate", "teacher_forced")),
+    for cls, names in ((LLM, ("from_pretrained", "generate", "teacher_forced")),
                        (Engine, ("score", "score_many", "generate_many", "load"))):
         for name in names:
             monkeypatch.setattr(cls, name, refuse)

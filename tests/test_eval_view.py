@@ -205,9 +205,12 @@ def test_check_calibration_uses_the_ids_known_before_loading(given_run):
     cal = calibration_module.load(given_run / "calibration.json")
     info = {"llm": cal.models["llm"], "importance": cal.models["importance"],
             "nli": cal.models["nli"]}
-    assert app.check_calibration(cal, info, Settings()) is None
+    made = Settings(llm=cal.models["llm"])  # as the engine describes it
+    assert app.check_calibration(cal, info, made) is None
     with pytest.raises(calibration_module.CalibrationError):
-        app.check_calibration(cal, {**info, "nli": "another/nli"}, Settings())
+        app.check_calibration(cal, {**info, "nli": "another/nli"}, made)
+    with pytest.raises(calibration_module.CalibrationError):
+        app.check_calibration(cal, info, Settings(llm="another/llm"))
     served = Settings(llm_endpoint="http://127.0.0.1:1/v1")
     note = app.check_calibration(cal, {**info, "llm": "x (served over HTTP)"}, served)
     assert note == texts.APP_CALIBRATION_LLM_LATER

@@ -127,9 +127,11 @@ def test_a_fresh_pass_loads_the_llm(tiny_settings, asked, monkeypatch):
 
     result = AnalysisResult.from_dict(asked[0])
     result.method_inputs = {}  # as an analysis made without the pass
+    from mars_demo.models.llm import LLM
+
     loaded = []
-    real = registry.load_llm
-    monkeypatch.setattr(registry, "load_llm", lambda *a, **k: loaded.append(a) or real(*a, **k))
+    real = LLM.from_pretrained
+    monkeypatch.setattr(LLM, "from_pretrained", lambda *a, **k: loaded.append(a) or real(*a, **k))
     registry.release(set())  # nothing cached: a load is seen
     again = Engine(tiny_settings.replace(methods="p_true")).rescore(result)
     assert loaded and again.methods["p_true"] == asked[0]["methods"]["p_true"]

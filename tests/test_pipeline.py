@@ -244,33 +244,34 @@ def test_switch_frees_the_old_llm_before_loading_the_new_and_keeps_the_rest(
     import shutil
 
     from mars_demo.models import registry
+    from mars_demo.models.llm import LLM
 
     engine = Engine(tiny_settings)
     engine.load()
     old = engine.models
     other_llm = shutil.copytree(tiny_settings.llm, tmp_path / "other-llm")
     events: list[tuple] = []
-    real_release, real_load = registry.release, registry.load_llm
+    real_release, real_load = registry.release, LLM.from_pretrained
 
     def release(keep=None):
         events.append(("release", frozenset(keep or ())))
         real_release(keep)
         events.append(("cached after release", registry.loaded_keys()))
 
-    def load(model_id, *args, **kwargs):
+    def load(source, model_id, *args, **kwargs):
         events.append(("load llm", model_id))
-        return real_load(model_id, *args, **kwargs)
+        return real_load(source, model_id, *args, **kwargs)
 
     monkeypatch.setattr(registry, "release", release)
-    monkeypatch.setattr(registry, "load_llm", load)
+    monkeypatch.setattr(LLM, "from_pretrained", load)
     stages: list[str] = []
     engine.switch(
         tiny_settings.replace(llm=str(other_llm)),
         progress=lambda stage, fraction: stages.append(stage),
     )
 
-    old_key = registry.llm_key(tiny_settings.llm, None)
-    new_key = registry.llm_key(str(other_llm), None)
+    old_key = registry.llm_key(tiny_settings)
+    new_key = registry.llm_key(tiny_settings.replace(llm=str(other_llm)))
     kinds = [e[0] for e in events]
     assert kinds == ["release", "cached after release", "load llm"]  # freed first, then loaded
     assert old_key not in events[1][1] and old_key not in registry.loaded_keys()

@@ -51,7 +51,7 @@ class Server:
     def read(self, text: str) -> list[int]:
         return ([BOS_ID] if self.adds_bos else []) + self.reads(text)
 
-    def post(self, url: str, json: dict) -> Response:
+    def post(self, url: str, json: dict, headers: dict) -> Response:
         path = url.removeprefix("http://h/")
         self.paths.append("/" + path)
         if "/" + path not in self.routes:
@@ -66,6 +66,10 @@ class LLM:
 
     def __init__(self, server: Server) -> None:
         self.server, self.tokenizer = server, Tokenizer()
+        self.tokenize_route = None  # not found yet
+
+    def _headers(self) -> dict:
+        return {}
 
     def completion_body(self, prompt, **kw):
         return {"prompt": prompt, **kw}

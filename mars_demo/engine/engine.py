@@ -31,21 +31,13 @@ from ..errors import (
     OptionError,
     is_out_of_memory,
 )
-from ..models import given, registry
+from ..models import backends, given, registry
 from ..models.registry import Models
 from ..progress import Progress
 from ..progress import quiet as _quiet
 from ..recipes import Resolved, resolve
 from ..result import AnalysisResult
-from ..settings import (
-    CPU_DEFAULT_PRESET,
-    LLM_PRESETS,
-    Settings,
-    clean_question,
-    for_answers,
-    resolve_llm,
-    resolve_nli,
-)
+from ..settings import Settings, clean_question, for_answers, resolve_nli
 from . import generation, job, stages
 
 # One analysis at a time per process: the models are shared, and two requests must never
@@ -95,21 +87,16 @@ class Engine:
         return _RUN_LOCK.locked()
 
     def describe(self) -> dict[str, Any]:
+        """What the page's banner says of the models: the device, the LLM as its backend
+        describes it (``llm``, ``llm_preset``, ``cpu_fallback``, ``load_in_4bit``; the backend
+        itself as ``llm_backend``), the importance and NLI models, and whether they are loaded."""
         cuda = registry.cuda_available()
         s = self.settings
-        if s.llm_endpoint:  # the LLM runs in a server; this process holds the other models
-            served = self._models.llm.model_id if self._models is not None else s.llm_model
-            llm, preset = f"{served or 'the model'} (served over HTTP)", None
-            fallback = four_bit = False
-        else:
-            llm, llm_preset = resolve_llm(s.llm, cuda)
-            preset = llm_preset.label if llm_preset else None
-            # "No GPU: running the small CPU preset", chosen automatically or picked by hand
-            fallback = not cuda and llm_preset is LLM_PRESETS[CPU_DEFAULT_PRESET]
-            four_bit = cuda if s.load_in_4bit is None else s.load_in_4bit
-        return {"device": "cuda" if cuda else "cpu", "llm": llm, "llm_preset": preset,
-                "importance": s.importance, "nli": resolve_nli(s.nli, cuda),
-                "cpu_fallback": fallback, "load_in_4bit": four_bit, "ready": self.ready}
+        backend = backends.backend_for(s)
+        loaded = self._models.llm if self._models is not None else None
+        return {"device": "cuda" if cuda else "cpu", **backend.describe(s, cuda, loaded),
+                "llm_backend": backend.name, "importance": s.importance,
+                "nli": resolve_nli(s.nli, cuda), "ready": self.ready}
 
     def load(self, progress: Progress | None = None, settings: Settings | None = None) -> None:
         """Load (or fetch from the cache) every model the settings name; they become the

@@ -12,7 +12,7 @@ from typing import Callable
 from ..answers import AnswerSet, WorkCap
 from ..errors import OptionError
 from ..methods import METHODS
-from ..models import prompts, registry
+from ..models import backends, prompts, registry
 from ..models.contract import GenerationRequest, GenerationResult, LanguageModel, Prompt
 from ..progress import Progress
 from ..recipes import Resolved
@@ -84,8 +84,11 @@ def generate_many(llm: Callable[[], LanguageModel], questions: list[str], run: R
     presets = {p.preset for p in built}
     if len(presets) > 1:  # cannot happen: one LLM, one preset option
         raise OptionError(f"the questions got different prompt presets: {sorted(presets)}")
-    results = model.generate_many(built, request_for(run, built[0].preset),
-                                  should_stop=should_stop)
+    request = request_for(run, built[0].preset)
+    if backends.backend_for(run.settings).capabilities.batching:
+        results = model.generate_many(built, request, should_stop=should_stop)
+    else:  # a backend that runs one question at a time
+        results = [model.generate(p, request, should_stop=should_stop) for p in built]
     progress("generate", 1.0)
     sets = []
     for question, prompt, result in zip(questions, built, results):
@@ -127,6 +130,7 @@ def answer_set(model: LanguageModel, run: Resolved, question: str, prompt: Promp
             "quantization": model.quantization,
             "decoding": model.decoding,
             "llm_endpoint": s.llm_endpoint,
+            "llm_backend": backends.backend_for(s).name,
             "device": "cuda" if registry.cuda_available() else "cpu",
             "recipe": s.recipe,
         },
@@ -140,7 +144,14 @@ def teacher_force(answers: AnswerSet, model: LanguageModel, run: Resolved,
     ``model``. Returns the completed set, the warning saying so, and the log-prob source.
 
     With ``cap`` the pass runs only when it costs no more than that, counted in the LLM's tokens
-    (:func:`check_cap`)."""
+    (:func:`check_cap`). A backend that cannot teacher-force is refused (``OptionError``)."""
+    missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
+    backend = backends.backend_for(run.settings)
+    if not backend.capabilities.teacher_forcing:
+        raise OptionError(
+            f"{', '.join(answers.names[i] for i in missing)}: no log-probs were given, and the "
+            f"LLM's {backend.name} backend cannot compute them (no teacher forcing): give them, "
+            "or score the answers with a backend that can (--llm-backend)")
     preset = run.settings.prompt or answers.prompt_preset
     built = model.build_prompt(answers.question, preset, run.recipe)
     prompt, note_extra = built, ""
@@ -152,7 +163,6 @@ def teacher_force(answers: AnswerSet, model: LanguageModel, run: Resolved,
             " The given prompt text was not used (give prompt_token_ids to use it): the "
             f"log-probs follow the {built.preset} prompt built from the question."
         )
-    missing = [i for i, a in enumerate(answers.answers) if not a.has_logprobs]
     if cap is not None:
         check_cap(cap, model, prompt, answers, missing)
     forced = model.teacher_forced(prompt, [answers.answers[i] for i in missing])
@@ -185,7 +195,7 @@ def check_cap(cap: WorkCap, model: LanguageModel, prompt: Prompt, answers: Answe
     tokens counts them), and the prompt's tokens. A server's LLM whose tokenizer is not known
     here (``--llm`` not naming it) is checked in characters only, before (the page's
     :meth:`~mars_demo.access.Access.check_score_work`)."""
-    if getattr(model, "tokenizer", None) is None:
+    if model.tokenizer is None:
         return
     lengths = [len(a.token_texts) for a in answers.answers]
     encoded = prompts.answer_ids(model.tokenizer, prompt, [answers.answers[i] for i in missing])

@@ -120,7 +120,7 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
     used = run.settings.to_dict()
     generated = answers.generation or {}
     for name in GENERATION_FIELDS + ("llm", "load_in_4bit", "quantization", "decoding",
-                                     "llm_endpoint", "device"):
+                                     "llm_endpoint", "llm_backend", "device"):
         used[name] = generated.get(name)  # what made these answers (None: not known)
     used["generated_with_recipe"] = generated.get("recipe")
     used["samples"] = len(scored) - 1

@@ -1,10 +1,13 @@
 """Model adapters: the LLM (in-process or behind a server), the importance functions and the NLI
 model, and the registry that loads and caches them.
 
-- :mod:`.contract`: what the engine asks of an LLM (``LanguageModel``, ``GenerationRequest``);
-- :mod:`.prompts`, :mod:`.decoding`: prompts and answer text, shared by both LLM adapters;
-- :mod:`.llm` (Hugging Face; how it loads and decodes: :mod:`.llm_options`), :mod:`.endpoint` with :mod:`.server` and :mod:`.completions`
-  (an OpenAI-compatible server over HTTP);
+- :mod:`.contract`: what the engine asks of an LLM (``LanguageModel``, ``GenerationRequest``)
+  and what a backend declares (``Backend``, ``Capabilities``);
+- :mod:`.backends`: the LLM backends, and which one runs some settings;
+- :mod:`.prompts`, :mod:`.decoding`: prompts and answer text, shared by every backend;
+- the backends: :mod:`.llm` (Hugging Face transformers; how it loads and decodes:
+  :mod:`.llm_options`) and :mod:`.endpoint` with :mod:`.server` and :mod:`.completions` (an
+  OpenAI-compatible server over HTTP);
 - :mod:`.importance`, :mod:`.nli`: the importance functions and the NLI model;
 - :mod:`.registry`: which models a ``Settings`` names, loaded once and cached.
 

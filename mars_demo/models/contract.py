@@ -1,11 +1,16 @@
-"""The LLM contract: what the engine asks of a language model, written down once.
+"""The LLM contract: what the engine asks of a language model, and what a backend declares,
+written down once.
 
-Two adapters satisfy :class:`LanguageModel`: the in-process Hugging Face model
-(:class:`mars_demo.models.llm.LLM`) and a client of an OpenAI-compatible server
-(:class:`mars_demo.models.endpoint.EndpointLLM`). The engine builds a :class:`Prompt` with
-:meth:`LanguageModel.build_prompt`, says what to generate in one :class:`GenerationRequest` (the
-role ``GenerationConfig`` plays in transformers) and gets a :class:`GenerationResult` back: the
-answers, where their log-probs came from and the seconds it took.
+A backend is one module holding its adapter class, which satisfies :class:`LanguageModel`, and
+its :class:`Backend` declaration (its name, when the settings choose it, how its model loads,
+its :class:`Capabilities`); :mod:`mars_demo.models.backends` lists the declarations. Two ship:
+the in-process Hugging Face model (:mod:`mars_demo.models.llm`, "transformers") and a client of
+an OpenAI-compatible server (:mod:`mars_demo.models.endpoint`, "server"). The engine builds a
+:class:`Prompt` with :meth:`LanguageModel.build_prompt`, says what to generate in one
+:class:`GenerationRequest` (the role ``GenerationConfig`` plays in transformers) and gets a
+:class:`GenerationResult` back: the answers, where their log-probs came from and the seconds it
+took. What a backend cannot do (hidden states through a server, say) its capabilities say, and
+the engine asks them before it calls the member that would need it.
 
 >>> GenerationRequest(samples=5, temperature=0.5, top_p=1.0, max_new_tokens=64, seed=0)
 ... # doctest: +ELLIPSIS
@@ -17,12 +22,13 @@ Pure Python: no torch or transformers here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from ..answers import Answer
 
 if TYPE_CHECKING:
     from ..recipes import Recipe
+    from ..settings import Settings
 
 #: ``GenerationResult.logprob_source`` of answers whose log-probs are the logits of generation.
 SOURCE_GENERATION = "generation"
@@ -96,6 +102,9 @@ class LanguageModel(Protocol):
     quantization: str | None  # its 4-bit weights ("nf4", "torchao-int4"); None: unquantized
     decoding: str | None  # "dynamic" or "static-compiled"; None: a server's own
     notes: list[str]  # warnings every analysis of this LLM carries (how it was loaded)
+    #: its Hugging Face tokenizer when known here (a server's only when ``--llm`` names it):
+    #: what counts a given answer's tokens before a teacher-forced pass; None when unknown
+    tokenizer: Any
 
     @property
     def bos_token_id(self) -> int | None:
@@ -127,4 +136,96 @@ class LanguageModel(Protocol):
         """The log-prob that the next token after ``text`` (the whole input, tokenized as the
         model's tokenizer does, its beginning-of-sequence token included) is the first token of
         ``target`` (tokenized alone, special tokens left out; a warning when ``target`` takes
-        several tokens). One forward pass; for P(True) (:mod:`mars_demo.core.p_true`)."""
+        several tokens). One forward pass; for P(True) (:mod:`mars_demo.core.p_true`).
+        Called only where the backend declares ``next_token``."""
+
+    def last_token_embeddings(self, prompt_ids: list[int], answers: Sequence[list[int]]
+                              ) -> tuple[list[list[float]], int]:
+        """The hidden state of each answer's last token (after ``prompt_ids``) at the middle
+        layer, and that layer's index: EigenScore's embeddings. Called only where the backend
+        declares ``embeddings``."""
+
+
+class Unsupported(Exception):
+    """A member called that the backend's :class:`Capabilities` say it lacks: a defect of the
+    caller, which asks the capabilities first."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can give beyond the answers and their tokens' log-probs, which every
+    backend gives (the model's own, at temperature 1).
+
+    ``full_distribution``: each generated token's entropy and KL from uniform over the whole
+    vocabulary (False: the entropy of the top log-probs a server returns, a lower bound, and no
+    KL); ``prompt_ids``: the prompt's token ids as the model reads them, always (False: only
+    when the model's tokenizer is known here, else none); ``embeddings``: hidden states
+    (:meth:`LanguageModel.last_token_embeddings`, EigenScore); ``batching``:
+    :meth:`LanguageModel.generate_many` runs several questions together (one batched call, or
+    concurrent requests; False: the engine asks one question after another); ``teacher_forcing``:
+    answers given as text are scored (:meth:`LanguageModel.teacher_forced`); ``next_token``: one
+    next token's log-prob (:meth:`LanguageModel.next_token_logprob`, P(True)'s extra pass)."""
+
+    full_distribution: bool
+    prompt_ids: bool
+    embeddings: bool
+    batching: bool
+    teacher_forcing: bool
+    next_token: bool
+
+    def listed(self) -> str:
+        """The capabilities it has, in words ("full distributions, embeddings, ...")."""
+        words = {"full_distribution": "full distributions", "prompt_ids": "prompt ids",
+                 "embeddings": "embeddings", "batching": "batching",
+                 "teacher_forcing": "teacher forcing", "next_token": "next-token log-probs"}
+        return ", ".join(w for k, w in words.items() if getattr(self, k)) or "answers only"
+
+
+class Load(NamedTuple):
+    """How a backend's model loads for some settings (:attr:`Backend.load`): the cache ``key``
+    (two settings with the same key share one loaded model), what it is called in messages
+    (``what``: "LLM", "LLM server"), the ``source`` it loads from (an id, a path or a URL; a
+    model given as a loaded pair is found by it), ``build``, which loads it uncached, and a
+    ``hint`` added to the message of a load that fails ("" for none)."""
+
+    key: tuple
+    what: str
+    source: str
+    build: Callable[[], LanguageModel]
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One way to run the LLM, declared once in its module as ``BACKEND`` and listed in
+    :data:`mars_demo.models.backends.BACKENDS`.
+
+    ``name``: what ``--llm-backend`` takes and every analysis records (``llm_backend``);
+    ``summary``: what it is, for ``--help``; ``chosen``: when the settings choose it without
+    ``--llm-backend``, in words; ``claims``: that rule (the first backend of the registry that
+    claims the settings runs them); ``fields``: the Settings fields that say which model it
+    loads (equal fields, the same model); ``capabilities``; ``load``: how its model loads
+    (:class:`Load`), given the settings and whether CUDA is usable; ``named``: the models it
+    loads from this machine or the Hub, as (what, option, id) for the check before anything
+    loads; ``model_name``: the id analyses name its model by, when known before it loads;
+    ``describe``: the page's line about its model (``llm``, ``llm_preset``, ``cpu_fallback``,
+    ``load_in_4bit``), from the settings, CUDA and the model once loaded (None before);
+    ``check``: refuses, before anything loads, settings it cannot run (``OptionError`` or
+    ``ModelLoadError`` saying what to change)."""
+
+    name: str
+    summary: str
+    chosen: str
+    claims: Callable[["Settings"], bool]
+    fields: tuple[str, ...]
+    capabilities: Capabilities
+    load: Callable[["Settings", bool], Load]
+    named: Callable[["Settings", bool], list[tuple[str, str, str]]]
+    model_name: Callable[["Settings", bool], "str | None"]
+    describe: Callable[["Settings", bool, Any], dict[str, Any]]
+    check: Callable[["Settings", bool], None] = lambda settings, cuda: None
+
+    def help(self) -> str:
+        """Its line of ``--llm-backend``'s help: name, summary, capabilities, when chosen."""
+        return (f"{self.name} ({self.summary}; {self.capabilities.listed()}; "
+                f"chosen {self.chosen})")

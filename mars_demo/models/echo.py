@@ -1,6 +1,7 @@
 """Teacher forcing through an OpenAI-compatible server: an answer's token log-probs read from
 the prompt log-probs of a ``/completions`` request that echoes prompt + answer (``echo`` with
-``logprobs``), which no sampling setting touches.
+``logprobs``), which no sampling setting touches; and the probe that says whether a server's
+sampled log-probs are raw, or must be re-scored so (:func:`raw_logprobs`).
 
 Used by :class:`mars_demo.models.endpoint.EndpointLLM` to re-score generated answers (when the
 server's sampled log-probs are not raw) and to score answers given as text. Both check the server
@@ -33,8 +34,34 @@ if TYPE_CHECKING:
 #: Self-check of echo log-probs: a log-prob read twice (echo, generation) or the greedy token's
 #: log-prob against the top one may differ by float noise between two requests.
 ECHO_TOLERANCE = 1e-3
+#: Probe: log-probs at the requested temperature / top_p and at 1 / 1 agree within this when the
+#: server returns raw log-probs (the same forward pass; only float noise between two requests).
+#: Processed log-probs at temperature 0.5 differ by about the log-prob itself (several nats).
+PROBE_TOLERANCE = 1e-3
 JOINED = ("The server's tokenizer joined the end of the prompt and the start of the answer into "
           "one token; that token's log-prob was used for the answer.")
+
+
+def raw_logprobs(llm, prompt: str, temperature: float, top_p: float, seed: int) -> bool:
+    """True when the server's log-probs at (temperature, top_p) are its raw ones: the first
+    step's top log-probs of a one-token request at them equal those at temperature 1, top-p 1."""
+    tops = []
+    for temp, p in ((temperature, top_p), (1.0, 1.0)):
+        body = llm.completion_body(prompt, max_tokens=1, temperature=temp, top_p=p, seed=seed,
+                                   logprobs=5)
+        data = llm._request(llm.client, "POST", "/completions", body,
+                            what="check its log-probs")
+        try:
+            top = data["choices"][0]["logprobs"]["top_logprobs"][0]
+            tops.append({str(k): float(v) for k, v in top.items()})
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            return False  # no top log-probs to compare: re-score to be safe
+    # Token strings that several tokens share ("" for lone bytes and control tokens) may
+    # map to different tokens in the two answers: compare the unambiguous ones only.
+    common = {k for k in set(tops[0]) & set(tops[1]) if clean_token(k)}
+    if not common:
+        return False
+    return max(abs(tops[0][k] - tops[1][k]) for k in common) <= PROBE_TOLERANCE
 
 
 def _broken_echo(llm, why: str) -> EndpointError:
@@ -70,40 +97,38 @@ def score_texts(llm, prompt: "Prompt", answers: Sequence[Answer]) -> list[Answer
     """Answers given as text, scored by teacher forcing on the server, each tokenized as the
     model continues the prompt: after a space for the paper prompt ("Answer: Mars"), directly for
     a chat prompt or after a prompt that ends with whitespace (as ``LLM.teacher_forced``)."""
-    import httpx
-
     lead = prompts.continuation(prompt)
     for a in answers:
         if not a.text.strip():
             raise OptionError(f"the answer {a.text!r} has no tokens to score")
-    with httpx.Client(timeout=llm._timeouts(), headers=llm._headers()) as client:
-        body = llm.completion_body(prompt.text, max_tokens=1, temperature=0.0, top_p=1.0,
-                                   logprobs=1, seed=0)
-        data = llm._request(client, "POST", "/completions", body, what="check its log-probs")
-        try:
-            first = data["choices"][0]["logprobs"]["top_logprobs"][0]
-            next_top = max(float(v) for v in first.values())
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise EndpointError(
-                f"The LLM server at {llm.base_url} returned no top log-probs; MARS needs the "
-                "token log-probs of /v1/completions (`logprobs`)."
-            ) from None
-        out = []
-        for a in answers:
-            gen = Answer(text=a.text, token_ids=[], token_texts=[], spans=[], logprobs=None,
-                         finish_reason=a.finish_reason, warnings=list(a.warnings))
-            scored, tops, at_prompt_end = echo_score(llm, client, prompt.text, gen,
-                                                     lead + a.text, with_start=True)
-            if at_prompt_end and tops[0] is not None and abs(tops[0] - next_top) > ECHO_TOLERANCE:
-                raise _broken_echo(llm, "the most probable token after the prompt has another "
-                                        "log-prob in the echo than in a generation")
-            # as in-process: the answer's own warnings, and what the scoring adds
-            notes = list(a.warnings) + [w for w in scored.warnings if w == JOINED]
-            if scored.text != a.text.strip():
-                notes.append(f"The LLM's tokenizer reads the given text {a.text!r} as "
-                             f"{scored.text!r}; that is what was scored.")
-            scored.warnings = notes
-            out.append(scored)
+    client = llm.client
+    body = llm.completion_body(prompt.text, max_tokens=1, temperature=0.0, top_p=1.0,
+                               logprobs=1, seed=0)
+    data = llm._request(client, "POST", "/completions", body, what="check its log-probs")
+    try:
+        first = data["choices"][0]["logprobs"]["top_logprobs"][0]
+        next_top = max(float(v) for v in first.values())
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        raise EndpointError(
+            f"The LLM server at {llm.base_url} returned no top log-probs; MARS needs the "
+            "token log-probs of /v1/completions (`logprobs`)."
+        ) from None
+    out = []
+    for a in answers:
+        gen = Answer(text=a.text, token_ids=[], token_texts=[], spans=[], logprobs=None,
+                     finish_reason=a.finish_reason, warnings=list(a.warnings))
+        scored, tops, at_prompt_end = echo_score(llm, client, prompt.text, gen,
+                                                 lead + a.text, with_start=True)
+        if at_prompt_end and tops[0] is not None and abs(tops[0] - next_top) > ECHO_TOLERANCE:
+            raise _broken_echo(llm, "the most probable token after the prompt has another "
+                                    "log-prob in the echo than in a generation")
+        # as in-process: the answer's own warnings, and what the scoring adds
+        notes = list(a.warnings) + [w for w in scored.warnings if w == JOINED]
+        if scored.text != a.text.strip():
+            notes.append(f"The LLM's tokenizer reads the given text {a.text!r} as "
+                         f"{scored.text!r}; that is what was scored.")
+        scored.warnings = notes
+        out.append(scored)
     return out
 
 

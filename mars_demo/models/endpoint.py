@@ -1,10 +1,12 @@
 """The LLM behind an OpenAI-compatible server (vLLM, llama.cpp's server, SGLang, TGI...).
 
 :class:`EndpointLLM` satisfies the LLM contract (:class:`~mars_demo.models.contract.LanguageModel`)
-as the in-process :class:`mars_demo.models.llm.LLM` does, so the engine can use either. This
-module holds the HTTP; the answers are parsed by :mod:`mars_demo.models.completions` and the
-prompts built by :mod:`mars_demo.models.prompts`. It generates through ``POST
-{url}/completions`` with ``logprobs``:
+as the in-process :class:`mars_demo.models.llm.LLM` does, so the engine can use either; and
+:data:`BACKEND` declares it as the ``server`` backend (:mod:`mars_demo.models.backends`),
+chosen by ``--llm-endpoint``. This module holds the requests (through the one HTTP client of
+:class:`~mars_demo.models.server.ServerClient`); the answers are parsed by
+:mod:`mars_demo.models.completions` and the prompts built by :mod:`mars_demo.models.prompts`.
+It generates through ``POST {url}/completions`` with ``logprobs``:
 
 * the greedy answer (temperature 0) and every sample (seed ``seed + i``) are separate requests
   sent at once; ``n`` is not used, because llama.cpp's server ignores it;
@@ -64,7 +66,7 @@ import concurrent.futures as cf
 import math
 import os
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..answers import Answer
 from ..errors import (
@@ -73,16 +75,27 @@ from ..errors import (
     OptionError,
     explain_load_error,
 )
-from ..recipes import Recipe, recipe_of
+from ..recipes import Recipe
+from ..settings import Settings, resolve_llm
 from . import echo, gguf, next_token, prompts, served_prompt
-from .completions import ServerChoice, clean_token, parse_choice, to_answer
-from .contract import GenerationRequest, GenerationResult, NextToken, Prompt
+from .completions import ServerChoice, parse_choice, to_answer
+from .contract import (
+    Backend,
+    Capabilities,
+    GenerationRequest,
+    GenerationResult,
+    Load,
+    NextToken,
+    Prompt,
+    Unsupported,
+)
 from .server import (
     DEFAULT_TIMEOUT,
     ServerClient,
     check_logprobs_mode,
+    normalize_url,
     served_logprobs_mode,
-    served_models,
+    served_model,
     stop_checker,
     wait_all,
 )
@@ -91,10 +104,6 @@ LOGPROB_MODES = ("auto", "server", "teacher-forced")
 SOURCE_SERVER = "endpoint"
 SOURCE_TEACHER_FORCED = "endpoint-teacher-forced"
 
-#: Probe: log-probs at the requested temperature / top_p and at 1 / 1 agree within this when the
-#: server returns raw log-probs (the same forward pass; only float noise between two requests).
-#: Processed log-probs at temperature 0.5 differ by about the log-prob itself (several nats).
-_PROBE_TOLERANCE = 1e-3
 _MAX_WORKERS = 16
 
 
@@ -133,6 +142,8 @@ class EndpointLLM(ServerClient):
         self._probe_cache: dict[tuple[float, float], bool] = {}
         #: the log-prob mode the server says it returns (vLLM in its development mode), or None
         self.server_logprobs_mode: str | None = None
+        #: the server's tokenize route, once found (:mod:`.served_prompt`); None: not asked yet
+        self.tokenize_route: str | None = None
 
     # ---- loading -------------------------------------------------------------------------
     @classmethod
@@ -153,36 +164,13 @@ class EndpointLLM(ServerClient):
         directory or Hub id) supplies the chat template for the "chat" prompt. Every failure is
         one :class:`~mars_demo.errors.ModelLoadError` that says what to do.
         """
-        import httpx
-
         llm = cls(url, model or "", api_key_env=api_key_env, timeout=timeout,
                   logprobs_mode=logprobs_mode, preset=preset)
-        with httpx.Client(timeout=llm._timeouts(), headers=llm._headers()) as client:
-            data = llm._request(client, "GET", "/models", None, what="list its models")
-            llm.server_logprobs_mode = served_logprobs_mode(client, llm.base_url, llm._headers())
+        data = llm._request(llm.client, "GET", "/models", None, what="list its models")
+        llm.server_logprobs_mode = served_logprobs_mode(llm.client, llm.base_url, llm._headers())
         if logprobs_mode != "teacher-forced":
             check_logprobs_mode(llm.server_logprobs_mode, llm.base_url)
-        served = served_models(data)
-        if served is None:
-            raise ModelLoadError(
-                f"The LLM server at {llm.base_url} answered GET /models with something that is "
-                "not an OpenAI model list; check that --llm-endpoint points at an "
-                "OpenAI-compatible API (usually ending in /v1)."
-            )
-        if model is None:
-            if len(served) != 1:
-                listed = ", ".join(served[:10]) or "none"
-                raise ModelLoadError(
-                    f"The LLM server at {llm.base_url} serves {len(served)} models ({listed}); "
-                    "name one with --llm-model."
-                )
-            model = served[0]
-        elif served and model not in served:
-            raise ModelLoadError(
-                f"The LLM server at {llm.base_url} does not serve {model!r}; it serves: "
-                f"{', '.join(served[:10])}. Fix --llm-model."
-            )
-        llm.model = llm.model_id = model
+        llm.model = llm.model_id = served_model(data, model, llm.base_url)
         if tokenizer:
             llm.tokenizer = _load_tokenizer(tokenizer)
             llm.tokenizer_id = tokenizer
@@ -195,7 +183,7 @@ class EndpointLLM(ServerClient):
 
     @property
     def bos_token_id(self) -> int | None:
-        return getattr(self.tokenizer, "bos_token_id", None) if self.tokenizer is not None else None
+        return self.tokenizer.bos_token_id if self.tokenizer is not None else None
 
     def default_prompt(self) -> str:
         return prompts.default_preset(self.preset, self.has_chat_template)
@@ -203,14 +191,13 @@ class EndpointLLM(ServerClient):
     def build_prompt(self, question: str, preset: str | None,
                      recipe: Recipe | None = None) -> Prompt:
         """The prompt for ``question``, as ``LLM.build_prompt`` builds it (the ``recipe``'s
-        ``prompt_trailing_space`` included).
+        ``prompt_trailing_space`` included; :func:`~mars_demo.models.prompts.build_text`).
 
         With the served model's tokenizer given, the prompt's text is the one the server reads
         as the ids the in-process LLM would read, and its ids are those the server reads: a
         difference the server's tokenization shows is named in the prompt's warnings
         (:mod:`~mars_demo.models.served_prompt`). Without it the ids are ``[]`` (the server
         tokenizes the text, unchecked)."""
-        recipe = recipe or recipe_of("default")
         warnings: list[str] = []
         if preset is None and self.tokenizer is None and self.preset is None:
             warnings.append(
@@ -218,18 +205,14 @@ class EndpointLLM(ServerClient):
                 "directory with --llm), so the paper's few-shot prompt was used; an instruction "
                 "model usually answers better with its chat prompt."
             )
-        preset = preset or self.default_prompt()
-        if preset == "chat" and not self.has_chat_template:
-            why = (
-                f"the tokenizer {self.tokenizer_id} has no chat template"
-                if self.tokenizer is not None
-                else "give its Hub id or directory with --llm to use its chat template"
-            )
-            warnings.append(
-                f"No chat template is known for the served model {self.model_id} ({why}), so "
-                "the paper's few-shot prompt was used instead of the chat prompt."
-            )
-            preset = "paper"
+        why = (f"the tokenizer {self.tokenizer_id} has no chat template"
+               if self.tokenizer is not None
+               else "give its Hub id or directory with --llm to use its chat template")
+        preset, text, said = prompts.build_text(
+            question, preset, recipe, self.tokenizer, self.preset,
+            no_template=f"No chat template is known for the served model {self.model_id} "
+            f"({why}), so the paper's few-shot prompt was used instead of the chat prompt.")
+        warnings += said
         # The server reads control-token texts in the prompt as control tokens: refuse them.
         found = prompts.controls_in(question, self.tokenizer)
         if found:
@@ -237,10 +220,6 @@ class EndpointLLM(ServerClient):
                 f"the question contains {found[0]!r}, which the LLM server would read as a "
                 "control token; remove it from the question"
             )
-        if preset == "paper":
-            text = prompts.paper_prompt(question, recipe)
-        else:
-            text = prompts.render_chat(self.tokenizer, question)
         if self.tokenizer is None:
             return Prompt(text, [], preset, warnings)
         # the ids the in-process LLM reads (the chat template writes its own special tokens);
@@ -252,10 +231,7 @@ class EndpointLLM(ServerClient):
     def read_prompt(self, text: str, local_ids: list[int]) -> served_prompt.Reading:
         """The text to send for a prompt the local tokenizer reads as ``local_ids``, and the
         ids the server reads from it (:func:`~mars_demo.models.served_prompt.read_prompt`)."""
-        import httpx
-
-        with httpx.Client(timeout=self._timeouts(), headers=self._headers()) as client:
-            return served_prompt.read_prompt(self, client, text, local_ids)
+        return served_prompt.read_prompt(self, self.client, text, local_ids)
 
     # ---- generation ----------------------------------------------------------------------
     def generate(self, prompt: Prompt, request: GenerationRequest, *,
@@ -275,70 +251,19 @@ class EndpointLLM(ServerClient):
         raised. ``timings_s`` holds "generate" and "logprobs" (teacher-forced re-scoring)
         seconds; ``logprob_source`` says whether the server's log-probs were kept.
         """
-        import httpx
-
-        r = request
-        banned = tuple(b for b in r.banned_strings if b)
-        stops = r.stop_strings
-        server_stops = list(banned) + ([] if r.keep_stop else list(stops))
-        notes = [
-            "The LLM server cannot ban tokens, so "
-            + ", ".join(repr(b) for b in banned)
-            + " ended the answer instead of being banned as in the published code."
-        ] if banned else []
-        mode = self.logprobs_mode
-        probe_needed = mode == "auto" and not (r.temperature == 1.0 and r.top_p == 1.0) and (
-            (r.temperature, r.top_p) not in self._probe_cache
-        )
-        t0 = time.perf_counter()
-
-        def body(temp: float, p: float, seed_: int) -> dict:
-            return self.completion_body(prompt.text, max_tokens=r.max_new_tokens, temperature=temp,
-                                        top_p=p, seed=seed_, stop=server_stops,
-                                        # the top log-probs give each token's entropy (and
-                                        # CCP's alternatives), from as many as the server allows
-                                        logprobs=self.top_logprobs,
-                                        top_k=r.top_k, **self._ids_field())
-
         check = stop_checker(should_stop)
         check()
+        t0 = time.perf_counter()
         # No `with` for the pool: leaving it would wait for requests abandoned on cancellation.
-        client = httpx.Client(timeout=self._timeouts(), headers=self._headers(),
-                              limits=httpx.Limits(max_connections=_MAX_WORKERS))
-        pool = cf.ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, r.samples + 3))
+        pool = cf.ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, request.samples + 3))
         try:
-            jobs: dict[str, cf.Future] = {}
-            if r.greedy:
-                jobs["greedy"] = pool.submit(self._complete, client, body(0.0, 1.0, r.seed))
-            for i in range(r.samples):
-                jobs[f"s{i}"] = pool.submit(
-                    self._complete, client, body(r.temperature, r.top_p, r.seed + i)
-                )
-            if probe_needed:
-                jobs["probe"] = pool.submit(self._probe, client, prompt.text, r.temperature,
-                                            r.top_p, r.seed)
-
-            def on_done(name: str, fut: cf.Future) -> None:
-                if name == "greedy" and on_text is not None:
-                    on_text(to_answer(fut.result(), stops, limit=r.max_new_tokens,
-                                      keep_stop=r.keep_stop)[0].text)
-
-            results = wait_all(jobs, check, on_done)
-            if probe_needed:
-                self._probe_cache[(r.temperature, r.top_p)] = results.pop("probe")
-            if mode == "auto":
-                raw_ok = self._probe_cache.get((r.temperature, r.top_p), True)
-                mode = "server" if raw_ok else "teacher-forced"
-            built = {
-                k: to_answer(a, stops, limit=r.max_new_tokens, keep_stop=r.keep_stop,
-                             extra_warnings=notes,
-                             alternatives=r.alternatives if k == "greedy" else 0)
-                for k, a in results.items()
-            }
-            answers = {k: g for k, (g, _) in built.items()}
+            choices = self._send_all(pool, prompt.text, request, on_text, check)
+            rescore = self._rescore_needed(request)
+            built = {k: self._answer(choice, request, k) for k, choice in choices.items()}
+            answers = {k: answer for k, (answer, _) in built.items()}
             t1 = time.perf_counter()
-            if mode == "teacher-forced":
-                answers = echo.rescore_generated(self, client, pool, prompt.text, built,
+            if rescore:
+                answers = echo.rescore_generated(self, self.client, pool, prompt.text, built,
                                                  check)
         except BaseException:
             # Abandon requests still running (cancelled, or another one failed): their threads
@@ -346,23 +271,84 @@ class EndpointLLM(ServerClient):
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-        client.close()
-        t2 = time.perf_counter()
         greedy = answers.get("greedy")
-        sampled = [answers[f"s{i}"] for i in range(r.samples)]
-        for answer in ([greedy] if greedy is not None else []) + sampled:
+        sampled = [answers[f"s{i}"] for i in range(request.samples)]
+        self._check_finite(([greedy] if greedy is not None else []) + sampled)
+        return GenerationResult(
+            greedy=greedy,
+            samples=sampled,
+            logprob_source=SOURCE_TEACHER_FORCED if rescore else SOURCE_SERVER,
+            timings_s={"generate": t1 - t0, "logprobs": time.perf_counter() - t1},
+        )
+
+    def _send_all(self, pool: cf.ThreadPoolExecutor, text: str, r: GenerationRequest,
+                  on_text: Callable[[str], None] | None,
+                  check: Callable[[], None]) -> dict[str, ServerChoice]:
+        """The server's choice for the greedy answer ("greedy") and each sample ("s0"...), the
+        requests sent at once (with the log-prob probe where :meth:`_probe_needed`, whose
+        answer is kept); ``on_text`` gets the greedy answer's text as soon as it is here."""
+        jobs: dict[str, cf.Future] = {}
+        if r.greedy:
+            jobs["greedy"] = pool.submit(self._complete, self.client,
+                                         self._body(text, r, 0.0, 1.0, r.seed))
+        for i in range(r.samples):
+            jobs[f"s{i}"] = pool.submit(self._complete, self.client,
+                                        self._body(text, r, r.temperature, r.top_p, r.seed + i))
+        probe = self._probe_needed(r.temperature, r.top_p)
+        if probe:
+            jobs["probe"] = pool.submit(echo.raw_logprobs, self, text, r.temperature,
+                                        r.top_p, r.seed)
+
+        def on_done(name: str, fut: cf.Future) -> None:
+            if name == "greedy" and on_text is not None:
+                on_text(to_answer(fut.result(), r.stop_strings, limit=r.max_new_tokens,
+                                  keep_stop=r.keep_stop)[0].text)
+
+        results = wait_all(jobs, check, on_done)
+        if probe:
+            self._probe_cache[(r.temperature, r.top_p)] = results.pop("probe")
+        return results
+
+    def _body(self, text: str, r: GenerationRequest, temperature: float, top_p: float,
+              seed: int) -> dict:
+        """One answer's request: the stop strings the server applies (the banned strings too;
+        a kept stop string is cut here, not there), and the top log-probs that give each
+        token's entropy (and CCP's alternatives), as many as the server allows."""
+        server_stops = [b for b in r.banned_strings if b] + (
+            [] if r.keep_stop else list(r.stop_strings))
+        return self.completion_body(text, max_tokens=r.max_new_tokens, temperature=temperature,
+                                    top_p=top_p, seed=seed, stop=server_stops,
+                                    logprobs=self.top_logprobs, top_k=r.top_k,
+                                    **self._ids_field())
+
+    def _answer(self, choice: ServerChoice, r: GenerationRequest, name: str):
+        """(the :class:`Answer` of a server's choice, the top log-probs of its tokens): cut at
+        the stop strings as in-process, the greedy answer's alternatives kept (CCP), and each
+        answer saying that the banned strings ended it rather than being banned."""
+        banned = [b for b in r.banned_strings if b]
+        notes = [
+            "The LLM server cannot ban tokens, so " + ", ".join(repr(b) for b in banned)
+            + " ended the answer instead of being banned as in the published code."
+        ] if banned else []
+        return to_answer(choice, r.stop_strings, limit=r.max_new_tokens, keep_stop=r.keep_stop,
+                         extra_warnings=notes,
+                         alternatives=r.alternatives if name == "greedy" else 0)
+
+    def _rescore_needed(self, r: GenerationRequest) -> bool:
+        """Whether the answers' log-probs come from teacher forcing: asked for, or (``auto``)
+        the probe found that the server's log-probs at this temperature / top_p are not raw."""
+        if self.logprobs_mode == "auto":
+            return not self._probe_cache.get((r.temperature, r.top_p), True)
+        return self.logprobs_mode == "teacher-forced"
+
+    def _check_finite(self, answers: list[Answer]) -> None:
+        for answer in answers:
             if not all(math.isfinite(x) for x in answer.logprobs):
                 raise InvalidModelOutput(
                     f"The LLM server returned invalid log-probs (NaN or infinity) for "
                     f"{self.model_id}, so no uncertainty can be computed; check the server's "
                     "model and its precision."
                 )
-        return GenerationResult(
-            greedy=greedy,
-            samples=sampled,
-            logprob_source=SOURCE_TEACHER_FORCED if mode == "teacher-forced" else SOURCE_SERVER,
-            timings_s={"generate": t1 - t0, "logprobs": t2 - t1},
-        )
 
     def generate_many(self, prompts: Sequence[Prompt], request: GenerationRequest, *,
                       should_stop: Callable[[], bool] | None = None,
@@ -375,19 +361,15 @@ class EndpointLLM(ServerClient):
         raised and the others are abandoned. Each result's ``timings_s`` holds its equal share
         of the batch's wall-clock seconds under "generate".
         """
-        import httpx
-
         prompts = list(prompts)
         if not prompts:
             return []
         check = stop_checker(should_stop)
         check()
         temperature, top_p = request.temperature, request.top_p
-        if (self.logprobs_mode == "auto" and not (temperature == 1.0 and top_p == 1.0)
-                and (temperature, top_p) not in self._probe_cache):
-            with httpx.Client(timeout=self._timeouts(), headers=self._headers()) as client:
-                self._probe_cache[(temperature, top_p)] = self._probe(
-                    client, prompts[0].text, temperature, top_p, request.seed)
+        if self._probe_needed(temperature, top_p):
+            self._probe_cache[(temperature, top_p)] = echo.raw_logprobs(
+                self, prompts[0].text, temperature, top_p, request.seed)
         t0 = time.perf_counter()
         pool = cf.ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(prompts))))
         try:
@@ -418,6 +400,11 @@ class EndpointLLM(ServerClient):
         contract; see :func:`mars_demo.models.next_token.served`)."""
         return next_token.served(self, text, target)
 
+    def last_token_embeddings(self, prompt_ids: list[int], answers: Sequence[list[int]]
+                              ) -> tuple[list[list[float]], int]:
+        """A server returns no hidden states (the backend declares no ``embeddings``)."""
+        raise Unsupported("an OpenAI-compatible server returns no hidden states")
+
     def completion_body(self, prompt: str, **kw) -> dict:
         """The JSON body of a ``/completions`` request for ``prompt`` (``kw``: its other
         fields), with plain sampling unless ``kw`` says otherwise."""
@@ -444,24 +431,13 @@ class EndpointLLM(ServerClient):
         data = self._request(client, "POST", "/completions", body, what="generate an answer")
         return parse_choice(data, self.base_url, self.tokenizer)
 
-    def _probe(self, client, prompt: str, temperature: float, top_p: float, seed: int) -> bool:
-        """True when the server's log-probs at (temperature, top_p) are its raw ones."""
-        tops = []
-        for temp, p in ((temperature, top_p), (1.0, 1.0)):
-            body = self.completion_body(prompt, max_tokens=1, temperature=temp, top_p=p, seed=seed,
-                              logprobs=5)
-            data = self._request(client, "POST", "/completions", body, what="check its log-probs")
-            try:
-                top = data["choices"][0]["logprobs"]["top_logprobs"][0]
-                tops.append({str(k): float(v) for k, v in top.items()})
-            except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-                return False  # no top log-probs to compare: re-score to be safe
-        # Token strings that several tokens share ("" for lone bytes and control tokens) may
-        # map to different tokens in the two answers: compare the unambiguous ones only.
-        common = {k for k in set(tops[0]) & set(tops[1]) if clean_token(k)}
-        if not common:
-            return False
-        return max(abs(tops[0][k] - tops[1][k]) for k in common) <= _PROBE_TOLERANCE
+    def _probe_needed(self, temperature: float, top_p: float) -> bool:
+        """Whether the log-prob probe must run for this temperature / top_p (``auto``, not
+        both 1, not probed yet)."""
+        return (self.logprobs_mode == "auto" and not (temperature == 1.0 and top_p == 1.0)
+                and (temperature, top_p) not in self._probe_cache)
+
+
 
 def _load_tokenizer(source: str):
     """The served model's tokenizer: a Hub id or folder, or the GGUF file the server serves
@@ -475,3 +451,50 @@ def _load_tokenizer(source: str):
         return AutoTokenizer.from_pretrained(os.path.expanduser(source))
     except Exception as err:  # say what to do, as for any model
         raise explain_load_error(source, "tokenizer of the served LLM", err) from err
+
+
+# ---- the backend ----------------------------------------------------------------------------
+
+
+def _load(s: Settings, cuda: bool) -> Load:
+    """The client of ``--llm-endpoint``'s server, once per URL, model, key variable, tokenizer
+    (``--llm``, which names the served model's tokenizer: its chat template) and timeout."""
+    tokenizer, preset = resolve_llm(s.llm, cuda) if s.llm else (None, None)
+    key = ("endpoint", normalize_url(s.llm_endpoint), s.llm_model, s.llm_api_key_env, tokenizer,
+           s.llm_timeout)
+    return Load(key, "LLM server", s.llm_endpoint,
+                lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
+                                         tokenizer=tokenizer, preset=preset,
+                                         timeout=s.llm_timeout))
+
+
+def _check(s: Settings, cuda: bool) -> None:
+    if not s.llm_endpoint:
+        raise OptionError("the server backend needs the server's URL: give --llm-endpoint URL")
+
+
+def _describe(s: Settings, cuda: bool, loaded) -> dict:
+    """The served model's name: the server's once loaded, else ``--llm-model``'s."""
+    served = loaded.model_id if loaded is not None else s.llm_model
+    return {"llm": f"{served or 'the model'} (served over HTTP)", "llm_preset": None,
+            "cpu_fallback": False, "load_in_4bit": False}
+
+
+#: An OpenAI-compatible server: chosen by ``--llm-endpoint``.
+BACKEND = Backend(
+    name="server",
+    summary="an OpenAI-compatible server at --llm-endpoint, such as vLLM's or llama.cpp's; "
+    "--llm names the served model's tokenizer",
+    chosen="with --llm-endpoint",
+    claims=lambda s: bool(s.llm_endpoint),
+    fields=("llm", "llm_endpoint", "llm_model", "llm_api_key_env", "llm_timeout"),
+    capabilities=Capabilities(full_distribution=False, prompt_ids=False, embeddings=False,
+                              batching=True, teacher_forcing=True, next_token=True),
+    load=_load,
+    # the server holds the model; a tokenizer named with --llm is loaded here
+    named=lambda s, cuda: [("LLM's tokenizer", "--llm", resolve_llm(s.llm, False)[0])]
+    if s.llm else [],
+    model_name=lambda s, cuda: s.llm_model,
+    describe=_describe,
+    check=_check,
+)

@@ -17,10 +17,8 @@ from typing import Any
 
 from ..errors import ModelLoadError, OptionError
 from ..options import GIVEN_MODELS
+from .sources import GIVEN  # id -> (what it serves as, its adapter)
 
-#: id -> (what it serves as, its adapter), for as long as the process runs (the caller holds
-#: the objects too)
-GIVEN: dict[str, tuple[str, Any]] = {}
 _LOCK = threading.Lock()
 #: the Settings fields a loaded pair may stand for, and what each is called
 ROLES = GIVEN_MODELS

@@ -1,6 +1,8 @@
 """The in-process LLM (Hugging Face transformers): loading (4-bit NF4 on CUDA; the other options
 in :mod:`~mars_demo.models.llm_options`), prompt token ids, generation and token log-probs. It
-satisfies :class:`~mars_demo.models.contract.LanguageModel`.
+satisfies :class:`~mars_demo.models.contract.LanguageModel`, and :data:`BACKEND` declares it as
+the ``transformers`` backend (:mod:`mars_demo.models.backends`), the one for every LLM no other
+backend claims.
 
 The greedy answer and the samples come from ONE batched ``generate`` call: row 0 takes the argmax
 at every step (:func:`greedy_first_row`), the other rows sample. Token log-probs come from the raw
@@ -16,71 +18,32 @@ to float rounding; tested). On a GPU in bf16/fp16 a batch of 6 rounds differentl
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Callable, Sequence
 
 from ..answers import Answer, check_token_ids
 from ..errors import GenerationCancelled, InvalidModelOutput, OptionError
-from ..recipes import Recipe, recipe_of
-from ..settings import LLMPreset
+from ..recipes import Recipe
+from ..settings import CPU_DEFAULT_PRESET, LLM_PRESETS, LLMPreset, Settings, resolve_llm
 from . import distributions, forced, gguf, llm_options, next_token, prompts
-from .contract import SOURCE_GENERATION, GenerationRequest, GenerationResult, NextToken, Prompt
+from .contract import (
+    SOURCE_GENERATION,
+    Backend,
+    Capabilities,
+    GenerationRequest,
+    GenerationResult,
+    Load,
+    NextToken,
+    Prompt,
+)
 from .decoding import TextStreamer, build_answer
-
-
-def stop_criterion(should_stop: Callable[[], bool]):
-    """A transformers ``StoppingCriteria`` that finishes every row once ``should_stop()`` is True.
-
-    ``generate`` calls it after each new token with ``(input_ids, scores)`` and wants a bool
-    tensor of shape ``(batch,)``. (Built on call, so importing this module stays cheap.)
-    """
-    import torch
-    from transformers import StoppingCriteria
-
-    class StopWhen(StoppingCriteria):
-        def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
-            stop = bool(should_stop())
-            return torch.full(
-                (input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device
-            )
-
-    return StopWhen()
-
-
-def greedy_first_row(block: int | None = None):
-    """A transformers ``LogitsProcessor`` that makes row 0 of a sampled batch greedy.
-
-    It leaves every row but the first as it is and keeps only the argmax of row 0 (score 0,
-    everything else -inf), so the sampler can only pick that token. Passed in ``generate``'s
-    ``logits_processor`` list it runs after generate's own processors (banned tokens, minimum
-    length...) and before the sampling warpers (temperature, top-k, top-p; transformers 4.57
-    appends those after the custom list): a lone finite score survives them all (temperature
-    scales it, top-k and top-p always keep the best token), so row 0 is exactly what a greedy run
-    (``do_sample=False``, argmax of the same processed scores) picks. It works on a copy: the
-    tensor it receives is the one ``output_logits`` keeps, from which log-probs are read.
-
-    ``block``: the batch holds several questions, ``block`` consecutive rows each (``generate``
-    with ``num_return_sequences=block`` repeats each prompt row that often): the first row of
-    every block (rows 0, block, 2*block, ...) is made greedy.
-    """
-    import torch
-    from transformers import LogitsProcessor
-
-    class GreedyFirstRow(LogitsProcessor):
-        def __call__(self, input_ids, scores) -> torch.FloatTensor:
-            out = scores.clone()
-            rows = torch.arange(0, scores.shape[0], block or scores.shape[0],
-                                device=scores.device)
-            best = scores[rows].argmax(dim=-1)
-            out[rows] = float("-inf")
-            out[rows, best] = 0.0
-            return out
-
-    return GreedyFirstRow()
+from .llm_options import greedy_first_row, stop_criterion  # noqa: F401  (their old home)
+from .sources import check_source
 
 
 class LLM:
-    """A causal LM with its tokenizer (load it through :func:`mars_demo.models.registry.load_llm`,
+    """A causal LM with its tokenizer (load it through :func:`mars_demo.models.registry.llm_for`,
     which caches it)."""
 
     def __init__(self, model, tokenizer, model_id: str, preset: LLMPreset | None, quantized: bool,
@@ -147,60 +110,17 @@ class LLM:
         """The prompt for ``question`` (see :class:`~mars_demo.models.contract.Prompt`): the
         paper's few-shot prompt, ending as the ``recipe`` says (``prompt_trailing_space``), or
         the chat template's. A chat prompt asked for without a chat template becomes the paper
-        prompt, with a warning."""
-        recipe = recipe or recipe_of("default")
-        warnings: list[str] = []
-        preset = preset or self.default_prompt()
-        if preset == "chat" and not self.has_chat_template:
-            warnings.append(
-                f"{self.model_id} has no chat template, so the paper's few-shot prompt was used "
-                "instead of the chat prompt."
-            )
-            preset = "paper"
+        prompt, with a warning (:func:`~mars_demo.models.prompts.build_text`)."""
+        preset, text, warnings = prompts.build_text(
+            question, preset, recipe, self.tokenizer, self.preset,
+            no_template=f"{self.model_id} has no chat template, so the paper's few-shot prompt "
+            "was used instead of the chat prompt.")
         if preset == "paper":
-            text = prompts.paper_prompt(question, recipe)
-            ids = self._encode(text, prompts.paper_question(question),
-                               prompts.paper_question_span(question), True)
+            ids = prompts.encode(self.tokenizer, text, prompts.paper_question(question),
+                                 prompts.paper_question_span(question), True, self.model_id)
         else:
-            text = prompts.render_chat(self.tokenizer, question)
-            ids = self._encode(text, question, None, False)
+            ids = prompts.encode(self.tokenizer, text, question, None, False, self.model_id)
         return Prompt(text, list(ids), preset, warnings)
-
-    def _encode(self, prompt: str, question: str, span: tuple[int, int] | None,
-                add_special_tokens: bool) -> list[int]:
-        """Token ids of the prompt, the question's text always read as plain text.
-
-        A question that contains a control token's text (say "<|im_end|>") must not end the
-        user's turn or the prompt: such tokens inside the question are encoded as ordinary
-        characters; everything else is tokenized exactly as the whole prompt would be.
-        """
-        tok = self.tokenizer
-        controls = prompts.controls_in(question, tok)
-        if not controls:
-            return list(tok(prompt, add_special_tokens=add_special_tokens)["input_ids"])
-        if span is None:  # chat: find the question's place by rendering a marker in its stead
-            marker = "\x00MARS-QUESTION\x00"
-            parts = prompts.render_chat(tok, marker).split(marker)
-            if len(parts) == 2 and parts[0] + question + parts[1] == prompt:
-                span = (len(parts[0]), len(parts[0]) + len(question))
-            elif prompt.count(question) == 1:
-                span = (prompt.index(question), prompt.index(question) + len(question))
-        if span is None or not getattr(tok, "is_fast", False):
-            raise OptionError(
-                f"the question contains {controls[0]!r}, a control token of {self.model_id}; "
-                "remove it from the question"
-            )
-        a, b = span
-        enc = tok(prompt, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
-        special_ids = set(tok.convert_tokens_to_ids(prompts.control_texts(tok)))
-        ids: list[int] = []
-        for tid, (start, end) in zip(enc["input_ids"], enc["offset_mapping"]):
-            if tid in special_ids and a <= start < end <= b:
-                ids += tok(prompt[start:end], add_special_tokens=False,
-                           split_special_tokens=True)["input_ids"]
-            else:
-                ids.append(tid)
-        return ids
 
     @property
     def eos_ids(self) -> set[int]:
@@ -498,3 +418,60 @@ class LLM:
             scored.warnings = notes
             out.append(scored)
         return out
+
+
+# ---- the backend ----------------------------------------------------------------------------
+
+
+def _load(s: Settings, cuda: bool) -> Load:
+    """The model ``--llm`` names (a preset, Hub id, folder or GGUF file), once per 4-bit choice,
+    quantization and decoding."""
+    model_id, preset = resolve_llm(s.llm, cuda)
+    source = check_source(model_id, "LLM")
+    key = ("llm", source, s.load_in_4bit)
+    if (s.quantization, s.decoding) != (llm_options.NF4, llm_options.DYNAMIC):
+        key += (s.quantization, s.decoding)
+    bare = preset is None and "/" not in model_id and not os.path.isdir(source)
+    return Load(key, "LLM", model_id,
+                lambda: LLM.from_pretrained(source, model_id, preset, s.load_in_4bit,
+                                            s.quantization, s.decoding),
+                # a bare name that is no preset: most likely a mistyped preset
+                f"{model_id!r} is not an LLM preset either; presets: {', '.join(LLM_PRESETS)}."
+                if bare else "")
+
+
+def _check(s: Settings, cuda: bool) -> None:
+    """Refuse a server's URL (this backend runs no server) and LLM options that cannot run on
+    this machine (:func:`~mars_demo.models.llm_options.check`): no download can mend them."""
+    if s.llm_endpoint:
+        raise OptionError("--llm-endpoint names a server, which the transformers backend does "
+                          "not use: drop --llm-backend transformers or --llm-endpoint")
+    if (s.quantization, s.decoding) != (llm_options.NF4, llm_options.DYNAMIC):
+        four_bit = cuda if s.load_in_4bit is None else s.load_in_4bit
+        llm_options.check(s.quantization, s.decoding, bool(four_bit))
+
+
+def _describe(s: Settings, cuda: bool, loaded) -> dict:
+    llm, preset = resolve_llm(s.llm, cuda)
+    # "No GPU: running the small CPU preset", chosen automatically or picked by hand
+    return {"llm": llm, "llm_preset": preset.label if preset else None,
+            "cpu_fallback": not cuda and preset is LLM_PRESETS[CPU_DEFAULT_PRESET],
+            "load_in_4bit": cuda if s.load_in_4bit is None else s.load_in_4bit}
+
+
+#: The in-process LLM: the default backend, for every LLM no other backend claims.
+BACKEND = Backend(
+    name="transformers",
+    summary="Hugging Face transformers in this process: a Hub id, a local folder, a preset or "
+    "a GGUF file, its weights dequantized",
+    chosen="otherwise",
+    claims=lambda s: True,
+    fields=("llm", "load_in_4bit", "quantization", "decoding"),
+    capabilities=Capabilities(full_distribution=True, prompt_ids=True, embeddings=True,
+                              batching=True, teacher_forcing=True, next_token=True),
+    load=_load,
+    named=lambda s, cuda: [("LLM", "--llm", resolve_llm(s.llm, cuda)[0])],
+    model_name=lambda s, cuda: resolve_llm(s.llm, cuda)[0],
+    describe=_describe,
+    check=_check,
+)

@@ -155,3 +155,57 @@ def check_compiled(model, decoding: str) -> None:
             "(its criteria: a static cache, CUDA or compile_config._compile_all_devices, a "
             "compileable quantizer, no offloading); decode with decoding dynamic instead"
         )
+
+
+# ---- the generate call's own processors ------------------------------------------------------
+
+
+def stop_criterion(should_stop: Callable[[], bool]):
+    """A transformers ``StoppingCriteria`` that finishes every row once ``should_stop()`` is True.
+
+    ``generate`` calls it after each new token with ``(input_ids, scores)`` and wants a bool
+    tensor of shape ``(batch,)``. (Built on call, so importing this module stays cheap.)
+    """
+    import torch
+    from transformers import StoppingCriteria
+
+    class StopWhen(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+            stop = bool(should_stop())
+            return torch.full(
+                (input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device
+            )
+
+    return StopWhen()
+
+
+def greedy_first_row(block: int | None = None):
+    """A transformers ``LogitsProcessor`` that makes row 0 of a sampled batch greedy.
+
+    It leaves every row but the first as it is and keeps only the argmax of row 0 (score 0,
+    everything else -inf), so the sampler can only pick that token. Passed in ``generate``'s
+    ``logits_processor`` list it runs after generate's own processors (banned tokens, minimum
+    length...) and before the sampling warpers (temperature, top-k, top-p; transformers 4.57
+    appends those after the custom list): a lone finite score survives them all (temperature
+    scales it, top-k and top-p always keep the best token), so row 0 is exactly what a greedy run
+    (``do_sample=False``, argmax of the same processed scores) picks. It works on a copy: the
+    tensor it receives is the one ``output_logits`` keeps, from which log-probs are read.
+
+    ``block``: the batch holds several questions, ``block`` consecutive rows each (``generate``
+    with ``num_return_sequences=block`` repeats each prompt row that often): the first row of
+    every block (rows 0, block, 2*block, ...) is made greedy.
+    """
+    import torch
+    from transformers import LogitsProcessor
+
+    class GreedyFirstRow(LogitsProcessor):
+        def __call__(self, input_ids, scores) -> torch.FloatTensor:
+            out = scores.clone()
+            rows = torch.arange(0, scores.shape[0], block or scores.shape[0],
+                                device=scores.device)
+            best = scores[rows].argmax(dim=-1)
+            out[rows] = float("-inf")
+            out[rows, best] = 0.0
+            return out
+
+    return GreedyFirstRow()

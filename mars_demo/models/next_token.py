@@ -77,8 +77,6 @@ def served(llm, text: str, target: str) -> NextToken:
     known, the text is sent as the server reads it like the in-process LLM, or the difference
     is in the warnings (:func:`~mars_demo.models.served_prompt.read_prompt`). A target not among
     them gives no log-prob and a warning saying so."""
-    import httpx
-
     tok = llm.tokenizer
     if tok is not None:
         token_id, warnings = target_token(tok, target)
@@ -86,13 +84,12 @@ def served(llm, text: str, target: str) -> NextToken:
     else:
         token_id, warnings, name = None, [], target
     top = llm.top_logprobs
-    with httpx.Client(timeout=llm._timeouts(), headers=llm._headers()) as client:
-        if tok is not None:  # the server reads the text as the in-process LLM does, or says not
-            reading = served_prompt.read_prompt(llm, client, text, list(tok(text)["input_ids"]))
-            text, warnings = reading.text, warnings + reading.warnings
-        body = llm.completion_body(text, max_tokens=1, temperature=1.0, top_p=1.0, seed=0,
-                                   logprobs=top, **llm._ids_field())
-        data = llm._request(client, "POST", "/completions", body, what="run an extra LLM pass")
+    if tok is not None:  # the server reads the text as the in-process LLM does, or says not
+        reading = served_prompt.read_prompt(llm, llm.client, text, list(tok(text)["input_ids"]))
+        text, warnings = reading.text, warnings + reading.warnings
+    body = llm.completion_body(text, max_tokens=1, temperature=1.0, top_p=1.0, seed=0,
+                               logprobs=top, **llm._ids_field())
+    data = llm._request(llm.client, "POST", "/completions", body, what="run an extra LLM pass")
     try:
         first = data["choices"][0]["logprobs"]["top_logprobs"][0]
         found = [float(v) for k, v in first.items()

@@ -103,6 +103,68 @@ def default_preset(llm_preset: "LLMPreset | None", chat_template: bool) -> str:
     return "chat" if chat_template else "paper"
 
 
+def build_text(question: str, preset: str | None, recipe: "Recipe | None", tokenizer: Any,
+               llm_preset: "LLMPreset | None", no_template: str) -> tuple[str, str, list[str]]:
+    """The preset used, the text and the warnings of the prompt for ``question``, as every LLM
+    builds it: ``preset`` "paper", "chat" or None (the model's default,
+    :func:`default_preset`); the paper prompt ends as the ``recipe`` says (the default recipe's
+    when None), the chat prompt is the ``tokenizer``'s chat template's; a chat prompt asked for
+    without a chat template (none known: ``tokenizer`` None) is the paper prompt, with the
+    warning ``no_template``."""
+    from ..recipes import recipe_of
+
+    template = has_chat_template(tokenizer)
+    preset = preset or default_preset(llm_preset, template)
+    warnings: list[str] = []
+    if preset == "chat" and not template:
+        warnings.append(no_template)
+        preset = "paper"
+    if preset == "paper":
+        return preset, paper_prompt(question, recipe or recipe_of("default")), warnings
+    return preset, render_chat(tokenizer, question), warnings
+
+
+def encode(tokenizer: Any, prompt: str, question: str, span: tuple[int, int] | None,
+           add_special_tokens: bool, model_id: str) -> list[int]:
+    """Token ids of the ``prompt`` built for ``question``, the question's text always read as
+    plain text (``span``: where it lies in the prompt; None for a chat prompt, found here).
+
+    A question that contains a control token's text (say "<|im_end|>") must not end the
+    user's turn or the prompt: such tokens inside the question are encoded as ordinary
+    characters; everything else is tokenized exactly as the whole prompt would be. Raises
+    ``OptionError`` where that cannot be done (a slow tokenizer, the question not found).
+    """
+    from ..errors import OptionError
+
+    tok = tokenizer
+    controls = controls_in(question, tok)
+    if not controls:
+        return list(tok(prompt, add_special_tokens=add_special_tokens)["input_ids"])
+    if span is None:  # chat: find the question's place by rendering a marker in its stead
+        marker = "\x00MARS-QUESTION\x00"
+        parts = render_chat(tok, marker).split(marker)
+        if len(parts) == 2 and parts[0] + question + parts[1] == prompt:
+            span = (len(parts[0]), len(parts[0]) + len(question))
+        elif prompt.count(question) == 1:
+            span = (prompt.index(question), prompt.index(question) + len(question))
+    if span is None or not getattr(tok, "is_fast", False):
+        raise OptionError(
+            f"the question contains {controls[0]!r}, a control token of {model_id}; "
+            "remove it from the question"
+        )
+    a, b = span
+    enc = tok(prompt, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
+    special_ids = set(tok.convert_tokens_to_ids(control_texts(tok)))
+    ids: list[int] = []
+    for tid, (start, end) in zip(enc["input_ids"], enc["offset_mapping"]):
+        if tid in special_ids and a <= start < end <= b:
+            ids += tok(prompt[start:end], add_special_tokens=False,
+                       split_special_tokens=True)["input_ids"]
+        else:
+            ids.append(tid)
+    return ids
+
+
 def stop_strings(preset: str, recipe: "Recipe") -> tuple[str, ...]:
     """The strings that end an answer: the recipe's own when it names them, else the preset's
     (paper: "." and newline; chat: none); never one of the recipe's banned strings.

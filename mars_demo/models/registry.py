@@ -4,7 +4,9 @@ loaded once and cached, released when no longer needed.
 Every model (the LLM or the client of its server, the importance model or BEM's classifier and
 chunker, the NLI model) is loaded by :func:`load_cached` under a key that says what it is, so a
 tiny model saved with ``save_pretrained`` in a temp dir takes exactly the same path as
-``Qwen/Qwen2.5-7B-Instruct``, and asking for a loaded model again costs nothing:
+``Qwen/Qwen2.5-7B-Instruct``, and asking for a loaded model again costs nothing. The LLM is
+loaded as its backend's declaration says (:mod:`.backends`: which backend runs some settings,
+its cache key, how its model loads), so this module names no backend:
 
 >>> from mars_demo.settings import Settings
 >>> llm = llm_for(Settings(llm="/tmp/tiny/llm"))       # doctest: +SKIP
@@ -12,8 +14,8 @@ tiny model saved with ``save_pretrained`` in a temp dir takes exactly the same p
 True
 
 Errors become one :class:`~mars_demo.errors.ModelLoadError` that says what to do. The adapters
-(:mod:`.llm`, :mod:`.importance`, :mod:`.nli`, :mod:`.endpoint`) know how to build a model from
-its files; this module knows when to.
+(the backends' :mod:`.llm` and :mod:`.endpoint`, :mod:`.importance`, :mod:`.nli`) know how to
+build a model from its files; this module knows when to.
 """
 
 from __future__ import annotations
@@ -31,14 +33,12 @@ from ..errors import ModelLoadError, explain_load_error
 from ..progress import Progress
 from ..options import OWN_MODELS
 from ..recipes import recipe_of
-from ..settings import LLM_PRESETS, LLMPreset, Settings, resolve_llm, resolve_nli
-from . import given, hub, llm_options
-from .endpoint import EndpointLLM
-from .gguf import SUFFIX as GGUF_SUFFIX
+from ..settings import LLM_PRESETS, Settings, resolve_nli
+from . import backends, given, hub
+from .contract import LanguageModel
 from .importance import BEMImportance, ImportanceModel
-from .llm import LLM
 from .nli import DTYPES, NLIModel, check_choice
-from .server import normalize_url
+from .sources import check_source  # noqa: F401  (re-exported: its old home)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ _LOCK = threading.RLock()
 class Models:
     """The three models of an engine (see :attr:`mars_demo.engine.Engine.models`)."""
 
-    llm: Any  # models.llm.LLM or models.endpoint.EndpointLLM (a models.contract.LanguageModel)
+    llm: LanguageModel  # as its backend (models.backends) loads it
     importance: Any  # ImportanceModel or BEMImportance
     nli: NLIModel
 
@@ -133,33 +133,6 @@ def cuda_available() -> bool:
 # ---- keys -------------------------------------------------------------------------------------
 
 
-def check_source(model_id: str, what: str) -> str:
-    """Validate a model id or directory (or, for the LLM, a GGUF file) before any heavy
-    import; returns it (a local path with ``~`` expanded)."""
-    if model_id in given.GIVEN:
-        return model_id
-    local = os.path.expanduser(model_id)
-    if os.path.isdir(local) or (what == "LLM" and os.path.isfile(local)
-                                and local.lower().endswith(GGUF_SUFFIX)):
-        return local
-    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
-        raise ModelLoadError(
-            f"{what}: no directory {model_id!r}. Give a Hub id such as 'org/name' or an existing "
-            "local directory made with save_pretrained (e.g. by `python -m mars_demo "
-            "make-tiny-models DIR`)" + (", or a GGUF file" if what == "LLM" else "") + "."
-        )
-    return model_id
-
-
-def llm_key(model_id: str, load_in_4bit: bool | None, quantization: str = "nf4",
-            decoding: str = "dynamic") -> tuple:
-    """The key of an in-process LLM (raises ``ModelLoadError`` for a path that does not exist);
-    ``quantization`` and ``decoding`` are in it when they are not the defaults."""
-    key = ("llm", check_source(model_id, "LLM"), load_in_4bit)
-    return key if (quantization, decoding) == ("nf4", "dynamic") else (*key, quantization,
-                                                                        decoding)
-
-
 def nli_key(model_id: str, dtype: str = "auto") -> tuple:
     """The key of an NLI model (``dtype`` as in :func:`load_nli`)."""
     check_choice("dtype", dtype, DTYPES)
@@ -177,37 +150,17 @@ def bem_keys(model_id: str, chunker_id: str) -> set[tuple]:
     return {("bem", source, chunker_id), ("chunker", chunker_id)}
 
 
-def endpoint_key(s: Settings) -> tuple:
-    """The key of the client of ``s``'s LLM server."""
-    tokenizer = resolve_llm(s.llm, cuda_available())[0] if s.llm else None
-    return ("endpoint", normalize_url(s.llm_endpoint), s.llm_model, s.llm_api_key_env, tokenizer,
-            s.llm_timeout)
-
-
 # ---- loading by model id ----------------------------------------------------------------------
 
 
-def load_llm(model_id: str, preset: LLMPreset | None = None, load_in_4bit: bool | None = None,
+def load_llm(model_id: str, *, load_in_4bit: bool | None = None,
              progress: Progress | None = None, quantization: str = "nf4",
-             decoding: str = "dynamic") -> LLM:
-    """The in-process LLM ``model_id`` (a Hub id or a directory), loaded once per
-    ``load_in_4bit``, ``quantization`` and ``decoding`` (see :meth:`LLM.from_pretrained
-    <mars_demo.models.llm.LLM.from_pretrained>`)."""
-    key = llm_key(model_id, load_in_4bit, quantization, decoding)
-    source = key[1]
-    try:
-        return load_cached(key, "LLM", model_id,
-                           lambda: LLM.from_pretrained(source, model_id, preset, load_in_4bit,
-                                                       quantization, decoding),
-                           progress)
-    except ModelLoadError as err:
-        if preset is None and "/" not in model_id and not os.path.isdir(source):
-            # A bare name that is no preset: most likely a mistyped preset.
-            raise ModelLoadError(
-                f"{err} {model_id!r} is not an LLM preset either; presets: "
-                f"{', '.join(LLM_PRESETS)}."
-            ) from err
-        raise
+             decoding: str = "dynamic") -> LanguageModel:
+    """The in-process LLM ``model_id`` (a preset, a Hub id, a directory or a GGUF file),
+    loaded once per ``load_in_4bit``, ``quantization`` and ``decoding``: :func:`llm_for` of the
+    settings naming it."""
+    return llm_for(Settings(llm=model_id, load_in_4bit=load_in_4bit, quantization=quantization,
+                            decoding=decoding), progress)
 
 
 def load_importance(model_id: str, progress: Progress | None = None) -> ImportanceModel:
@@ -258,19 +211,24 @@ def load_nli(model_id: str, progress: Progress | None = None, dtype: str = "auto
 # ---- the models a Settings names --------------------------------------------------------------
 
 
-def llm_for(s: Settings, progress: Progress | None = None):
-    """The in-process LLM, or with ``llm_endpoint`` the client of an OpenAI-compatible server
-    (then ``llm``, when given, names the served model's tokenizer: its chat template)."""
-    if s.llm_endpoint:
-        tokenizer, preset = resolve_llm(s.llm, cuda_available()) if s.llm else (None, None)
-        return load_cached(
-            endpoint_key(s), "LLM server", s.llm_endpoint,
-            lambda: EndpointLLM.load(s.llm_endpoint, s.llm_model, s.llm_api_key_env,
-                                     tokenizer=tokenizer, preset=preset, timeout=s.llm_timeout),
-            progress,
-        )
-    llm_id, preset = resolve_llm(s.llm, cuda_available())
-    return load_llm(llm_id, preset, s.load_in_4bit, progress, s.quantization, s.decoding)
+def llm_for(s: Settings, progress: Progress | None = None) -> LanguageModel:
+    """The LLM ``s`` names, loaded once as its backend says (:func:`.backends.backend_for`):
+    the backend refuses settings it cannot run first, then its model loads under its key."""
+    backend, cuda = backends.backend_for(s), cuda_available()
+    backend.check(s, cuda)
+    load = backend.load(s, cuda)
+    try:
+        return load_cached(load.key, load.what, load.source, load.build, progress)
+    except ModelLoadError as err:
+        if load.hint:
+            raise ModelLoadError(f"{err} {load.hint}") from err
+        raise
+
+
+def llm_key(s: Settings) -> tuple:
+    """The cache key of the LLM ``s`` names (raises ``ModelLoadError`` for a path that does
+    not exist)."""
+    return backends.backend_for(s).load(s, cuda_available()).key
 
 
 def importance_for(s: Settings, progress: Progress | None = None):
@@ -323,9 +281,9 @@ def model_for(which: str, s: Settings, progress: Progress | None,
 def same_models(s: Settings, other: Settings, which: str) -> bool:
     """Whether ``s`` names the same ``which`` model ("llm", "importance", "nli") as ``other``."""
     if which == "llm":
-        fields = ("llm", "load_in_4bit", "quantization", "decoding", "llm_endpoint", "llm_model",
-                  "llm_api_key_env", "llm_timeout")
-        return all(getattr(s, f) == getattr(other, f) for f in fields)
+        backend = backends.backend_for(s)
+        return backend is backends.backend_for(other) and all(
+            getattr(s, f) == getattr(other, f) for f in backend.fields)
     if which == "nli":
         return s.nli == other.nli and nli_dtype(s) == nli_dtype(other)
     bem = s.importance_method == "bem"
@@ -345,10 +303,8 @@ def check_available(s: Settings, which: list[str] | tuple[str, ...]) -> None:
     that names it and the way to run offline; before anything loads, in about a second. LLM
     options that cannot run on this machine (:func:`.llm_options.check`) are refused first: no
     download can mend them."""
-    if "llm" in which and not s.llm_endpoint and (
-            s.quantization, s.decoding) != (llm_options.NF4, llm_options.DYNAMIC):
-        four_bit = cuda_available() if s.load_in_4bit is None else s.load_in_4bit
-        llm_options.check(s.quantization, s.decoding, bool(four_bit))
+    if "llm" in which:
+        backends.backend_for(s).check(s, hub_cuda())
     here = {key[1] for key in loaded_keys() if len(key) > 1} | set(given.GIVEN)
     named = [m for name in dict.fromkeys(which) for m in _named(s, name) if m.source not in here]
     gone = [(m, f"{why}, and no LLM preset ({', '.join(LLM_PRESETS)})"
@@ -361,10 +317,7 @@ def check_available(s: Settings, which: list[str] | tuple[str, ...]) -> None:
 def _named(s: Settings, which: str) -> list[hub.Named]:
     """The models ``s`` names for ``which``, as :class:`.hub.Named`."""
     if which == "llm":
-        if s.llm_endpoint:  # the server holds the model; a named tokenizer is loaded here
-            return [hub.Named("LLM's tokenizer", "--llm", resolve_llm(s.llm, False)[0])] \
-                if s.llm else []
-        return [hub.Named("LLM", "--llm", resolve_llm(s.llm, hub_cuda())[0])]
+        return [hub.Named(*named) for named in backends.backend_for(s).named(s, hub_cuda())]
     if which == "importance":
         if s.importance_method == "bem":
             return [hub.Named("answer-equivalence model", "--bem", s.bem),
@@ -400,10 +353,7 @@ def analysis_models(s: Settings) -> list[str]:
 def cache_keys(s: Settings) -> set[tuple]:
     """The cache keys of every model that ``s`` needs."""
     cuda = cuda_available()
-    llm_id, _ = resolve_llm(s.llm, cuda)
-    keys = {endpoint_key(s) if s.llm_endpoint
-            else llm_key(llm_id, s.load_in_4bit, s.quantization, s.decoding),
-            nli_key(resolve_nli(s.nli, cuda), nli_dtype(s))}
+    keys = {llm_key(s), nli_key(resolve_nli(s.nli, cuda), nli_dtype(s))}
     if s.importance_method == "bem":
         keys |= bem_keys(s.bem, s.chunker)
     else:

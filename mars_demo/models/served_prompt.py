@@ -101,14 +101,14 @@ def differs(llm, served: list[int], local: list[int]) -> str:
 def tokenized(llm, client, text: str) -> list[int] | None:
     """The server's token ids of ``text`` (as its completions read a prompt), or None when it
     has no tokenize route (found once per client of a server, then remembered)."""
-    route = getattr(llm, "_tokenize_route", None)
+    route = llm.tokenize_route
     routes = ROUTES if route is None else [r for r in ROUTES if r[0] == route]
     for path, key in routes:
         ids = _tokenize(llm, client, path, {"model": llm.model, key: text})
         if ids is not None:
-            llm._tokenize_route = path
+            llm.tokenize_route = path
             return ids
-    llm._tokenize_route = NO_ROUTE
+    llm.tokenize_route = NO_ROUTE
     return None
 
 
@@ -122,7 +122,7 @@ def _tokenize(llm, client, path: str, body: dict) -> list[int] | None:
     import httpx
 
     try:
-        resp = client.post(_root(llm.base_url) + path, json=body)
+        resp = client.post(_root(llm.base_url) + path, json=body, headers=llm._headers())
     except httpx.HTTPError as err:
         raise EndpointError(
             f"Cannot reach the LLM server at {llm.base_url} to tokenize the prompt "

@@ -1,8 +1,13 @@
-"""The HTTP side of a client of an OpenAI-compatible server: its URL, API key and timeouts, one
-request with every failure turned into one :class:`~mars_demo.errors.EndpointError` that says
-what to do, and waiting on concurrent requests while a cancel check is polled.
+"""The HTTP side of a client of an OpenAI-compatible server: its URL, API key and timeouts, its
+one HTTP client, one request with every failure turned into one
+:class:`~mars_demo.errors.EndpointError` that says what to do, and waiting on concurrent
+requests while a cancel check is polled.
 
-HTTP goes through ``httpx`` (already a dependency of gradio), imported on first use.
+HTTP goes through ``httpx`` (already a dependency of gradio), imported on first use. One
+``httpx.Client`` serves every request to the server for as long as the object lives
+(:attr:`ServerClient.client`): its connections stay open between requests, so the prompt's
+tokenization check, the answers' requests and the next question reuse them instead of opening
+new ones (a new connection costs a round trip before its request is even sent).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import concurrent.futures as cf
 import json
 import math
 import os
+import threading
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -18,6 +24,9 @@ from ..errors import EndpointError, GenerationCancelled, ModelLoadError, OptionE
 
 DEFAULT_TIMEOUT = 120.0
 POLL_S = 0.05  # how often a cancel check is polled while requests run
+#: connections kept open between requests: every request of one question at once (the greedy
+#: answer, 20 samples at most, the log-prob probe), with room for a batch's questions
+KEEP_ALIVE = 64
 
 
 class ServerClient:
@@ -35,6 +44,38 @@ class ServerClient:
         self.api_key_env = api_key_env
         self.timeout = float(timeout)
         self._api_key()  # a missing variable is an error now, not at the first question
+        self._client = None
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self):
+        """The one ``httpx.Client`` of this server, made on first use and kept for the
+        object's lifetime; safe to share between threads. No connection limit (a batch's
+        questions send all their requests at once, as they always have); :data:`KEEP_ALIVE`
+        of them stay open between requests. The API key is sent with each request, read
+        from its variable then, never kept in the client."""
+        with self._client_lock:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(
+                    timeout=self._timeouts(),
+                    limits=httpx.Limits(max_connections=None,
+                                        max_keepalive_connections=KEEP_ALIVE))
+            return self._client
+
+    def close(self) -> None:
+        """Close the HTTP client's connections (a later request opens new ones)."""
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def __del__(self) -> None:  # the registry dropped it: its connections go with it
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to close
+            pass
 
     def _api_key(self) -> str | None:
         if not self.api_key_env:
@@ -66,7 +107,7 @@ class ServerClient:
         url = self.base_url + path
         where = f"the LLM server at {self.base_url}"
         try:
-            resp = client.request(method, url, json=body)
+            resp = client.request(method, url, json=body, headers=self._headers())
         except httpx.TimeoutException:
             raise EndpointError(
                 f"Timed out after {self.timeout:g} s waiting for {where} to {what}; check that it "
@@ -123,6 +164,32 @@ def served_models(data: Any) -> list[str] | None:
         return [str(m["id"]) for m in data["data"]]
     except (KeyError, TypeError):
         return None
+
+
+def served_model(data: Any, model: str | None, base_url: str) -> str:
+    """The model to ask the server for, from its ``GET /models`` answer ``data``: ``model``
+    when it is served (or the list is empty), else the only one served; refused otherwise."""
+    served = served_models(data)
+    if served is None:
+        raise ModelLoadError(
+            f"The LLM server at {base_url} answered GET /models with something that is "
+            "not an OpenAI model list; check that --llm-endpoint points at an "
+            "OpenAI-compatible API (usually ending in /v1)."
+        )
+    if model is None:
+        if len(served) != 1:
+            listed = ", ".join(served[:10]) or "none"
+            raise ModelLoadError(
+                f"The LLM server at {base_url} serves {len(served)} models ({listed}); "
+                "name one with --llm-model."
+            )
+        return served[0]
+    if served and model not in served:
+        raise ModelLoadError(
+            f"The LLM server at {base_url} does not serve {model!r}; it serves: "
+            f"{', '.join(served[:10])}. Fix --llm-model."
+        )
+    return model
 
 
 #: vLLM's log-prob modes (``--logprobs-mode``); MARS needs the first: log-probs at temperature 1,

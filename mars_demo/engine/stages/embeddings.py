@@ -7,9 +7,9 @@ model::
     {"llm": id, "layer": index into the model's hidden states, "answers": [sample texts],
      "embeddings": [[d floats] per sample]}
 
-Through a server (``--llm-endpoint``) there are no hidden states: EigenScore is left out with a
-warning saying so. Answers without their prompt's token ids, or whose tokens have no ids, are
-refused likewise.
+A backend that declares no ``embeddings`` (a server, ``--llm-endpoint``, has no hidden states)
+runs no pass: EigenScore is left out with a warning saying so. Answers without their prompt's
+token ids, or whose tokens have no ids, are refused likewise.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...methods import METHODS
+from ...models import backends
 from ...recipes import Resolved
 from ..job import ScoringJob
 from .base import ScoringContext
@@ -51,7 +52,7 @@ class EmbeddingsStage:
     timing = "methods"  # the methods' cost, pass included
 
     def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
-        if asked(run) and not run.settings.llm_endpoint and any(
+        if asked(run) and backends.backend_for(run.settings).capabilities.embeddings and any(
                 reused(job, run) is None for job in jobs):
             return ("llm",)
         return ()
@@ -77,9 +78,10 @@ class EmbeddingsStage:
 
     @staticmethod
     def _refusal(job: ScoringJob, ctx: ScoringContext) -> str:
-        if ctx.run.settings.llm_endpoint or not hasattr(ctx.llm, "last_token_embeddings"):
-            return ("a server returns none (run the LLM in this process, without "
-                    "--llm-endpoint).")
+        backend = backends.backend_for(ctx.run.settings)
+        if not backend.capabilities.embeddings:
+            return (f"the LLM's {backend.name} backend gives none (run the LLM with one that "
+                    "does: in this process, without --llm-endpoint).")
         if not job.answers.prompt_token_ids:
             return "these answers come without the token ids of the prompt they continued."
         if any(i is None for a in job.answers.samples for i in a.token_ids) or any(

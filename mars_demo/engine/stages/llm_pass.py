@@ -2,8 +2,9 @@
 P(True)), the log-prob of the next token :data:`mars_demo.core.p_true.TARGET` after the method's
 prompt (:func:`mars_demo.methods.llm_pass_prompt`), one forward pass of the LLM (in-process or
 through its server). The LLM is loaded only when such a method is asked for and no earlier
-result of the same answers already holds the pass. What the pass gave is saved in the analysis
-(``method_inputs``), so the method's value is recomputed from the JSON alone."""
+result of the same answers already holds the pass; a backend that declares no ``next_token``
+runs none (the method is left out, with a warning saying why). What the pass gave is saved in
+the analysis (``method_inputs``), so the method's value is recomputed from the JSON alone."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import Sequence
 
 from ...core.p_true import TARGET
 from ...methods import METHODS, llm_pass_prompt
-from ...models import registry
+from ...models import backends, registry
 from ...recipes import Resolved
-from ...settings import resolve_llm
 from ..job import ScoringJob
 from .base import ScoringContext
 
@@ -26,10 +26,13 @@ def asked(run: Resolved) -> list[str]:
 def llm_name(run: Resolved) -> str | None:
     """The id of the LLM the settings name (as the pass records it), None when not known
     before loading (a server whose model is not named)."""
-    s = run.settings
-    if s.llm_endpoint:
-        return s.llm_model
-    return resolve_llm(s.llm, registry.cuda_available())[0]
+    return backends.backend_for(run.settings).model_name(run.settings,
+                                                        registry.cuda_available())
+
+
+def can_pass(run: Resolved) -> bool:
+    """Whether the settings' LLM backend gives one next token's log-prob."""
+    return backends.backend_for(run.settings).capabilities.next_token
 
 
 def prompt_of(job: ScoringJob, method_id: str) -> str:
@@ -67,14 +70,20 @@ class LLMPassStage:
     def models(self, jobs: Sequence[ScoringJob], run: Resolved) -> tuple[str, ...]:
         ids = asked(run)
         fresh = any(reused(job, m, run) is None for job in jobs for m in ids)
-        return ("llm",) if fresh else ()
+        return ("llm",) if fresh and can_pass(run) else ()
 
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
         ids = asked(ctx.run)
+        backend = backends.backend_for(ctx.run.settings)
         for job in jobs:
             job.method_inputs = {}
             for method_id in ids:
                 entry = reused(job, method_id, ctx.run)
+                if entry is None and not backend.capabilities.next_token:
+                    job.warnings.append(
+                        f"{method_id} needs the log-prob of one next token, which the LLM's "
+                        f"{backend.name} backend does not give, so it is left out.")
+                    continue
                 if entry is None:
                     prompt = prompt_of(job, method_id)
                     got = ctx.llm.next_token_logprob(prompt, TARGET)
