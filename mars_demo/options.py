@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import OptionError
+from .optional import OWN_MODELS
 
 # Model ids (Hub ids; a local directory works wherever an id does).
 DEFAULT_IMPORTANCE = "duygunuryldz/MARS"  # BERT-base token classifier trained for MARS
 DEFAULT_NLI = "microsoft/deberta-large-mnli"
 CPU_NLI = "microsoft/deberta-base-mnli"  # smaller NLI model of the CPU preset
-DEFAULT_SIMILARITY = "cross-encoder/stsb-roberta-large"  # SAR's cross-encoder (Duan et al.)
-DEFAULT_LARS = "duygunuryldz/LARS"  # LARS's trained scorer (Yaldiz et al.)
 DEFAULT_BEM = "zli12321/answer_equivalence_bert"  # answer-equivalence classifier for "bem"
 DEFAULT_CHUNKER = "flair/chunk-english"  # Flair phrase chunker for "bem"
 
@@ -192,72 +191,6 @@ def _check_range(name: str, value: Any, bounds, integer: bool) -> None:
         raise OptionError(message)
 
 
-@dataclass(frozen=True)
-class OptionalModel:
-    """A model (or a pass of one) that only some uncertainty methods run: loaded only when a
-    method asked for needs it, so an analysis, a run or a page names it only then. The one
-    list of them, :data:`OPTIONAL_MODELS`, is what the command line's and the page's flags,
-    the model loaders, the scoring stages, a public page's redaction and its banner loop over.
-    """
-
-    #: the Settings field (and recorded settings key) naming the model
-    field: str
-    #: the need (mars_demo.methods NEEDS) of the methods that run it
-    need: str
-    #: its name for people
-    label: str
-    #: the analysis' ``method_inputs`` entry where what it computed is saved, what that entry
-    #: holds, and the key inside it naming the model
-    saved: str
-    holds: str
-    model_key: str
-    #: its default id and its help (an own model: one with its own Settings field and flag)
-    default: str | None = None
-    help: str = ""
-    #: "module:Class" under mars_demo.models whose ``from_pretrained(source, model_id)``
-    #: loads it (an own model)
-    loader: str = ""
-    page_label: str = ""
-    #: False: the pass runs a model every analysis names already (CCP's NLI of the
-    #: alternatives runs the analysis' NLI model): no flag, no loader, no banner line of its own
-    own: bool = True
-    #: the parts of its entry that only some of its methods read, ``(key, what it holds)``:
-    #: each is also a need of those methods, so the model is sent only the parts' inputs that
-    #: the asked methods read, and a saved entry without a part names what it lacks
-    parts: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def option(self) -> str:
-        """The command-line option naming the model."""
-        return "--" + self.field.replace("_", "-")
-
-
-#: The optional models, in the order they are named.
-OPTIONAL_MODELS: tuple[OptionalModel, ...] = (
-    OptionalModel(
-        "similarity", "similarity_model", "similarity (SAR)", "sar",
-        "similarities of the SAR cross-encoder", "similarity_model", DEFAULT_SIMILARITY,
-        "sentence-similarity cross-encoder of the SAR and CoCoA methods (token_sar, "
-        "sentence_sar, sar, cocoa_msp, cocoa_ppl, cocoa_mte): a Hub id or a local directory; "
-        "loaded only when one of them is asked for",
-        "similarity:SimilarityModel", "Similarity model",
-        parts=(("token_similarities", "token-drop similarities of the similarity model "
-                "(SAR's token relevance)"),
-               ("sample_similarity", "similarities of the sampled answers with each other"),
-               ("greedy_similarity", "similarities of the greedy answer with the samples"))),
-    OptionalModel(
-        "lars", "lars_model", "LARS", "lars", "logits of the LARS model", "lars_model",
-        DEFAULT_LARS,
-        "LARS's trained scorer of the LARS methods (lars, lars_entropy, "
-        "lars_semantic_entropy): a Hub id or a local directory; loaded only when one of them "
-        "is asked for", "lars:LarsModel", "LARS model"),
-    OptionalModel(
-        "nli", "alternatives_nli", "NLI (CCP's alternatives)", "ccp",
-        "NLI verdicts of the greedy tokens' alternatives", "nli_model", own=False),
-)
-#: The optional models with a model of their own (a Settings field, a flag, a loader, a line
-#: of the banner and of a run's models).
-OWN_MODELS: tuple[OptionalModel, ...] = tuple(m for m in OPTIONAL_MODELS if m.own)
 #: every model a page names, with its name for people: the three every analysis runs, then the
 #: optional ones with a model of their own
 MODEL_LABELS: dict[str, str] = {"llm": "LLM", "importance": "importance", "nli": "NLI",
@@ -273,8 +206,9 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     Option("nli", str, None, "NLI model: a Hub id or a local directory", "model",
            optional=True, label="NLI model",
            auto=f"{DEFAULT_NLI} on a GPU, {CPU_NLI} otherwise"),
-    *(Option(m.field, str, m.default, m.help, "model", label=m.page_label)
-      for m in OPTIONAL_MODELS if m.own),
+    # one per optional model of its own (mars_demo.optional: its declaration's field, default,
+    # help and label)
+    *(Option(m.field, str, m.default, m.help, "model", label=m.page_label) for m in OWN_MODELS),
     Option("bem", str, DEFAULT_BEM,
            "answer-equivalence model for importance_method bem: a Hub id or a local directory",
            "model"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import OptionError
 from .methods import FREE, METHODS, parse_methods
+from .optional import OWN_MODELS
 from .options import (  # noqa: F401  (re-exported: the names callers have always used)
     CLUSTER_RULES,
     CPU_NLI,
@@ -19,9 +20,7 @@ from .options import (  # noqa: F401  (re-exported: the names callers have alway
     DEFAULT_BEM,
     DEFAULT_CHUNKER,
     DEFAULT_IMPORTANCE,
-    DEFAULT_LARS,
     DEFAULT_NLI,
-    DEFAULT_SIMILARITY,
     DISTRIBUTIONS,
     END_TOKEN_RULES,
     GENERATION_FIELDS,
@@ -81,8 +80,11 @@ class Settings:
     llm: str | None = None  # Hub id, local dir or preset name; None = GPU/CPU default preset
     importance: str = DEFAULT_IMPORTANCE
     nli: str | None = None  # None = deberta-large-mnli on GPU, deberta-base-mnli on CPU
-    similarity: str = DEFAULT_SIMILARITY  # SAR's cross-encoder, loaded only for SAR
-    lars: str = DEFAULT_LARS  # LARS's trained scorer, loaded only for the LARS methods
+    # one field per optional model of its own, named and defaulted by its declaration
+    # (mars_demo.optional: "similarity", SAR's cross-encoder; "lars", LARS's scorer), loaded
+    # only for the methods that run it
+    __annotations__.update({m.field: "str" for m in OWN_MODELS})
+    locals().update({m.field: m.default for m in OWN_MODELS})
     bem: str = DEFAULT_BEM
     chunker: str = DEFAULT_CHUNKER
     load_in_4bit: bool | None = None  # None = 4-bit on CUDA, full precision on CPU
@@ -182,7 +184,7 @@ def validate(s: Settings) -> None:
 
 
 #: the models scoring loads, named by an analysis' (or a run's) recorded settings
-SCORING_MODELS = ("importance", "nli", "similarity", "lars", "bem", "chunker")
+SCORING_MODELS = ("importance", "nli", *(m.field for m in OWN_MODELS), "bem", "chunker")
 
 
 def recorded_models(recorded: dict[str, Any]) -> dict[str, Any]:

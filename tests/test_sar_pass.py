@@ -215,7 +215,7 @@ COCOA = ("cocoa_msp", "cocoa_ppl", "cocoa_mte")
 
 def _counting(monkeypatch):
     """Record the number of pairs of each group the similarity model is sent."""
-    from mars_demo.models.similarity import SimilarityModel
+    from mars_demo.optional.similarity import SimilarityModel
 
     sent: list[list[int]] = []
     real = SimilarityModel.grouped_similarities

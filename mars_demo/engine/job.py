@@ -16,6 +16,7 @@ from typing import Callable
 from ..answers import AnswerSet, WorkCap
 from ..models import registry
 from ..models.importance import PhraseScoring
+from ..optional import OPTIONAL_MODELS
 from ..progress import Progress
 from ..recipes import Resolved
 from ..result import AnalysisResult, NLIResult, ScoredAnswer, Uncertainty
@@ -27,7 +28,7 @@ INPUTS = ("answers", "question", "reuse", "logprob_source", "warnings", "timings
 #: What the optional models and passes save in the analysis (its ``method_inputs``): entry ->
 #: the job field its stage fills (``{}`` when none of its methods is asked). The P(True) passes
 #: fill ``method_inputs`` itself, one entry per method.
-SAVED = {"sar": "similarities", "lars": "lars_outputs", "ccp": "ccp_outputs",
+SAVED = {**{m.saved: m.output for m in OPTIONAL_MODELS},  # each optional model's
          "greedy_nli": "greedy_nli", "eigenscore": "embeddings"}
 #: The fields :func:`to_result` reads besides the inputs: what the stages must fill.
 RESULT_NEEDS = ("scored", "nli", "nli_model_id", "cluster_ids", "uncertainty", "methods",
@@ -58,15 +59,13 @@ class ScoringJob:
     uncertainty: Uncertainty | None = None  # uncertainty: the measures under both scorings
     # llm_pass: what the extra LLM passes gave ({method id: {"logprob": x, "prompt": ...}})
     method_inputs: dict[str, dict] | None = None
-    # similarity: what the similarity model said of the answers, the parts the asked SAR and
-    # CoCoA methods read ({} when none is asked), saved as method_inputs["sar"]
-    similarities: dict | None = None
-    # lars: LARS's logits of the greedy answer and the samples ({} when no LARS method is
-    # asked), saved as method_inputs["lars"]
-    lars_outputs: dict | None = None
-    # ccp: the NLI verdicts of the greedy tokens' alternatives ({} unless CCP is asked),
-    # saved as method_inputs["ccp"]
-    ccp_outputs: dict | None = None
+    # each optional model's stage: what the model said of the answers ({} when none of its
+    # methods is asked), saved as method_inputs[its declaration's saved]; one field per
+    # declaration of mars_demo.optional, named by its ``output``: "similarities" (SAR's and
+    # CoCoA's similarities, "sar"), "lars_outputs" (LARS's logits, "lars"), "ccp_outputs"
+    # (the NLI verdicts of the greedy tokens' alternatives, "ccp")
+    __annotations__.update({m.output: "dict | None" for m in OPTIONAL_MODELS})
+    locals().update({m.output: None for m in OPTIONAL_MODELS})
     # nli: NLI of the greedy answer against each sample ({} unless a method reads it), saved
     # as method_inputs["greedy_nli"]
     greedy_nli: dict | None = None

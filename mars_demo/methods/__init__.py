@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..options import OPTIONAL_MODELS, OWN_MODELS, OptionalModel
+from ..optional import OPTIONAL_MODELS, OWN_MODELS, OptionalModel
 from .base import (
     NEEDS,
     SCORED_VARIANTS,

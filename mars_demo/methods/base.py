@@ -150,8 +150,8 @@ def _saved(entry: str, key: str) -> Callable[[MethodInputs], bool]:
 
 
 #: Everything a method may read, by id. The optional models' entries (SAR's similarities,
-#: LARS's logits, CCP's NLI of the alternatives) come from :data:`OPTIONAL_MODELS`
-#: (:mod:`.optional`), added by the registry.
+#: LARS's logits, CCP's NLI of the alternatives) come from their declarations
+#: (:data:`mars_demo.optional.OPTIONAL_MODELS`), added by the registry.
 NEEDS: dict[str, Need] = {n.id: n for n in (
     Need("samples", True),
     Need("greedy", True, lambda x: x.greedy is not None,

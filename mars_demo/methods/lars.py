@@ -1,6 +1,6 @@
 """LARS (Yaldiz et al. 2024): a scorer trained on correctness, the optional ``lars`` model.
 Math: :mod:`mars_demo.core.lars`; its logits are saved as ``method_inputs["lars"]`` by
-:mod:`mars_demo.engine.stages.lars` (the greedy answer's, then the samples')."""
+:meth:`mars_demo.optional.lars.LarsModel.read` (the greedy answer's, then the samples')."""
 
 from __future__ import annotations
 

@@ -19,12 +19,14 @@ import importlib
 import math
 from typing import Any, Mapping, Sequence
 
-from ..options import OPTIONAL_MODELS
+from ..optional import OPTIONAL_MODELS
 from .base import NEEDS, SCORED_VARIANTS, Method, MethodInputs, Need, inputs_of
 
-#: The family files, in the order their methods are listed.
+#: The family files, in the order their methods are listed: those of every analysis, the
+#: extra LLM pass's, each optional model's (its declaration's ``family``, :mod:`mars_demo.optional`)
+#: and EigenScore's.
 FAMILIES = ("measures", "sample_consistency", "graph", "token_level", "cocoa", "density",
-            "p_true", "sar", "lars", "ccp", "eigenscore")
+            "p_true", *(m.family for m in OPTIONAL_MODELS), "eigenscore")
 
 for _model in OPTIONAL_MODELS:  # what each optional model saves is a need of its methods,
     _fix = (f"ask again (or score its answers again) with --methods {{ids}}, which runs the "

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from ..core.alignment import phrase_spans_from_starts, word_spans
 from ..errors import ModelLoadError, check_finite
-from ._pairs import encode_pairs
+from ..optional.pairs import encode_pairs
 
 MAX_LENGTH = 512  # the importance model's window (BERT-base)
 BATCH = 64  # answers per forward pass of score_many; bounds memory for many questions

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from ..core.clustering import NLI_LABELS, normalize_answer
 from ..errors import ModelLoadError, check_finite
-from ._pairs import length_batches, pad_rows, tokenize_pairs
+from ..optional.pairs import length_batches, pad_rows, tokenize_pairs
 
 MAX_LENGTH = 512
 BATCH = 64  # at most this many pairs per forward pass; bounds memory for many samples

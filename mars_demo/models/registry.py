@@ -21,7 +21,6 @@ build a model from its files; this module knows when to.
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 import os
 import threading
@@ -31,14 +30,14 @@ from typing import Any, Callable
 
 from ..errors import ModelLoadError, explain_load_error
 from ..progress import Progress
-from ..options import OWN_MODELS
+from ..optional import OWN_MODELS
 from ..recipes import recipe_of
 from ..settings import LLM_PRESETS, Settings, resolve_nli
 from . import backends, given, hub
 from .contract import LanguageModel
 from .importance import BEMImportance, ImportanceModel
 from .nli import DTYPES, NLIModel, check_choice
-from .sources import check_source  # noqa: F401  (re-exported: its old home)
+from .sources import check_source
 
 log = logging.getLogger(__name__)
 
@@ -186,18 +185,16 @@ def load_bem(model_id: str, chunker_id: str, progress: Progress | None = None) -
 
 def load_optional(field: str, model_id: str, progress: Progress | None = None) -> Any:
     """The optional model named by Settings ``field`` (one of
-    :data:`mars_demo.options.OWN_MODELS`: SAR's similarity cross-encoder, LARS's scorer...),
-    ``model_id``, loaded once by its spec's class (``loader``: its
+    :data:`mars_demo.optional.OWN_MODELS`: SAR's similarity cross-encoder, LARS's scorer...),
+    ``model_id``, loaded once by its declaration's class (its
     ``from_pretrained(source, model_id)``)."""
     spec = next((m for m in OWN_MODELS if m.field == field), None)
     if spec is None:
         raise ValueError(f"no optional model {field!r}; known: "
                          f"{', '.join(m.field for m in OWN_MODELS)}")
-    module, name = spec.loader.split(":")
-    cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
     key = (field, check_source(model_id, f"{spec.label} model"))
     return load_cached(key, f"{spec.label} model", model_id,
-                       lambda: cls.from_pretrained(key[1], model_id), progress)
+                       lambda: spec.cls.from_pretrained(key[1], model_id), progress)
 
 
 def load_nli(model_id: str, progress: Progress | None = None, dtype: str = "auto") -> NLIModel:

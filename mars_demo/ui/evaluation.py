@@ -51,7 +51,7 @@ OUTPUTS = ("eval_error", "eval_verdict", "eval_table", "eval_note", "eval_roc",
 #: a local model folder with one of these names is named with its parent folder too
 #: ("tiny-trained/llm", not "llm")
 GENERIC_FOLDERS = frozenset({"llm", "importance", "nli", "model", "models", "bem", "chunker",
-                             "similarity", "lars"})
+                             *(m.field for m in OWN_MODELS)})
 SLOTS = len(MEASURES)  # charts per row of SPLIT (the measures of a run)
 CHARTS = (*SPLIT, "eval_roc_methods")  # each under its heading, hidden while it has no curves
 ReportError = RunFileError  # a report or results file that cannot be shown (one line: why)

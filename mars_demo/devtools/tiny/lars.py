@@ -1,6 +1,6 @@
 """A random LARS-shaped model: a RoBERTa sequence classifier with one output whose tokenizer
 holds LARS's probability-bin tokens ``[prob_token_0]`` ... as special tokens and whose config
-carries ``number_of_bins`` and ``edges`` (see :mod:`mars_demo.models.lars`). The tests use the
+carries ``number_of_bins`` and ``edges`` (see :mod:`mars_demo.optional.lars`). The tests use the
 "tiny" shape; the benchmark the "base" one (``duygunuryldz/LARS`` is built on roberta-base)."""
 
 from __future__ import annotations

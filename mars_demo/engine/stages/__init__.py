@@ -11,7 +11,9 @@ is a defect that fails loudly.
 A new measure is one new stage (see :class:`~.base.Stage`): a small class with ``name``,
 ``reads``, ``adds``, ``progress``, ``timing``, ``models(jobs, run)`` and ``__call__(jobs, ctx)``,
 put in :data:`SCORING` after the stages it reads from, its output in a new field of
-:class:`~mars_demo.engine.job.ScoringJob`.
+:class:`~mars_demo.engine.job.ScoringJob`. An optional model (:mod:`mars_demo.optional`) needs
+none: its stage is derived from its declaration (:class:`~.optional.ModelStage`), unless it
+has one of its own (:data:`OWN_STAGES`: the similarity model's parts, CCP's NLI pass).
 
 >>> [stage.name for stage in plan(["cluster_ids"])]
 ['importance', 'alignment', 'nli', 'clustering']
@@ -23,6 +25,7 @@ import dataclasses
 import time
 from typing import Callable, Iterable, Sequence
 
+from ...optional import OPTIONAL_MODELS
 from ...progress import Progress
 from ...recipes import Resolved
 from ..job import INPUTS, ScoringJob
@@ -32,19 +35,26 @@ from .ccp import CCPStage
 from .clustering import ClusteringStage
 from .embeddings import EmbeddingsStage
 from .importance import ImportanceStage
-from .lars import LarsStage
 from .llm_pass import LLMPassStage
 from .methods import MethodsStage
 from .nli import NLIStage
+from .optional import ModelStage
 from .similarity import SimilarityStage
 from .uncertainty import UncertaintyStage
 
 __all__ = ["SCORING", "BASE", "MODELS", "ScoringContext", "Stage", "plan", "models_needed", "run"]
 
-#: Every scoring stage, in the order they run.
+#: The optional models' stages of their own; every other optional model runs in a
+#: :class:`~.optional.ModelStage` of its declaration.
+OWN_STAGES = (SimilarityStage(), CCPStage())
+
+#: Every scoring stage, in the order they run: each optional model's in the order they are
+#: declared (:data:`mars_demo.optional.OPTIONAL_MODELS`).
 SCORING: tuple[Stage, ...] = (
     ImportanceStage(), AlignmentStage(), NLIStage(), ClusteringStage(), UncertaintyStage(),
-    LLMPassStage(), SimilarityStage(), LarsStage(), CCPStage(),
+    LLMPassStage(),
+    *(next((s for s in OWN_STAGES if s.spec is m), None) or ModelStage(m)
+      for m in OPTIONAL_MODELS),
     EmbeddingsStage(), MethodsStage(),
 )
 

@@ -6,14 +6,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from ...methods import METHODS, OPTIONAL_MODELS
+from ...methods import METHODS
+from ...optional import OWN_MODELS, OptionalModel
 from ...recipes import Resolved
 from ..job import ScoringJob
 
 #: the models a stage may ask for, in the order they are loaded ("llm": an extra LLM pass; then
-#: each optional model with a model of its own, :data:`mars_demo.options.OPTIONAL_MODELS`)
+#: each optional model with a model of its own, :data:`mars_demo.optional.OWN_MODELS`)
 BASE = ("llm", "importance", "nli")
-MODELS = BASE + tuple(m.field for m in OPTIONAL_MODELS if m.own)
+MODELS = BASE + tuple(m.field for m in OWN_MODELS)
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,30 @@ class Stage(Protocol):
 
 
 class OptionalModelStage(ABC):
-    """A stage whose model runs only for the methods that need it (SAR's similarity model,
-    LARS): the job's :attr:`output` is ``{}`` when none of them is asked, an earlier result's
-    entry where :meth:`reused` finds one, and else what :meth:`compute` gives the other jobs.
-    The model (:attr:`model`) is loaded only when some job needs it."""
+    """The stage of an optional model (:attr:`spec`, its declaration: SAR's similarity model,
+    LARS, CCP's NLI pass), which runs only for the methods that need it: the job's
+    :attr:`output` is ``{}`` when none of them is asked, an earlier result's entry where
+    :meth:`reused` finds one, and else what :meth:`compute` gives the other jobs. The model
+    (:attr:`model`) is loaded only when some job needs it."""
 
-    need: str  # the need (mars_demo.methods.NEEDS) of the methods it serves
-    model: str  # the model role (of MODELS) it runs
-    output: str  # the ScoringJob field it fills (an entry of mars_demo.engine.job.SAVED)
+    spec: OptionalModel  # its declaration (mars_demo.optional)
+    progress = "uncertainty"
+    timing = "methods"  # the methods' cost, pass included (no new key in every analysis)
+
+    @property
+    def need(self) -> str:
+        """The need (mars_demo.methods.NEEDS) of the methods it serves."""
+        return self.spec.need
+
+    @property
+    def model(self) -> str:
+        """The model role (of MODELS) it runs."""
+        return self.spec.field
+
+    @property
+    def output(self) -> str:
+        """The ScoringJob field it fills (an entry of mars_demo.engine.job.SAVED)."""
+        return self.spec.output
 
     def asked(self, run: Resolved) -> bool:
         """Whether a method with this stage's need is asked for."""

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import string
 
+from ...models import registry
+from ...optional.ccp import SPEC
 from ...recipes import Resolved
 from ...settings import resolve_nli
-from ...models import registry
 from ..job import ScoringJob
 from .base import OptionalModelStage, ScoringContext
 
-KEY = "ccp"
+KEY = SPEC.saved  # the entry of the analysis' method_inputs ("ccp")
 _STRIP = string.punctuation + " \n"
 
 
@@ -81,10 +82,8 @@ class CCPStage(OptionalModelStage):
 
     name = "ccp"
     reads = ("scored", "reuse")
-    adds = ("ccp_outputs",)
-    progress = "uncertainty"
-    timing = "methods"  # the methods' cost, pass included
-    need, model, output = "alternatives_nli", "nli", "ccp_outputs"
+    spec = SPEC
+    adds = (SPEC.output,)
 
     def reused(self, job: ScoringJob, run: Resolved) -> dict | None:
         words = words_of(job) if job.scored is not None else None

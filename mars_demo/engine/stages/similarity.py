@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from ...core.sar import relevance_pairs
 from ...methods import METHODS
+from ...optional.similarity import SPEC
 from ...recipes import Resolved
 from ..job import ScoringJob
 from .base import OptionalModelStage, ScoringContext
 
-KEY = "sar"  # the entry of the analysis' method_inputs
+KEY = SPEC.saved  # the entry of the analysis' method_inputs ("sar")
 #: the entry's parts, in the order their pairs are sent; each is also the need of its readers
 PARTS = ("token_similarities", "sample_similarity", "greedy_similarity")
 
@@ -99,10 +100,8 @@ class SimilarityStage(OptionalModelStage):
 
     name = "similarity"
     reads = ("scored", "question", "reuse")
-    adds = ("similarities",)
-    progress = "uncertainty"
-    timing = "methods"
-    need, model, output = "similarity_model", "similarity", "similarities"
+    spec = SPEC
+    adds = (SPEC.output,)
 
     @staticmethod
     def _earlier(job: ScoringJob, run: Resolved) -> dict:

@@ -6,15 +6,18 @@ regression targets scaled to [0, 1], such as ``cross-encoder/stsb-roberta-large`
 paper's). Its similarity of ``(a, b)`` is the sigmoid of that one logit, as the cross-encoder
 is used in the paper's code (sentence-transformers' ``CrossEncoder`` applies that sigmoid to a
 one-output model unless its config names another activation: such a model is refused, since its
-output would not be a similarity in [0, 1]). It reads the pair as the tokenizer's two segments; pairs longer than
-its window are cut to fit and reported. Load it through
-:func:`mars_demo.models.registry.load_optional`, which caches it.
+output would not be a similarity in [0, 1]). It reads the pair as the tokenizer's two segments;
+pairs longer than its window are cut to fit and reported. Load it through
+:func:`mars_demo.models.registry.load_optional`, which caches it. Its declaration, :data:`SPEC`,
+is the ``similarity`` option's; its stage is :mod:`mars_demo.engine.stages.similarity` (the
+parts of its entry each method reads).
 """
 
 from __future__ import annotations
 
 from ..errors import ModelLoadError
-from ._pairs import PairClassifier, split_groups
+from .pairs import PairClassifier, split_groups
+from .spec import OptionalModel
 
 
 def activation_of(config) -> str | None:
@@ -67,7 +70,7 @@ class SimilarityModel(PairClassifier):
                              ) -> list[tuple[list[float], list[str]]]:
         """Each group's similarities in [0, 1] (one per pair, in order) and its warnings, with
         every group's pairs sorted by length into shared batches
-        (:meth:`~mars_demo.models._pairs.PairClassifier.grouped_first_logits`)."""
+        (:meth:`~mars_demo.optional.pairs.PairClassifier.grouped_first_logits`)."""
         import torch
 
         pairs = [pair for group in groups for pair in group]
@@ -77,3 +80,17 @@ class SimilarityModel(PairClassifier):
         if not all(0.0 <= v <= 1.0 for v in out):  # NaN logits (broken weights)
             raise ValueError(f"the similarity model {self.model_id} gave {out}")
         return split_groups(out, [len(g) for g in groups], said)
+
+
+SPEC = OptionalModel(
+    field="similarity", need="similarity_model", label="similarity (SAR)", saved="sar",
+    holds="similarities of the SAR cross-encoder", model_key="similarity_model", family="sar",
+    output="similarities", cls=SimilarityModel, default="cross-encoder/stsb-roberta-large",
+    help="sentence-similarity cross-encoder of the SAR and CoCoA methods (token_sar, "
+    "sentence_sar, sar, cocoa_msp, cocoa_ppl, cocoa_mte): a Hub id or a local directory; "
+    "loaded only when one of them is asked for",
+    page_label="Similarity model",
+    parts=(("token_similarities", "token-drop similarities of the similarity model "
+            "(SAR's token relevance)"),
+           ("sample_similarity", "similarities of the sampled answers with each other"),
+           ("greedy_similarity", "similarities of the greedy answer with the samples")))

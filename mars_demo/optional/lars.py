@@ -10,15 +10,25 @@ loads: its logit would not be LARS's. It reads the bare question and the answer 
 :func:`~mars_demo.core.lars.lars_answer_text` as the tokenizer's two segments; pairs longer than
 its window are cut to fit and reported. Load it through
 :func:`mars_demo.models.registry.load_optional`, which caches it.
+
+What it says of an analysis (:meth:`LarsModel.read`) is saved as ``method_inputs["lars"]`` by the
+stage its declaration (:data:`SPEC`) derives, so that the LARS methods
+(:mod:`mars_demo.methods.lars`) are recomputed from the JSON alone: ``{"lars_model": id,
+"question": ..., "answers": [greedy text, sample texts...], "number_of_bins": b, "edges": [...]
+or None, "inputs": [LARS's answer segment of each answer], "logits": [one float per answer]}``.
+An answer's segment is each LLM token's text (the saved token's text: the answer's characters
+it covers) followed by the bin token of its probability, exp of its saved log-prob (temperature
+1). An earlier analysis' entry is reused where the same model read the same segments.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..core.lars import probability_bin
+from ..core.lars import lars_answer_text, probability_bin
 from ..errors import ModelLoadError
-from ._pairs import PairClassifier, split_groups
+from .pairs import PairClassifier, split_groups
+from .spec import OptionalModel, ReadsAnswers
 
 
 def bin_token(i: int) -> str:
@@ -30,7 +40,14 @@ def bin_token(i: int) -> str:
     return f"[prob_token_{i}]"
 
 
-class LarsModel(PairClassifier):
+def segments(answers, number_of_bins: int, edges) -> list[str]:
+    """LARS's answer segment of each answer (probabilities from its log-probs; one a hair above
+    0, as answer sets accept, is probability 1)."""
+    return [lars_answer_text(a.token_texts, [min(1.0, math.exp(lp)) for lp in a.logprobs],
+                             edges, number_of_bins) for a in answers]
+
+
+class LarsModel(PairClassifier, ReadsAnswers):
     """LARS scoring answers (:meth:`logits`); ``model_id`` names it, ``number_of_bins`` and
     ``edges`` (None: even bins) say how it bins token probabilities."""
 
@@ -89,7 +106,7 @@ class LarsModel(PairClassifier):
         """For each ``(question, answer segments)``: LARS's logit of each segment after the
         question, and that question's warnings; every question's inputs are sorted by length
         into shared batches
-        (:meth:`~mars_demo.models._pairs.PairClassifier.grouped_first_logits`)."""
+        (:meth:`~mars_demo.optional.pairs.PairClassifier.grouped_first_logits`)."""
         firsts = [q for q, texts in questions for _ in texts]
         seconds = [t for _, texts in questions for t in texts]
         sizes = [len(texts) for _, texts in questions]
@@ -99,3 +116,42 @@ class LarsModel(PairClassifier):
         if not all(math.isfinite(v) for v in values):  # broken weights
             raise ValueError(f"the LARS model {self.model_id} gave {values}")
         return split_groups(values, sizes, said)
+
+    def read(self, items) -> list[tuple[dict, list[str]]]:
+        """LARS's logits of each question's answers (:class:`~.spec.ReadsAnswers`): every
+        question's segments in shared batches, sorted by length; each question's warnings
+        count its own answers only."""
+        inputs = [segments(answers, self.number_of_bins, self.edges) for _, answers in items]
+        said = self.grouped_logits([(q, texts) for (q, _), texts in zip(items, inputs)])
+        out = []
+        for (_, answers), texts, (logits, warnings) in zip(items, inputs, said):
+            partial = sum(1 for a in answers for t in a.token_texts if t == "")
+            if partial:
+                total = sum(len(a.token_texts) for a in answers)
+                warnings.append(
+                    f"LARS read {partial} of {total} tokens of these answers as empty text: each "
+                    "is part of a character that the next token completes, so LARS saw only its "
+                    "probability bin (LARS's own code reads such a token as the replacement "
+                    "character).")
+            out.append(({"number_of_bins": self.number_of_bins, "edges": self.edges,
+                         "inputs": texts, "logits": logits}, warnings))
+        return out
+
+    @classmethod
+    def same_reading(cls, entry: dict, question: str, answers) -> bool:
+        """Whether the saved entry read the segments these answers give under its bins (their
+        log-probs, not only their texts)."""
+        try:
+            return entry.get("inputs") == segments(answers, entry["number_of_bins"],
+                                                   entry["edges"])
+        except (KeyError, TypeError, ValueError):  # an entry of another shape: score again
+            return False
+
+
+SPEC = OptionalModel(
+    field="lars", need="lars_model", label="LARS", saved="lars", holds="logits of the LARS model",
+    model_key="lars_model", family="lars", output="lars_outputs", cls=LarsModel,
+    default="duygunuryldz/LARS",
+    help="LARS's trained scorer of the LARS methods (lars, lars_entropy, "
+    "lars_semantic_entropy): a Hub id or a local directory; loaded only when one of them is "
+    "asked for", page_label="LARS model")
