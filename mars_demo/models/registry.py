@@ -297,8 +297,9 @@ def check_available(s: Settings, which: list[str] | tuple[str, ...]) -> None:
     """Raise one :class:`ModelLoadError` naming every model of ``which`` ("llm", "importance",
     "nli", an optional model's field) that ``s`` names and that is neither loaded nor on this
     machine nor downloadable (:func:`.hub.missing`: the Hub asked at most once), with the option
-    that names it and the way to run offline; before anything loads, in about a second. LLM
-    options that cannot run on this machine (:func:`.llm_options.check`) are refused first: no
+    that names it and the way to run offline; before anything loads, in about a second.
+    Settings the LLM's backend cannot run (its ``check``: the transformers backend's LLM
+    options that cannot run on this machine, :func:`.llm_options.check`) are refused first: no
     download can mend them."""
     if "llm" in which:
         backends.backend_for(s).check(s, hub_cuda())
