@@ -125,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
             add_option(score, opt, keep_default=False)
     score.add_argument("--json", action="store_true",
                        help="print the analysis as JSON (JSONL input always gives JSONL)")
+    score.add_argument("--judge-again", action="store_true",
+                       help="score a saved analysis' answers afresh: without it, what the "
+                       "analysis saved of the same models (the NLI verdicts and probabilities, "
+                       "an extra pass's outputs) is reused as it is")
     score.add_argument("--methods-only", action="store_true",
                        help="recompute only the methods (--methods, else those the file "
                        "recorded) of a saved analysis, from its JSON alone: no model is loaded "
@@ -386,7 +390,7 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
 
         answers = as_answer_set(data)  # a bad answer set is refused before anything is said
         _say_models(args, settings, recorded)
-        return engine.score(answers, settings)
+        return engine.score(answers if args.judge_again else data, settings)
     from .methods import compute_methods
     from .result import AnalysisResult
 
