@@ -18,6 +18,7 @@ FLOORS = {
     "core": 1,
     "options": 2, "answers": 2,
     "settings": 3, "result": 3, "recipes": 3, "methods": 3, "verdict": 3, "readable": 3,
+    "flags": 3,  # the command-line flags of the option schema, and the Settings they give
     "models": 4,
     "engine": 5,
     "access": 6, "clients": 6, "zerogpu": 6,
