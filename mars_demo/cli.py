@@ -16,19 +16,17 @@ line on stderr and exits with status 2 (1 for a failure while running); never a 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import pathlib
-import shlex
 import sys
 import time
 from typing import Any, Sequence
 
 from .errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError, OptionError
-from .options import MODEL_OPTIONS, REQUEST_OPTIONS, Option
+from .flags import add_model_flags, add_request_flags, settings_from
 from .readable import SE_NEGATIVE, format_report, terminal_safe  # noqa: F401 (re-exported)
-from .settings import LLM_PRESETS, MODEL_FIELDS, REQUEST_FIELDS, Settings, for_answers
+from .settings import Settings
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -37,61 +35,6 @@ EXIT_FAILURE = 1
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage dump
         self.exit(EXIT_USAGE, f"error: {message} (see --help)\n")
-
-
-def add_option(parser: argparse.ArgumentParser, opt: Option, *, keep_default: bool,
-               variable: bool = False) -> None:
-    """One flag of the schema (the page's server builds its flags with it too). Without
-    ``keep_default`` an absent flag leaves no attribute, so the caller can tell "not given" from
-    "given the default". ``variable``: the page's server, where an absent flag is None (its
-    environment variable, named in the help, may give it) and every value is checked here."""
-    if variable:
-        default = None
-    else:
-        default = opt.default if keep_default else argparse.SUPPRESS
-    help_text = opt.describe() + (f" [env {opt.variable}]" if variable else "")
-    help_text = help_text.replace("%", "%%")
-    if opt.kind is bool:  # --4bit / --no-4bit, --share / --no-share
-        parser.add_argument(opt.flag, dest=opt.name, action=argparse.BooleanOptionalAction,
-                            default=default, help=help_text)
-        return
-    if opt.kind is list:  # repeated: --trusted-proxy A --trusted-proxy B
-        parser.add_argument(opt.flag, dest=opt.name, action="append", default=default,
-                            help=help_text, metavar=opt.metavar or opt.name.upper())
-        return
-    kind = {int: int, float: float}.get(opt.kind, str)
-    if variable and opt.kind in (int, float):
-        kind = functools.partial(_checked, opt)
-    parser.add_argument(opt.flag, dest=opt.name, type=kind, choices=opt.choices,
-                        default=default, help=help_text,
-                        metavar=None if opt.choices else (opt.metavar or opt.name.upper()))
-
-
-def _checked(opt: Option, text: str) -> Any:
-    """A flag's number, checked against the schema; the message names the flag."""
-    try:
-        return opt.parse(text, opt.flag)
-    except OptionError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def add_llm_help(parser: argparse.ArgumentParser) -> None:
-    """--llm's help with the presets' names (mars_demo.settings.LLM_PRESETS), and
-    --llm-backend's with every backend of the registry (mars_demo.models.backends), which are
-    its choices."""
-    from .models import backends
-
-    for action in parser._actions:
-        env = action.help[action.help.index(" [env"):] if " [env" in (action.help or "") else ""
-        if action.dest == "llm":
-            action.help = (
-                "LLM: a Hub id, a local directory, a GGUF file or a preset ("
-                + ", ".join(LLM_PRESETS)
-                + "); default: the 7B in 4-bit on a GPU, the small CPU preset otherwise" + env
-            )
-        elif action.dest == "llm_backend":
-            action.help = backends.help_text().replace("%", "%%") + env
-            action.choices, action.metavar = backends.names(), None
 
 
 def _prog() -> str:
@@ -110,9 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="generate answers to one question and score them")
     ask.add_argument("question")
-    for opt in MODEL_OPTIONS + REQUEST_OPTIONS:
-        add_option(ask, opt, keep_default=True)
-    add_llm_help(ask)
+    add_model_flags(ask)
+    add_request_flags(ask)
     ask.add_argument("--json", action="store_true", help="print the analysis as JSON")
 
     score = sub.add_parser(
@@ -124,14 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
         "models that scored it), then from the defaults; the models used are named on stderr.",
     )
     score.add_argument("file", help="answer set JSON, JSONL of answer sets, or - for stdin")
-    for opt in MODEL_OPTIONS:  # not given: the models the file recorded, else the defaults
-        add_option(score, opt, keep_default=False)
-    add_llm_help(score)
-    for opt in REQUEST_OPTIONS:
-        if opt.stage == "scoring" or opt.name == "prompt":
-            add_option(score, opt, keep_default=False)
+    # not given: the models and options the file recorded, else the defaults
+    add_model_flags(score, keep_default=False)
+    add_request_flags(score, keep_default=False, scoring_only=True)
     score.add_argument("--json", action="store_true",
                        help="print the analysis as JSON (JSONL input always gives JSONL)")
+    score.add_argument("--judge-again", action="store_true",
+                       help="score a saved analysis' answers afresh: without it, what the "
+                       "analysis saved of the same models (the NLI verdicts and probabilities, "
+                       "an extra pass's outputs) is reused as it is")
     score.add_argument("--methods-only", action="store_true",
                        help="recompute only the methods (--methods, else those the file "
                        "recorded) of a saved analysis, from its JSON alone: no model is loaded "
@@ -142,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .evaluation.cli import add_parser as add_evaluate_parser
 
-    add_evaluate_parser(sub, add_option, add_llm_help)
+    add_evaluate_parser(sub)
 
     tiny = sub.add_parser("make-tiny-models", help="write tiny models for offline runs and tests")
     tiny.add_argument("dir")
@@ -165,26 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> Settings:
-    """Settings from the flags given; for ``score`` and ``evaluate rejudge``, the models and
-    scoring options not given come from the answers' (or the run's) recorded settings
-    (``recorded``, :func:`mars_demo.settings.for_answers`), then from the defaults."""
-    given = {name: getattr(args, name) for name in MODEL_FIELDS + REQUEST_FIELDS
-             if hasattr(args, name)}
-    return for_answers(recorded, given) if recorded is not None else Settings(**given)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["evaluate"]:
-        from .evaluation.cli import old_spelling
+    if argv[:1] == ["evaluate"] and argv[1:2] and argv[1].startswith("--") and argv[1] != "--help":
+        from .evaluation.cli import JOBS
 
-        new = old_spelling(argv[1:])
-        if new is not None:
-            argv = ["evaluate", *new]
-            if _main_rank():
-                print(f"note: the old spelling still works; the new one is: {_prog()} "
-                      f"evaluate {shlex.join(new)}", file=sys.stderr)
+        print(f"error: evaluate takes its job first, then its flags: {_prog()} evaluate JOB ... "
+              f"with JOB one of {', '.join(JOBS)} (e.g. evaluate run --data SOURCE --out "
+              "RUN_DIR; see evaluate --help)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, or a flag refused (one line said why): its status
@@ -225,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "score":
             return _score_command(args)
         if args.command == "evaluate":  # each subcommand's module runs it
-            return args.evaluate_main(args, _settings)
+            return args.evaluate_main(args)
         return _ask_command(args)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error worth a traceback
         try:  # and no second complaint when Python flushes stdout at exit
@@ -233,12 +165,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 0
-
-
-def _main_rank() -> bool:
-    """False in a process other than the first of several started by a launcher
-    (``accelerate launch``, ``torchrun``), which say their rank in RANK."""
-    return os.environ.get("RANK", "0") in ("", "0")
 
 
 def _run(work) -> tuple[Any, int | None]:
@@ -280,7 +206,7 @@ def _print_result(result, as_json: bool) -> None:
 def _ask_command(args: argparse.Namespace) -> int:
     from .engine import Engine
 
-    result, code = _run(lambda: Engine(_settings(args)).analyze(
+    result, code = _run(lambda: Engine(settings_from(args)).analyze(
         args.question, progress=None if args.json else _stderr_progress))
     if code is not None:
         return code
@@ -312,7 +238,7 @@ def _score_command(args: argparse.Namespace) -> int:
         except RecursionError:
             print("error: the input nests too deeply to be an answer set", file=sys.stderr)
             return EXIT_USAGE
-    settings, code = _run(lambda: _settings(args))
+    settings, code = _run(lambda: settings_from(args))
     if code is not None:
         return code
     engine = Engine(settings)
@@ -387,13 +313,13 @@ def _score_line(engine, args: argparse.Namespace, line: str):
 def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, Any] | None):
     """One answer set scored, or with ``--methods-only`` one saved analysis' methods
     recomputed from its JSON (no model is loaded)."""
-    settings = _settings(args, recorded)
+    settings = settings_from(args, recorded)
     if not args.methods_only:
         from .engine.engine import as_answer_set
 
         answers = as_answer_set(data)  # a bad answer set is refused before anything is said
         _say_models(args, settings, recorded)
-        return engine.score(answers, settings)
+        return engine.score(answers if args.judge_again else data, settings)
     from .methods import compute_methods
     from .result import AnalysisResult
 

@@ -68,6 +68,8 @@ class Recipe:
     clustering_algorithm: str  # core.clustering.semantic_clusters(..., algorithm=)
     cluster_rule: str | None  # a Settings field
     cluster_by_text: bool  # pass the sample texts as answers=: identical texts are one answer
+    # who decides a pair of identical texts: "model" or "rule" (core.clustering.IDENTICAL_TEXTS)
+    identical_texts: str
     softmax_temperature: float | None = None  # a Settings field
 
     def apply(self, settings: Settings) -> Settings:
@@ -124,6 +126,7 @@ _RECIPES: dict[str, Recipe] = {
         clustering_algorithm="first-member",
         cluster_rule=None,  # Settings.cluster_rule ("strict" by default)
         cluster_by_text=False,
+        identical_texts="model",  # as lm-polygraph: the model judges a text against itself
     ),
     "paper-code": Recipe(
         name="paper-code",
@@ -144,6 +147,7 @@ _RECIPES: dict[str, Recipe] = {
         clustering_algorithm="all-pairs",
         cluster_rule="lenient",
         cluster_by_text=True,
+        identical_texts="rule",  # it compares distinct texts only: equal texts entail, (1, 0, 0)
     ),
     "truthtorchlm": Recipe(
         name="truthtorchlm",
@@ -164,6 +168,7 @@ _RECIPES: dict[str, Recipe] = {
         clustering_algorithm="first-member",
         cluster_rule="lenient",  # bidirectional_entailment_clustering: no contradiction
         cluster_by_text=False,
+        identical_texts="model",  # its clustering asks the model for equal texts too
         softmax_temperature=0.1,
     ),
 }

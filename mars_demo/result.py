@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 # 2: nli.warnings, settings.recipe/logprob_source, token ids may be null
 # 3: nli.probabilities (every ordered pair of samples) and "methods" (the registry's other
 #    uncertainty methods); a schema-2 analysis still loads, without them
-SCHEMA_VERSION = 3
+# 4: nli.by_rule; every NLI label is the arg-max of the probabilities saved with it (an older
+#    analysis still loads; re-scoring judges its NLI again where its labels disagree)
+SCHEMA_VERSION = 4
 
 # The one list of each, in display order: every uncertainty measure is computed under both
 # scorings (LN = length-normalized, the baseline; MARS = meaning-aware weights).
@@ -140,18 +142,20 @@ def end_token_dict(token: Token | None) -> dict[str, Any] | None:
 @dataclass
 class NLIResult:
     """NLI verdicts over the sampled answers: ``labels[i][j]`` with answer i as premise.
-    ``probabilities[i][j]``: the model's (entailment, neutral, contradiction) probabilities for
-    the same ordered pair, m x m x 3, the model's own on the diagonal and between identical
-    texts too (analyses made before held (1, 0, 0) there, without a model call); answers
-    equal after normalization (case, spaces, punctuation) are
-    labelled "entailment" (one answer for the clustering) but hold the model's own
-    probabilities; None in an analysis made before they were saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its window,
-    unknown characters); they are in the result's warnings too."""
+    ``probabilities[i][j]``: the (entailment, neutral, contradiction) probabilities of the same
+    ordered pair, m x m x 3, of which the label is the arg-max: one judgement per pair. Pairs
+    of identical texts (the diagonal, a repeated answer) are the NLI model's, or, where the
+    recipe decides them by rule (``paper-code``), "entailment" with (1, 0, 0), each such pair
+    listed as ``[i, j]`` in ``by_rule``. A pair the NLI was not asked (``nli_pairs``
+    "clustering") is None in both. ``probabilities`` is None in an analysis made before they
+    were saved (schema 2). ``warnings``: what the NLI model could not see (inputs cut at its
+    window, unknown characters); they are in the result's warnings too."""
 
     answers: list[str]
-    labels: list[list[str]]
+    labels: list[list[str | None]]
     warnings: list[str] = field(default_factory=list)
-    probabilities: list[list[list[float]]] | None = None
+    probabilities: list[list[list[float] | None]] | None = None
+    by_rule: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -302,6 +306,7 @@ class AnalysisResult:
                 labels=[list(row) for row in data["nli"]["labels"]],
                 warnings=list(data["nli"].get("warnings", [])),
                 probabilities=data["nli"].get("probabilities"),
+                by_rule=[list(pair) for pair in data["nli"].get("by_rule", [])],
             ),
             cluster_ids=list(data["cluster_ids"]),
             uncertainty=Uncertainty(

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts, zerogpu
-from mars_demo.cli import add_llm_help, add_option
+from mars_demo.flags import add_llm_help, add_option
 from mars_demo.methods import FREE, OWN_MODELS, parse_methods
 from mars_demo.models.backends import backend_for
 from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option

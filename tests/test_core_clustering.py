@@ -1,4 +1,4 @@
-"""Semantic clustering from NLI verdicts, and answer normalization."""
+"""Semantic clustering from NLI verdicts, and the one judgement of each NLI pair."""
 
 import math
 import re
@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from mars_demo.core.clustering import (
     NLI_LABELS,
     RULES,
-    normalize_answer,
     passes_rule,
     semantic_clusters,
 )
@@ -106,27 +105,6 @@ def test_bad_input_raises_value_error_naming_the_value(call, message):
 
 def test_rules_constant():
     assert RULES == ("strict", "lenient")
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("  Paris. ", "paris"),
-        ("The\tEiffel\n\n Tower!!", "the eiffel tower"),
-        ("Paris .", "paris"),
-        ('"Starry Night"', '"starry night'),
-        ("U.S.A.", "u.s.a"),
-        ("3.14", "3.14"),
-        ("¿Qué?", "¿qué"),
-        ("Straße", "strasse"),
-        ("Mars\u3002", "mars"),  # ideographic full stop, category Po
-        ("a\u00a0 b", "a b"),  # no-break space is whitespace
-        ("...", ""),
-        ("", ""),
-    ],
-)
-def test_normalize_answer(text, expected):
-    assert normalize_answer(text) == expected
 
 
 # --- properties --------------------------------------------------------------------------

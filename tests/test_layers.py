@@ -20,6 +20,7 @@ FLOORS = {
     "settings": 3, "result": 3, "recipes": 3, "methods": 3, "verdict": 3, "readable": 3,
     "models": 4,
     "engine": 5,
+    "flags": 5,  # the command-line flags of the option schema (--llm-backend's from the models' registry)
     "access": 6, "clients": 6, "zerogpu": 6,
     "evaluation": 7,
     "ui": 8,

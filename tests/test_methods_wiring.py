@@ -68,7 +68,7 @@ def test_only_the_methods_asked_for_are_computed(tiny_settings, analysis):
 
 def test_the_methods_round_trip_through_the_json(analysis):
     data = json.loads(json.dumps(analysis.to_dict()))
-    assert data["methods"] == analysis.methods and data["schema_version"] == 3
+    assert data["methods"] == analysis.methods and data["schema_version"] == 4
     assert AnalysisResult.from_dict(data).methods == analysis.methods
 
 

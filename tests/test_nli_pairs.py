@@ -86,6 +86,7 @@ def test_rescoring_with_another_rule_judges_the_pairs_it_reads(engine, monkeypat
                          cluster_rule="lenient")
     strict, _ = analyze(engine, monkeypatch, nli_pairs="clustering", methods=MEASURES)
     assert any(None in row for row in lenient.nli.labels)  # a pair lenient did not need
-    again = engine.rescore(lenient, cluster_rule="strict")
+    again = engine.rescore(lenient, cluster_rule="strict", nli_pairs="clustering",
+                           methods=MEASURES)
     assert again.cluster_ids == strict.cluster_ids
     assert again.nli.labels == strict.nli.labels

@@ -64,18 +64,19 @@ def test_paper_code_compares_every_pair_of_distinct_texts(tiny_models, monkeypat
     nli = load_nli(str(tiny_models["nli"]))
     seen = received_inputs(nli, monkeypatch)
     answers = ["Mars.", "mars", "Mars."]
-    labels = nli.matrix(QUESTION, answers, input_format="paper-code").labels
-    # "Mars." / "mars" both ways and each against itself; the repeated "Mars." is one text
-    assert len(seen) == 4
-    assert labels[0][2] == labels[2][0] == "entailment"
+    m = nli.matrix(QUESTION, answers, input_format="paper-code", identical="rule")
+    # "Mars." / "mars" both ways; equal texts (the repeated "Mars.", the diagonal) by the rule
+    assert len(seen) == 2
+    assert m.by_rule == [[0, 0], [0, 2], [1, 1], [2, 0], [2, 2]]
+    assert m.labels[0][2] == m.labels[2][0] == "entailment"
+    assert m.probabilities[0][2] == [1.0, 0.0, 0.0]
     seen.clear()
-    # the default calls these the same answer, yet runs the model on every ordered pair of the
-    # two texts, so that every cell holds the model's own probabilities; the repeated "Mars."
-    # shares the pair of "Mars." against itself
+    # the default asks the model for every ordered pair of the two texts, each against itself
+    # too; the repeated "Mars." shares the pair of "Mars." against itself, label and all
     default = nli.matrix(QUESTION, answers)
-    assert len(seen) == 4
-    assert default.labels[0][1] == default.labels[1][0] == "entailment"
+    assert len(seen) == 4 and default.by_rule == []
     assert default.probabilities[0][2] == default.probabilities[0][0] != [1.0, 0.0, 0.0]
+    assert default.labels[0][2] == default.labels[0][0]
 
 
 def test_paper_code_verdicts_match_the_model_on_the_published_string(tiny_models):

@@ -12,7 +12,7 @@ import pytest
 from numeric_checks import float32_order
 import torch
 
-from mars_demo.core.clustering import NLI_LABELS, normalize_answer
+from mars_demo.core.clustering import NLI_LABELS, RULE_PROBABILITIES
 from mars_demo.engine import Engine
 from mars_demo.methods import compute_methods
 from mars_demo.models.nli import NLIModel
@@ -33,31 +33,29 @@ def model_probabilities(nli, premise: str, hypothesis: str) -> list[float]:
 
 
 @pytest.mark.parametrize("input_format", ["pair", "paper-code"])
-def test_probabilities_agree_with_the_verdicts(tiny_models, input_format):
+@pytest.mark.parametrize("identical", ["model", "rule"])
+def test_each_label_is_the_argmax_of_its_probabilities(tiny_models, input_format, identical):
     nli = load_nli(str(tiny_models["nli"]))
-    m = nli.matrix(QUESTION, ANSWERS, input_format=input_format)
-    labels = m.labels
+    answers = ANSWERS + ["Mars."]  # a repeated answer, and "mars", "MARS " case variants
+    m = nli.matrix(QUESTION, answers, input_format=input_format, identical=identical)
     p = np.asarray(m.probabilities)
-    assert p.shape == (5, 5, 3)
+    assert p.shape == (6, 6, 3)
     assert np.allclose(p.sum(axis=2), 1.0, atol=1e-12) and (p >= 0).all()
-    same = [normalize_answer(a) for a in ANSWERS] if input_format == "pair" else ANSWERS
-    for i in range(5):
-        # the model's own verdict of the text against itself, as lm-polygraph's matrix has it
-        assert p[i, i].tolist() == (float32_order(model_probabilities(
-            nli, f"{QUESTION} {ANSWERS[i]}", f"{QUESTION} {ANSWERS[i]}"))
-            if input_format == "pair" else p[i, i].tolist())
-        assert p[i, i].tolist() != [1.0, 0.0, 0.0]
-        for j in range(5):
-            if same[i] == same[j]:  # one answer for the clustering
-                assert labels[i][j] == "entailment"
-            else:
-                assert NLI_LABELS[int(p[i, j].argmax())] == labels[i][j]
-    # "Mars." and "mars" are one answer for the pair format's clustering, but their pair holds
-    # its own probabilities, the model's, not another pair's or (1, 0, 0)
-    assert p[0, 1].tolist() == pytest.approx(
-        model_probabilities(nli, f"{QUESTION} Mars.", f"{QUESTION} mars"), abs=1e-6) \
-        if input_format == "pair" else True
-    assert p[0, 1].tolist() != [1.0, 0.0, 0.0]
+    equal = sorted([i, j] for i in range(6) for j in range(6) if answers[i] == answers[j])
+    assert m.by_rule == (equal if identical == "rule" else [])
+    for i in range(6):
+        for j in range(6):
+            assert m.labels[i][j] == NLI_LABELS[int(p[i, j].argmax())]  # one judgement
+            if [i, j] in m.by_rule:
+                assert p[i, j].tolist() == list(RULE_PROBABILITIES)
+            elif input_format == "pair":  # the model's own, the diagonal and "Mars."/"mars" too
+                assert p[i, j].tolist() == float32_order(model_probabilities(
+                    nli, f"{QUESTION} {answers[i]}", f"{QUESTION} {answers[j]}"))
+    # the tiny random model is unsure of a text against itself: with the model deciding, the
+    # repeated "Mars." gets the model's label, not entailment by definition
+    if identical == "model":
+        assert p[0, 5].tolist() == p[0, 0].tolist() != list(RULE_PROBABILITIES)
+        assert m.labels[0][5] == m.labels[0][0] != "entailment"
 
 
 def test_probabilities_are_the_models_softmax_in_entailment_neutral_contradiction_order(
@@ -90,11 +88,10 @@ def analysis(tiny_settings) -> AnalysisResult:
 def test_an_analysis_holds_the_probabilities_in_its_json(analysis):
     m = len(analysis.samples)
     p = np.asarray(analysis.nli.probabilities)
-    assert p.shape == (m, m, 3) and analysis.schema_version == SCHEMA_VERSION == 3
+    assert p.shape == (m, m, 3) and analysis.schema_version == SCHEMA_VERSION == 4
     for i in range(m):
         for j in range(m):
-            if i != j and analysis.nli.labels[i][j] != "entailment":
-                assert NLI_LABELS[int(p[i, j].argmax())] == analysis.nli.labels[i][j]
+            assert NLI_LABELS[int(p[i, j].argmax())] == analysis.nli.labels[i][j]
     data = json.loads(json.dumps(analysis.to_dict()))
     assert data["nli"]["probabilities"] == analysis.nli.probabilities
     assert AnalysisResult.from_dict(data).nli.probabilities == analysis.nli.probabilities

@@ -39,7 +39,7 @@ def test_json_has_every_field_of_the_contract(result):
         for ph in answer["phrases"]:
             assert set(ph) >= {"text", "start", "end", "score", "weight"}
         assert set(answer["scores"]) == {"length_normalized", "mars"}
-    assert set(d["nli"]) == {"answers", "labels", "warnings", "probabilities"}
+    assert set(d["nli"]) == {"answers", "labels", "warnings", "probabilities", "by_rule"}
     m = len(d["samples"])
     assert [len(row) for row in d["nli"]["probabilities"]] == [m] * m
     for method_id, values in d["methods"].items():
@@ -77,7 +77,9 @@ def test_clusters_follow_the_rule_from_the_reported_nli_matrix(result, tiny_sett
     labels = result.nli.labels
     n = len(result.samples)
     assert len(labels) == n and all(len(r) == n for r in labels)
-    assert all(labels[i][i] == "entailment" for i in range(n))
+    p = result.nli.probabilities  # one judgement per pair, the diagonal the model's own
+    assert all(labels[i][j] == clustering.label_of(p[i][j]) for i in range(n) for j in range(n))
+    assert result.nli.by_rule == []
     assert result.cluster_ids == clustering.semantic_clusters(labels, tiny_settings.cluster_rule)
     assert result.nli.answers == [s.text for s in result.samples]
 
@@ -180,15 +182,15 @@ def test_nli_asks_each_distinct_pair_once_in_one_batched_call(tiny_models, monke
         nli, "judge",
         lambda pairs, *rest, **kw: asked.append(list(pairs)) or original(pairs, *rest, **kw)
     )
-    m = nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "]).labels
+    nli.matrix(QUESTION, ["Mars.", "mars", "Venus", "MARS "])
     assert len(asked) == 1  # one batched call
     # every ordered pair of the 4 texts, each text against itself too (each pair's own
     # probabilities are saved, the diagonal's as lm-polygraph's semantic matrix has it)
     assert len(asked[0]) == 16
-    # answers equal after normalization are one answer for the clustering, whatever the model
-    assert m[0][1] == m[1][3] == m[3][0] == "entailment"
-    # identical texts are one text: 2 distinct texts, 4 ordered pairs
+    # identical texts are one text: 2 distinct texts, 4 ordered pairs; by the rule, 2
     assert nli.matrix(QUESTION, ["Mars", "Mars", "Venus"]) and len(asked[1]) == 4
+    assert nli.matrix(QUESTION, ["Mars", "Mars", "Venus"], identical="rule")
+    assert len(asked[2]) == 2
     assert all(asked[0][k][0].startswith(QUESTION) for k in range(2))
 
 

@@ -215,7 +215,7 @@ def test_ask_score_and_evaluate_end_to_end(smollm2_llm, smollm2_gguf, tiny_model
         assert re.search(rf"^  {name} +{re.escape(pair.strip())}$", out, re.M), (name, out)
     assert "Canberra" in out.splitlines()[2]
     run = tmp_path / "run"
-    code, out, err = cli("evaluate", "--data", str(ROOT / "data" / "facts.jsonl"), "--limit",
+    code, out, err = cli("evaluate", "run", "--data", str(ROOT / "data" / "facts.jsonl"), "--limit",
                          "4", "--out", str(run), "--judge", "contains", "--bootstrap", "50",
                          "--no-plots", "--batch-questions", "4", *models, *small)
     assert code == 0, err

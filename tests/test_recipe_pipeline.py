@@ -59,9 +59,9 @@ def test_paper_code_reads_the_nli_input_as_published(engine, paper, monkeypatch)
         return original(self, pairs, input_format)
 
     monkeypatch.setattr(NLIModel, "judge", spy)
-    engine.score(paper, engine.settings.replace(recipe="paper-code"))
+    engine.score(paper.answer_set(), engine.settings.replace(recipe="paper-code"))
     assert seen["format"] == recipe_of("paper-code").nli_input_format == "paper-code"
-    engine.score(paper, engine.settings)
+    engine.score(paper.answer_set(), engine.settings)
     assert seen["format"] == "pair"
 
 

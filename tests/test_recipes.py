@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from mars_demo.core.alignment import ALIGNMENT_RULES
-from mars_demo.core.clustering import ALGORITHMS
+from mars_demo.core.clustering import ALGORITHMS, IDENTICAL_TEXTS
 from mars_demo.core.scoring import NORMALIZATIONS
 from mars_demo.models.nli import DTYPES, INPUT_FORMATS
 from mars_demo.errors import OptionError
@@ -42,6 +42,7 @@ def test_default_recipe_is_what_every_module_does_by_default():
     assert c["nli_input_format"] == INPUT_FORMATS[0] == "pair"
     assert c["nli_dtype"] == DTYPES[0] == "auto"
     assert c["cluster_by_text"] is False
+    assert c["identical_texts"] == IDENTICAL_TEXTS[0] == "model"  # as lm-polygraph's matrix
     assert (c["prompt_trailing_space"], c["keep_stop"], c["banned_strings"], c["top_k"]) == (
         False, False, (), None)
     assert c["stop_strings"] is None and c["logprob_source"] == "generation"
@@ -70,6 +71,7 @@ def test_paper_code_recipe_lists_the_published_choices():
         "clustering_algorithm": "all-pairs",
         "cluster_rule": "lenient",
         "cluster_by_text": True,
+        "identical_texts": "rule",
         "softmax_temperature": None,
     }
     assert c["clustering_algorithm"] in ALGORITHMS and c["cluster_rule"] in CLUSTER_RULES

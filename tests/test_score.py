@@ -252,9 +252,11 @@ def test_rescoring_calls_neither_the_llm_nor_the_nli_model(tiny_settings, analys
     assert again.uncertainty.entropy.length_normalized == pytest.approx(
         analysis.uncertainty.entropy.length_normalized)
     assert any(changed.values())
-    # with another NLI model (or no earlier result) the verdicts are computed again (semantic
-    # density's greedy-to-sample pairs in the same call)
+    # the analysis scored as it is reuses its verdicts; its answers alone (no earlier result)
+    # are judged again (semantic density's greedy-to-sample pairs in the same call)
     engine.score(analysis)
+    assert calls == {"llm": 0, "nli": 0}
+    engine.score(analysis.answer_set())
     assert calls == {"llm": 0, "nli": 1}
 
 

@@ -78,23 +78,29 @@ def test_a_warning_names_a_phrase_by_its_row_number_in_the_phrase_table():
 # --- the NLI plot ----------------------------------------------------------------------------------
 
 
-def test_the_nli_diagonal_is_blank_and_says_nothing_was_compared():
+def test_the_nli_diagonal_is_blank_and_says_what_judged_it():
     result = make_result()
-    assert all(result.nli.labels[i][i] == "entailment" for i in range(4))  # what the engine says
+    assert all(result.nli.labels[i][i] == "entailment" for i in range(4))  # the model's verdict
     heatmap = plots.nli_figure(result).data[0]
     for i in range(4):
-        assert heatmap.z[i][i] is None  # no colored cell
+        assert heatmap.z[i][i] is None  # no colored cell: the clustering does not read it
         assert heatmap.text[i][i] == ""
-        assert "not compared" in heatmap.customdata[i][i]
-        assert "entailment" not in heatmap.customdata[i][i]
+        assert "the clustering does not read it" in heatmap.customdata[i][i]
+        assert "entailment" in heatmap.customdata[i][i] and "rule" not in heatmap.customdata[i][i]
     assert heatmap.z[0][1] == 2 and heatmap.z[0][2] == 0  # the verdicts the model gave stay
+    result.nli.by_rule = [[0, 0]]
+    hover = plots.nli_figure(result).data[0].customdata
+    assert "decided by the rule" in hover[0][0] and "rule" not in hover[1][1]
 
 
-def test_identical_answers_say_the_model_did_not_read_them():
+def test_identical_answers_say_when_the_rule_decided_them():
     result = make_result()
     result.nli.answers[3] = result.nli.answers[0]
     hover = plots.nli_figure(result).data[0].customdata
-    assert "identical texts" in hover[0][3] and "identical texts" not in hover[0][1]
+    assert "rule" not in hover[0][3]  # the model judged them: its verdict, nothing more
+    result.nli.by_rule = [[0, 3], [3, 0]]
+    hover = plots.nli_figure(result).data[0].customdata
+    assert "decided by the rule" in hover[0][3] and "rule" not in hover[0][1]
 
 
 # --- the clusters plot -------------------------------------------------------------------------

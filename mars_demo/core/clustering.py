@@ -3,13 +3,12 @@
 The NLI model itself lives elsewhere; this module only turns its verdicts into cluster ids, so
 any source of labels (a real model, a fake in tests) can drive it. Cluster ids feed
 :func:`mars_demo.core.uncertainty.semantic_entropy`, where more clusters among probable answers
-means higher uncertainty (less trustworthy).
+means higher uncertainty (less trustworthy). :func:`one_judgement` makes the matrix the
+clustering and the graph methods both read: each pair's label is the arg-max of its saved
+probabilities, and pairs of identical texts are the model's or the rule's, never half of each.
 """
 
 from __future__ import annotations
-
-import re
-import unicodedata
 
 from . import _validation as check
 
@@ -20,6 +19,13 @@ RULES = ("strict", "lenient")
 # "all-pairs": every pair of distinct answers (the published LLM_Uncertainty code)
 ALGORITHMS = ("first-member", "all-pairs")
 NLI_LABELS = ("entailment", "neutral", "contradiction")
+# Who decides a pair of identical texts (a sample against itself, a repeated sample):
+# "model": the NLI model, as every other pair (lm-polygraph's SemanticMatrixCalculator,
+# TruthTorchLM's clustering, Farquhar et al.'s semantic-entropy code); "rule": exactly equal
+# texts are entailment with probabilities (1, 0, 0), without the model (the published MARS code,
+# which compares only distinct texts)
+IDENTICAL_TEXTS = ("model", "rule")
+RULE_PROBABILITIES = (1.0, 0.0, 0.0)  # (entailment, neutral, contradiction) of a pair by rule
 
 
 def passes_rule(forward_label: str, backward_label: str, rule: str) -> bool:
@@ -187,6 +193,59 @@ def pending_pairs(labels, rule: str = "strict", answers=None) -> list[tuple[int,
     return need
 
 
+def label_of(probabilities) -> str:
+    """The NLI label of one (entailment, neutral, contradiction) probability triple: its
+    arg-max, the first of :data:`NLI_LABELS` on an exact tie.
+
+    >>> label_of([0.2, 0.5, 0.3]), label_of([0.4, 0.2, 0.4])
+    ('neutral', 'entailment')
+    """
+    values = [float(x) for x in probabilities]
+    if len(values) != 3:
+        raise ValueError(f"an NLI probability triple has 3 entries, got {probabilities!r}")
+    return NLI_LABELS[values.index(max(values))]
+
+
+def one_judgement(texts, probabilities, identical: str = "model"
+                  ) -> tuple[list[list], list[list], list[list[int]]]:
+    """The NLI matrix of ``texts`` with one judgement per ordered pair: ``(labels,
+    probabilities, by_rule)``.
+
+    ``probabilities[i][j]`` holds what the NLI model said of pair (i, j), premise i, as an
+    (entailment, neutral, contradiction) triple, or None where it was not asked. With
+    ``identical`` "rule" (see :data:`IDENTICAL_TEXTS`) every pair of exactly equal texts, the
+    diagonal included, is decided without the model: "entailment" with
+    :data:`RULE_PROBABILITIES`, and listed as ``[i, j]`` in ``by_rule``; with "model" those pairs
+    are the model's like any other. Every other label is :func:`label_of` its probabilities, so
+    the label is always the arg-max of the probabilities saved with it; a pair neither judged
+    nor ruled stays None in both.
+
+    >>> p = [[[0.1, 0.8, 0.1], [0.1, 0.8, 0.1]], [[0.1, 0.8, 0.1], None]]
+    >>> one_judgement(["Paris.", "Paris."], p, "model")[0]
+    [['neutral', 'neutral'], ['neutral', None]]
+    >>> labels, probabilities, by_rule = one_judgement(["Paris.", "Paris."], p, "rule")
+    >>> labels[1][1], probabilities[1][1], by_rule
+    ('entailment', [1.0, 0.0, 0.0], [[0, 0], [0, 1], [1, 0], [1, 1]])
+    """
+    identical = check.one_of(identical, IDENTICAL_TEXTS, "identical")
+    texts = list(texts)
+    n = len(texts)
+    if len(probabilities) != n or any(len(row) != n for row in probabilities):
+        raise ValueError(f"probabilities must be {n} x {n}, one entry per ordered pair of texts")
+    labels: list[list] = [[None] * n for _ in range(n)]
+    shares: list[list] = [[None] * n for _ in range(n)]
+    by_rule: list[list[int]] = []
+    for i in range(n):
+        for j in range(n):
+            if identical == "rule" and texts[i] == texts[j]:
+                labels[i][j], shares[i][j] = "entailment", list(RULE_PROBABILITIES)
+                by_rule.append([i, j])
+            elif probabilities[i][j] is not None:
+                shares[i][j] = [float(x) for x in probabilities[i][j]]
+                labels[i][j] = label_of(shares[i][j])
+    return labels, shares, by_rule
+
+
 def _distinct_answers(answers, n: int) -> tuple[list[int], list[int]]:
     """(first index of each distinct answer, distinct-answer number of every answer)."""
     if answers is None:
@@ -209,29 +268,6 @@ def _distinct_answers(answers, n: int) -> tuple[list[int], list[int]]:
             first.append(i)
         index_of.append(d)
     return first, index_of
-
-
-def normalize_answer(text: str) -> str:
-    """Canonical form of an answer, to spot identical answers without an NLI call.
-
-    Casefolds, collapses every whitespace run to one space, strips both ends, then removes
-    trailing punctuation (Unicode categories ``P*``) and whitespace. Leading and inner
-    punctuation is kept. Two answers with equal normal forms can share a cluster without
-    asking the model; this feeds semantic entropy (eq. (8)), where fewer distinct meanings
-    mean lower uncertainty.
-
-    Example:
-
-    >>> normalize_answer("  The Eiffel\\n  Tower!! ")
-    'the eiffel tower'
-    >>> normalize_answer('"O" represents Oxygen.')
-    '"o" represents oxygen'
-    """
-    text = re.sub(r"\s+", " ", text.casefold()).strip()
-    end = len(text)
-    while end and (text[end - 1].isspace() or unicodedata.category(text[end - 1]).startswith("P")):
-        end -= 1
-    return text[:end]
 
 
 def _same_meaning(forward_label: str, backward_label: str, rule: str) -> bool:

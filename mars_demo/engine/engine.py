@@ -26,6 +26,7 @@ from ..options import GIVEN_MODELS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS
 from ..errors import (
     AnalysisCancelled,
     AnalysisOutOfMemory,
+    AnswerSetError,
     GenerationCancelled,
     ModelLoadError,
     OptionError,
@@ -176,19 +177,22 @@ class Engine:
         uncertainties, warnings and timings.
 
         ``answers`` is an :class:`~mars_demo.answers.AnswerSet`, its JSON form, or an earlier
-        :class:`AnalysisResult` (re-scored with other options). No LLM is loaded unless an
-        answer comes without log-probs: those are computed by a teacher-forced pass of the
-        settings' LLM, and the result says so; or a method that needs an extra LLM pass
+        :class:`AnalysisResult` or its JSON (re-scored with other options). No LLM is loaded
+        unless an answer comes without log-probs: those are computed by a teacher-forced pass of
+        the settings' LLM, and the result says so; or a method that needs an extra LLM pass
         (``p_true``) is asked for and ``reuse`` does not already hold it. ``reuse``: an
         earlier result of the same answers whose NLI verdicts are taken as they are (same NLI
         model, same answers), so a re-score with another normalization, distribution or
-        cluster rule costs no NLI pass (and whose P(True) pass is reused likewise).
+        cluster rule costs no NLI pass (and whose P(True) pass is reused likewise); None: the
+        analysis given as ``answers`` itself, if it is one. To judge a saved analysis' answers
+        afresh, give its answers alone (:meth:`AnalysisResult.answer_set`).
         A bad answer set raises :class:`~mars_demo.errors.AnswerSetError` (a ``ValueError``)
         naming the answer and token at fault. ``cap``: the most a teacher-forced pass may cost,
         checked in the LLM's tokens before it runs (a public page's; ``OptionError`` saying
         which limit and by how much).
         """
         answer_set, run = as_answer_set(answers), resolve(settings or self.settings)
+        reuse = saved_analysis(answers) if reuse is None else reuse
         with _RUN_LOCK, _guarded():
             return self._score([answer_set], run, progress or _quiet, should_stop, [reuse],
                                cap)[0]
@@ -230,13 +234,15 @@ class Engine:
         ``verdicts`` call (the recipe's input format as in :meth:`score`); alignment, clustering
         and the uncertainties are per question. A batch's stage seconds are shared equally in
         each result's ``timings_s``. A bad answer set raises
-        :class:`~mars_demo.errors.AnswerSetError` before any model runs.
+        :class:`~mars_demo.errors.AnswerSetError` before any model runs. A saved analysis among
+        them reuses what it holds, as in :meth:`score`.
         """
         sets, run = [as_answer_set(a) for a in answer_sets], resolve(settings or self.settings)
         if not sets:
             return []
+        reuses = [saved_analysis(a) for a in answer_sets]
         with _RUN_LOCK, _guarded():
-            return self._score(sets, run, progress or _quiet, should_stop, [None] * len(sets))
+            return self._score(sets, run, progress or _quiet, should_stop, reuses)
 
     def rescore(self, result: AnalysisResult, settings: Settings | None = None,
                 **changes: Any) -> AnalysisResult:
@@ -313,6 +319,25 @@ def as_answer_set(answers: Any) -> AnswerSet:
     return AnswerSet.from_dict(answers)
 
 
+def saved_analysis(answers: Any) -> AnalysisResult | None:
+    """``answers`` as the saved analysis it is (an :class:`AnalysisResult`, or its JSON: a dict
+    with ``nli``, ``cluster_ids`` and ``uncertainty``), else None: a bare answer set.
+
+    Raises:
+        AnswerSetError: an analysis' JSON that cannot be read as one.
+    """
+    if isinstance(answers, AnalysisResult):
+        return answers
+    if not isinstance(answers, dict) or not {"nli", "cluster_ids", "uncertainty"} <= set(answers):
+        return None
+    try:
+        return AnalysisResult.from_dict(answers)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise AnswerSetError(f"this saved analysis cannot be read ({type(err).__name__}: {err}); "
+                             "give its question, greedy answer and samples alone to score them "
+                             "afresh") from err
+
+
 #: the keywords of :func:`score`: which models, and how answers are scored
 SCORE_OPTIONS = MODEL_FIELDS + SCORING_FIELDS + ("prompt",)
 
@@ -365,7 +390,9 @@ def score(answers: Any, *, progress: Progress | None = None, **options: Any) -> 
         answers: an :class:`~mars_demo.answers.AnswerSet`, its JSON form (the names of the
             analysis JSON: question, greedy, samples, each with text and tokens of text and
             logprob), or an earlier analysis (an :class:`AnalysisResult` or its JSON) to score
-            again with other ``options``.
+            again with other ``options``: what it saved of the same models (the NLI verdicts
+            and probabilities, an extra pass's outputs) is reused as it is, nothing judged
+            again; give ``analysis.answer_set()`` to judge its answers afresh.
         progress: called as ``progress(stage, fraction)``.
 
     Keyword Args:

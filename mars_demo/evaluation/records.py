@@ -102,6 +102,25 @@ class Record:
             finished_at=text("finished_at"), level=level)
 
 
+def question_key(record: Record) -> tuple:
+    """A record's place in its run, whatever wrote it: its index among the data's usable
+    questions (the same in one process, in each process of several and in each share), then,
+    for a record without one, its id, question and line."""
+    return (record.index is None, record.index or 0, record.id or "", record.question or "",
+            record.line or 0)
+
+
+def in_question_order(records) -> list[Record]:
+    """``records`` sorted by :func:`question_key`: what a report's bootstrap resamples, so that
+    its intervals do not follow the order the records came in.
+
+    >>> later, first = Record(True, {}, index=2), Record(False, {}, index=0)
+    >>> [r.index for r in in_question_order([later, first])]
+    [0, 2]
+    """
+    return sorted(records, key=question_key)
+
+
 def _judge_note(raw: Any, where: str) -> dict[str, Any] | None:
     """A judged line's ``{"score", "detail"}`` (None for a given label)."""
     note = json_object(raw, f"{where}: judge")

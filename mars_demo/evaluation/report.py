@@ -22,7 +22,7 @@ from . import metrics as metric_math
 from .checks import DIFF
 from .labels import row_label
 from .manifest import Manifest
-from .records import Record
+from .records import Record, in_question_order
 from .schema import Entry, Failure, MetricTables, Report
 
 LABELS = {"confidence": "Confidence", "entropy": "Entropy", "semantic_entropy": "SE"}
@@ -134,10 +134,12 @@ def write_report(out: pathlib.Path, records: Sequence[Record], *, manifest: Mani
                  resamples: int, plots: bool = True,
                  messages: Callable[[str], None] = _stderr, failed: Sequence[Failure] = (),
                  warnings: Sequence[str] = (), skipped_lines: Sequence[str] = ()) -> Report:
-    """report.json, report.md and the plots of a run directory from its records (in the
-    data's order); returns the report. ``manifest``: the run's run.json (its data, judge,
-    settings, seed); ``warnings`` (e.g. rows of the data set left out) and ``skipped_lines``
+    """report.json, report.md and the plots of a run directory from its records, taken in
+    question order (:func:`.records.in_question_order`: the bootstrap intervals do not follow
+    the order the records came in); returns the report. ``manifest``: the run's run.json (its
+    data, judge, settings, seed); ``warnings`` (e.g. rows of the data set left out) and ``skipped_lines``
     (unusable lines of the data or a label file) go into the report as they are."""
+    records = in_question_order(records)
     n = len(records)
     given = sum(r.label == "given" for r in records)
     seed = manifest.seed

@@ -1,12 +1,13 @@
 """The NLI model that decides whether two sampled answers mean the same thing.
 
 The label meaning is read from the model's ``id2label`` (never hard-coded indices). The question is
-put in front of each answer, as in the original semantic-entropy code. Answers that are identical
-after :func:`mars_demo.core.clustering.normalize_answer` are the same meaning (label
-"entailment") whatever the model says. Every ordered pair of distinct texts goes through the
-model, and so does each distinct text against itself (the diagonal, and identical answers,
-which share that pair), so every saved probability is the model's own verdict of that pair, as
-lm-polygraph's ``SemanticMatrixCalculator`` computes it; nothing is set by hand.
+put in front of each answer, as in the original semantic-entropy code. Each pair gets ONE
+judgement: its label is the arg-max of the probabilities saved with it
+(:func:`mars_demo.core.clustering.one_judgement`). Who judges a pair of identical texts (a text
+against itself, a repeated answer) is the recipe's choice (``identical``): ``"model"`` asks the
+model, as for every other pair (lm-polygraph's ``SemanticMatrixCalculator`` computes the diagonal
+so); ``"rule"`` decides exactly equal texts without the model, "entailment" with probabilities
+(1, 0, 0), listed in the matrix's ``by_rule``.
 
 Cost without a changed verdict (:meth:`NLIModel.judge`): each distinct (premise, hypothesis)
 text pair is judged once, whichever questions or answers ask for it; the pairs are tokenized
@@ -21,9 +22,7 @@ Two input formats (``input_format``):
   question + " " + answer2), e.g. ``[CLS] A [SEP] B [SEP]`` with the tokenizer's own specials.
 - ``"paper-code"``: the published LLM_Uncertainty code's input, ONE string
   ``question + " " + answer1 + " [SEP] " + question + " " + answer2`` tokenized as a single text
-  (a DeBERTa tokenizer reads the literal "[SEP]" as its separator). Only answers with exactly
-  equal texts are one answer for the clustering, as the published code compares every pair of
-  distinct texts.
+  (a DeBERTa tokenizer reads the literal "[SEP]" as its separator).
   Load the model with ``dtype="float32"`` to judge in fp32 as the published code did.
 """
 
@@ -31,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.clustering import NLI_LABELS, normalize_answer
+from ..core.clustering import IDENTICAL_TEXTS, NLI_LABELS, label_of, one_judgement
 from ..errors import ModelLoadError, check_finite
 from ..optional.pairs import length_batches, pad_rows, tokenize_pairs
 
@@ -56,10 +55,11 @@ def paper_code_input(premise: str, hypothesis: str) -> str:
 class PairVerdicts:
     """What the NLI model said of a list of (premise, hypothesis) pairs, in the order asked.
 
-    ``labels[k]``: "entailment", "neutral" or "contradiction", the arg-max of the logits;
-    ``probabilities[k]``: (entailment, neutral, contradiction), the softmax of the same logits in
-    float64; ``truncated`` / ``unknown``: indices of the pairs cut to fit the model's window /
-    holding characters the tokenizer does not know ([UNK]); ``passes``: forward passes made.
+    ``labels[k]``: "entailment", "neutral" or "contradiction", the arg-max of
+    ``probabilities[k]`` (:func:`~mars_demo.core.clustering.label_of`); ``probabilities[k]``:
+    (entailment, neutral, contradiction), the softmax of the model's logits in float64;
+    ``truncated`` / ``unknown``: indices of the pairs cut to fit the model's window / holding
+    characters the tokenizer does not know ([UNK]); ``passes``: forward passes made.
     """
 
     labels: list[str] = field(default_factory=list)
@@ -72,12 +72,14 @@ class PairVerdicts:
 @dataclass
 class NLIMatrix:
     """The verdicts among one question's n answers: ``labels[i][j]`` with answer i as premise,
-    ``probabilities[i][j]`` (entailment, neutral, contradiction), and ``warnings`` (sentences for
-    the user when verdicts are degraded: pairs cut to fit, unknown characters)."""
+    the arg-max of ``probabilities[i][j]`` (entailment, neutral, contradiction); ``by_rule``: the
+    ``[i, j]`` pairs decided by the identical-text rule, not the model; and ``warnings``
+    (sentences for the user when verdicts are degraded: pairs cut to fit, unknown characters)."""
 
-    labels: list[list[str]]
-    probabilities: list[list[list[float]]]
+    labels: list[list[str | None]]
+    probabilities: list[list[list[float] | None]]
     warnings: list[str] = field(default_factory=list)
+    by_rule: list[list[int]] = field(default_factory=list)
 
 
 def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
@@ -187,8 +189,8 @@ class NLIModel:
             check_finite(logits, f"The NLI model {self.model_id}")
             p = logits.double().softmax(-1)[:, self.order]
             p = p / p.sum(-1, keepdim=True)  # a model with extra labels
-            for i, j, share in zip(rows, logits.argmax(-1).tolist(), p.cpu().tolist()):
-                labels[i], shares[i] = self.labels[int(j)], share
+            for i, share in zip(rows, p.cpu().tolist()):
+                labels[i], shares[i] = label_of(share), share
         cut_set, unk_set = set(cut), set(unk)
         out.labels = [labels[d] for d in where]
         out.probabilities = [list(shares[d]) for d in where]
@@ -212,86 +214,80 @@ class NLIModel:
             unknown += judged.unknown
         return judged.labels
 
-    def matrix(self, question: str, answers: list[str],
-               input_format: str = "pair") -> NLIMatrix:
-        """Verdicts and probabilities among ``answers`` (premise = row); the diagonal and
-        identical texts are "entailment", with the model's probabilities of the text against
-        itself (one pair per distinct text).
+    def matrix(self, question: str, answers: list[str], input_format: str = "pair",
+               identical: str = "model") -> NLIMatrix:
+        """Verdicts and probabilities among ``answers`` (premise = row), every ordered pair, the
+        diagonal included, each label the arg-max of its probabilities.
 
-        Answers equal after ``normalize_answer`` (``input_format="pair"``; exactly equal text
-        for ``"paper-code"``, see the module docstring) are one answer for the clustering:
-        their label is "entailment". Their probabilities, like every pair of texts that differ
-        at all, are the model's own, so the saved matrix holds each ordered pair's own
-        probabilities (the graph and kernel methods read them). The matrix's
-        ``warnings`` say when verdicts are degraded (pairs cut to fit the model's window,
-        unknown characters).
+        ``identical`` (:data:`~mars_demo.core.clustering.IDENTICAL_TEXTS`): with ``"model"``
+        every distinct text is also judged against itself (one pair per distinct text, which
+        the diagonal and the pairs of a repeated answer share), as lm-polygraph's semantic
+        matrix is; with ``"rule"`` exactly equal texts are "entailment" (1, 0, 0) without the
+        model, listed in ``by_rule``. The matrix's ``warnings`` say when verdicts are degraded
+        (pairs cut to fit the model's window, unknown characters).
         """
-        return self.matrices([question], [answers], input_format)[0]
+        return self.matrices([question], [answers], input_format, identical)[0]
 
     def matrices(self, questions: list[str], answers: list[list[str]],
-                 input_format: str = "pair") -> list[NLIMatrix]:
+                 input_format: str = "pair", identical: str = "model") -> list[NLIMatrix]:
         """:meth:`matrix` for several questions: the needed pairs of ALL questions go through
         ONE :meth:`judge` call; each question's pairs carry its own question. The same verdicts
         as one :meth:`matrix` per question (up to float rounding of another padding width,
         which can only matter for a near-tie)."""
-        return self.matrices_and_pairs(questions, answers, [], input_format)[0]
+        return self.matrices_and_pairs(questions, answers, [], input_format, identical)[0]
 
     def matrices_and_pairs(self, questions: list[str], answers: list[list[str]],
-                           extra: list[tuple[str, str]], input_format: str = "pair"
-                           ) -> tuple[list[NLIMatrix], PairVerdicts]:
+                           extra: list[tuple[str, str]], input_format: str = "pair",
+                           identical: str = "model") -> tuple[list[NLIMatrix], PairVerdicts]:
         """:meth:`matrices`, and the verdicts of ``extra`` (premise, hypothesis) pairs, all in
         the same ONE :meth:`judge` call: semantic density's greedy-to-sample pairs share the
         samples' length-sorted batches, so an analysis makes one forward pass where its pairs
         fit one batch (``passes`` of the returned verdicts counts them)."""
         check_choice("input_format", input_format, INPUT_FORMATS)
+        check_choice("identical", identical, IDENTICAL_TEXTS)
         if len(questions) != len(answers):
             raise ValueError("matrices needs one list of answers per question")
         plans = []
         pairs: list[tuple[str, str]] = []
         for question, texts in zip(questions, answers):
-            norm = [normalize_answer(a) for a in texts] if input_format == "pair" else list(texts)
-            n = len(texts)
             needed: dict[tuple[str, str], tuple[int, int]] = {}
-            for i in range(n):
-                for j in range(n):  # every ordered pair of texts, a text against itself too
-                    needed.setdefault((texts[i], texts[j]), (i, j))
-            keys = list(needed)
-            plans.append((list(texts), norm, needed, keys, len(pairs)))
+            for i, premise in enumerate(texts):
+                for j, hypothesis in enumerate(texts):  # every ordered pair of texts
+                    if identical == "model" or premise != hypothesis:
+                        needed.setdefault((premise, hypothesis), (i, j))
+            plans.append((list(texts), needed, len(pairs)))
             pairs += [(f"{question} {texts[i]}", f"{question} {texts[j]}")
-                      for i, j in (needed[k] for k in keys)]
+                      for i, j in needed.values()]
         judged = self.judge(pairs + list(extra), input_format)
         if len(judged.probabilities) != len(pairs) + len(extra):
             raise RuntimeError(f"the NLI model gave {len(judged.probabilities)} probability "
                                f"triples for {len(pairs) + len(extra)} pairs")
-        n = len(pairs)
-        rest = PairVerdicts(labels=judged.labels[n:], probabilities=judged.probabilities[n:],
-                            truncated=[k - n for k in judged.truncated if k >= n],
-                            unknown=[k - n for k in judged.unknown if k >= n],
-                            passes=judged.passes)
-        return [self._matrix_of(plan, judged) for plan in plans], rest
+        return ([self._matrix_of(plan, judged, identical) for plan in plans],
+                _after(judged, len(pairs)))
 
     def clustering_matrices(self, questions: list[str], answers: list[list[str]], rule: str,
-                            extra: list[tuple[str, str]] = (), input_format: str = "pair"
-                            ) -> tuple[list[NLIMatrix], PairVerdicts]:
+                            extra: list[tuple[str, str]] = (), input_format: str = "pair",
+                            identical: str = "model") -> tuple[list[NLIMatrix], PairVerdicts]:
         """:meth:`matrices_and_pairs` judging only the pairs the first-member clustering reads
         (:func:`~mars_demo.core.clustering.pending_pairs` under ``rule``): one round per
         cluster, every question's pairs of a round (and, in the first, the ``extra`` pairs) in
         one :meth:`judge` call. The pairs never read are None in the labels and the
-        probabilities; answers equal after normalization (exactly equal for ``"paper-code"``)
-        are "entailment" without a call, as in :meth:`matrix`. ``passes`` of the returned
-        verdicts counts every round's forward passes."""
+        probabilities (the diagonal too, which the clustering never reads); with ``identical``
+        ``"rule"`` exactly equal texts are "entailment" (1, 0, 0) without a call, as in
+        :meth:`matrix`. ``passes`` of the returned verdicts counts every round's forward
+        passes."""
         from ..core.clustering import pending_pairs
 
         check_choice("input_format", input_format, INPUT_FORMATS)
+        check_choice("identical", identical, IDENTICAL_TEXTS)
         states = []
         for question, texts in zip(questions, answers):
-            norm = [normalize_answer(a) for a in texts] if input_format == "pair" else list(texts)
             n = len(texts)
-            labels = [["entailment" if i == j or norm[i] == norm[j] else None
-                       for j in range(n)] for i in range(n)]
+            labels, probabilities, _ = one_judgement(texts, [[None] * n for _ in range(n)],
+                                                     identical)
             states.append({"question": question, "texts": list(texts), "labels": labels,
-                           "probabilities": [[None] * n for _ in range(n)], "cut": [],
-                           "unknown": [], "judged": 0})
+                           "probabilities": probabilities, "cut": [], "unknown": [],
+                           "judged": 0})
         rest, passes = None, 0
         while True:
             asks = [(state, i, j) for state in states
@@ -310,29 +306,35 @@ class NLIModel:
                 st["cut"] += [(i, j)] if x in judged.truncated else []
                 st["unknown"] += [(i, j)] if x in judged.unknown else []
             if rest is None:
-                n = len(pairs)
-                rest = PairVerdicts(labels=judged.labels[n:],
-                                    probabilities=judged.probabilities[n:],
-                                    truncated=[k - n for k in judged.truncated if k >= n],
-                                    unknown=[k - n for k in judged.unknown if k >= n])
+                rest = _after(judged, len(pairs))
         rest = rest or PairVerdicts()
         rest.passes = passes
-        return [NLIMatrix(st["labels"], st["probabilities"],
-                          degraded(st["cut"], st["unknown"], st["judged"])) for st in states], rest
+        matrices = []
+        for st in states:
+            labels, probabilities, by_rule = one_judgement(st["texts"], st["probabilities"],
+                                                           identical)
+            matrices.append(NLIMatrix(labels, probabilities,
+                                      degraded(st["cut"], st["unknown"], st["judged"]), by_rule))
+        return matrices, rest
 
     @staticmethod
-    def _matrix_of(plan, judged: PairVerdicts) -> NLIMatrix:
+    def _matrix_of(plan, judged: PairVerdicts, identical: str) -> NLIMatrix:
         """One question's :class:`NLIMatrix` from its part of the judged pairs."""
-        texts, norm, needed, keys, start = plan
+        texts, needed, start = plan
+        keys = list(needed)
         mine = range(start, start + len(keys))
-        found = {k: (judged.labels[start + x], judged.probabilities[start + x])
-                 for x, k in enumerate(keys)}
+        found = {k: judged.probabilities[start + x] for x, k in enumerate(keys)}
         cut = [needed[keys[k - start]] for k in judged.truncated if k in mine]
         unk = [needed[keys[k - start]] for k in judged.unknown if k in mine]
-        warnings = degraded(cut, unk, len(keys))
-        n = len(norm)
-        labels = [["entailment" if norm[i] == norm[j] else found[(texts[i], texts[j])][0]
-                   for j in range(n)] for i in range(n)]
-        probabilities = [[list(found[(texts[i], texts[j])][1]) for j in range(n)]
-                         for i in range(n)]
-        return NLIMatrix(labels, probabilities, warnings)
+        probabilities = [[found.get((a, b)) for b in texts] for a in texts]
+        labels, probabilities, by_rule = one_judgement(texts, probabilities, identical)
+        return NLIMatrix(labels, probabilities, degraded(cut, unk, len(keys)), by_rule)
+
+
+def _after(judged: PairVerdicts, n: int) -> PairVerdicts:
+    """The verdicts of the pairs after the first ``n`` of ``judged`` (the extra pairs), with
+    their indices counted from there; ``passes`` those of the whole call."""
+    return PairVerdicts(labels=judged.labels[n:], probabilities=judged.probabilities[n:],
+                        truncated=[k - n for k in judged.truncated if k >= n],
+                        unknown=[k - n for k in judged.unknown if k >= n],
+                        passes=judged.passes)

@@ -102,9 +102,9 @@ QUEUE_ELAPSED = " Waited {elapsed} s."
 # --- displays that must not mislead -------------------------------------------------------------
 
 SCORING_SHORT = {"length_normalized": "LN", "mars": "MARS"}  # x labels of the uncertainty panels
-PLOT_NLI_SELF = ("answer #{number} with itself: not compared, one meaning by definition "
+PLOT_NLI_SELF = ("answer #{number} with itself: {label}; the clustering does not read it "
                  "(blank)<br>{answer}")
-PLOT_NLI_IDENTICAL = "{label} (identical texts: one meaning by definition, whatever the model says)"
+PLOT_NLI_BY_RULE = "{label} (identical texts: decided by the rule, not the model)"
 PLOT_NLI_NOT_JUDGED = ("answer #{premise} against #{hypothesis}: not judged (the clustering did "
                        "not need this pair)")
 NLI_TABLE_NOT_JUDGED = "not judged"

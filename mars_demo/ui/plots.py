@@ -112,9 +112,9 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
     code = {name: i for i, name in enumerate(NLI_ORDER)}
     n = len(answers)
     axis = [f"#{i + 1}" for i in range(n)]
-    # The diagonal (an answer with itself) is one meaning by definition, not a verdict: it is
-    # left blank (None = no cell) and says so, instead of looking like a model's "entailment";
-    # so is a pair the NLI was not asked (None: the clustering did not read it).
+    # The diagonal (an answer with itself) is not read by the clustering: it is left blank
+    # (None = no cell) and its hover says what judged it, instead of looking like a verdict the
+    # clustering used; so is a pair the NLI was not asked (None: the clustering did not read it).
     blank = [[i == j or labels[i][j] is None for j in range(n)] for i in range(n)]
     z = [[None if blank[i][j] else code.get(labels[i][j], 1) for j in range(n)]
          for i in range(n)]
@@ -126,15 +126,21 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
         for i in range(n)
     ]
 
+    by_rule = {tuple(pair) for pair in result.nli.by_rule}
+
+    def verdict(i: int, j: int) -> str:
+        if labels[i][j] is None:
+            return texts.NLI_TABLE_NOT_JUDGED
+        label = plot_text(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
+        return texts.PLOT_NLI_BY_RULE.format(label=label) if (i, j) in by_rule else label
+
     def hover_of(i: int, j: int) -> str:
         if i == j:
             answer = plot_text(_short(answers[i], 80))
-            return texts.PLOT_NLI_SELF.format(number=i + 1, answer=answer)
+            return texts.PLOT_NLI_SELF.format(number=i + 1, answer=answer, label=verdict(i, i))
         if labels[i][j] is None:
             return texts.PLOT_NLI_NOT_JUDGED.format(premise=i + 1, hypothesis=j + 1)
-        label = plot_text(texts.PLOT_NLI_LABELS.get(labels[i][j], labels[i][j]))
-        if answers[i] == answers[j]:  # the engine does not run identical texts either
-            label = texts.PLOT_NLI_IDENTICAL.format(label=label)
+        label = verdict(i, j)
         return texts.PLOT_NLI_HOVER.format(
             premise=plot_text(_short(answers[i], 80)),
             hypothesis=plot_text(_short(answers[j], 80)),

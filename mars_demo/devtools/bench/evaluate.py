@@ -37,6 +37,8 @@ from .spec import SCHEMA, SPECS, BenchError, questions
 
 GPU_TARGET_S_PER_QUESTION = 0.2
 DEFAULT_BATCH_SIZES = (1, 4, 16, 32)
+
+
 def _stage_sums(results) -> dict[str, float]:
     keys = ("generate", "logprobs", "importance", "alignment", "nli", "uncertainty")
     return {k: sum(r.timings_s.get(k, 0.0) for r in results) for k in keys}
@@ -84,9 +86,7 @@ def run(
 
 def _run(paths, llm_shape, spec, cuda, n_questions, batch_sizes, samples, answer_tokens, seed,
          log) -> dict[str, Any]:
-    import torch
-    import transformers
-
+    """The models loaded, one untimed warm-up, then the questions at each batch size."""
     load_avg_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     _, engine, _ = load_engine(paths, spec, samples, answer_tokens, seed, log)
     llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
@@ -100,35 +100,54 @@ def _run(paths, llm_shape, spec, cuda, n_questions, batch_sizes, samples, answer
         for size in batch_sizes:
             size = min(size, n_questions)
             log(f"batch size {size}: {n_questions} questions ...")
-            snap = inst.snapshot()
-            sync = torch.cuda.synchronize if cuda else (lambda: None)
-            sync()
-            t0 = time.perf_counter()
-            results = []
-            for first in range(0, n_questions, size):
-                answers = engine.generate_many(qs[first:first + size])
-                results += engine.score_many(answers)
-            sync()
-            total = time.perf_counter() - t0
-            counts = inst.since(snap)
-            greedy_of[size] = [r.greedy.text for r in results]
-            rows.append({
-                "batch_questions": size,
-                "seconds": total,
-                "s_per_question": total / n_questions,
-                "questions_per_s": n_questions / total,
-                "stages_s_per_question": {k: v / n_questions
-                                          for k, v in _stage_sums(results).items()},
-                "generate_calls": counts["generate_calls"],
-                "importance_passes": counts["importance"],
-                "nli_passes": counts["nli"],
-                "all_answers_full_length": all(
-                    len(a.tokens) == answer_tokens for r in results
-                    for a in [r.greedy, *r.samples]),
-            })
-            log(f"batch size {size}: {total / n_questions:.3f} s/question")
+            row, greedy_of[size] = _batch_row(engine, inst, qs, size, answer_tokens, cuda)
+            rows.append(row)
+            log(f"batch size {size}: {row['s_per_question']:.3f} s/question")
     finally:
         inst.close()
+    return _figures(rows, greedy_of, llm, llm_shape, spec, cuda, n_questions, batch_sizes,
+                    samples, answer_tokens, seed, load_avg_start)
+
+
+def _batch_row(engine, inst, qs: list[str], size: int, answer_tokens: int, cuda: bool
+               ) -> tuple[dict[str, Any], list[str]]:
+    """The questions ``qs`` through the engine in batches of ``size``, timed: (their row of the
+    figures, each question's greedy answer)."""
+    import torch
+
+    n_questions = len(qs)
+    snap = inst.snapshot()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    results = []
+    for first in range(0, n_questions, size):
+        answers = engine.generate_many(qs[first:first + size])
+        results += engine.score_many(answers)
+    sync()
+    total = time.perf_counter() - t0
+    counts = inst.since(snap)
+    return {
+        "batch_questions": size,
+        "seconds": total,
+        "s_per_question": total / n_questions,
+        "questions_per_s": n_questions / total,
+        "stages_s_per_question": {k: v / n_questions for k, v in _stage_sums(results).items()},
+        "generate_calls": counts["generate_calls"],
+        "importance_passes": counts["importance"],
+        "nli_passes": counts["nli"],
+        "all_answers_full_length": all(
+            len(a.tokens) == answer_tokens for r in results for a in [r.greedy, *r.samples]),
+    }, [r.greedy.text for r in results]
+
+
+def _figures(rows, greedy_of, llm, llm_shape, spec, cuda, n_questions, batch_sizes, samples,
+             answer_tokens, seed, load_avg_start) -> dict[str, Any]:
+    """The JSON-ready figures: each batch size's row with its speed-up over batch size 1, the
+    best one, whether the greedy answers agree across sizes, and the target."""
+    import torch
+    import transformers
+
     base = next((r for r in rows if r["batch_questions"] == 1), None)
     for r in rows:
         r["speedup_vs_batch_1"] = (base["s_per_question"] / r["s_per_question"]

@@ -25,21 +25,15 @@ def teacher_forced_logprobs(llm, prompt_ids: list[int], token_ids: list[int]) ->
 
 
 def nli_per_pair(nli, question: str, answers: list[str]) -> tuple[list[list[str]], int]:
-    """The NLI matrix with one model call (batch of 1) per ordered pair; same rule as the engine
-    for answers that are identical after normalization. Returns (labels, model calls)."""
-    from ...core.clustering import normalize_answer
-
-    norm = [normalize_answer(a) for a in answers]
+    """The NLI matrix with one model call (batch of 1) per ordered pair, each answer against
+    itself too, as the default recipe judges them. Returns (labels, model calls)."""
     n = len(answers)
-    labels = [["entailment"] * n for _ in range(n)]
-    calls = 0
+    labels = [[""] * n for _ in range(n)]
     for i in range(n):
         for j in range(n):
-            if norm[i] != norm[j]:
-                pair = (f"{question} {answers[i]}", f"{question} {answers[j]}")
-                labels[i][j] = nli.verdicts([pair])[0]
-                calls += 1
-    return labels, calls
+            pair = (f"{question} {answers[i]}", f"{question} {answers[j]}")
+            labels[i][j] = nli.verdicts([pair])[0]
+    return labels, n * n
 
 
 def _pad_id(llm) -> int:

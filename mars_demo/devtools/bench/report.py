@@ -9,7 +9,6 @@ from typing import Any, Callable
 from .summary import ratio
 
 
-
 def x1(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}x"
 
@@ -23,9 +22,18 @@ def pct(v: float | None) -> str:
 
 
 def format_report(d: dict[str, Any]) -> str:
+    """The benchmark's figures as text: what ran, the stages against the reference path, the
+    other methods' cost, the NLI models, generation and the first token, the comparison of
+    results, and the targets."""
+    return "\n".join([*_header(d), *_stage_table(d), *_method_lines(d), "", *_nli_lines(d),
+                      *_generation_lines(d), *_comparison_lines(d), "", "targets:",
+                      *_target_lines(d)])
+
+
+def _header(d: dict[str, Any]) -> list[str]:
     sh, se, m = d["shapes"], d["settings"], d["machine"]
     where = m["gpu"] or f"{m['cpu_count']} CPU cores, {m['torch_threads']} torch threads"
-    lines = [
+    return [
         f"MARS benchmark on {m['device']} ({where})",
         f"LLM like {sh['llm_like']}: {sh['llm_params_m']:.0f}M params, "
         f"vocab {sh['llm_vocab_size']:,}, "
@@ -36,16 +44,20 @@ def format_report(d: dict[str, Any]) -> str:
         f"{se['prompt_tokens']} tokens; median of {se['repeats']} runs after "
         f"{se['warmup']} warm-up",
         "",
-        f"{'stage':<22}{'fast s':>10}{'share':>9}{'reference s':>14}{'speed-up':>10}",
     ]
+
+
+def _stage_table(d: dict[str, Any]) -> list[str]:
+    """Each stage's seconds, share of the total and speed-up over the reference path."""
+    lines = [f"{'stage':<22}{'fast s':>10}{'share':>9}{'reference s':>14}{'speed-up':>10}"]
     names = {"generation": "prefill + generation", "logprobs": "log-probs",
-             "importance": "importance", "nli": f"NLI ({sh['nli']})",
+             "importance": "importance", "nli": f"NLI ({d['shapes']['nli']})",
              "methods": "other methods", "rest": "rest"}
     for s, v in d["stages"].items():
         ref = d["reference_generation_s"] if s == "generation" else d["reference_stages"].get(s)
         lines.append(f"{names[s]:<22}{v:>10.3f}{pct(d['stage_share'][s]):>9}"
                      f"{'-' if ref is None else f'{ref:.3f}':>14}{x1(d['speedup'].get(s)):>10}")
-    lines += [
+    return lines + [
         f"{'total':<22}{d['total_s']:>10.3f}",
         f"{'after generation':<22}{d['after_generation_s']:>10.3f}"
         f"{pct(d['after_generation_share_of_generation']):>9}"
@@ -53,15 +65,20 @@ def format_report(d: dict[str, Any]) -> str:
         f"{x1(d['speedup_after_generation']):>10}   (share = of generation time)",
         "",
     ]
+
+
+def _method_lines(d: dict[str, Any]) -> list[str]:
+    """The free methods' cost, the token statistics', semantic density's extra NLI pairs and
+    the opt-in methods'."""
     mc = d["method_costs"]
-    lines.append(
+    lines = [
         f"other methods ({len(mc['methods_asked'])} free ones asked: "
         f"{', '.join(mc['methods_asked'])}): "
         f"{d['stages']['methods']:.4f} s = "
         f"{pct(d['methods_share_of_after_generation'])} of after generation; each recomputed "
         "from the saved inputs (median ms): " + ", ".join(
             f"{k} {1000 * v:.2f}" for k, v in sorted(mc["free_s"].items(),
-                                                     key=lambda kv: -kv[1])))
+                                                     key=lambda kv: -kv[1]))]
     ts = mc.get("token_stats")
     if ts:
         lines.append(
@@ -82,15 +99,18 @@ def format_report(d: dict[str, Any]) -> str:
                      f"model "
                      f"like {mc['similarity_like']}, LARS like {mc['lars_like']}): " + ", ".join(
                          f"{k} {v['seconds']:.3f} s" for k, v in mc["opt_in"].items()))
-    lines.append("")
-    for n in d["nli_models"]:
-        lines.append(
-            f"NLI deberta-{n['shape']}: {n['pairs']} pairs, batched {n['fast_s']:.3f} s vs one per "
-            f"pair {n['reference_s']:.3f} s ({x1(n['speedup'])}); after generation with it "
-            f"{n['after_generation_s']:.3f} s = "
-            f"{pct(ratio(n['after_generation_s'], d['generation_s']))}"
-            " of generation"
-        )
+    return lines
+
+
+def _nli_lines(d: dict[str, Any]) -> list[str]:
+    """Each NLI model batched against one pair at a time, and the NLI step's compute rate."""
+    lines = [
+        f"NLI deberta-{n['shape']}: {n['pairs']} pairs, batched {n['fast_s']:.3f} s vs one per "
+        f"pair {n['reference_s']:.3f} s ({x1(n['speedup'])}); after generation with it "
+        f"{n['after_generation_s']:.3f} s = "
+        f"{pct(ratio(n['after_generation_s'], d['generation_s']))}"
+        " of generation"
+        for n in d["nli_models"]]
     nc = d.get("nli_compute")
     if nc:
         lines.append(
@@ -100,11 +120,14 @@ def format_report(d: dict[str, Any]) -> str:
             f"{nc['seconds']:.3f} s = {nc['gflop_per_s']:.0f} GFLOP/s, "
             f"{pct(nc['share_of_matmul_rate'])} of one plain matrix product's rate of the "
             f"model's width and dtype on this device ({nc['matmul_gflop_per_s']:.0f} GFLOP/s)")
-    ft = d["first_token"]
-    lp = d["llm_forward_passes"]
-    sc = d["static_kv_cache"]
-    c = d["comparison"]
-    lines += [
+    return lines
+
+
+def _generation_lines(d: dict[str, Any]) -> list[str]:
+    """The first token and text, the stages' readiness, generation's calls and KV cache, the
+    forward passes."""
+    ft, lp, sc = d["first_token"], d["llm_forward_passes"], d["static_kv_cache"]
+    return [
         f"first greedy token streamed {ft['first_token_s']:.3f} s after the call; prefill "
         f"{ft['prefill_s']:.3f} s (started at {ft['prefill_start_s']:.3f} s) + one decoding step "
         f"{ft['decode_step_s']:.3f} s = {ft['budget_s']:.3f} s; within in "
@@ -129,7 +152,14 @@ def format_report(d: dict[str, Any]) -> str:
         f"LLM forward passes: fast {lp['fast']} = {lp['generation_steps']} generation steps "
         f"(extra {d['extra_llm_forward_passes']}); reference {lp['reference']}",
         f"importance passes {d['importance_forward_passes']}, NLI passes {d['nli_forward_passes']}",
-        f"results match within {c['tolerance']:g} nats ({sh['llm_compute_dtype']}): "
+    ]
+
+
+def _comparison_lines(d: dict[str, Any]) -> list[str]:
+    """The fast path's results against the reference path's, and the memory peaks."""
+    c = d["comparison"]
+    lines = [
+        f"results match within {c['tolerance']:g} nats ({d['shapes']['llm_compute_dtype']}): "
         f"{'yes' if d['results_match'] else 'NO'} "
         f"(max score diff {c['max_abs_diff']:.2g}, max token log-prob diff "
         f"{c['max_token_logprob_diff']:.2g}, max importance phrase-score diff "
@@ -146,9 +176,11 @@ def format_report(d: dict[str, Any]) -> str:
         if big:
             lines.append(f"  largest {kind} difference: {big['where']}: {big['fast']:.6g} vs "
                          f"{big['reference']:.6g} (diff {big['diff']:.2g})")
-    for line in c["mismatches"][:5]:
-        lines.append(f"  mismatch: {line}")
-    lines += ["", "targets:"]
+    return lines + [f"  mismatch: {line}" for line in c["mismatches"][:5]]
+
+
+def _target_lines(d: dict[str, Any]) -> list[str]:
+    lines = []
     for t in d["targets"].values():
         met = {True: "met", False: "NOT met", None: "reported"}[t["met"]]
         v = t["measured"]
@@ -157,7 +189,7 @@ def format_report(d: dict[str, Any]) -> str:
         elif isinstance(v, dict):
             v = ", ".join(f"{k} {x:.3f}" for k, x in v.items())
         lines.append(f"  [{met}] {t['target']}: {v}")
-    return "\n".join(lines)
+    return lines
 
 
 def run_and_emit(make: Callable[[], dict[str, Any]], argv: list[str], json_path: str | None,

@@ -34,7 +34,6 @@ from .spec import QUESTION, SPECS, BenchError
 from .summary import stages_of, summarize_runs
 
 
-
 def run_benchmark(
     llm_shape: str = "cpu",
     *,
@@ -117,109 +116,29 @@ def load_engine(paths, spec, samples: int, answer_tokens: int, seed: int, log):
 def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, question,
          tolerance, reference_generation_repeats, other_nli_repeats, seed, perturb,
          load_avg_start, opt_in_methods, log):
+    """The models loaded, the timed runs, the NLI step's operations, the other NLI shape and
+    the methods' costs, summed up (:func:`~.summary.summarize_runs`)."""
     import torch
     import transformers
 
-    from ...models.registry import load_nli
-
     settings, engine, load_s = load_engine(paths, spec, samples, answer_tokens, seed, log)
     llm, importance, nli = engine.models.llm, engine.models.importance, engine.models.nli
-    handles = {"llm": llm, "importance": importance, "nli": nli}
-    dtype = compute_dtype(llm)
     if tolerance is None:
-        tolerance = default_tolerance(dtype)
+        tolerance = default_tolerance(compute_dtype(llm))
     inst = Instrument(llm, importance, nli, len(llm.tokenizer))
     rss_after_load = rss_mb()
-
-    runs: list[dict[str, Any]] = []
     gpu_peak = {"allocated": 0, "reserved": 0}
     try:
-        for k in range(warmup + repeats):
-            timed = k >= warmup
-            label = f"repeat {k - warmup + 1}/{repeats}" if timed else "warm-up"
-            log(f"{label}: analysis ...")
-            run = _fast_run(engine, inst, question, cuda, gpu_peak if timed else None)
-            answers = run.pop("answers")
-            last = (answers, run.pop("result"))
-            # the same generation the way it was done before (greedy, then the samples), and a
-            # greedy answer alone: generation figures measured in this run, on warm models
-            log(f"{label}: two-call generation and greedy-only generation ...")
-            snap = inst.snapshot()
-            run["two_call_generation_s"] = two_call_generation(llm, run["prompt_ids"], settings)
-            run["two_call_generate_calls"] = inst.since(snap)["generate_calls"]
-            run["greedy_only_s"] = greedy_only_generation(llm, run["prompt_ids"], settings)
-            run["other_cache"] = other_cache_generation(llm, run["prompt_ids"], settings, answers)
-            if not timed:  # the reference path uses the same, now warm, models and kernels
-                continue
-            gens = answers.answers
-            run["answer_tokens"] = [len(g.token_ids) for g in gens]
-            shown = max(1, run["tokens_before_first_text"] or 1)
-            run["greedy_first_tokens"] = [llm.tokenizer.decode([i])
-                                          for i in gens[0].token_ids[:shown]]
-            log(f"{label}: reference path (after generation) ...")
-            snap = inst.snapshot()
-            ref_summary, ref_t, ref_phrases = reference_after_generation(
-                handles, answers, settings, perturb
-            )
-            ref_counts = inst.since(snap)
-            run["reference"] = {"stages": ref_t, "forwards": ref_counts,
-                                "nli_calls": ref_summary.pop("nli_calls")}
-            run["comparison"] = compare(run.pop("summary"), ref_summary, tolerance)
-            compare_phrases(run["comparison"], run.pop("phrases"), ref_phrases)
-            if k - warmup < reference_generation_repeats:
-                log(f"{label}: reference generation (samples one at a time) ...")
-                snap = inst.snapshot()
-                run["reference"]["generation_s"] = reference_generation(
-                    llm, run["prompt_ids"], settings)
-                run["reference"]["generation_forwards"] = inst.since(snap)["llm"]
-            run["sample_texts"] = [g.text for g in gens[1:]]
-            run["greedy_text"] = gens[0].text
-            runs.append(run)
+        runs, last = _timed_runs(engine, inst, settings, question, cuda, warmup, repeats,
+                                 reference_generation_repeats, perturb, tolerance, gpu_peak, log)
         peak_rss_main = peak_rss_mb()
         log("counting the NLI step's operations ...")
         nli_s = statistics.median(stages_of(r["timings_s"], r["total_s"])["nli"] for r in runs)
         greedy = runs[-1]["greedy_text"] if "greedy_nli" in last[1].method_inputs else None
         compute = nli_compute(nli, question, runs[-1]["sample_texts"], nli_s, cuda, greedy)
-
-        # The other NLI shape, on the same sampled answers.
-        log(f"timing the {spec['other_nli']}-shaped NLI model ...")
-        other = load_nli(str(paths["other_nli"]))
-        other_runs = []
-        if warmup:
-            other.matrix(question, runs[0]["sample_texts"])
-        for k in range(other_nli_repeats):
-            texts = runs[k % len(runs)]["sample_texts"]
-            t = time.perf_counter()
-            fast_labels = other.matrix(question, texts).labels
-            fast_s = time.perf_counter() - t
-            t = time.perf_counter()
-            ref_labels, calls = nli_per_pair(other, question, texts)
-            ref_s = time.perf_counter() - t
-            other_runs.append({"fast_s": fast_s, "reference_s": ref_s, "calls": calls,
-                               "labels_match": fast_labels == ref_labels})
-        del other
-
-        log("timing each free method ...")
-        costs = {"free": free_method_costs(last[1]), "opt_in": None,
-                 "semantic_density_nli": extra_nli_pairs(last[1])}
-        log("timing the token statistics (entropy, KL from uniform) against the log-probs ...")
-        costs["token_stats"] = token_stats_cost(len(llm.tokenizer), samples + 1,
-                                                max(len(g.token_ids) for g in last[0].answers))
-        if opt_in_methods:
-            from ..tiny.lars import build_lars
-
-            root = pathlib.Path(paths["llm"]).parent
-            tiny = llm_shape == "tiny"
-            log("timing the opt-in methods (random similarity and LARS models) ...")
-            build_similarity(root / "similarity", "tiny" if tiny else "large", seed, paths["nli"])
-            lars_dir = root / ("lars-tiny" if tiny else "lars-base")
-            if not (lars_dir / "config.json").is_file():
-                build_lars(lars_dir, paths["nli"], shape="tiny" if tiny else "base", seed=seed,
-                           initializer_range=0.5 if tiny else 0.02)
-            costs["opt_in"] = opt_in_method_costs(engine, settings, last[0], last[1],
-                                                  str(root / "similarity"), str(lars_dir))
-            costs["similarity_like"] = "tiny" if tiny else SIMILARITY_LIKE
-            costs["lars_like"] = "tiny" if tiny else LARS_LIKE
+        other_runs = _other_nli_runs(paths, spec, question, runs, warmup, other_nli_repeats, log)
+        costs = _method_costs(engine, settings, last, paths, llm_shape, seed, opt_in_methods,
+                              log)
     finally:
         inst.close()
 
@@ -233,6 +152,116 @@ def _run(paths, llm_shape, spec, cuda, repeats, warmup, answer_tokens, samples, 
         peak_rss_main=peak_rss_main, gpu_peak=gpu_peak, load_avg_start=load_avg_start,
         perturb=perturb, torch_version=torch.__version__, tf_version=transformers.__version__,
     )
+
+
+def _timed_runs(engine, inst, settings, question, cuda, warmup, repeats,
+                reference_generation_repeats, perturb, tolerance, gpu_peak, log):
+    """The warm-up runs, then the timed ones: the engine's analysis, the generation variants
+    and, timed, the reference path on the same answers. Returns (the timed runs, the last
+    run's (answers, result))."""
+    llm = engine.models.llm
+    runs: list[dict[str, Any]] = []
+    for k in range(warmup + repeats):
+        timed = k >= warmup
+        label = f"repeat {k - warmup + 1}/{repeats}" if timed else "warm-up"
+        log(f"{label}: analysis ...")
+        run = _fast_run(engine, inst, question, cuda, gpu_peak if timed else None)
+        answers = run.pop("answers")
+        last = (answers, run.pop("result"))
+        # the same generation the way it was done before (greedy, then the samples), and a
+        # greedy answer alone: generation figures measured in this run, on warm models
+        log(f"{label}: two-call generation and greedy-only generation ...")
+        snap = inst.snapshot()
+        run["two_call_generation_s"] = two_call_generation(llm, run["prompt_ids"], settings)
+        run["two_call_generate_calls"] = inst.since(snap)["generate_calls"]
+        run["greedy_only_s"] = greedy_only_generation(llm, run["prompt_ids"], settings)
+        run["other_cache"] = other_cache_generation(llm, run["prompt_ids"], settings, answers)
+        if not timed:  # the reference path uses the same, now warm, models and kernels
+            continue
+        _reference_run(run, engine, inst, answers, settings, perturb, tolerance,
+                       k - warmup < reference_generation_repeats, label, log)
+        runs.append(run)
+    return runs, last
+
+
+def _reference_run(run, engine, inst, answers, settings, perturb, tolerance,
+                   generation: bool, label: str, log) -> None:
+    """Add to a timed ``run`` the reference path after generation on its answers, compared
+    with the engine's results, and with ``generation`` the samples generated one at a time."""
+    llm = engine.models.llm
+    handles = {"llm": llm, "importance": engine.models.importance, "nli": engine.models.nli}
+    gens = answers.answers
+    run["answer_tokens"] = [len(g.token_ids) for g in gens]
+    shown = max(1, run["tokens_before_first_text"] or 1)
+    run["greedy_first_tokens"] = [llm.tokenizer.decode([i]) for i in gens[0].token_ids[:shown]]
+    log(f"{label}: reference path (after generation) ...")
+    snap = inst.snapshot()
+    ref_summary, ref_t, ref_phrases = reference_after_generation(handles, answers, settings,
+                                                                 perturb)
+    ref_counts = inst.since(snap)
+    run["reference"] = {"stages": ref_t, "forwards": ref_counts,
+                        "nli_calls": ref_summary.pop("nli_calls")}
+    run["comparison"] = compare(run.pop("summary"), ref_summary, tolerance)
+    compare_phrases(run["comparison"], run.pop("phrases"), ref_phrases)
+    if generation:
+        log(f"{label}: reference generation (samples one at a time) ...")
+        snap = inst.snapshot()
+        run["reference"]["generation_s"] = reference_generation(llm, run["prompt_ids"], settings)
+        run["reference"]["generation_forwards"] = inst.since(snap)["llm"]
+    run["sample_texts"] = [g.text for g in gens[1:]]
+    run["greedy_text"] = gens[0].text
+
+
+def _other_nli_runs(paths, spec, question, runs, warmup, repeats, log) -> list[dict[str, Any]]:
+    """The NLI shape the preset does not use, on the same sampled answers: batched against one
+    pair at a time."""
+    from ...models.registry import load_nli
+
+    log(f"timing the {spec['other_nli']}-shaped NLI model ...")
+    other = load_nli(str(paths["other_nli"]))
+    other_runs = []
+    if warmup:
+        other.matrix(question, runs[0]["sample_texts"])
+    for k in range(repeats):
+        texts = runs[k % len(runs)]["sample_texts"]
+        t = time.perf_counter()
+        fast_labels = other.matrix(question, texts).labels
+        fast_s = time.perf_counter() - t
+        t = time.perf_counter()
+        ref_labels, calls = nli_per_pair(other, question, texts)
+        ref_s = time.perf_counter() - t
+        other_runs.append({"fast_s": fast_s, "reference_s": ref_s, "calls": calls,
+                           "labels_match": fast_labels == ref_labels})
+    return other_runs
+
+
+def _method_costs(engine, settings, last, paths, llm_shape, seed, opt_in_methods,
+                  log) -> dict[str, Any]:
+    """The free methods' seconds each, the token statistics', semantic density's extra pairs
+    and, with ``opt_in_methods``, the opt-in methods' (random similarity and LARS models)."""
+    llm = engine.models.llm
+    log("timing each free method ...")
+    costs = {"free": free_method_costs(last[1]), "opt_in": None,
+             "semantic_density_nli": extra_nli_pairs(last[1])}
+    log("timing the token statistics (entropy, KL from uniform) against the log-probs ...")
+    costs["token_stats"] = token_stats_cost(len(llm.tokenizer), settings.samples + 1,
+                                            max(len(g.token_ids) for g in last[0].answers))
+    if opt_in_methods:
+        from ..tiny.lars import build_lars
+
+        root = pathlib.Path(paths["llm"]).parent
+        tiny = llm_shape == "tiny"
+        log("timing the opt-in methods (random similarity and LARS models) ...")
+        build_similarity(root / "similarity", "tiny" if tiny else "large", seed, paths["nli"])
+        lars_dir = root / ("lars-tiny" if tiny else "lars-base")
+        if not (lars_dir / "config.json").is_file():
+            build_lars(lars_dir, paths["nli"], shape="tiny" if tiny else "base", seed=seed,
+                       initializer_range=0.5 if tiny else 0.02)
+        costs["opt_in"] = opt_in_method_costs(engine, settings, last[0], last[1],
+                                              str(root / "similarity"), str(lars_dir))
+        costs["similarity_like"] = "tiny" if tiny else SIMILARITY_LIKE
+        costs["lars_like"] = "tiny" if tiny else LARS_LIKE
+    return costs
 
 
 def compute_dtype(llm) -> str:

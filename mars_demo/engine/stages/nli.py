@@ -1,6 +1,8 @@
 """The NLI stage: the verdict and the (entailment, neutral, contradiction) probabilities of every
-ordered pair of sampled answers, all questions' needed pairs in one batched pass; those of an
-earlier result of the same answers are reused.
+ordered pair of sampled answers, all questions' needed pairs in one batched pass, one judgement
+per pair (the label the arg-max of the probabilities; identical texts the model's or the recipe's
+rule, :attr:`~mars_demo.recipes.Recipe.identical_texts`); those of an earlier result of the same
+answers are reused as they are when they are one judgement per pair under the same rule.
 
 When a method that reads it is asked for (Semantic Density, :mod:`mars_demo.methods.density`),
 the same pass also judges "question greedy answer" (premise) against "question sample" for each
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ...core.clustering import one_judgement
 from ...methods import METHODS
 from ...models import registry
 from ...recipes import Resolved
@@ -31,7 +34,9 @@ from .base import ScoringContext
 def reusable(job: ScoringJob, run: Resolved) -> bool:
     """Whether the job's earlier result (``reuse``) holds NLI verdicts valid for it now: the
     same question, the same sample texts, the same NLI model and recipe, and their
-    probabilities (an analysis of schema 2 has only the labels: its NLI runs again)."""
+    probabilities, one judgement per pair (an analysis of schema 2 has only the labels, and
+    one of schema 3 may hold a rule's label beside the model's probabilities: their NLI runs
+    again)."""
     reuse, s = job.reuse, run.settings
     return (
         reuse is not None
@@ -44,7 +49,19 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
         and (reuse.settings.get("nli_pairs", "all") == "all"
              or (s.nli_pairs == "clustering" and reuse.settings.get("cluster_rule")
                  == s.cluster_rule))
+        and one_judgement_each(reuse.nli, run.recipe.identical_texts)
     )
+
+
+def one_judgement_each(nli: NLIResult, identical: str) -> bool:
+    """Whether a saved NLI record is what :func:`~mars_demo.core.clustering.one_judgement`
+    makes of its probabilities under ``identical``: every label the arg-max of its
+    probabilities, the identical texts' pairs decided (and listed) as the rule says."""
+    try:
+        made = one_judgement(nli.answers, nli.probabilities, identical)
+    except (TypeError, ValueError):  # a record of another shape: judged again
+        return False
+    return made == (nli.labels, nli.probabilities, nli.by_rule)
 
 
 GREEDY_KEY = "greedy_nli"
@@ -114,7 +131,7 @@ class NLIStage:
         return () if all(reusable(job, run) for job in jobs) and not greedy else ("nli",)
 
     def __call__(self, jobs: list[ScoringJob], ctx: ScoringContext) -> None:
-        fmt = ctx.run.recipe.nli_input_format
+        fmt, identical = ctx.run.recipe.nli_input_format, ctx.run.recipe.identical_texts
         fresh = []
         for job in jobs:
             texts = [a.text for a in job.scored[1:]]
@@ -122,7 +139,8 @@ class NLIStage:
                 reuse = job.reuse
                 job.nli = NLIResult(answers=texts, labels=reuse.nli.labels,
                                     warnings=list(reuse.nli.warnings),
-                                    probabilities=reuse.nli.probabilities)
+                                    probabilities=reuse.nli.probabilities,
+                                    by_rule=list(reuse.nli.by_rule))
                 job.nli_model_id = reuse.settings["nli"]
             else:
                 job.nli = NLIResult(answers=texts, labels=[], warnings=[])
@@ -145,13 +163,16 @@ class NLIStage:
             if (ctx.run.settings.nli_pairs == "clustering"
                     and ctx.run.recipe.clustering_algorithm == "first-member"):
                 matrices, judged = ctx.nli.clustering_matrices(
-                    questions, answers, ctx.run.settings.cluster_rule, extra, input_format=fmt)
+                    questions, answers, ctx.run.settings.cluster_rule, extra, input_format=fmt,
+                    identical=identical)
             else:  # every pair (the all-pairs algorithm reads every one anyway)
                 matrices, judged = ctx.nli.matrices_and_pairs(questions, answers, extra,
-                                                              input_format=fmt)
+                                                              input_format=fmt,
+                                                              identical=identical)
             for job, m in zip(fresh, matrices):
                 job.nli.labels = m.labels
                 job.nli.probabilities = m.probabilities
+                job.nli.by_rule = m.by_rule
                 job.nli.warnings.extend(m.warnings)
             for job, distinct, start in greedy_jobs:
                 job.greedy_nli = greedy_entry(job, ctx.nli.model_id, distinct, judged, start)

@@ -7,14 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from typing import Any
 
+from ...flags import add_model_flags, settings_from
 from . import common
 
 HELP = "each judge's agreement with human labels (false accepts, false rejects)"
 
 
-def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check-judge", help=HELP,
         description="Check judges against human labels: FILE is JSONL of human-labelled "
@@ -25,21 +26,21 @@ def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
     p.add_argument("--disagreements", action="store_true",
                    help="list every row where a judge and the label differ")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    flags.models(p)
+    add_model_flags(p)
     return p
 
 
-def main(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
-    return common.in_one_process("check-judge", lambda: _check(args, settings_of))
+def main(args: argparse.Namespace) -> int:
+    return common.in_one_process("check-judge", lambda: _check(args))
 
 
-def _check(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
+def _check(args: argparse.Namespace) -> int:
     from .. import judge_check
 
     names = common.judge_names(args, several=True)
     check = judge_check.read_check_set(args.file)
     common.print_problems(check.problems)
-    chosen = [common.make_judge(n, args, lambda: settings_of(args), len(names)) for n in names]
+    chosen = [common.make_judge(n, args, lambda: settings_from(args), len(names)) for n in names]
     results = [judge_check.check_judge(j, check.rows) for j in chosen]
     if args.json:
         print(json.dumps([r.to_dict(args.file) for r in results], indent=2))

@@ -1,5 +1,7 @@
-"""What the ``evaluate`` subcommands share: the flags of a judge and of a report, the one-line
-errors and exit statuses, and the few lines that end a run.
+"""What the ``evaluate`` subcommands share: the flags of a judge, of a report and of a
+calibration, the one-line errors and exit statuses, and the few lines that end a run. (The model
+and per-request flags, and the Settings they give, are :mod:`mars_demo.flags`', as for every
+command.) A subcommand imports this module, never another subcommand.
 
 Exit statuses: 0 done; 1 a line or a question was skipped, or something failed while running
 (finished questions are kept); 2 nothing usable was given (or a flag is wrong).
@@ -9,40 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import judges
+from .. import MEASURES, judges
+from ..checks import VARIANTS
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
-
-
-@dataclass(frozen=True)
-class Flags:
-    """The command line's helpers that build flags from the option schema (they live a floor
-    up, in :mod:`mars_demo.cli`): ``add_option(parser, option, keep_default=...)`` and
-    ``add_llm_help(parser)``."""
-
-    add_option: Callable[..., None]
-    add_llm_help: Callable[[argparse.ArgumentParser], None]
-
-    def models(self, parser: argparse.ArgumentParser, *, keep_default: bool = True) -> None:
-        """The model flags (``--llm``, ``--importance``, ``--nli``...). Without
-        ``keep_default`` a flag not given leaves no attribute, so a run's recorded model can
-        stand in for it."""
-        from ... import options
-
-        for opt in options.MODEL_OPTIONS:
-            self.add_option(parser, opt, keep_default=keep_default)
-        self.add_llm_help(parser)
-
-    def requests(self, parser: argparse.ArgumentParser) -> None:
-        """The per-question options (``--samples``, ``--normalization``...)."""
-        from ... import options
-
-        for opt in options.REQUEST_OPTIONS:
-            self.add_option(parser, opt, keep_default=True)
 
 
 def add_judge(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
@@ -241,3 +216,32 @@ def add_judge_check(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-check", metavar="FILE",
                         help="JSONL of human-labelled answers (question, answers, answer, "
                         "correct): the judge's agreement with them is kept in the report")
+
+
+def add_measure(parser: argparse.ArgumentParser, out_flag: str = "--calibration-out") -> None:
+    """The flags that say what is calibrated and where it goes (``evaluate calibrate``, and
+    ``evaluate run --calibrate``)."""
+    parser.add_argument("--measure", default="semantic_entropy", metavar="ID",
+                        help="the uncertainty: a measure (" + ", ".join(MEASURES)
+                        + ") or any method id the run holds (eigv, num_sets, ...); default "
+                        "semantic_entropy")
+    parser.add_argument("--scoring", choices=VARIANTS, default=None,
+                        help="its scoring or variant: length_normalized, mars, or value for a "
+                        "method that reads no sequence score (default: mars where the method "
+                        "has it, else value)")
+    parser.add_argument(out_flag, metavar="FILE", dest="calibration_out",
+                        help="where the calibration is written (default RUN_DIR/calibration.json)")
+
+
+def calibrate_run(args: argparse.Namespace, run_dir: str) -> int:
+    """Calibrate ``run_dir`` as the flags of :func:`add_measure` say; its held-out quality on
+    stderr."""
+    from ..calibration import calibrate, load
+
+    path = calibrate(run_dir, args.measure, args.scoring, args.calibration_out,
+                     plots=not args.no_plots)
+    held = load(path).held_out
+    print(f"calibration written to {path}; held out ({held['folds']}-fold): Brier "
+          f"{held['brier']:.4f} (the accuracy alone: {held['brier_constant']:.4f}), ECE "
+          f"{held['ece']:.4f}", file=sys.stderr)
+    return 0

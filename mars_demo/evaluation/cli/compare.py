@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from typing import Any
 
 from . import common
 
 HELP = "B - A over the questions two runs share, with paired bootstrap intervals"
 
 
-def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compare", help=HELP,
         description="Compare two runs: B - A of every metric over the questions both hold, "
@@ -28,7 +28,7 @@ def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
     return p
 
 
-def main(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
+def main(args: argparse.Namespace) -> int:
     return common.in_one_process("compare", lambda: _compare(args), "cannot compare")
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-from typing import Any, Callable
+from typing import Any
 
 from . import common
 
 HELP = "join the shares of one run (evaluate run --shard K/N) into one run folder"
 
 
-def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "merge", help=HELP,
         description="Join the shares of one run (the folders of evaluate run --shard 1/N ... "
@@ -25,7 +25,7 @@ def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
     return p
 
 
-def main(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
+def main(args: argparse.Namespace) -> int:
     return common.in_one_process("merge", lambda: _merge(args), "cannot merge")
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-from typing import Any, Callable
+from typing import Any
 
+from ...flags import add_model_flags, settings_from
 from . import common
 
 HELP = "judge a finished run again into a new run folder (nothing generated or scored again)"
 
 
-def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "rejudge", help=HELP,
         description="Judge a finished run again into --out NEW_DIR: new verdicts and metrics, "
@@ -30,15 +31,15 @@ def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
                    "does not name are judged by --judge")
     common.add_judge_check(p)
     common.add_report(p)
-    flags.models(p, keep_default=False)
+    add_model_flags(p, keep_default=False)
     return p
 
 
-def main(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
-    return common.in_one_process("rejudge", lambda: _rejudge(args, settings_of))
+def main(args: argparse.Namespace) -> int:
+    return common.in_one_process("rejudge", lambda: _rejudge(args))
 
 
-def _rejudge(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
+def _rejudge(args: argparse.Namespace) -> int:
     from .. import judges
     from ..rejudge import rejudge
     from ..runs import RunError, RunFileError, read_run
@@ -50,7 +51,7 @@ def _rejudge(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
         raise RunError(str(err)) from err
     recorded = {**run.manifest.settings,
                 **{k: v for k, v in (run.report.models or {}).items() if v}}
-    settings = settings_of(args, recorded)
+    settings = settings_from(args, recorded)
     if "nli" in judges.entry(name).needs:
         source = ("--nli" if "nli" in vars(args)
                   else f"the one {args.run_dir} recorded; --nli names another")

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-from typing import Any, Callable
+from typing import Any
 
+from ...flags import add_model_flags, add_request_flags, settings_from
 from . import common
-from .calibrate import add_measure, calibrate_run
 
 HELP = "run (or resume) an evaluation on labelled questions (AUROC, AUPRC, PRR, AURAC)"
 
 
-def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "run", help=HELP,
         description="Evaluate the uncertainties on labelled questions: results.jsonl, "
@@ -48,17 +48,16 @@ def add_parser(sub: Any, flags: common.Flags) -> argparse.ArgumentParser:
                    "run without it")
     p.add_argument("--calibrate", action="store_true",
                    help="then calibrate the run (as evaluate calibrate RUN_DIR)")
-    add_measure(p)
-    flags.models(p)
-    flags.requests(p)
+    common.add_measure(p)
+    add_model_flags(p)
+    add_request_flags(p)
     return p
 
 
-def main(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
-    """``settings_of(args)``: the CLI's Settings from the flags."""
-    code = common.guarded(lambda: _evaluate(args, settings_of))
+def main(args: argparse.Namespace) -> int:
+    code = common.guarded(lambda: _evaluate(args))
     if code in (0, common.EXIT_FAILURE) and args.calibrate and _main_process():
-        calibrated = common.guarded(lambda: calibrate_run(args, args.out),
+        calibrated = common.guarded(lambda: common.calibrate_run(args, args.out),
                                     f"cannot calibrate {args.out!r}")
         return calibrated or code
     return code
@@ -72,7 +71,7 @@ def _main_process() -> bool:
     return found is None or found.main
 
 
-def _evaluate(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
+def _evaluate(args: argparse.Namespace) -> int:
     from .. import judge_check
     from ..parallel import processes
     from ..run import EvalConfig, evaluate
@@ -82,7 +81,7 @@ def _evaluate(args: argparse.Namespace, settings_of: Callable[..., Any]) -> int:
     shard = parse_shard(args.shard) if args.shard else None
     here = processes()  # this process, when a launcher started several
     main = here is None or here.main
-    settings = settings_of(args)
+    settings = settings_from(args)
     judge = common.make_judge(name, args, lambda: settings)
     out = pathlib.Path(args.out)
     if args.judge_check and main:
