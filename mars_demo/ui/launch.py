@@ -6,6 +6,7 @@ upload limit, the bounds of what the server keeps per visitor (:mod:`mars_demo.u
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from pathlib import Path
@@ -120,3 +121,18 @@ def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
     if access.public:
         connections.guard_server(app, config, access,
                                  share_url=lambda: getattr(demo, "share_url", None))
+
+
+def stop(demo: gr.Blocks) -> None:
+    """Stop ``demo``'s server as a normal shutdown does (its queue, then its connections), and
+    remove the files Gradio made for it in its cache folder (the downloads it served, the
+    uploads): Gradio removes them in its server's shutdown, which a stop by signal (SIGTERM) did
+    not reach, so they stayed there for good. Called by ``app.py`` however the page ends."""
+    from gradio.route_utils import delete_files_created_by_app
+
+    folders = {Path(file).parent for files in demo.temp_file_sets for file in list(files)}
+    demo.close(verbose=False)
+    delete_files_created_by_app(demo, age=None)
+    for folder in folders:  # Gradio's folder per file (named by its hash), now empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()
