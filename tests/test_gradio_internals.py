@@ -63,7 +63,7 @@ def test_the_queue_keeps_what_the_page_bounds(demo):
     assert isinstance(queue.pending_messages_per_session, LRUCache)
     assert isinstance(queue.pending_event_ids_session, dict)
     for name in ("event_ids_to_events", "event_analytics", "event_queue_per_concurrency_id",
-                 "active_jobs"):
+                 "active_jobs", "_asyncio_tasks"):
         assert hasattr(queue, name), name
     assert list(inspect.signature(Queue.push).parameters) == ["self", "body", "request",
                                                                "username"]
