@@ -122,7 +122,8 @@ def test_the_routes_the_limits_name_exist(demo):
 
 def test_what_the_route_list_and_the_file_door_read(demo):
     """route_list reads the live routes through FastAPI's iter_route_contexts (the routes of
-    included routers with their full path, each with its ``matches``); uploads wraps the
+    included routers with their full path, each with its ``matches``), again when the router's
+    ``_get_routes_version`` changes, and matches Starlette's route path; uploads wraps the
     demo's ``process_api``, which every route's events reach through call_process_api, and
     replaces ``gradio.routes.file_upload_statuses``, which the routes read by that name; stop
     calls delete_files_created_by_app over the demo's temp_file_sets."""
@@ -138,6 +139,13 @@ def test_what_the_route_list_and_the_file_door_read(demo):
     scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join",
              "root_path": "", "path_params": {}}
     assert join[0].matches(scope)[0].name == "FULL"
+    # the list is read again when the router's version of its routes changes
+    from starlette._utils import get_route_path
+
+    version = app.router._get_routes_version()
+    app.get("/added-later")(lambda: None)
+    assert app.router._get_routes_version() != version
+    assert get_route_path({"path": "/root/config", "root_path": "/root"}) == "/config"
     assert "app.get_blocks().process_api(" in inspect.getsource(
         gradio.route_utils.call_process_api)
     assert isinstance(gradio.routes.file_upload_statuses, FileUploadProgress)
