@@ -1,11 +1,11 @@
 """A public page's connections, where the web server (uvicorn, which Gradio 6.17 starts) accepts
 them (covered by tests/test_hostile_server.py).
 
-:func:`guarded_protocol` (:class:`GuardedConnection`, :class:`ConnectionLimits`): a connection must
-send a request's headers within :attr:`Access.header_timeout
-<mars_demo.access.Access.header_timeout>` seconds, on its opening and
-between two requests (uvicorn waits for them without limit: a connection that never finishes them
-holds a file descriptor for good, and ~1,000 of them made the server refuse every connection);
+:func:`guarded_protocol` (:class:`GuardedConnection`, :class:`ConnectionLimits`): a connection
+must send a request's headers within :attr:`Access.header_timeout
+<mars_demo.access.Access.header_timeout>` seconds, on its opening and between two requests
+(uvicorn waits for them without limit: a connection that never finishes them holds a file
+descriptor for good, and ~1,000 of them made the server refuse every connection);
 a request's body may pause at most :attr:`Access.body_timeout
 <mars_demo.access.Access.body_timeout>` seconds and, past that time from its headers, must
 average :data:`~mars_demo.access.MIN_BODY_RATE` (uvicorn waits for a body without limit too: one

@@ -13,10 +13,10 @@ Gradio 6.17 keeps, without bound or for long:
 - per request (``Queue.event_ids_to_events``, ``Queue.event_analytics``,
   ``App.iterators_to_reset``, ``Queue._asyncio_tasks``, ``gradio/queueing.py``,
   ``gradio/routes.py``): the event with its request and input data, its analytics record (which
-  ``/monitoring`` reads), its id and the task that processed it, for the life of the server; the messages of a result nobody reads (``pending_messages_per_session``,
-  up to 2,000 sessions, each queue kept until its session has no event pending): a client that
-  asked for the toggle's re-render again and again without reading grew the server by 0.68 MiB
-  an event.
+  ``/monitoring`` reads), its id and the task that processed it, for the life of the server;
+  the messages of a result nobody reads (``pending_messages_per_session``, up to 2,000
+  sessions, each queue kept until its session has no event pending): a client that asked for
+  the toggle's re-render again and again without reading grew the server by 0.68 MiB an event.
 
 :func:`bound_memory` keeps of these only what the page uses (and hands the C heap's free memory
 back to the system now and then, :func:`trim_heap`): once an event has sent its result,
