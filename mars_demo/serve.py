@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     zero_gpu = zerogpu.active()
 
     from mars_demo.engine import Engine
-    from mars_demo.ui import build_demo, launch_options
+    from mars_demo.ui import build_demo, launch_options, stop
     from mars_demo.downloads import cleanup_stale_downloads, exit_on_sigterm
 
     access = args.access
@@ -246,9 +246,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
                       runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run,
                       example_cache=examples)
-    demo.launch(
-        server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
-    )
+    try:
+        demo.launch(
+            server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)
+        )
+    finally:  # Ctrl-C, SIGTERM (exit_on_sigterm): the files the page made go with it
+        stop(demo)
 
 
 if __name__ == "__main__":

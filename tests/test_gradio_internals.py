@@ -63,7 +63,7 @@ def test_the_queue_keeps_what_the_page_bounds(demo):
     assert isinstance(queue.pending_messages_per_session, LRUCache)
     assert isinstance(queue.pending_event_ids_session, dict)
     for name in ("event_ids_to_events", "event_analytics", "event_queue_per_concurrency_id",
-                 "active_jobs"):
+                 "active_jobs", "_asyncio_tasks"):
         assert hasattr(queue, name), name
     assert list(inspect.signature(Queue.push).parameters) == ["self", "body", "request",
                                                                "username"]
@@ -118,3 +118,41 @@ def test_the_routes_the_limits_name_exist(demo):
     assert DIRECT_ROUTE.search("/gradio_api/run/predict")
     assert DIRECT_ROUTE.search("/gradio_api/component_server")
     assert not DIRECT_ROUTE.search("/gradio_api/queue/join")
+
+
+def test_what_the_route_list_and_the_file_door_read(demo):
+    """route_list reads the live routes through FastAPI's iter_route_contexts (the routes of
+    included routers with their full path, each with its ``matches``), again when the router's
+    ``_get_routes_version`` changes, and matches Starlette's route path; uploads wraps the
+    demo's ``process_api``, which every route's events reach through call_process_api, and
+    replaces ``gradio.routes.file_upload_statuses``, which the routes read by that name; stop
+    calls delete_files_created_by_app over the demo's temp_file_sets."""
+    import gradio.route_utils
+    import gradio.routes
+    from fastapi.routing import iter_route_contexts
+    from gradio.route_utils import FileUploadProgress
+
+    app = gr.routes.App.create_app(demo)
+    routes = list(iter_route_contexts(app.routes))
+    join = [r for r in routes if r.path == "/gradio_api/queue/join"]
+    assert len(join) == 1 and join[0].methods == {"POST"}
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join",
+             "root_path": "", "path_params": {}}
+    assert join[0].matches(scope)[0].name == "FULL"
+    # the list is read again when the router's version of its routes changes
+    from starlette._utils import get_route_path
+
+    version = app.router._get_routes_version()
+    app.get("/added-later")(lambda: None)
+    assert app.router._get_routes_version() != version
+    assert get_route_path({"path": "/root/config", "root_path": "/root"}) == "/config"
+    assert "app.get_blocks().process_api(" in inspect.getsource(
+        gradio.route_utils.call_process_api)
+    assert isinstance(gradio.routes.file_upload_statuses, FileUploadProgress)
+    source = inspect.getsource(gradio.routes.App.create_app)
+    assert "file_upload_statuses.is_tracked(upload_id)" in source
+    assert "file_upload_statuses.stop_tracking(upload_id)" in source
+    assert list(inspect.signature(FileUploadProgress.track).parameters) == ["self", "upload_id"]
+    assert hasattr(demo, "temp_file_sets")
+    assert list(inspect.signature(gradio.route_utils.delete_files_created_by_app).parameters) == [
+        "blocks", "age"]

@@ -9,6 +9,7 @@ Nothing asserts on time; timeouts only keep a hung server from hanging the run.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -112,9 +113,14 @@ def test_results_in_one_session_leave_nothing_behind(big_result):
 
 def test_finished_events_and_idle_sessions_are_let_go(monkeypatch):
     """What the memory test measures, counted: once read, a finished event's records go at the
-    next sweep; an unread result after FINISHED_KEEP_S; a session with a result after
-    SESSION_IDLE_S without an event; a session with no result at once."""
+    next sweep, and the task that processed it (Gradio kept every one for the server's life);
+    an unread result after FINISHED_KEEP_S; a session with a result after SESSION_IDLE_S without
+    an event; a session with no result at once. The sweep hands the C heap's free memory back
+    to the system every TRIM_S."""
     monkeypatch.setattr(memory, "SWEEP_S", 0.0)
+    monkeypatch.setattr(memory, "TRIM_S", 0.0)
+    trims = []
+    monkeypatch.setattr(memory, "trim_heap", lambda: trims.append(1))
     engine = FakeEngine()
     page = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "default"]
     with public_page(engine) as (demo, url), CachedConfig(timeout=60) as http:
@@ -126,11 +132,38 @@ def test_finished_events_and_idle_sessions_are_let_go(monkeypatch):
                    headers=via_proxy("81.2.82.1"), http=http)
         assert len(queue.event_ids_to_events) <= 3  # the last events, not yet swept
         assert len(queue.event_analytics) <= 3
+        assert len(queue._asyncio_tasks) <= 3, len(queue._asyncio_tasks)
+        assert len(trims) >= 30
         assert list(holder.session_data) == [session]  # the one with a result
 
         monkeypatch.setattr(memory, "SESSION_IDLE_S", 0.0)
         page_event(url, "banner", headers=via_proxy("81.2.82.2"), http=http)
         assert session not in holder.session_data
+
+
+def test_the_toggles_views_of_a_result_nobody_holds_go():
+    """The toggle's re-renders are kept by result, held weakly: a result replaced in its session
+    (the visitor's next one) is gone, and its views go at the next render. They stayed until 32
+    newer views pushed them out, about 1.4 MB a pasted scoring of a page (its views of the
+    result it no longer holds)."""
+    class Result:
+        pass
+
+    cache = renders.RenderCache(lambda result, scoring, shade: {"x": f"<p>{scoring}</p>" * 999})
+    first = Result()
+    cache(first, "mars", "weight")
+    cache(first, "length_normalized", "weight")
+    assert len(cache._kept) == 2
+    del first
+    gc.collect()
+    second = Result()
+    assert cache(second, "mars", "weight") == cache(second, "mars", "weight")
+    assert len(cache._kept) == 1  # the views of the result nobody holds went
+
+
+def test_the_c_heaps_free_memory_can_be_handed_back():
+    """glibc's malloc_trim, which the page's sweep calls, is there (Linux with glibc)."""
+    assert memory.trim_heap() is True
 
 
 # --- results nobody reads ----------------------------------------------------------------------

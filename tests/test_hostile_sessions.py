@@ -14,6 +14,7 @@ import httpx
 import psutil
 import pytest
 from test_hostile import PAGE_OPTIONS, QUESTION, public_page, via_proxy
+from test_hostile_memory import CachedConfig
 from ui_helpers import FakeEngine, event_of, page_event, queue_join
 
 from mars_demo import texts
@@ -133,3 +134,28 @@ def test_sessions_without_a_result_make_way_for_none_with_one(monkeypatch):
                 holder[f"mine-{i}"]
         mine = [s for s in holder.session_data if s.startswith("mine-")]
         assert len(mine) == sessions.EMPTY_PER_CLIENT and visitor in holder.session_data
+
+
+@pytest.mark.slow  # 512 analyses
+def test_one_48_keeps_its_share_of_the_stored_results():
+    """The attack: 512 Asks (the example store answers them in a tenth of a second) from 64 /64s
+    of one IPv6 /48, two at a time (what the queue lets a /48 run), each /64 keeping its 8
+    results. The /64s of a /48 were not grouped: they filled the 500 places and erased another
+    visitor's result (its re-render went from 293,517 bytes to 682). Now a /48 keeps
+    RESULTS_PER_NETWORK of them together, and the visitor's result stays."""
+    with public_page(FakeEngine()) as (demo, url), CachedConfig(timeout=60) as http:
+        visitor = uuid.uuid4().hex[:11]
+        page_event(url, "ask", [QUESTION, "mars", *PAGE_OPTIONS], session_hash=visitor,
+                   headers=via_proxy(VISITOR), http=http)
+
+        def ask(i: int) -> None:
+            page_event(url, "ask", [f"Question {i}?", "mars", *PAGE_OPTIONS],
+                       headers=via_proxy(f"2a01:4f8:9:{i % 64:x}::1"), http=http)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(ask, range(64 * sessions.RESULTS_PER_CLIENT)))
+        holder = demo.server_app.state_holder
+        assert visitor in holder.session_data
+        check_the_visitors_result(url, visitor, http)
+        theirs = [s for s in holder.results if holder.client.get(s, "").startswith("2a01:4f8:9:")]
+        assert len(theirs) == sessions.RESULTS_PER_NETWORK == 32, len(theirs)

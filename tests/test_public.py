@@ -31,7 +31,7 @@ from mars_demo import serve as app
 from mars_demo import texts
 from mars_demo.access import Access, check_bem_models, public_reasons
 from mars_demo.clients import is_loopback
-from mars_demo.downloads import LOCK_NAME, PREFIX, DownloadFolder, cleanup_stale_downloads
+from mars_demo.downloads import LOCK_NAME, PREFIX
 from mars_demo.ui import build_demo, launch_options
 from mars_demo.ui.controller import Controller
 from mars_demo.ui.host import EngineHost
@@ -366,42 +366,7 @@ def test_one_client_with_many_parallel_requests_cannot_fill_the_queue(public_url
     assert greedy[0].predict(QUESTION, **SMALL, api_name="/analyze")["question"] == QUESTION
 
 
-# --- download folders ------------------------------------------------------------------------------
-
-
-def test_download_folders_of_dead_servers_go_and_live_ones_stay(tmp_path):
-    dead = tmp_path / f"{PREFIX}dead"
-    dead.mkdir()
-    (dead / LOCK_NAME).write_text("12345\n")
-    old = tmp_path / f"{PREFIX}older-version"
-    old.mkdir()
-    (old / "file").write_text("x")
-    for path in (old / "file", old):
-        os.utime(path, (time.time() - 7200, time.time() - 7200))
-    fresh = tmp_path / f"{PREFIX}older-version-in-use"
-    fresh.mkdir()
-    live = DownloadFolder(parent=tmp_path)  # held by this process, like a running server
-    unrelated = tmp_path / "something-else"
-    unrelated.mkdir()
-    removed = cleanup_stale_downloads(tmp_path)
-    assert sorted(removed) == sorted([dead, old])
-    assert live.path.is_dir() and fresh.is_dir() and unrelated.is_dir()
-    live.remove()
-    assert not live.path.exists()
-
-
-def test_the_server_removes_stale_folders_at_start_and_its_own_when_it_stops(tiny_models, tmp_path):
-    stale = tmp_path / f"{PREFIX}killed-before"
-    stale.mkdir()
-    (stale / LOCK_NAME).write_text("999999\n")
-    with running_app(tiny_models, env={"TMPDIR": str(tmp_path)}) as url:
-        assert not stale.exists()
-        (own,) = list(tmp_path.glob(PREFIX + "*"))
-        answer = page_event(url, "ask", [QUESTION, "mars", *PAGE_OPTIONS])
-        written = list(own.rglob(texts.DOWNLOAD_FILENAME))
-        assert written and answer["mars-error"] == ""
-    assert not own.exists()  # SIGTERM (running_app's terminate) is a clean stop
-    assert not list(tmp_path.glob(PREFIX + "*"))
+# --- download folders (tests/test_stop.py: what a server leaves when it stops) --------------
 
 
 def test_the_public_server_cleaned_up_the_killed_servers_folder(public_url, public_tmp):

@@ -1,10 +1,12 @@
 """What ``demo.launch`` needs besides the page itself: the CSS, the page's script, the theme, the
-upload limit, the bounds of what the server keeps per visitor (:mod:`mars_demo.ui.memory`) and, on
-a public page, the request and connection limits (:mod:`mars_demo.ui.limits`,
-:mod:`mars_demo.ui.connections`)."""
+upload limit, the bounds of what the server keeps per visitor (:mod:`mars_demo.ui.memory`,
+:mod:`mars_demo.ui.uploads`) and, on a public page, the routes it serves
+(:mod:`mars_demo.ui.route_list`) and the request and connection limits
+(:mod:`mars_demo.ui.limits`, :mod:`mars_demo.ui.connections`)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from pathlib import Path
@@ -14,7 +16,7 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.access import Access
-from mars_demo.ui import connections, limits, memory, render, sessions
+from mars_demo.ui import connections, limits, memory, render, route_list, sessions, uploads
 
 ASSETS = Path(__file__).resolve().parent / "assets"  # the page's script, style and examples
 CSS_PATH = ASSETS / "style.css"
@@ -73,7 +75,8 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     """Keyword arguments of ``demo.launch`` that belong to the page: the CSS, the script and the
     theme (Gradio 6 takes them there) and the upload limit. With ``demo`` (built by
     :func:`~mars_demo.ui.layout.build_demo`) also what runs when the server starts
-    (:func:`on_start`) and, on a public page, the request limits
+    (:func:`on_start`) and, on a public page, the list of routes it serves
+    (:class:`~mars_demo.ui.route_list.RouteList`) and the request limits
     (:class:`~mars_demo.ui.limits.RequestLimits`); the server then keeps each connection's own
     address (:func:`~mars_demo.ui.limits.keep_peer_addresses`), so that only the page's
     :class:`~mars_demo.clients.ClientIdentity` reads X-Forwarded-For; and on every page the
@@ -95,10 +98,12 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     if access.public:
         limits.keep_peer_addresses()
         middleware.append(Middleware(
+            route_list.RouteList, access=access,
+            server_functions=route_list.has_server_functions(demo)))
+        middleware.append(Middleware(
             limits.RequestLimits, access=access,
             max_upload_bytes=MAX_UPLOAD + limits.UPLOAD_FRAMING_BYTES,
-            uploads_per_hour=UPLOADS_PER_HOUR,
-            server_functions=limits.has_server_functions(demo)))
+            uploads_per_hour=UPLOADS_PER_HOUR))
     middleware.append(Middleware(sessions.SessionScope, access=access))
     options["app_kwargs"] = {"middleware": middleware}
     return options
@@ -107,10 +112,27 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
 def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
     """When ``demo``'s server starts (``app`` its Starlette app, ``config`` uvicorn's): bound
     what it keeps per visitor and request (:func:`~mars_demo.ui.memory.bound_memory`, which
-    keeps sessions by what they hold); on a public page also guard its connections, hosts and
+    keeps sessions by what they hold; :func:`~mars_demo.ui.uploads.bounded_upload_progress`); on
+    a public page also guard its connections, hosts and
     origins (:func:`~mars_demo.ui.connections.guard_server`)."""
     memory.bound_memory(demo, app, client_of=lambda event: access.client_of(
         getattr(getattr(event, "request", None), "scope", None) or {}))
+    uploads.bounded_upload_progress()
     if access.public:
         connections.guard_server(app, config, access,
                                  share_url=lambda: getattr(demo, "share_url", None))
+
+
+def stop(demo: gr.Blocks) -> None:
+    """Stop ``demo``'s server as a normal shutdown does (its queue, then its connections), and
+    remove the files Gradio made for it in its cache folder (the downloads it served, the
+    uploads): Gradio removes them in its server's shutdown, which a stop by signal (SIGTERM) did
+    not reach, so they stayed there for good. Called by ``app.py`` however the page ends."""
+    from gradio.route_utils import delete_files_created_by_app
+
+    folders = {Path(file).parent for files in demo.temp_file_sets for file in list(files)}
+    demo.close(verbose=False)
+    delete_files_created_by_app(demo, age=None)
+    for folder in folders:  # Gradio's folder per file (named by its hash), now empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()

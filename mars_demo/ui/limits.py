@@ -7,11 +7,11 @@ it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/te
   (``/queue/join``, ``/call/<api_name>``, ``/call/v2/...``): a client holds at most a few places
   (:meth:`Access.places_for`, :attr:`Access.queue_places`), and its IPv6 /48 a few more, whatever
   events it calls; it may keep the view group busy only so long (:attr:`Access.view_share`); and
-  a file input that names a URL is refused before Gradio would download it;
-- :class:`RequestLimits` caps every request body before it is read (HTTP 413), uploads to one file
-  per request and a few per client and hour, requests outside the queue to a few per client and
-  second, and closes routes a public page does not use (the screen recording, deep links,
-  ``/monitoring``, ``/component_server`` where no component has server functions);
+  a file input that is no upload (an address, a server path) is refused before Gradio would
+  download or read it (:mod:`mars_demo.ui.uploads`);
+- :class:`RequestLimits` caps every request body before it is read (HTTP 413), and uploads to one
+  file per request and a few per client and hour (which routes a public page serves, and which
+  it serves under the per-client rate, is :mod:`mars_demo.ui.route_list`);
 - :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
   ``X-Forwarded-For``, so that only :class:`~mars_demo.clients.ClientIdentity` reads that header.
 """
@@ -29,7 +29,6 @@ from typing import Any
 
 from mars_demo import texts
 from mars_demo.access import (
-    DIRECT_BURST,
     ENGINE_GROUP,
     VIEW_BURST_S,
     VIEW_GROUP,
@@ -37,21 +36,15 @@ from mars_demo.access import (
     Access,
 )
 from mars_demo.clients import Allowance
+from mars_demo.ui.uploads import guard_file_inputs, refused_files
 
 MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
 UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
 UPLOAD_ROUTE = "/upload"
-# Routes of Gradio a public page does not use: a screen recording is re-encoded with ffmpeg; a
-# deep link writes the session's component configs (any session's, by its id) to a file on disk.
-CLOSED_ROUTES = ("/process_recording", "/deep_link")
-# ... and those under: every visitor's request counts, success rates and latencies, which
-# /monitoring/summary gives anyone (and its table is rebuilt after each request).
-CLOSED_PREFIXES = ("/monitoring",)
 COMPONENT_SERVER = "/component_server"  # calls a component's server function by name
 # Requests outside the queue: a non-queued event (/run/<api_name>, /api/<api_name>) or a
 # component's server function.
 DIRECT_ROUTE = re.compile(r"/(run|api)/[^/]+$|/component_server$")
-_URL = re.compile(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 def keep_peer_addresses() -> None:
@@ -68,32 +61,13 @@ def keep_peer_addresses() -> None:
 # --- the queue ---------------------------------------------------------------------------------
 
 
-def file_urls(data: Any) -> list[str]:
-    """The URLs among the file inputs of an event's ``data``: dicts whose "path" (what Gradio
-    reads the file from) starts with a scheme such as ``https://``; found without recursion.
-    (Their "url" is where the page shows the file, the server's own address: not read.)
-
-    >>> file_urls([None, {"path": "https://example.org/x", "meta": {"_type": "gradio.FileData"}}])
-    ['https://example.org/x']
-    """
-    found, stack = [], [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            path = item.get("path")
-            if isinstance(path, str) and _URL.match(path):
-                found.append(path)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
-
-
 def limit_queue(demo: Any, access: Access) -> QueueDoor:
     """Enforce the visitor policy at the queue's door (``demo.queue()`` must have been called):
-    see :class:`QueueDoor`. Returns the door."""
+    see :class:`QueueDoor`; and refuse a file input that is no upload wherever an event runs
+    (:func:`~mars_demo.ui.uploads.guard_file_inputs`). Returns the door."""
     door = QueueDoor(demo, access)
     door.install()
+    guard_file_inputs(demo)
     return door
 
 
@@ -101,9 +75,10 @@ class QueueDoor:
     """The visitor policy at the queue's door: Gradio's ``Queue.push`` (every queued call) and
     ``Queue.send_message`` (an event started, an event sent its result), wrapped once.
 
-    - A file input whose path is a URL is refused (HTTP 400), on every page: Gradio would fetch
-      it (from any public address, with no size limit), and a visitor must never make the server
-      fetch anything.
+    - A file input whose path is an address or lies outside Gradio's upload folder is refused
+      (HTTP 400), on every page (:func:`~mars_demo.ui.uploads.refused_files`): Gradio would fetch
+      an address (from any public host, with no size limit), and a visitor must never make the
+      server fetch anything.
     - On a page with per-client limits, an event is refused (HTTP 429) when its client already
       holds :meth:`Access.places_for` places of its concurrency group, or
       :attr:`Access.queue_places` in all, waiting or running; or when the clients of its network
@@ -153,11 +128,11 @@ class QueueDoor:
         return self.access.client_of(getattr(request, "scope", None) or {})
 
     async def check(self, body: Any, request: Any) -> None:
-        """Refuse a URL in a file input, and a view event of a client that owes the group's
-        time."""
+        """Refuse a file input that is no upload, and a view event of a client that owes the
+        group's time."""
         from fastapi import HTTPException
 
-        if file_urls(getattr(body, "data", None)):
+        if refused_files(getattr(body, "data", None)):
             raise HTTPException(status_code=400, detail=texts.ACCESS_NO_URLS)
         fn = self.demo.fns.get(getattr(body, "fn_index", None))
         if (self.view is not None and fn is not None and fn.concurrency_id == VIEW_GROUP
@@ -231,28 +206,17 @@ class RequestLimits:
     - An upload carries one file (HTTP 413 for more; Gradio's own ``max_file_size`` is per file)
       and a client may upload ``uploads_per_hour`` times an hour (HTTP 429): uploads stay on
       disk until Gradio's cache cleaning removes them (one to two hours).
-    - :data:`CLOSED_ROUTES` and what is under :data:`CLOSED_PREFIXES` answer 404 (:func:`closed`),
-      and so does ``/component_server`` where the page has no server functions
-      (``server_functions``; Gradio made a session for each of its requests before answering
-      404, and one client's cheap requests erased every other visitor's result).
-    - Requests outside the queue (:data:`DIRECT_ROUTE`: a non-queued event, a server function)
-      come at most :attr:`Access.direct_rate` a second per client
-      (:data:`~mars_demo.access.DIRECT_BURST` at once); more are refused (HTTP 429).
     """
 
     WINDOW_S = 3600.0
 
     def __init__(self, app: Callable, access: Access, max_upload_bytes: int,
-                 uploads_per_hour: int, max_bytes: int = MAX_REQUEST_BYTES,
-                 server_functions: bool = True) -> None:
+                 uploads_per_hour: int, max_bytes: int = MAX_REQUEST_BYTES) -> None:
         self.app = app
         self.access = access
         self.max_bytes = max_bytes
         self.max_upload_bytes = max_upload_bytes
         self.uploads_per_hour = uploads_per_hour
-        self.server_functions = server_functions
-        self.direct = (Allowance(access.direct_rate, DIRECT_BURST)
-                       if access.direct_rate is not None else None)
         self._times: dict[str, list[float]] = {}
 
     async def __call__(self, scope, receive, send) -> None:
@@ -260,15 +224,6 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "").rstrip("/")
-        if closed(path, scope.get("root_path", "")) or (
-                not self.server_functions and path.endswith(COMPONENT_SERVER)):
-            await send_json(send, 404, {"detail": "Not Found"})
-            return
-        if (self.direct is not None and scope.get("method") == "POST"
-                and DIRECT_ROUTE.search(path) and not self.direct.take(
-                    self.access.client_of(scope), 1.0, time.monotonic())):
-            await send_json(send, 429, {"detail": texts.ACCESS_TOO_FAST})
-            return
         upload = scope.get("method") == "POST" and path.endswith(UPLOAD_ROUTE)
         limit = self.max_upload_bytes if upload else self.max_bytes
         too_big = {"detail": texts.ACCESS_BODY_TOO_BIG.format(limit=limit)}
@@ -308,26 +263,6 @@ class RequestLimits:
             self._times = {c: ts for c, ts in self._times.items()
                            if ts and now - ts[-1] < self.WINDOW_S}
         await self.app(scope, _replayer(body, receive), send)
-
-
-def has_server_functions(demo: Any) -> bool:
-    """Whether a component of ``demo`` offers server functions (what ``/component_server``
-    calls: Gradio lists them in a component's ``server_fns``)."""
-    return any(getattr(block, "server_fns", None) for block in demo.blocks.values())
-
-
-def closed(path: str, root_path: str = "") -> bool:
-    """Whether a request for ``path`` (under the app's ``root_path``) goes to a route a public
-    page closes (:data:`CLOSED_ROUTES`, :data:`CLOSED_PREFIXES`).
-
-    >>> closed("/monitoring/summary"), closed("/gradio_api/deep_link"), closed("/config")
-    (True, True, False)
-    """
-    if path.endswith(CLOSED_ROUTES):
-        return True
-    if root_path and path.startswith(root_path):
-        path = path[len(root_path):]
-    return any(path == prefix or path.startswith(prefix + "/") for prefix in CLOSED_PREFIXES)
 
 
 def _declared_length(scope) -> int | None:

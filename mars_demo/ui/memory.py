@@ -11,14 +11,15 @@ Gradio 6.17 keeps, without bound or for long:
   (``Blocks.postprocess_data``), under which its next value is kept again: about nine copies of
   a result's outputs per result shown, in one session;
 - per request (``Queue.event_ids_to_events``, ``Queue.event_analytics``,
-  ``App.iterators_to_reset``, ``gradio/queueing.py``, ``gradio/routes.py``): the event with its
-  request and input data, its analytics record (which ``/monitoring`` reads) and its id, for the
-  life of the server; the messages of a result nobody reads (``pending_messages_per_session``,
-  up to 2,000 sessions, each queue kept until its session has no event pending): a client that
-  asked for the toggle's re-render again and again without reading grew the server by 0.68 MiB
-  an event.
+  ``App.iterators_to_reset``, ``Queue._asyncio_tasks``, ``gradio/queueing.py``,
+  ``gradio/routes.py``): the event with its request and input data, its analytics record (which
+  ``/monitoring`` reads), its id and the task that processed it, for the life of the server;
+  the messages of a result nobody reads (``pending_messages_per_session``, up to 2,000
+  sessions, each queue kept until its session has no event pending): a client that asked for
+  the toggle's re-render again and again without reading grew the server by 0.68 MiB an event.
 
-:func:`bound_memory` keeps of these only what the page uses: once an event has sent its result,
+:func:`bound_memory` keeps of these only what the page uses (and hands the C heap's free memory
+back to the system now and then, :func:`trim_heap`): once an event has sent its result,
 its session's component configs (kept only for Gradio's deep links, which this page does not
 offer) and the copies under new ids are let go; sessions are kept by what they hold
 (:class:`~mars_demo.ui.sessions.Sessions`): one that holds no result (``gr.State``), with nothing
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 from typing import Any
 
@@ -47,6 +49,7 @@ FINISHED_KEEP_S = 120.0  # a result nobody read (and its event's records) is kep
 MAX_FINISHED = 1000  # ... and at most this many finished events
 MAX_UNREAD = 4  # unread results one client (and one session) keeps; older ones go first
 SWEEP_S = 5.0  # idle sessions and old events are looked for at most this often
+TRIM_S = 30.0  # the C heap's free memory is handed back to the system at most this often
 ENDED = ("success", "failed", "cancelled")  # what Gradio's analytics say of an event it closed
 
 
@@ -64,7 +67,7 @@ class MemoryBounds:
         # event id -> (when its result was sent, its session, its client)
         self.finished: collections.OrderedDict[str, tuple[float, str, Any]] = (
             collections.OrderedDict())
-        self.last_sweep = self.now()
+        self.last_sweep = self.last_trim = self.now()
         self.sessions = Sessions(demo, MAX_SESSIONS, holds_result=self._holds_result,
                                  busy=self._pending)
         app.state_holder = self.sessions
@@ -143,8 +146,8 @@ class MemoryBounds:
     def sweep(self) -> None:
         """Let go of finished events whose result was read (their session's stream took it), and
         of the others, with their unread results, past :data:`FINISHED_KEEP_S` or
-        :data:`MAX_FINISHED`; of idle sessions; and of the analytics of events that ended
-        otherwise (cancelled, disconnected)."""
+        :data:`MAX_FINISHED`; of idle sessions; of the analytics of events that ended otherwise
+        (cancelled, disconnected); and of the tasks that processed events, once done."""
         now = self.now()
         self.last_sweep = now
         queue, app = self.queue, self.app
@@ -162,6 +165,8 @@ class MemoryBounds:
                          if e not in queue.event_ids_to_events
                          and wall - float(record.get("time") or 0) >= FINISHED_KEEP_S]:
             queue.event_analytics.pop(event_id, None)
+        # the task of every event Gradio processed, kept in a list for the server's life
+        queue._asyncio_tasks = [task for task in queue._asyncio_tasks if not task.done()]
         for session in [s for s, ids in queue.pending_event_ids_session.items() if not ids]:
             queue.pending_event_ids_session.pop(session, None)
             if session in queue.pending_messages_per_session:
@@ -169,6 +174,48 @@ class MemoryBounds:
         for session, used in list(self.sessions.time_last_used.items()):
             if wall - used.timestamp() >= SESSION_IDLE_S and not self._pending(session):
                 self._drop_session(session)
+        if now - self.last_trim >= TRIM_S:  # beside the event loop: a trim takes a moment
+            self.last_trim = now
+            threading.Thread(target=trim_heap, name="mars-trim-heap", daemon=True).start()
+
+
+_LIBC: list[Any] = []  # the C library's malloc_trim, once looked for (None: there is none)
+_TRIMMING = threading.Lock()
+
+
+def trim_heap() -> bool:
+    """Hand the C heap's free memory back to the system (glibc's ``malloc_trim(0)``); whether
+    there was a ``malloc_trim`` to call (glibc's Linux has one; other C libraries, none).
+
+    What the page frees stays in the process's heap otherwise: its threads (one per analysis)
+    and the models' buffers of every answer length leave free pieces between live ones, so its
+    resident memory (RSS) kept rising with every pasted scoring (some tenths of a MB a scoring
+    over the first hundred, less afterwards) though what it held stayed the same: one
+    trim took a served page from 826 to 732 MiB. A trim takes up to a few tenths of a second;
+    the page's sweep calls it at most every :data:`TRIM_S`, in a thread of its own, one at a
+    time."""
+    if not _TRIMMING.acquire(blocking=False):
+        return True  # one is under way
+    try:
+        return _trim()
+    finally:
+        _TRIMMING.release()
+
+
+def _trim() -> bool:
+    if not _LIBC:
+        import ctypes
+        import ctypes.util
+
+        name = ctypes.util.find_library("c")
+        try:
+            _LIBC.append(getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None)
+        except OSError:
+            _LIBC.append(None)
+    if _LIBC[0] is None:
+        return False
+    _LIBC[0](0)
+    return True
 
 
 def drop_messages(queue: Any, session: str, event_ids: set[str]) -> None:

@@ -11,9 +11,14 @@ re-scoring silently did nothing. :class:`Sessions` replaces Gradio's ``StateHold
 - a session that holds a result is never dropped to make room for one that holds none: past
   :data:`MAX_EMPTY` sessions without a result, the least recently used of those (with no event
   waiting or running) goes; one client keeps at most :data:`EMPTY_PER_CLIENT` of them;
-- sessions holding a result are at most :data:`~mars_demo.ui.memory.MAX_SESSIONS`, and at most
-  :data:`RESULTS_PER_CLIENT` of one client (:meth:`Sessions.settle`, when an event has sent its
-  result): past either, that group's least recently used one goes;
+- sessions holding a result are at most :data:`~mars_demo.ui.memory.MAX_SESSIONS`, at most
+  :data:`RESULTS_PER_CLIENT` of one client, and at most :data:`RESULTS_PER_NETWORK` of the clients
+  of one IPv6 /48 together (:meth:`ClientIdentity.network
+  <mars_demo.clients.ClientIdentity.network>`, the queue's second tier): past any, that group's
+  least recently used one goes (:meth:`Sessions.settle`, when an event has sent its result). One
+  client of a /64 keeps 8, and a /48 holds 65,536 /64s: 64 of them, each asking 8 questions
+  answered from the example store, filled the 500 places in about a minute and erased every other
+  visitor's result;
 - a request outside the queue (``/run/...``, ``/component_server``) leaves no session behind: one
   it made that holds no result goes when it ends (:class:`SessionScope`);
 - a new session is made without the copy of every component's config Gradio keeps for deep
@@ -36,11 +41,13 @@ from typing import Any
 from gradio.state_holder import SessionState, StateHolder
 
 from mars_demo.access import Access
+from mars_demo.clients import ClientIdentity
 from mars_demo.ui.limits import DIRECT_ROUTE
 
 MAX_EMPTY = 1000  # sessions without a result kept at most (the oldest-used go first)
 EMPTY_PER_CLIENT = 20  # ... of them one client may make
 RESULTS_PER_CLIENT = 8  # sessions holding a result one client keeps (one per open tab)
+RESULTS_PER_NETWORK = 32  # ... and the clients of one IPv6 /48 together (of MAX_SESSIONS, 500)
 
 # The request the code runs for: its client, and (outside the queue) the sessions it made.
 _CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("mars_client", default=None)
@@ -80,6 +87,7 @@ class Sessions(StateHolder):
         self.holds_result = holds_result
         self.busy = busy
         self.client: dict[str, str | None] = {}  # session -> the client that made it
+        self.network: dict[str, str | None] = {}  # session -> its client's /48 (IPv6 only)
         self.owned: dict[str, dict[str, None]] = {}  # client -> its sessions, oldest first
         self.results: dict[str, None] = {}  # the sessions holding a result
 
@@ -90,6 +98,7 @@ class Sessions(StateHolder):
             with self.lock:
                 self.session_data[session_id] = state
                 self.client[session_id] = client
+                self.network[session_id] = ClientIdentity.network(client) if client else None
                 if client is not None:
                     self.owned.setdefault(client, {})[session_id] = None
             made = _MADE.get()
@@ -125,9 +134,9 @@ class Sessions(StateHolder):
 
     def settle(self, session: str, pending: bool = False) -> None:
         """After an event of ``session`` sent its result: a session holding a result counts
-        against :attr:`capacity` and its client's :data:`RESULTS_PER_CLIENT` (past either,
-        the least recently used one of that group goes); one holding none, with nothing else
-        ``pending``, goes at once."""
+        against :attr:`capacity`, its client's :data:`RESULTS_PER_CLIENT` and its network's
+        :data:`RESULTS_PER_NETWORK` (past any, the least recently used one of that group goes);
+        one holding none, with nothing else ``pending``, goes at once."""
         state = self.session_data.get(session)
         if state is None:
             return
@@ -137,18 +146,27 @@ class Sessions(StateHolder):
                 self.drop(session)
             return
         self.results[session] = None
-        client = self.client.get(session)
-        if client is not None:  # least recently used first
-            mine = sorted((s for s in self.owned.get(client, ()) if s in self.results),
-                          key=lambda s: self.time_last_used.get(s) or _now())
-            for old in [s for s in mine if s != session and not self.busy(s)][
-                    :max(0, len(mine) - RESULTS_PER_CLIENT)]:
-                self.drop(old)
+        client, network = self.client.get(session), self.network.get(session)
+        if client is not None:
+            self._keep_newest([s for s in self.owned.get(client, ()) if s in self.results],
+                              RESULTS_PER_CLIENT, session)
+        if network is not None:
+            self._keep_newest([s for s in self.results if self.network.get(s) == network],
+                              RESULTS_PER_NETWORK, session)
         over = len(self.results) - self.capacity
         if over > 0:
             for old in [s for s in list(self.session_data) if s in self.results
                         and s != session and not self.busy(s)][:over]:
                 self.drop(old)
+
+    def _keep_newest(self, group: list[str], keep: int, session: str) -> None:
+        """Of ``group`` (sessions holding a result), let the least recently used go beyond
+        ``keep`` (never ``session``, whose event just ended, nor one with an event pending)."""
+        if len(group) <= keep:
+            return
+        group.sort(key=lambda s: self.time_last_used.get(s) or _now())
+        for old in [s for s in group if s != session and not self.busy(s)][:len(group) - keep]:
+            self.drop(old)
 
     def drop(self, session: str) -> None:
         """Let ``session`` go (its ``gr.State`` delete callbacks run)."""
@@ -157,6 +175,7 @@ class Sessions(StateHolder):
             self.session_data.pop(session, None)
         self.time_last_used.pop(session, None)
         self.results.pop(session, None)
+        self.network.pop(session, None)
         client = self.client.pop(session, None)
         owned = self.owned.get(client)
         if owned is not None:
