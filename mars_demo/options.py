@@ -309,10 +309,10 @@ MODEL_OPTIONS: tuple[Option, ...] = (
            "server timeout: seconds to wait for each request to the LLM server", "model",
            bounds=(1, 3600), label="Server timeout"),
     Option("llm_backend", str, None,
-           "LLM backend: how the LLM runs, by name (transformers, server, or one a plug-in "
-           "registers: mars_demo.models.backends)", "model", optional=True,
-           auto="chosen from the other LLM options: server with llm_endpoint, else "
-           "transformers"),
+           "LLM backend: how the LLM runs, by name (transformers, llama.cpp, server, or one a "
+           "plug-in registers: mars_demo.models.backends)", "model", optional=True,
+           auto="chosen from the other LLM options: server with llm_endpoint, llama.cpp for a "
+           "GGUF file where llama-cpp-python is installed, else transformers"),
 )
 
 REQUEST_OPTIONS: tuple[Option, ...] = (
