@@ -118,8 +118,8 @@ def small_evaluate(out: Path, llm: Path, *flags: str) -> tuple[dict, list[dict]]
     from cli_helpers import cli
 
     data = Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
-    code, _, err = cli("evaluate", "--data", str(data), "--limit", "4", "--out", str(out),
-                       "--judge", "contains", "--bootstrap", "50", "--no-plots",
+    code, _, err = cli("evaluate", "run", "--data", str(data), "--limit", "4", "--out",
+                       str(out), "--judge", "contains", "--bootstrap", "50", "--no-plots",
                        "--batch-questions", "4", "--llm", str(llm), *flags)
     assert code == 0, err
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))

@@ -130,6 +130,11 @@ class LlamaCppLLM:
                                  "or an architecture it does not know)")
         return cls(lib, model, path, model_id)
 
+    @property
+    def n_params(self) -> int:
+        """The model's parameters, as llama.cpp counts them."""
+        return int(self._lib.llama_model_n_params(self._model))
+
     def close(self) -> None:
         """Free the context and the model (the registry drops it; at exit)."""
         self.decoder.close()
