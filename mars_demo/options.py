@@ -273,6 +273,10 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     Option("nli", str, None, "NLI model: a Hub id or a local directory", "model",
            optional=True, label="NLI model",
            auto=f"{DEFAULT_NLI} on a GPU, {CPU_NLI} otherwise"),
+    Option("nli_int8", bool, False,
+           "run the NLI model in int8 on the CPU (--nli-int8: torch's dynamic quantization of "
+           "its linear layers, about 1.9x faster on two cores; a few verdicts change, see "
+           "docs/benchmark.md; no effect on a GPU)", "model"),
     *(Option(m.field, str, m.default, m.help, "model", label=m.page_label)
       for m in OPTIONAL_MODELS if m.own),
     Option("bem", str, DEFAULT_BEM,
