@@ -41,7 +41,12 @@ class StageClock:
 
     def put_on(self, llm: Any, importance: Any = None, nli: Any = None) -> None:
         """Time ``llm.generate`` (and fix its answers' length), the LLM's forward passes outside
-        it, and the importance and NLI models' forward passes."""
+        it, and the importance and NLI models' forward passes (``llm`` None: those alone)."""
+        for model, stage in ((importance, "importance"), (nli, "nli")):
+            if model is not None:
+                self._time_forward(model, stage)
+        if llm is None:
+            return
         generate = llm.generate
 
         def fixed_generate(*args, **kwargs):
@@ -62,9 +67,37 @@ class StageClock:
         llm.generate = fixed_generate
         self._undo.append(lambda: llm.__dict__.pop("generate", None))
         self._time_forward(llm, "llm_passes", outside_generate=True)
-        for model, stage in ((importance, "importance"), (nli, "nli")):
-            if model is not None:
-                self._time_forward(model, stage)
+
+    def put_on_llama(self, llm: Any) -> None:
+        """The same for the project's llama.cpp backend (:class:`~mars_demo.models.llama_cpp.
+        LlamaCppLLM`), which has no ``generate`` of transformers: its ``generate`` calls timed as
+        generation, and every answer ``tokens`` new tokens (its end-of-generation tokens never
+        drawn, as ``min_new_tokens`` keeps transformers' end token out, and no token ends a
+        row)."""
+        generate, banned, eog = llm.generate, llm.banned_token_ids, llm.tokenizer.eog_ids
+
+        def fixed_generate(prompt, request, **kwargs):
+            import dataclasses
+
+            t = time.perf_counter()
+            try:
+                out = generate(prompt, dataclasses.replace(request, max_new_tokens=self.tokens),
+                               **kwargs)
+            finally:
+                self._add("generation", time.perf_counter() - t)
+            self.generated.append(max(len(a.token_ids) for a in [out.greedy, *out.samples]))
+            return out
+
+        llm.generate = fixed_generate
+        llm.banned_token_ids = lambda strings: sorted(set(banned(strings)) | eog)
+        llm.tokenizer.eog_ids = set()
+
+        def undo() -> None:
+            for name in ("generate", "banned_token_ids"):
+                llm.__dict__.pop(name, None)
+            llm.tokenizer.eog_ids = eog
+
+        self._undo.append(undo)
 
     def _time_forward(self, model: Any, stage: str, outside_generate: bool = False) -> None:
         started: list[float] = []
