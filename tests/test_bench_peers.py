@@ -98,6 +98,10 @@ def test_the_llama_cpp_system_runs_beside_them_with_the_same_answer_length(tiny_
     (run,) = d["runs"][peers.LLAMA]
     assert all(len(a) > 0 for a in run["answers"]) and run["stages"]["generation"] > 0
     assert run["stages"]["nli"] > 0
+    # both engines share the cached NLI and importance models: each pass is counted once
+    for name in (peers.PROJECT, peers.LLAMA):
+        (one,) = d["runs"][name]
+        assert one["calls"] == {"generation": 1, "importance": 1, "nli": 1}
     from mars_demo.models import registry
     from mars_demo.models.llama_cpp import LlamaCppLLM
 

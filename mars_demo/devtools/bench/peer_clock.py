@@ -34,6 +34,7 @@ class StageClock:
         self.generated: list[int] = []  # new tokens of each generate call (every row alike)
         self._in_generate = False
         self._undo: list = []  # what take_off undoes: the models are shared (the registry's)
+        self._timed: set[int] = set()  # the models it times: each once, however many engines
 
     def _add(self, stage: str, seconds: float) -> None:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
@@ -100,6 +101,9 @@ class StageClock:
         self._undo.append(undo)
 
     def _time_forward(self, model: Any, stage: str, outside_generate: bool = False) -> None:
+        if id(model) in self._timed:  # a model two engines share (the registry's cached one)
+            return
+        self._timed.add(id(model))
         started: list[float] = []
 
         def before(_module, _inputs):
@@ -119,6 +123,7 @@ class StageClock:
         clock left on would fix every later answer's length in this process."""
         while self._undo:
             self._undo.pop()()
+        self._timed.clear()
 
     def take(self, total: float) -> dict[str, Any]:
         """The stages of a question that took ``total`` seconds, and the calls made; reset."""
