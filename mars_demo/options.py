@@ -206,6 +206,10 @@ MODEL_OPTIONS: tuple[Option, ...] = (
     Option("nli", str, None, "NLI model: a Hub id or a local directory", "model",
            optional=True, label="NLI model",
            auto=f"{DEFAULT_NLI} on a GPU, {CPU_NLI} otherwise"),
+    Option("nli_int8", bool, False,
+           "run the NLI model in int8 on the CPU (--nli-int8: torch's dynamic quantization of "
+           "its linear layers, about 1.5x faster on two cores; a few verdicts change, see "
+           "docs/benchmark.md; no effect on a GPU)", "model"),
     # one per optional model of its own (mars_demo.optional: its declaration's field, default,
     # help and label)
     *(Option(m.field, str, m.default, m.help, "model", label=m.page_label) for m in OWN_MODELS),
@@ -243,10 +247,10 @@ MODEL_OPTIONS: tuple[Option, ...] = (
            "server timeout: seconds to wait for each request to the LLM server", "model",
            bounds=(1, 3600), label="Server timeout"),
     Option("llm_backend", str, None,
-           "LLM backend: how the LLM runs, by name (transformers, server, or one a plug-in "
-           "registers: mars_demo.models.backends)", "model", optional=True,
-           auto="chosen from the other LLM options: server with llm_endpoint, else "
-           "transformers"),
+           "LLM backend: how the LLM runs, by name (transformers, llama.cpp, server, or one a "
+           "plug-in registers: mars_demo.models.backends)", "model", optional=True,
+           auto="chosen from the other LLM options: server with llm_endpoint, llama.cpp for a "
+           "GGUF file where llama-cpp-python is installed, else transformers"),
 )
 
 REQUEST_OPTIONS: tuple[Option, ...] = (

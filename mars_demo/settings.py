@@ -95,6 +95,7 @@ class Settings:
     llm_api_key_env: str | None = None  # NAME of the variable holding its API key
     llm_timeout: float = 120.0  # seconds per request to that server
     llm_backend: str | None = None  # how the LLM runs (models.backends); None: from the above
+    nli_int8: bool = False  # the NLI model in int8 on the CPU (dynamic quantization)
     # generation: changing one means generating again
     samples: int = 5  # sampled answers (B in the paper)
     temperature: float = 0.5  # sampling temperature of the samples (greedy answer is greedy)

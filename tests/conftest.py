@@ -150,10 +150,22 @@ def smollm2_hf():
 
 @pytest.fixture(scope="session")
 def smollm2_llm(smollm2_gguf):
-    """SmolLM2 loaded in-process from its GGUF file through the registry, exactly as ``--llm
-    FILE.gguf`` loads it (cached there under the same key, so a command run in this process
-    takes it): the tokenizer's conversion takes a minute on 2 cores, so its tests are slow
-    (tests/markers.py)."""
+    """SmolLM2 loaded in-process from its GGUF file by transformers through the registry,
+    exactly as ``--llm FILE.gguf --llm-backend transformers`` loads it (the fallback where
+    llama-cpp-python is not installed; cached there under the same key, so a command run in
+    this process takes it): the tokenizer's conversion takes a minute on 2 cores, so its tests
+    are slow (tests/markers.py)."""
+    from mars_demo.models import registry
+    from mars_demo.settings import Settings
+
+    return registry.llm_for(Settings(llm=str(smollm2_gguf), llm_backend="transformers"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_llama(smollm2_gguf):
+    """SmolLM2's GGUF file run by llama.cpp in this process through the registry, as ``--llm
+    FILE.gguf`` runs it where llama-cpp-python is installed (memory-mapped: it loads in about a
+    second)."""
     from mars_demo.models import registry
     from mars_demo.settings import Settings
 

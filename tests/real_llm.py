@@ -105,3 +105,28 @@ def facts_questions(n: int) -> list[str]:
     path = Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     return [row["question"] for row in rows[:n]]
+
+
+def small_evaluate(out: Path, llm: Path, *flags: str) -> tuple[dict, list[dict]]:
+    """``evaluate`` of the first 4 questions of data/facts.jsonl into ``out`` with ``--llm
+    llm`` and ``flags``, judged by ``contains`` in one batch: its report and records, checked
+    for what every such run must say (4 questions, the LLM named, each judged as ``contains``
+    judges it)."""
+    import json
+
+    import pytest
+    from cli_helpers import cli
+
+    data = Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
+    code, _, err = cli("evaluate", "run", "--data", str(data), "--limit", "4", "--out",
+                       str(out), "--judge", "contains", "--bootstrap", "50", "--no-plots",
+                       "--batch-questions", "4", "--llm", str(llm), *flags)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert report["n"] == len(records) == 4 and report["models"]["llm"] == str(llm)
+    judged = [any(ref.lower() in r["greedy"].lower() for ref in r["references"])
+              for r in records]
+    assert [r["correct"] for r in records] == judged
+    assert report["accuracy"] == pytest.approx(sum(judged) / 4)
+    return report, records

@@ -71,7 +71,7 @@ def ask_help() -> str:
 
 def test_the_help_offers_every_backend_from_its_declaration(probe):
     text = ask_help()
-    assert "--llm-backend{probe,server,transformers}" in text
+    assert "--llm-backend{probe,server,llama.cpp,transformers}" in text
     for backend in backends.entries():
         assert "".join(backend.help().split()) in text
     assert "".join("probe (a probe of the backend registry; full distributions, prompt ids, "
@@ -119,7 +119,7 @@ def test_the_backend_is_chosen_in_one_place(probe, tiny_settings):
     assert backends.backend_for(tiny_settings.replace(llm_backend="probe")) is PROBE
     served = tiny_settings.replace(llm_endpoint="http://127.0.0.1:9/v1")
     assert backends.backend_for(served).name == "server"
-    with pytest.raises(OptionError, match="llm_backend must be one of probe, server, "
+    with pytest.raises(OptionError, match="llm_backend must be one of llama.cpp, probe, server, "
                                           "transformers; got 'nope'"):
         registry.check_available(tiny_settings.replace(llm_backend="nope"), ["llm"])
     with pytest.raises(OptionError, match="the transformers backend does not use"):

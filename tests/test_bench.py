@@ -107,8 +107,10 @@ def test_reference_path_really_ran(data):
     assert passes["reference"] > passes["fast"]
     assert data["reference_generation_s"] is not None and data["reference_generation_s"] > 0
     assert all(v > 0 for v in data["reference_stages"].values())
-    # one call per ordered pair of the 5 samples, each against itself too (as the engine judges)
-    assert data["nli_models"][0]["pairs"] == 25
+    # one call per ordered pair of the 5 samples, each against itself too, and per pair of
+    # semantic density's (the greedy answer against each distinct sample), as the engine judges
+    assert data["nli_models"][0]["pairs"] == 25 + 5
+    assert data["nli_models"][1]["pairs"] == 25  # the other NLI shape: the samples' pairs
     assert all(n["labels_match"] for n in data["nli_models"])
     assert data["speedup_after_generation"] == pytest.approx(
         data["reference_after_generation_s"] / data["after_generation_s"]

@@ -76,3 +76,35 @@ def test_every_system_runs_and_generates_the_same_number_of_tokens(tiny_models, 
     for m in cached:
         assert "generate" not in vars(m.model)
         assert not m.model._forward_hooks and not m.model._forward_pre_hooks
+
+
+def test_the_llama_cpp_system_runs_beside_them_with_the_same_answer_length(tiny_gguf,
+                                                                          tiny_models, tmp_path):
+    """``--gguf``: the project's default analysis on the same model's GGUF file through
+    llama.cpp, every answer exactly --answer-tokens new tokens (its end tokens kept out), its
+    figure beside the project's; the clock is off afterwards."""
+    out = tmp_path / "peers.json"
+    code = peers.main([
+        "--peers", "--llm", str(tiny_models["llm"]), "--gguf", str(tiny_gguf),
+        "--systems", peers.PROJECT, "--questions", "1", "--rounds", "1", "--samples", "2",
+        "--answer-tokens", "5", "--models-shape", "tiny", "--models-dir", str(tmp_path / "m"),
+        "--json", str(out)])
+    assert code == 0
+    d = json.loads(out.read_text())
+    assert set(d["seconds_per_question"]) == {peers.PROJECT, peers.LLAMA}
+    assert d["generated_tokens_seen"] == {peers.PROJECT: [5], peers.LLAMA: [5]}
+    assert d["llama_cpp"]["to_project"] == pytest.approx(
+        d["seconds_per_question"][peers.LLAMA] / d["seconds_per_question"][peers.PROJECT])
+    (run,) = d["runs"][peers.LLAMA]
+    assert all(len(a) > 0 for a in run["answers"]) and run["stages"]["generation"] > 0
+    assert run["stages"]["nli"] > 0
+    # both engines share the cached NLI and importance models: each pass is counted once
+    for name in (peers.PROJECT, peers.LLAMA):
+        (one,) = d["runs"][name]
+        assert one["calls"] == {"generation": 1, "importance": 1, "nli": 1}
+    from mars_demo.models import registry
+    from mars_demo.models.llama_cpp import LlamaCppLLM
+
+    (llama,) = [m for m in (registry.loaded(k) for k in registry.loaded_keys())
+                if isinstance(m, LlamaCppLLM)]
+    assert "generate" not in vars(llama) and llama.tokenizer.eog_ids

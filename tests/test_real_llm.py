@@ -4,9 +4,11 @@ tiny random models cannot show, on a real tokenizer, chat template and answers.
 The fast loop checks the loaded folder (``smollm2_hf``, seconds to load) against plain
 transformers: the prompt is the chat template's tokens, the greedy answer is ``generate``'s, the
 log-probs are a teacher-forced pass's, a rambling answer is cut at max new tokens and says so.
-The slow tests load the GGUF file itself as ``--llm FILE.gguf`` does (``smollm2_llm``): the
-alignment over every token of real answers in several scripts, ``ask``, ``score`` and
-``evaluate`` end to end, and the page answering a question in a browser.
+The slow tests load the GGUF file itself with transformers, as ``--llm FILE.gguf --llm-backend
+transformers`` does (``smollm2_llm``; llama.cpp's backend, which ``--llm FILE.gguf`` takes where
+llama-cpp-python is installed, is tests/test_llama_cpp.py's): the alignment over every token of
+real answers in several scripts, ``ask``, ``score`` and ``evaluate`` end to end, and the page
+answering a question in a browser.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from pathlib import Path
 
 import pytest
 from cli_helpers import cli
-from real_llm import NON_ASCII_QUESTIONS, facts_questions
+from real_llm import NON_ASCII_QUESTIONS, facts_questions, small_evaluate
 from test_browser import browser, shots  # noqa: F401  (fixtures)
 
 from mars_demo.engine import Engine
@@ -26,7 +27,6 @@ from mars_demo.models.contract import GenerationRequest
 from mars_demo.models.prompts import chat_messages
 from mars_demo.models.registry import load_llm
 
-ROOT = Path(__file__).resolve().parents[1]
 REQUEST = GenerationRequest(samples=2, temperature=0.5, top_p=1.0, max_new_tokens=40, seed=0)
 #: The answers' log-probs come from generation (a batch of 3 rows, the KV cache, one step at a
 #: time), the reference from one forward pass over prompt + answer: the same float32 numbers
@@ -192,12 +192,13 @@ def test_alignment_holds_on_every_token_of_real_answers(smollm2_llm, smollm2_ggu
 
 
 def test_ask_score_and_evaluate_end_to_end(smollm2_llm, smollm2_gguf, tiny_models, tmp_path):
-    """The commands a user runs, on the GGUF file: ``ask`` answers and says it was dequantized;
+    """The commands a user runs, on the GGUF file through transformers (``--llm-backend
+    transformers``): ``ask`` answers and says it was dequantized;
     ``score`` of its saved answers gives the same numbers; a small ``evaluate`` over
     data/facts.jsonl writes its report, judged by ``contains``."""
     models = ["--llm", str(smollm2_gguf), "--importance", str(tiny_models["importance"]),
               "--nli", str(tiny_models["nli"])]
-    small = ["--samples", "2", "--max-new-tokens", "32"]
+    small = ["--samples", "2", "--max-new-tokens", "32", "--llm-backend", "transformers"]
     code, out, err = cli("ask", "What is the capital city of Australia?", *models, *small,
                          "--json")
     assert code == 0, err
@@ -214,18 +215,7 @@ def test_ask_score_and_evaluate_end_to_end(smollm2_llm, smollm2_gguf, tiny_model
         pair = f"{u[key]['length_normalized']:17.4f} {u[key]['mars']:9.4f}"
         assert re.search(rf"^  {name} +{re.escape(pair.strip())}$", out, re.M), (name, out)
     assert "Canberra" in out.splitlines()[2]
-    run = tmp_path / "run"
-    code, out, err = cli("evaluate", "run", "--data", str(ROOT / "data" / "facts.jsonl"), "--limit",
-                         "4", "--out", str(run), "--judge", "contains", "--bootstrap", "50",
-                         "--no-plots", "--batch-questions", "4", *models, *small)
-    assert code == 0, err
-    report = json.loads((run / "report.json").read_text(encoding="utf-8"))
-    records = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
-    assert report["n"] == len(records) == 4 and report["models"]["llm"] == str(smollm2_gguf)
-    judged = [any(ref.lower() in r["greedy"].lower() for ref in r["references"])
-              for r in records]
-    assert [r["correct"] for r in records] == judged
-    assert report["accuracy"] == pytest.approx(sum(judged) / 4)
+    _, records = small_evaluate(tmp_path / "run", smollm2_gguf, *models[2:], *small)
     assert all(any(DEQUANTIZED in w for w in r["analysis"]["warnings"]) for r in records)
 
 

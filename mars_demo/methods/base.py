@@ -180,7 +180,8 @@ NEEDS: dict[str, Need] = {n.id: n for n in (
     Need("llm_pass", False),  # P(True): checked per method (its own entry), see the registry
     Need("embeddings", False, _saved("eigenscore", "embeddings"),
          "middle-layer embeddings of the samples (EigenScore's extra LLM pass)",
-         "ask again with --methods eigenscore and the LLM in this process"),
+         "ask again with --methods eigenscore and the LLM in this process through "
+         "transformers"),
 )}
 
 

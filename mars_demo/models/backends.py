@@ -15,19 +15,20 @@ analysis (``settings.llm_backend``) name it.
 >>> backend_for(Settings(llm_backend="vllm-direct"))
 Traceback (most recent call last):
 ...
-mars_demo.errors.OptionError: llm_backend must be one of server, transformers; got 'vllm-direct'
+mars_demo.errors.OptionError: llm_backend must be one of llama.cpp, server, transformers; got 'vllm-direct'
 """
 
 from __future__ import annotations
 
 from ..errors import OptionError
 from ..settings import Settings
-from . import endpoint, llm
+from . import endpoint, llama_cpp, llm
 from .contract import Backend
 
 #: Every backend, in the order they are asked: a server when ``--llm-endpoint`` is given, else
+#: llama.cpp in this process for a GGUF file where llama-cpp-python is installed, else
 #: transformers in this process (it takes every LLM: the last, the fallback).
-BACKENDS: tuple[Backend, ...] = (endpoint.BACKEND, llm.BACKEND)
+BACKENDS: tuple[Backend, ...] = (endpoint.BACKEND, llama_cpp.BACKEND, llm.BACKEND)
 _ADDED: list[Backend] = []
 
 

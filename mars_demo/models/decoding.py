@@ -211,20 +211,25 @@ class TextStreamer:
             return
         row = value[0] if value.dim() > 1 else value[:1]  # (batch,) per step; row 0 = greedy
         for t in row.reshape(-1).tolist():
-            if self.done:
-                return
-            if int(t) in self.eos_ids:
+            self.push(int(t))
+
+    def push(self, token_id: int) -> None:
+        """One more token of the greedy answer (a backend that decodes its own steps calls
+        this; ``generate`` calls :meth:`put`)."""
+        if self.done:
+            return
+        if token_id in self.eos_ids:
+            self._finish()
+            return
+        piece = self.decoder.push(token_id)
+        if piece:
+            self.pieces.append(piece)
+            if self.stop_strings and cut_answer(
+                self.pieces, self.stop_strings, self.keep_stop
+            )[1] is not None:
                 self._finish()
                 return
-            piece = self.decoder.push(t)
-            if piece:
-                self.pieces.append(piece)
-                if self.stop_strings and cut_answer(
-                    self.pieces, self.stop_strings, self.keep_stop
-                )[1] is not None:
-                    self._finish()
-                    return
-                self.on_text(self.text.strip())
+            self.on_text(self.text.strip())
 
     def _finish(self) -> None:
         """Report the final text: all tokens so far (and any held-back partial character), cut

@@ -86,6 +86,10 @@ class LLM:
             model, tokenizer, meta = gguf.load(packed, **kwargs)
             notes.append(gguf.dequantized_note(packed, meta, model,
                                                quantization if quantize else None))
+            from . import llama_cpp
+
+            if not llama_cpp.available():  # the fallback: said, as every fallback is
+                notes.append(llama_cpp.fallback_note(packed))
         else:
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)

@@ -28,6 +28,7 @@ Two input formats (``input_format``):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 from ..core.clustering import IDENTICAL_TEXTS, NLI_LABELS, label_of, one_judgement
@@ -38,7 +39,8 @@ MAX_LENGTH = 512
 BATCH = 64  # at most this many pairs per forward pass; bounds memory for many samples
 BATCH_TOKENS = 8192  # at most this many padded tokens per forward pass (pairs x longest)
 INPUT_FORMATS = ("pair", "paper-code")
-DTYPES = ("auto", "float32")  # "auto": float16 on CUDA, float32 on CPU
+#: "auto": float16 on CUDA, float32 on CPU; "int8": the linear layers in int8 on the CPU
+DTYPES = ("auto", "float32", "int8")
 PAPER_CODE_SEPARATOR = " [SEP] "  # between the two texts of the published code's one string
 
 
@@ -141,14 +143,25 @@ class NLIModel:
         """Load the model saved in ``source``, uncached (load it through
         :func:`mars_demo.models.registry.load_nli`, which caches it). ``dtype``: ``"auto"`` =
         float16 on CUDA and float32 on CPU; ``"float32"`` = float32 everywhere (the published
-        code's precision)."""
+        code's precision); ``"int8"`` = on the CPU, every linear layer's weights in int8 and its
+        input quantized to int8 at run time (torch's dynamic quantization, ``quantize_dynamic``:
+        the same model, fewer and cheaper operations; ``--nli-int8``, measured in
+        docs/benchmark.md), refused on CUDA."""
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         check_choice("dtype", dtype, DTYPES)
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForSequenceClassification.from_pretrained(source)
-        if torch.cuda.is_available():
+        if dtype == "int8":
+            if torch.cuda.is_available():
+                raise ValueError("the NLI model's int8 runs on the CPU only")
+            with warnings.catch_warnings():  # torch 2.13 says torch.ao's quantized tensors
+                # are deprecated (torchao takes over); it still runs them, and the docs say so
+                warnings.simplefilter("ignore", UserWarning)
+                model = torch.ao.quantization.quantize_dynamic(
+                    model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
+        elif torch.cuda.is_available():
             half = torch.float16 if dtype == "auto" else torch.float32
             model = model.to("cuda", dtype=half)
         model.eval()

@@ -241,7 +241,10 @@ def nli_for(s: Settings, progress: Progress | None = None) -> NLIModel:
 
 def nli_dtype(s: Settings) -> str:
     """The NLI model's dtype for ``s``'s recipe. Without CUDA "auto" is float32 already, so a
-    recipe's "float32" is the same model: it shares the loaded one instead of a second copy."""
+    recipe's "float32" is the same model: it shares the loaded one instead of a second copy.
+    ``s.nli_int8`` asks for int8 on the CPU (no effect with CUDA)."""
+    if s.nli_int8 and not cuda_available():
+        return "int8"
     dtype = recipe_of(s.recipe).nli_dtype
     return "auto" if dtype == "float32" and not cuda_available() else dtype
 

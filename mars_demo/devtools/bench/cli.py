@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: a real LLM (a GGUF file or a folder) on the CPU, one ask and "
                    "a batched evaluate by stage, against bare transformers generate "
                    "(mars_demo.devtools.bench.real_llm; --real-llm LLM --help for its options)")
+    p.add_argument("--nli-choices", action="store_true",
+                   help="instead: the NLI step's CPU choices (int8, without the question) timed "
+                   "at deberta-base's shape and their effect on the labelled data's verdicts "
+                   "and clusters (mars_demo.devtools.bench.nli_choices)")
     p.add_argument("--evaluate", action="store_true",
                    help="instead: seconds per question of the whole analysis at several question "
                    "batch sizes (mars_demo.devtools.bench.evaluate; --evaluate --help for its options)")
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         from .real_llm import main as real_llm_main
 
         return real_llm_main(argv)
+    if "--nli-choices" in argv:  # the NLI step's CPU choices
+        from .nli_choices import main as nli_choices_main
+
+        return nli_choices_main(argv)
     if "--llm-options" in argv:  # each loading and decoding option of the LLM
         from .llm_options import main as options_main
 

