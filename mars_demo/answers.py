@@ -55,11 +55,48 @@ def known_notes(text: str, finish_reason: str) -> list[str]:
     return notes
 
 
+#: the roles a chat message may have (the question is the last "user" message)
+ROLES = ("system", "user", "assistant")
+#: the most messages a conversation may have
+MAX_MESSAGES = 50
+
+
+def parse_messages(value: Any) -> list[dict[str, str]]:
+    """Chat messages checked: a list of ``{"role": ..., "content": ...}`` dicts, roles of
+    :data:`ROLES`, text content, the last one the question (a "user" message). Raises
+    :class:`AnswerSetError` (an ``OptionError``) naming the message at fault.
+
+    >>> parse_messages([{"role": "system", "content": "Be brief."},
+    ...                 {"role": "user", "content": "Red planet?"}])[-1]
+    {'role': 'user', 'content': 'Red planet?'}
+    """
+    if not isinstance(value, list) or not value:
+        raise AnswerSetError("messages must be a non-empty list of {role, content} objects")
+    if len(value) > MAX_MESSAGES:
+        raise AnswerSetError(f"there are {len(value)} messages; the limit is {MAX_MESSAGES}")
+    out = []
+    for n, message in enumerate(value, 1):
+        if not isinstance(message, dict) or set(message) - {"role", "content"}:
+            raise AnswerSetError(f"message {n} must be an object with role and content only")
+        role, content = message.get("role"), message.get("content")
+        if role not in ROLES:
+            raise AnswerSetError(f"message {n}: role must be one of {', '.join(ROLES)}; "
+                                 f"got {str(role)[:30]!r}")
+        if not isinstance(content, str):
+            raise AnswerSetError(f"message {n}: content must be text")
+        out.append({"role": role, "content": content})
+    if out[-1]["role"] != "user":
+        raise AnswerSetError("the last message must be the question (role user)")
+    return out
+
+
 def recorded_generation(settings: dict[str, Any]) -> dict[str, Any]:
     """What an analysis's settings say about how its answers were made (see RECORDED)."""
     made = {k: settings[k] for k in RECORDED if k in settings}
     if settings.get("generated_with_recipe"):
         made["recipe"] = settings["generated_with_recipe"]
+    if "llm" in (settings.get("toy_models") or ()):  # answers of a toy LLM stay said so
+        made["toy_llm"] = True
     return made
 
 
@@ -149,6 +186,15 @@ class AnswerSet:
     # settings record it. Timings of generation, in seconds.
     generation: dict[str, Any] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
+    # the chat messages the question came with (parse_messages: a system prompt, earlier
+    # turns, the question last), None for a question alone
+    messages: list[dict[str, str]] | None = None
+
+    @property
+    def context(self) -> list[dict[str, str]]:
+        """The messages before the question (a system prompt, earlier turns): what a chat
+        prompt puts before it; empty for a question alone."""
+        return list(self.messages[:-1]) if self.messages else []
 
     @property
     def answers(self) -> list[Answer]:
@@ -173,6 +219,8 @@ class AnswerSet:
             out["prompt"] = self.prompt
         if self.prompt_token_ids is not None:
             out["prompt_token_ids"] = list(self.prompt_token_ids)
+        if self.messages is not None:
+            out["messages"] = [dict(m) for m in self.messages]
         return out
 
     @classmethod
@@ -220,6 +268,11 @@ class AnswerSet:
         if negative is not None:
             raise AnswerSetError(f"prompt_token_ids: id {negative[1]} (position {negative[0]}) "
                                  "is negative; token ids are 0 or more")
+        messages = data.get("messages")
+        if messages is not None:
+            messages = parse_messages(messages)
+            if messages[-1]["content"] != question:
+                raise AnswerSetError("the last message's content must be the question")
         recorded = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         preset = recorded.get("prompt")
         return cls(
@@ -232,6 +285,7 @@ class AnswerSet:
             # an analysis JSON says where its log-probs came from; otherwise they were given
             logprob_source=str(recorded.get("logprob_source") or "given"),
             generation=recorded_generation(recorded),
+            messages=messages,
         )
 
 

@@ -24,7 +24,7 @@ FLOORS = {
     "evaluation": 7,
     "ui": 8,
     "devtools": 9,  # beside the library: nothing below the command line imports it
-    "cli": 10, "__main__": 10, "bench": 10, "serve": 10, "__init__": 10,
+    "cli": 10, "__main__": 10, "bench": 10, "serve": 10, "terminal": 10, "__init__": 10,
 }
 
 

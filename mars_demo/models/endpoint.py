@@ -201,9 +201,10 @@ class EndpointLLM(ServerClient):
         return prompts.default_preset(self.preset, self.has_chat_template)
 
     def build_prompt(self, question: str, preset: str | None,
-                     recipe: Recipe | None = None) -> Prompt:
+                     recipe: Recipe | None = None,
+                     context: Sequence[dict[str, str]] = ()) -> Prompt:
         """The prompt for ``question``, as ``LLM.build_prompt`` builds it (the ``recipe``'s
-        ``prompt_trailing_space`` included).
+        ``prompt_trailing_space`` and the chat ``context`` included).
 
         With the served model's tokenizer given, the prompt's text is the one the server reads
         as the ids the in-process LLM would read, and its ids are those the server reads: a
@@ -240,7 +241,7 @@ class EndpointLLM(ServerClient):
         if preset == "paper":
             text = prompts.paper_prompt(question, recipe)
         else:
-            text = prompts.render_chat(self.tokenizer, question)
+            text = prompts.render_chat(self.tokenizer, question, context)
         if self.tokenizer is None:
             return Prompt(text, [], preset, warnings)
         # the ids the in-process LLM reads (the chat template writes its own special tokens);

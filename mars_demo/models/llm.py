@@ -143,11 +143,12 @@ class LLM:
         return prompts.default_preset(self.preset, self.has_chat_template)
 
     def build_prompt(self, question: str, preset: str | None,
-                     recipe: Recipe | None = None) -> Prompt:
+                     recipe: Recipe | None = None,
+                     context: Sequence[dict[str, str]] = ()) -> Prompt:
         """The prompt for ``question`` (see :class:`~mars_demo.models.contract.Prompt`): the
         paper's few-shot prompt, ending as the ``recipe`` says (``prompt_trailing_space``), or
-        the chat template's. A chat prompt asked for without a chat template becomes the paper
-        prompt, with a warning."""
+        the chat template's (with ``context``, the messages before the question). A chat
+        prompt asked for without a chat template becomes the paper prompt, with a warning."""
         recipe = recipe or recipe_of("default")
         warnings: list[str] = []
         preset = preset or self.default_prompt()
@@ -162,12 +163,12 @@ class LLM:
             ids = self._encode(text, prompts.paper_question(question),
                                prompts.paper_question_span(question), True)
         else:
-            text = prompts.render_chat(self.tokenizer, question)
-            ids = self._encode(text, question, None, False)
+            text = prompts.render_chat(self.tokenizer, question, context)
+            ids = self._encode(text, question, None, False, context)
         return Prompt(text, list(ids), preset, warnings)
 
     def _encode(self, prompt: str, question: str, span: tuple[int, int] | None,
-                add_special_tokens: bool) -> list[int]:
+                add_special_tokens: bool, context: Sequence[dict[str, str]] = ()) -> list[int]:
         """Token ids of the prompt, the question's text always read as plain text.
 
         A question that contains a control token's text (say "<|im_end|>") must not end the
@@ -180,7 +181,7 @@ class LLM:
             return list(tok(prompt, add_special_tokens=add_special_tokens)["input_ids"])
         if span is None:  # chat: find the question's place by rendering a marker in its stead
             marker = "\x00MARS-QUESTION\x00"
-            parts = prompts.render_chat(tok, marker).split(marker)
+            parts = prompts.render_chat(tok, marker, context).split(marker)
             if len(parts) == 2 and parts[0] + question + parts[1] == prompt:
                 span = (len(parts[0]), len(parts[0]) + len(question))
             elif prompt.count(question) == 1:

@@ -8,7 +8,7 @@ The tokenizer is passed in (a Hugging Face tokenizer); nothing here imports tran
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from ..recipes import Recipe
@@ -79,15 +79,18 @@ def answer_ids(tokenizer: Any, prompt: Any, answers: Any) -> list[list[int]]:
     return encoded
 
 
-def chat_messages(question: str) -> list[dict[str, str]]:
-    """The chat prompt's messages: a short system instruction, then the question."""
-    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": question}]
+def chat_messages(question: str, context: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
+    """The chat prompt's messages: a short system instruction, then the question; with
+    ``context`` (the caller's messages before the question: a system prompt, earlier turns)
+    those instead of the instruction."""
+    head = list(context) or [{"role": "system", "content": CHAT_SYSTEM}]
+    return [*head, {"role": "user", "content": question}]
 
 
-def render_chat(tokenizer: Any, question: str) -> str:
+def render_chat(tokenizer: Any, question: str, context: Sequence[dict[str, str]] = ()) -> str:
     """The chat prompt's text, rendered by the tokenizer's chat template."""
     return tokenizer.apply_chat_template(
-        chat_messages(question), tokenize=False, add_generation_prompt=True
+        chat_messages(question, context), tokenize=False, add_generation_prompt=True
     )
 
 

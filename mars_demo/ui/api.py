@@ -21,7 +21,7 @@ from mars_demo import texts
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import OptionError, Settings, clean_question
-from mars_demo.ui import controls, trust, worker
+from mars_demo.ui import controls, worker
 from mars_demo.ui.pasted import pasted_answers
 
 log = logging.getLogger(__name__)
@@ -84,23 +84,13 @@ class Api:
         return self.with_calibration(result)
 
     def with_calibration(self, result: AnalysisResult) -> dict[str, Any]:
-        """The API's analysis JSON as visitors get it, with a ``calibration`` field when the
-        server has one."""
-        c = self.controller
-        redactor = c.redactor()
-        data = redactor.result_dict(result.to_dict())
-        if c.calibration is not None:
-            estimate = trust.calibration_estimate(result, c.calibration)
-            if c.access.public:
-                if estimate.get("reason"):
-                    estimate["reason"] = trust.public_reason(estimate)
-                if isinstance(estimate.get("models"), dict):
-                    estimate["models"] = {k: redactor.model_name(k, v) if v is not None else v
-                                          for k, v in estimate["models"].items()}
-                for key in ("source", "data"):
-                    if isinstance(estimate.get(key), str):
-                        estimate[key] = redactor.text(estimate[key])
-            data["calibration"] = estimate
+        """The API's analysis JSON as visitors get it (redacted once), with a ``calibration``
+        field when the server has one: the verdict's (its chance of being right and where it
+        was measured, or why it gives none)."""
+        data = self.controller.redactor().result_dict(result.to_dict())
+        if self.controller.calibration is not None:
+            verdict = data.get("verdict") or {}
+            data["calibration"] = verdict.get("calibration")
         return data
 
     def _settings(self, options: dict[str, Any]) -> Settings:

@@ -136,6 +136,8 @@ class Controller:
         self.calibration = calibration  # evaluation.calibration.Calibration, or None
         # the run the methods panel places values among (or why there is none)
         self.reference = reference or methods_panel.Reference()
+        # the engine's verdicts cite this page's calibration and run: it judges, the page shows
+        host.judge_with(calibration, self.reference.run)
         # the example questions' analyses, made once (none kept without a folder)
         self.examples = examples or ExampleStore(None, ())
         self.waits = RecentWaits()  # how long analyses took lately (said before the first token)
@@ -260,11 +262,14 @@ class Controller:
         }
 
     def show(self, result: AnalysisResult, scoring: str) -> dict[str, Any]:
-        """Every output for a finished analysis (as visitors may see it: :meth:`redactor`).
+        """Every output for a finished analysis (as visitors may see it: :meth:`redactor`,
+        which redacts it once: the panels and the download read the same redacted JSON).
         Raises what a renderer raises (see :meth:`ask`); a download that cannot be written only
         hides the button and says so."""
         redactor = self.redactor()
-        shown = self.shown(result, scoring, redactor, analysis=uuid.uuid4().hex[:12])
+        data = redactor.result_dict(result.to_dict())
+        visible = AnalysisResult.from_dict(data) if redactor.changes else result
+        shown = self.shown(result, scoring, analysis=uuid.uuid4().hex[:12], visible=visible)
         update = {
             "result": result,  # the original, to re-score; it stays on the server
             "error": "",
@@ -273,8 +278,7 @@ class Controller:
             **panels.rendered(shown),
         }
         try:
-            path = self.downloads.write(redactor.result_dict(result.to_dict()),
-                                        texts.DOWNLOAD_FILENAME)
+            path = self.downloads.write(data, texts.DOWNLOAD_FILENAME)
             update["download"] = gr.update(value=path, visible=True)
         except Exception as exc:  # e.g. a full disk: the analysis is still worth showing
             log.error("writing the JSON download failed", exc_info=exc)
@@ -284,17 +288,17 @@ class Controller:
         return update
 
     def shown(self, result: AnalysisResult, scoring: str,
-              redactor: Redactor | None = None,
-              shade: str = render.DEFAULT_SHADE, analysis: str = "") -> panels.Shown:
-        """What the panels render: ``result`` as visitors may see it (:meth:`redactor`), the
-        original, ``scoring``, the answer's coloring (``shade``, checked: a raw call's bad
-        value is a message, not a rendering), this page's calibration and methods run, and
-        the id of this showing of an analysis (``analysis``: the page announces each one)."""
-        redactor = redactor or self.redactor()
-        return panels.Shown(redactor.result(result), render.check_scoring(scoring),
-                            original=result, calibration=self.calibration,
-                            reference=self.reference, public=self.access.public,
-                            shade=render.check_shade(shade), analysis=analysis)
+              shade: str = render.DEFAULT_SHADE, analysis: str = "",
+              visible: AnalysisResult | None = None) -> panels.Shown:
+        """What the panels render: ``result`` as visitors may see it (``visible``, else
+        redacted here by :meth:`redactor`), the original, ``scoring``, the answer's coloring
+        (``shade``, checked: a raw call's bad value is a message, not a rendering), this page's
+        methods run, and the id of this showing of an analysis (``analysis``: the page
+        announces each one)."""
+        visible = visible if visible is not None else self.redactor().result(result)
+        return panels.Shown(visible, render.check_scoring(scoring), original=result,
+                            reference=self.reference, shade=render.check_shade(shade),
+                            analysis=analysis)
 
     # --- scoring toggle -------------------------------------------------------------------------
 
