@@ -40,7 +40,7 @@ from mars_demo.result import (
     Uncertainty,
 )
 from mars_demo.result import ScoredAnswer as Answer
-from mars_demo.settings import Settings
+from mars_demo.settings import Settings, clean_question
 from mars_demo.ui.host import READY_LOG
 from mars_demo.verdict import verdict
 
@@ -237,6 +237,7 @@ class FakeEngine:
         on_text=None,
         should_stop=None,
     ) -> AnalysisResult:
+        question = clean_question(question)  # the engine's door, as Engine.analyze has it
         self.calls.append((question, settings))
         if self.fail_with is not None:
             err, self.fail_with = self.fail_with, None

@@ -20,7 +20,7 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.result import AnalysisResult
-from mars_demo.settings import OptionError, Settings, clean_question
+from mars_demo.settings import OptionError, Settings
 from mars_demo.ui import controls, worker
 from mars_demo.ui.pasted import pasted_answers
 
@@ -52,8 +52,7 @@ class Api:
         """Analyze one question (see texts.API_ANALYZE_DOC); ``options`` are the API's
         parameters (:data:`controls.API_OPTIONS`). Errors become ``gr.Error``."""
         c = self.controller
-        try:
-            question = clean_question(question)
+        try:  # the question is cleaned once, at the engine's door
             settings = self._settings(options)
             c.access.check_work(settings)
             result = worker.gpu_analyze(c.host, question, settings,
@@ -100,8 +99,7 @@ class Api:
         return self.controller.settings_from(*options.values(), names=tuple(options))
 
     def _error(self, exc: BaseException) -> gr.Error:
-        if isinstance(exc, AnalysisCancelled):
-            log.info(worker.CANCELLED_LOG)
+        # a cancel was logged by the worker the engine ran in, once the models were free
         return gr.Error(self.controller.message(exc))
 
     def endpoint(self, name: str = "analyze") -> Callable[..., Any]:

@@ -43,7 +43,6 @@ from mars_demo.settings import (
     PROMPTS,
     OptionError,
     Settings,
-    clean_question,
 )
 from mars_demo.ui import controls, methods_panel, panels, render, trust, worker
 from mars_demo.ui.api import Api
@@ -180,17 +179,20 @@ class Controller:
     def ask(self, question: Any, scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
         """Analyze ``question``: stream the greedy answer, then show the whole analysis.
 
-        ``options`` are the settings in :meth:`settings_from` order.
+        ``options`` are the settings in :meth:`settings_from` order. The question goes to the
+        engine as typed: its door cleans it, once (a bad one comes back as the engine's
+        message, before anything is shown).
 
-        The analysis runs in a :class:`~mars_demo.ui.worker.Worker` thread; this generator only
-        relays what it reports (:func:`~mars_demo.ui.worker.relay`). When Gradio closes the
-        generator before the end (the visitor closed the tab or the request was cancelled:
-        Gradio then calls ``close()``, which raises ``GeneratorExit`` at the current ``yield``),
-        the worker is told to stop, so the models do not stay busy for a page nobody reads.
+        The analysis runs in the one worker thread of its GPU function; this generator relays
+        the events it reports (:func:`~mars_demo.ui.worker.analysis_events`,
+        :func:`~mars_demo.ui.worker.relay`). When Gradio closes the generator before the end
+        (the visitor closed the tab or the request was cancelled: Gradio then calls
+        ``close()``, which raises ``GeneratorExit`` at the current ``yield``), the events are
+        closed and the worker told to stop, so the models do not stay busy for a page nobody
+        reads.
         """
         try:
             render.check_scoring(scoring)  # a raw API call's bad value: refused before any work
-            question = clean_question(question)
             settings = self.settings_from(*options)
             self.access.check_work(settings)
             self.host.check_ready()
@@ -198,32 +200,28 @@ class Controller:
             yield self.refused(exc)
             return
         defaults = self.page_defaults()
-        kept = self.examples.get(question, settings, defaults)
+        kept = (self.examples.get(question, settings, defaults) if isinstance(question, str)
+                else None)
         if kept is not None:  # an example made before: all of it at once
             yield self._shown(kept, scoring, note=texts.EXAMPLE_KEPT)
             return
-        task = worker.Worker(
-            lambda progress, on_text, should_stop: worker.gpu_analyze(
-                self.host, question, settings, progress=progress, on_text=on_text,
-                should_stop=should_stop),
-            "mars-analyze",
-        )
-        result = yield from self._finish(task, question, scoring)
-        if result is not None and self.examples.wants(question, settings, defaults):
-            self.examples.put(question, settings, defaults, result)
+        events = worker.analysis_events(self.host, question, settings)
+        result = yield from self._finish(events, str(question), scoring)
+        if result is not None and self.examples.wants(result.question, settings, defaults):
+            self.examples.put(result.question, settings, defaults, result)
 
-    def _finish(self, task: worker.Worker, question: str, scoring: str
+    def _finish(self, events: Iterator[worker.Event], question: str, scoring: str
                 ) -> Generator[dict[str, Any], None, AnalysisResult | None]:
         """Relay a running analysis, then show its result (or its error); returns the result
         (None after an error). Its running time joins :attr:`waits`."""
         started = time.monotonic()
         try:
             kind, payload = yield from worker.relay(
-                task, question, working=trust.working_html(self.waits.words()))
+                events, question, working=trust.working_html(self.waits.words()))
         finally:
-            task.cancel()  # stops the analysis when closed early; a no-op once it is done
-        if kind == "error":
-            yield self._failed(payload)
+            events.close()  # stops the analysis when closed early; a no-op once it is done
+        if kind in ("error", "refused"):  # refused: nothing shown yet, no stale result stays
+            yield self._failed(payload) if kind == "error" else self.refused(payload)
             return None
         self.waits.add(time.monotonic() - started)
         yield self._shown(payload, scoring)
@@ -382,13 +380,8 @@ class Controller:
         except (OptionError, EngineNotReady, ValueError) as exc:
             yield self.refused(exc)
             return
-        task = worker.Worker(
-            lambda progress, _text, should_stop: worker.gpu_score(
-                self.host, answers, settings, progress=progress, should_stop=should_stop,
-                cap=self.access.work_cap),
-            "mars-score",
-        )
-        yield from self._finish(task, answers.question, scoring)
+        events = worker.score_events(self.host, answers, settings, cap=self.access.work_cap)
+        yield from self._finish(events, answers.question, scoring)
 
     # --- models ---------------------------------------------------------------------------------
 
