@@ -28,6 +28,7 @@ from typing import Any
 
 from . import texts
 from .errors import AnswerSetError, OptionError
+from .messages import parse_messages
 
 # A log-prob a hair above 0 is float rounding of log(1) (a server's log-softmax); more is an error.
 POSITIVE_LOGPROB_TOLERANCE = 1e-6
@@ -53,41 +54,6 @@ def known_notes(text: str, finish_reason: str) -> list[str]:
     if not text.strip():
         notes.append(EMPTY_NOTE)
     return notes
-
-
-#: the roles a chat message may have (the question is the last "user" message)
-ROLES = ("system", "user", "assistant")
-#: the most messages a conversation may have
-MAX_MESSAGES = 50
-
-
-def parse_messages(value: Any) -> list[dict[str, str]]:
-    """Chat messages checked: a list of ``{"role": ..., "content": ...}`` dicts, roles of
-    :data:`ROLES`, text content, the last one the question (a "user" message). Raises
-    :class:`AnswerSetError` (an ``OptionError``) naming the message at fault.
-
-    >>> parse_messages([{"role": "system", "content": "Be brief."},
-    ...                 {"role": "user", "content": "Red planet?"}])[-1]
-    {'role': 'user', 'content': 'Red planet?'}
-    """
-    if not isinstance(value, list) or not value:
-        raise AnswerSetError("messages must be a non-empty list of {role, content} objects")
-    if len(value) > MAX_MESSAGES:
-        raise AnswerSetError(f"there are {len(value)} messages; the limit is {MAX_MESSAGES}")
-    out = []
-    for n, message in enumerate(value, 1):
-        if not isinstance(message, dict) or set(message) - {"role", "content"}:
-            raise AnswerSetError(f"message {n} must be an object with role and content only")
-        role, content = message.get("role"), message.get("content")
-        if role not in ROLES:
-            raise AnswerSetError(f"message {n}: role must be one of {', '.join(ROLES)}; "
-                                 f"got {str(role)[:30]!r}")
-        if not isinstance(content, str):
-            raise AnswerSetError(f"message {n}: content must be text")
-        out.append({"role": role, "content": content})
-    if out[-1]["role"] != "user":
-        raise AnswerSetError("the last message must be the question (role user)")
-    return out
 
 
 def recorded_generation(settings: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +152,7 @@ class AnswerSet:
     # settings record it. Timings of generation, in seconds.
     generation: dict[str, Any] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
-    # the chat messages the question came with (parse_messages: a system prompt, earlier
+    # the chat messages the question came with (messages.parse_messages: a system prompt, earlier
     # turns, the question last), None for a question alone
     messages: list[dict[str, str]] | None = None
 

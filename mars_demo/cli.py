@@ -177,31 +177,6 @@ def add_report_flags(parser: argparse.ArgumentParser) -> None:
                         "answers, and the verdict says how its answers at the same level fared")
 
 
-def _grounds(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The calibration and the reference run the flags name (the calibration's own run folder
-    is the reference when none is named); raises ``OptionError`` for a file that is none."""
-    calibration = reference = None
-    folder = getattr(args, "reference", None)
-    if getattr(args, "calibration", None):
-        from .evaluation.calibration import load
-        from .evaluation.reference import is_run
-
-        try:
-            calibration = load(args.calibration)
-        except ValueError as err:  # CalibrationError
-            raise OptionError(f"--calibration: {err}") from err
-        parent = pathlib.Path(args.calibration).parent
-        folder = folder or (parent if is_run(parent) else None)
-    if folder:
-        from .evaluation.reference import load_run
-
-        try:
-            reference = load_run(folder)
-        except ValueError as err:  # RunFileError
-            raise OptionError(f"--reference: {err}") from err
-    return calibration, reference
-
-
 def _settings(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> Settings:
     """Settings from the flags given; for ``score`` and ``evaluate rejudge``, the models and
     scoring options not given come from the answers' (or the run's) recorded settings
@@ -316,10 +291,11 @@ def _print_result(result, args: argparse.Namespace, reference: Any = None) -> No
 
 def _engine(args: argparse.Namespace, settings: Settings):
     """The engine of ``ask`` or ``score``: ``settings``, with the calibration and reference
-    run of the flags (:func:`_grounds`) that its verdicts cite."""
+    run of the flags that its verdicts cite (:func:`mars_demo.evaluation.reference.grounds`)."""
     from .engine import Engine
+    from .evaluation.reference import grounds
 
-    calibration, reference = _grounds(args)
+    calibration, reference = grounds(args.calibration, args.reference)
     return Engine(settings, calibration=calibration, reference=reference)
 
 

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "mars_demo"
 FLOORS = {
     "errors": 0, "progress": 0, "texts": 0, "downloads": 0,
     "core": 1,
-    "options": 2, "answers": 2,
+    "options": 2, "answers": 2, "messages": 2,
     "settings": 3, "result": 3, "recipes": 3, "methods": 3, "verdict": 3, "readable": 3,
     "models": 4,
     "engine": 5,

@@ -213,3 +213,66 @@ def test_the_marker_is_read_from_the_loaded_config(tiny_models, real_looking):
 
     assert toy.is_toy(registry.load_importance(str(tiny_models["importance"])))
     assert not toy.is_toy(registry.load_importance(str(real_looking["importance"])))
+
+
+# --- with a calibration and a reference run ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def calibrated(tiny_models, tmp_path_factory):
+    """An evaluate run of 10 questions (labels given: half right) on the tiny models, with
+    ask's FLAGS, calibrated: RUN/calibration.json."""
+    from pathlib import Path
+
+    facts = Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
+    rows = [json.loads(x) for x in facts.read_text(encoding="utf-8").splitlines()][:10]
+    base = tmp_path_factory.mktemp("calibrated")
+    data = base / "labelled.jsonl"
+    data.write_text("".join(json.dumps({**r, "correct": k % 2 == 0}) + "\n"
+                            for k, r in enumerate(rows)), encoding="utf-8")
+    out = base / "run"
+    code, _, err = run("evaluate", "run", "--data", str(data), "--out", str(out),
+                       *models_of(tiny_models), *FLAGS, "--bootstrap", "50", "--no-plots")
+    assert code == 0, err
+    code, _, err = run("evaluate", "calibrate", str(out), "--no-plots")
+    assert code == 0, err
+    return out
+
+
+def test_a_calibration_and_its_run_reach_the_verdict_in_every_interface(calibrated, tiny_models):
+    cal = calibrated / "calibration.json"
+    argv = ("ask", QUESTION, *models_of(tiny_models), *FLAGS, "--calibration", str(cal))
+    code, out, err = run(*argv, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    made = Verdict.from_dict(data["verdict"])
+    assert made.chance is not None and 0 <= made.chance <= 1
+    assert made.calibrated == (f"About {round(100 * made.chance)}% likely right (calibrated on "
+                               "labelled.jsonl, 10 questions).")
+    assert made.calibration["measure"] == "semantic_entropy" and made.tone in (
+        "likely", "maybe", "unlikely")
+    # the calibration's run is the reference: its record at this level, and the places
+    assert made.record.startswith(f"Answers the page called {made.badge.lower()} were right ")
+    code, report, err = run(*argv)
+    assert code == 0, err
+    assert report_verdict(report) == made.text
+    assert "placed among the answers of run run" in report
+    assert "of the run's answers" in report.split("Key uncertainties", 1)[1].split("\n\n")[0]
+    # the page with the same calibration and run, on the real engine, says the same
+    from mars_demo.engine import Engine
+    from mars_demo.evaluation.calibration import load
+    from mars_demo.evaluation.reference import load_reference
+    from mars_demo.ui.controller import Controller
+    from mars_demo.ui.host import EngineHost
+
+    settings = Engine().settings.replace(
+        llm=str(tiny_models["llm"]), importance=str(tiny_models["importance"]),
+        nli=str(tiny_models["nli"]))
+    page = Controller(EngineHost(Engine(settings)), calibration=load(cal),
+                      reference=load_reference(calibrated))
+    last = list(page.ask(QUESTION, "mars", 3, 0.5, 8, 4, "auto", "model", "sum", "equal",
+                         "strict"))[-1]
+    assert page_verdict(last["verdict"]) == report_verdict(report)
+    # a bad calibration file is one line and status 2
+    code, _, err = run("ask", QUESTION, "--calibration", str(calibrated / "report.json"))
+    assert code == 2 and err.startswith("error: --calibration: ")

@@ -22,7 +22,8 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..answers import AnswerSet, WorkCap, parse_messages
+from ..answers import AnswerSet, WorkCap
+from ..messages import parse_messages
 from ..options import GIVEN_MODELS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS, documented
 from ..errors import (
     AnalysisCancelled,
@@ -363,7 +364,7 @@ def _guarded():
 def door(question: Any, messages: Any = None) -> tuple[str, list[dict[str, str]] | None]:
     """The engine's door: a question, or chat messages whose last one is the question, checked
     and cleaned once (:func:`~mars_demo.settings.clean_question`,
-    :func:`~mars_demo.answers.parse_messages`); returns the question and the messages with the
+    :func:`~mars_demo.messages.parse_messages`); returns the question and the messages with the
     cleaned question last (None for a question alone). Raises ``OptionError``."""
     if messages is None:
         return clean_question(question), None

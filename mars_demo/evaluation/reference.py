@@ -183,6 +183,32 @@ def load_run(folder: str | os.PathLike) -> RunValues:
     return run_values(read_run(pathlib.Path(folder)))
 
 
+def grounds(calibration: str | os.PathLike | None, reference: str | os.PathLike | None
+            ) -> tuple[object, RunValues | None]:
+    """The calibration (the file ``calibration``) and the reference run (the folder
+    ``reference``, else the calibration's own run folder when it is one) that the command
+    line's ``--calibration`` and ``--reference`` name; raises
+    :class:`~mars_demo.errors.OptionError` naming the flag for a file or folder that is none."""
+    from ..errors import OptionError
+
+    loaded = None
+    if calibration:
+        from .calibration import load
+
+        try:
+            loaded = load(calibration)
+        except ValueError as err:  # CalibrationError
+            raise OptionError(f"--calibration: {err}") from err
+        parent = pathlib.Path(calibration).parent
+        reference = reference or (parent if is_run(parent) else None)
+    if not reference:
+        return loaded, None
+    try:
+        return loaded, load_run(reference)
+    except ValueError as err:  # RunFileError
+        raise OptionError(f"--reference: {err}") from err
+
+
 def differences(result: AnalysisResult, run: RunValues) -> list[str]:
     """How ``result`` (the original, not the redacted one) was made otherwise than the run's
     answers, in words that name no model ("other models", "samples 5 here, 2 in the run");
