@@ -329,6 +329,7 @@ def _read_input(path: str) -> str:
 
 
 def _score_command(args: argparse.Namespace) -> int:
+    _SAID.clear()  # each command names its models (once, however many lines it scores)
     try:
         text = _read_input(args.file)
     except (OSError, UnicodeDecodeError) as err:
@@ -453,8 +454,8 @@ _SAID: set[str] = set()
 
 def _say_models(args: argparse.Namespace, settings: Settings,
                 recorded: dict[str, Any] | None) -> None:
-    """Name on stderr, once per set of models, the scoring models ``score`` uses and where
-    each comes from: its flag, the file's recorded settings, or the default."""
+    """Name on stderr, once per set of models in a command, the scoring models ``score`` uses
+    and where each comes from: its flag, the file's recorded settings, or the default."""
     from .methods import optional_models
     from .options import MODEL_LABELS, OPTIONS
 

@@ -4,6 +4,8 @@ caution; the columns name the model as the page does (the full path stays in run
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import pathlib
 
@@ -53,10 +55,14 @@ def five(tiny_models, tmp_path_factory):
     data.write_text("".join(json.dumps({**r, "correct": k < 3}) + "\n"
                             for k, r in enumerate(rows)), encoding="utf-8")
     out = base / "run"
-    assert main(["evaluate", "run", "--data", str(data), "--out", str(out),
-                 "--llm", str(tiny_models["llm"]), "--importance", str(tiny_models["importance"]),
-                 "--nli", str(tiny_models["nli"]), "--samples", "2", "--max-new-tokens", "6",
-                 "--bootstrap", "50", "--no-plots"]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["evaluate", "run", "--data", str(data), "--out", str(out),
+                     "--llm", str(tiny_models["llm"]), "--importance",
+                     str(tiny_models["importance"]), "--nli", str(tiny_models["nli"]),
+                     "--samples", "2", "--max-new-tokens", "6", "--bootstrap", "50",
+                     "--no-plots"]) == 0
+    (out / "printed.txt").write_text(printed.getvalue(), encoding="utf-8")
     return out
 
 
@@ -64,6 +70,9 @@ def test_a_five_question_run_cautions_in_its_report(five, tiny_models):
     md = (five / "report.md").read_text(encoding="utf-8")
     assert ("**Caution: these intervals cannot be trusted: only 5 questions (at least 30 are "
             "needed); only 2 wrong answers") in md
+    # the figures evaluate prints are cautioned too
+    printed = (five / "printed.txt").read_text(encoding="utf-8")
+    assert "Caution: these intervals cannot be trusted: only 5 questions" in printed
     # the caution comes before the first table, and every interval is under it
     assert md.index("Caution:") < md.index("| Method |")
     # the column names the model as the page does; the full path stays in run.json

@@ -10,7 +10,6 @@ import asyncio
 import contextvars
 import inspect
 import json
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,13 +17,10 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.errors import AnalysisCancelled
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import OptionError, Settings
 from mars_demo.ui import controls, worker
 from mars_demo.ui.pasted import pasted_answers
-
-log = logging.getLogger(__name__)
 
 # The cancel check of the API request running in this thread (see Api.endpoint).
 _API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(

@@ -305,13 +305,13 @@ def relay(events: Iterator[Event], question: str, working: str = ""
           ) -> Generator[dict[str, Any], None, tuple[str, Any]]:
     """Yield the page updates of a running analysis (``events``: :func:`analysis_events`);
     return its ("done", result) or ("error", exception), or ("refused", exception) for work
-    that failed before it reported anything (a question the engine's door refuses), which yields
-    nothing. Once the work reported its first event, the first update clears the last result
-    from the page (the browser did at the press already) and puts ``working`` (the verdict
-    being worked out) in the verdict's place. Then the streaming
-    answer and the stage progress, at most every :data:`STREAM_INTERVAL_S`, and the same again
-    at least every :data:`HEARTBEAT_S` while nothing changes (Gradio notices a closed tab only
-    between two updates)."""
+    that failed before it reported anything (a question the engine's door refuses), which
+    yields nothing. Once the work reported its first event, the first update clears the last
+    result from the page (the browser did at the press already) and puts ``working`` (the
+    verdict being worked out) in the verdict's place. Then the streaming answer and the stage
+    progress, at most every :data:`STREAM_INTERVAL_S`, and the same again at least every
+    :data:`HEARTBEAT_S` while nothing changes (Gradio notices a closed tab only between two
+    updates)."""
     kind, payload = _next(events)
     if kind in ("done", "error"):
         return ("refused" if kind == "error" else kind), payload
