@@ -206,14 +206,18 @@ def test_ask_score_and_evaluate_end_to_end(smollm2_llm, smollm2_gguf, tiny_model
     assert any(DEQUANTIZED in w for w in asked["warnings"])
     saved = tmp_path / "asked.json"
     saved.write_text(out, encoding="utf-8")
-    code, out, err = cli("score", str(saved), *models[2:])
+    code, out, err = cli("score", str(saved), *models[2:], "--details")
     assert code == 0, err
     u = asked["uncertainty"]
     for name in ("Confidence", "Entropy", "Semantic entropy"):
         key = name.lower().replace(" ", "_")
         pair = f"{u[key]['length_normalized']:17.4f} {u[key]['mars']:9.4f}"
         assert re.search(rf"^  {name} +{re.escape(pair.strip())}$", out, re.M), (name, out)
-    assert "Canberra" in out.splitlines()[2]
+    assert out.splitlines()[1].startswith("Answer:") and "Canberra" in out.splitlines()[1]
+    lines = out.splitlines()
+    verdict_at = next(i for i, line in enumerate(lines) if line.startswith("Verdict: "))
+    assert lines[verdict_at - 1] == "" and all(line.startswith(("Question:", "Answer:", " "))
+                                               for line in lines[:verdict_at - 1])
     run = tmp_path / "run"
     code, out, err = cli("evaluate", "--data", str(ROOT / "data" / "facts.jsonl"), "--limit",
                          "4", "--out", str(run), "--judge", "contains", "--bootstrap", "50",

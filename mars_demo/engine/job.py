@@ -152,13 +152,14 @@ def mark_toys(job: ScoringJob, loaded: dict[str, object]) -> list[str]:
     """The roles of the toy models (:mod:`mars_demo.models.toy`) this job's analysis used: the
     LLM that made its answers (as their generation recorded), the scoring models ``loaded``
     for it and, where an earlier result's NLI verdicts are reused without the NLI model, that
-    result's. Said in one warning of the job's; returned for the settings."""
+    result's. Said in one warning, the job's first (what the rest says comes from those
+    models); returned for the settings."""
     found = set(toy.roles(loaded))
     if (job.answers.generation or {}).get("toy_llm"):
         found.add("llm")
     if job.reuse is not None and "nli" not in loaded:
         found |= {"nli"} & set(job.reuse.settings.get("toy_models") or ())
-    job.warnings.extend(toy.warnings(found))
+    job.warnings[:0] = toy.warnings(found)
     return [role for role in toy.WHAT if role in found]
 
 
