@@ -28,6 +28,7 @@ from typing import Any
 
 from . import texts
 from .errors import AnswerSetError, OptionError
+from .messages import parse_messages
 
 # A log-prob a hair above 0 is float rounding of log(1) (a server's log-softmax); more is an error.
 POSITIVE_LOGPROB_TOLERANCE = 1e-6
@@ -60,6 +61,8 @@ def recorded_generation(settings: dict[str, Any]) -> dict[str, Any]:
     made = {k: settings[k] for k in RECORDED if k in settings}
     if settings.get("generated_with_recipe"):
         made["recipe"] = settings["generated_with_recipe"]
+    if "llm" in (settings.get("toy_models") or ()):  # answers of a toy LLM stay said so
+        made["toy_llm"] = True
     return made
 
 
@@ -149,6 +152,15 @@ class AnswerSet:
     # settings record it. Timings of generation, in seconds.
     generation: dict[str, Any] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
+    # the chat messages the question came with (messages.parse_messages: a system prompt, earlier
+    # turns, the question last), None for a question alone
+    messages: list[dict[str, str]] | None = None
+
+    @property
+    def context(self) -> list[dict[str, str]]:
+        """The messages before the question (a system prompt, earlier turns): what a chat
+        prompt puts before it; empty for a question alone."""
+        return list(self.messages[:-1]) if self.messages else []
 
     @property
     def answers(self) -> list[Answer]:
@@ -173,6 +185,8 @@ class AnswerSet:
             out["prompt"] = self.prompt
         if self.prompt_token_ids is not None:
             out["prompt_token_ids"] = list(self.prompt_token_ids)
+        if self.messages is not None:
+            out["messages"] = [dict(m) for m in self.messages]
         return out
 
     @classmethod
@@ -220,6 +234,11 @@ class AnswerSet:
         if negative is not None:
             raise AnswerSetError(f"prompt_token_ids: id {negative[1]} (position {negative[0]}) "
                                  "is negative; token ids are 0 or more")
+        messages = data.get("messages")
+        if messages is not None:
+            messages = parse_messages(messages)
+            if messages[-1]["content"] != question:
+                raise AnswerSetError("the last message's content must be the question")
         recorded = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         preset = recorded.get("prompt")
         return cls(
@@ -232,6 +251,7 @@ class AnswerSet:
             # an analysis JSON says where its log-probs came from; otherwise they were given
             logprob_source=str(recorded.get("logprob_source") or "given"),
             generation=recorded_generation(recorded),
+            messages=messages,
         )
 
 

@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(ask)
     add_request_flags(ask)
     ask.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    add_report_flags(ask)
 
     score = sub.add_parser(
         "score",
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="recompute only the methods (--methods, else those the file "
                        "recorded) of a saved analysis, from its JSON alone: no model is loaded "
                        "and nothing else changes")
+    add_report_flags(score)
 
     sub.add_parser("methods", help="list the uncertainty methods (ids for --methods), what "
                    "each reads and costs")
@@ -106,6 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
         "llama_cpp.server --model DIR/llm.gguf (needs the gguf package)",
     )
     return p
+
+
+def add_report_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of what ``ask`` and ``score`` print and what their verdict cites."""
+    parser.add_argument("--details", action="store_true",
+                        help="the whole report: each token's probability and weights, the "
+                        "samples and their meanings, both scorings, the other methods, timings")
+    parser.add_argument("--verbose", action="store_true",
+                        help="let the model libraries print their notices and progress bars "
+                        "(silenced by default; real warnings are shown either way, once each)")
+    parser.add_argument("--calibration", metavar="FILE",
+                        help="a calibration made by `evaluate calibrate RUN_DIR`: the verdict "
+                        "gives the answer's chance of being right where it covers the answer "
+                        "(and its run, when FILE is in the run's folder, places each value)")
+    parser.add_argument("--reference", metavar="RUN_DIR",
+                        help="an `evaluate run` folder: each key value is placed among its "
+                        "answers, and the verdict says how its answers at the same level fared")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,24 +212,45 @@ def _unexpected(err: BaseException) -> str:
     )
 
 
-def _print_result(result, as_json: bool) -> None:
-    if as_json:
+def _print_result(result, args: argparse.Namespace, reference: Any = None) -> None:
+    if args.json:
         encoding = (getattr(sys.stdout, "encoding", None) or "").lower()
         utf = encoding.replace("-", "").replace("_", "").startswith("utf")
         print(json.dumps(result.to_dict(), ensure_ascii=not utf, indent=2))
     else:
-        print(format_report(result))
+        print(result.report(details=args.details, reference=reference))
     sys.stdout.flush()
 
 
-def _ask_command(args: argparse.Namespace) -> int:
+def _engine(args: argparse.Namespace, settings: Settings):
+    """The engine of ``ask`` or ``score``: ``settings``, with the calibration and reference
+    run of the flags that its verdicts cite (:func:`mars_demo.evaluation.reference.grounds`)."""
     from .engine import Engine
+    from .evaluation.reference import grounds
 
-    result, code = _run(lambda: Engine(settings_from(args)).analyze(
+    calibration, reference = grounds(args.calibration, args.reference)
+    return Engine(settings, calibration=calibration, reference=reference)
+
+
+def _quiet(args: argparse.Namespace) -> None:
+    """Before the models run: the libraries' notices and bars silenced unless ``--verbose``
+    (:mod:`mars_demo.terminal`)."""
+    if not args.verbose:
+        from .terminal import quiet
+
+        quiet()
+
+
+def _ask_command(args: argparse.Namespace) -> int:
+    _quiet(args)
+    engine, code = _run(lambda: _engine(args, settings_from(args)))
+    if code is not None:
+        return code
+    result, code = _run(lambda: engine.analyze(
         args.question, progress=None if args.json else _stderr_progress))
     if code is not None:
         return code
-    _print_result(result, args.json)
+    _print_result(result, args, engine.reference)
     return 0
 
 
@@ -222,8 +262,7 @@ def _read_input(path: str) -> str:
 
 
 def _score_command(args: argparse.Namespace) -> int:
-    from .engine import Engine
-
+    _SAID.clear()  # each command names its models (once, however many lines it scores)
     try:
         text = _read_input(args.file)
     except (OSError, UnicodeDecodeError) as err:
@@ -238,10 +277,11 @@ def _score_command(args: argparse.Namespace) -> int:
         except RecursionError:
             print("error: the input nests too deeply to be an answer set", file=sys.stderr)
             return EXIT_USAGE
-    settings, code = _run(lambda: settings_from(args))
+    engine, code = _run(lambda: _engine(args, settings_from(args)))
     if code is not None:
         return code
-    engine = Engine(settings)
+    if not args.methods_only:  # only then do models run
+        _quiet(args)
     if single is not None:
         recorded = single.get("settings") if isinstance(single, dict) else None
         result, code = _run(
@@ -250,7 +290,7 @@ def _score_command(args: argparse.Namespace) -> int:
         )
         if code is not None:
             return code
-        _print_result(result, args.json)
+        _print_result(result, args, engine.reference)
         return 0
     return _score_lines(engine, args, text.split("\n"))  # JSON keeps U+2028 raw
 
@@ -262,6 +302,9 @@ def _score_lines(engine, args: argparse.Namespace, lines: list[str]) -> int:
     from tqdm import tqdm
 
     numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    if not numbered:  # as evaluate says of a data file with no question
+        print(f"error: the file {args.file!r} has no usable answer set", file=sys.stderr)
+        return EXIT_USAGE
     bad: list[int] = []
     done = 0
     stopped = ""
@@ -322,6 +365,7 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
         return engine.score(answers if args.judge_again else data, settings)
     from .methods import compute_methods
     from .result import AnalysisResult
+    from .verdict import verdict
 
     if not isinstance(data, dict) or not {"cluster_ids", "nli", "uncertainty"} <= set(data):
         raise OptionError("--methods-only needs a saved analysis (the JSON of ask --json or "
@@ -333,6 +377,8 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
         raise OptionError(f"cannot recompute the methods of this analysis: {err}") from err
     result.settings["methods"] = list(settings.method_ids)
     result.settings["end_token"] = settings.end_token
+    # the verdict again, as the engine would: a calibration may read a recomputed method
+    result.verdict = verdict(result, engine.calibration, engine.reference)
     return result
 
 
@@ -341,8 +387,8 @@ _SAID: set[str] = set()
 
 def _say_models(args: argparse.Namespace, settings: Settings,
                 recorded: dict[str, Any] | None) -> None:
-    """Name on stderr, once per set of models, the scoring models ``score`` uses and where
-    each comes from: its flag, the file's recorded settings, or the default."""
+    """Name on stderr, once per set of models in a command, the scoring models ``score`` uses
+    and where each comes from: its flag, the file's recorded settings, or the default."""
     from .methods import optional_models
     from .options import MODEL_LABELS, OPTIONS
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .verdict import Verdict, verdict as judge_result
 
 if TYPE_CHECKING:
     from .answers import AnswerSet
@@ -79,7 +81,30 @@ class Scores:
     mars: float
 
 
-@dataclass
+class TokenWeights(NamedTuple):
+    """One token of an answer with everything its scores give it
+    (:meth:`ScoredAnswer.weighted_tokens`): its ``text``, ``probability`` (``exp(logprob)``,
+    the model's at temperature 1), ``logprob`` (natural log), ``ln_weight`` (1/L, its weight
+    in the length-normalized score), ``mars_weight`` (w_l, its weight in the MARS score),
+    ``importance`` (u_l, its share of the phrase weights) and the ``phrase`` it belongs to (its
+    text; None for a token of no phrase) with that phrase's index ``phrase_index`` (-1: none).
+    """
+
+    text: str
+    probability: float
+    logprob: float
+    ln_weight: float
+    mars_weight: float
+    importance: float
+    phrase: str | None
+    phrase_index: int
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(repr=False)
 class ScoredAnswer:
     """One answer scored (an :class:`~mars_demo.answers.Answer` after the scoring stages), with
     everything needed to explain its scores.
@@ -105,6 +130,32 @@ class ScoredAnswer:
     # from uniform and alternatives: what lm-polygraph's token-level methods count
     # (``--end-token include``). None: the answer ended otherwise or the source did not say.
     end_token: Token | None = None
+
+    def weighted_tokens(self) -> list[TokenWeights]:
+        """The answer's tokens, each with its probability, its LN and MARS weights, its
+        importance and its phrase, in one list (:class:`TokenWeights`): what the readable
+        report's token table shows.
+
+        >>> [(t.text, round(t.mars_weight, 3), t.phrase) for t in answer.weighted_tokens()]
+        ... # doctest: +SKIP
+        [('It', 0.132, 'It is'), (' is', 0.132, 'It is'), (' Mars', 0.736, 'Mars')]
+        """
+        n = len(self.tokens)
+        out = []
+        for i, token in enumerate(self.tokens):
+            k = self.phrase_of_token[i] if i < len(self.phrase_of_token) else -1
+            k = k if 0 <= k < len(self.phrases) else -1
+            out.append(TokenWeights(
+                text=token.text, probability=math.exp(token.logprob), logprob=token.logprob,
+                ln_weight=1 / n, mars_weight=self.mars_weights[i],
+                importance=self.token_importance[i] if i < len(self.token_importance) else 0.0,
+                phrase=self.phrases[k].text if k >= 0 else None, phrase_index=k))
+        return out
+
+    def __repr__(self) -> str:
+        return (f"ScoredAnswer(text={_short(self.text)!r}, tokens={len(self.tokens)}, "
+                f"phrases={len(self.phrases)}, ln={self.scores.length_normalized:.4f}, "
+                f"mars={self.scores.mars:.4f})")
 
 
 #: token fields left out of the JSON when None, so an analysis that has none of them reads as
@@ -173,9 +224,13 @@ class Uncertainty:
     semantic_entropy: Pair
 
 
-@dataclass
+@dataclass(repr=False)
 class AnalysisResult:
-    """Everything one question produced. ``to_dict()`` is plain JSON."""
+    """Everything one question produced. ``to_dict()`` is plain JSON; ``verdict`` is the
+    verdict on the greedy answer (:class:`~mars_demo.verdict.Verdict`, computed once when the
+    analysis is made or re-scored); ``report()`` the readable report the command line prints;
+    ``messages``: the chat messages the question came with (a system prompt, earlier turns),
+    None for a question alone."""
 
     question: str
     prompt: str
@@ -196,9 +251,19 @@ class AnalysisResult:
     # {id: {"logprob": x, "prompt": text, "target": token text, "llm": model id}} (p_true);
     # empty in an analysis made before it (still schema 3: the field is optional)
     method_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the verdict on the greedy answer (mars_demo.verdict): computed by the engine when the
+    # analysis is made or re-scored; an analysis saved before it gets one when it is read
+    verdict: Verdict | None = None
+    # the chat messages the question came with (role/content dicts, the question the last
+    # user message), None for a question alone
+    messages: list[dict[str, str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        verdict = self.verdict
+        out = dataclasses.asdict(dataclasses.replace(self, verdict=None))
+        out["verdict"] = verdict.to_dict() if verdict is not None else None
+        if self.messages is None:
+            out.pop("messages")
         for answer in [out["greedy"], *out["samples"]]:
             for key in ("entropy_top_k", "end_token"):
                 if answer.get(key) is None:
@@ -209,6 +274,25 @@ class AnalysisResult:
                     if token.get(key) is None:
                         token.pop(key, None)
         return out
+
+    def report(self, details: bool = False, reference: Any = None) -> str:
+        """The readable report the command line prints (``ask``, ``score``): the question,
+        the answer, the verdict, the key uncertainties each with its scale, the warnings;
+        ``details``: also the token table, the samples, both scorings, the other methods and
+        the timings (``--details``); ``reference``: a run whose answers each key value is
+        placed among (:func:`mars_demo.evaluation.reference.load_run`). Nothing from the
+        question or the answers reaches a terminal unescaped (:mod:`mars_demo.readable`)."""
+        from .readable import format_report
+
+        return format_report(self, details=details, reference=reference)
+
+    def __repr__(self) -> str:
+        badge = self.verdict.badge if self.verdict is not None else None
+        se = self.uncertainty.semantic_entropy
+        return (f"AnalysisResult(question={_short(self.question)!r}, "
+                f"answer={_short(self.greedy.text)!r}, verdict={badge!r}, "
+                f"samples={len(self.samples)}, semantic_entropy=(ln={se.length_normalized:.4f}, "
+                f"mars={se.mars:.4f}))")
 
     # --- what the sampled answers say, from the scores and clusters already here ------------
     # (for display: no model runs; the math is mars_demo.core's)
@@ -274,6 +358,7 @@ class AnalysisResult:
             prompt_preset=preset if preset in ("paper", "chat") else None,
             logprob_source=self.settings.get("logprob_source", "generation"),
             generation=recorded_generation(self.settings),
+            messages=[dict(m) for m in self.messages] if self.messages else None,
         )
 
     @classmethod
@@ -295,7 +380,7 @@ class AnalysisResult:
             )
 
         u = data["uncertainty"]
-        return cls(
+        result = cls(
             question=data["question"],
             prompt=data["prompt"],
             prompt_token_ids=list(data["prompt_token_ids"]),
@@ -322,4 +407,9 @@ class AnalysisResult:
                      for name, values in (data.get("methods") or {}).items()},
             method_inputs={name: dict(values)
                            for name, values in (data.get("method_inputs") or {}).items()},
+            messages=[dict(m) for m in data["messages"]] if data.get("messages") else None,
         )
+        saved = data.get("verdict")
+        # an analysis saved before verdicts were part of it gets one now, from its answers
+        result.verdict = Verdict.from_dict(saved) if saved else judge_result(result)
+        return result

@@ -136,6 +136,8 @@ class Settings:
         return FREE
 
     def replace(self, **changes: Any) -> "Settings":
+        """These settings with ``changes``; an unknown name raises :class:`OptionError`."""
+        check_names(changes)
         return dataclasses.replace(self, **changes)
 
     def with_models_of(self, other: "Settings") -> "Settings":
@@ -242,6 +244,36 @@ def resolve_llm(llm: str | None, cuda: bool) -> tuple[str, LLMPreset | None]:
         if preset.model_id == llm:
             return llm, preset
     return llm, None
+
+
+def check_names(options: Any) -> None:
+    """Raise :class:`OptionError` naming every keyword of ``options`` that is no field of
+    :class:`Settings` (with the known ones), as every public call does.
+
+    >>> check_names({"normalisation": "sum"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    mars_demo.errors.OptionError: unknown option(s) normalisation; known: llm, ...
+    """
+    unknown = sorted(set(options) - set(Settings.__dataclass_fields__))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(Settings.__dataclass_fields__)}")
+
+
+def _checked_init(init: Any) -> Any:
+    """``Settings``' own ``__init__`` with its keywords checked by :func:`check_names` first,
+    so ``Settings(normalisation=...)`` raises :class:`OptionError`, not ``TypeError``."""
+    import functools
+
+    @functools.wraps(init)
+    def __init__(self: Settings, *args: Any, **kwargs: Any) -> None:
+        check_names(kwargs)
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+Settings.__init__ = _checked_init(Settings.__init__)  # type: ignore[method-assign]
 
 
 def resolve_nli(nli: str | None, cuda: bool) -> str:

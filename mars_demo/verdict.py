@@ -25,6 +25,13 @@ only a calibrated chance of being right gets a tone that reads as trust. Where t
 evaluation run, how often answers at the same level were right there (:class:`LevelRecord`) is
 said too. Pure Python over the result: no gradio, no models.
 
+The verdict is part of the analysis: the engine computes it once per result
+(:func:`verdict`, with the engine's calibration and reference run where it has them) and keeps
+it in :attr:`AnalysisResult.verdict <mars_demo.result.AnalysisResult.verdict>`, whose JSON
+carries it (:meth:`Verdict.to_dict`); the command line, the library and the page read that
+object and compute nothing of their own. This module reads the result by its fields alone (it
+imports no :mod:`mars_demo.result`, which imports it).
+
 >>> Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True).level
 'consistent'
 >>> judge(Evidence(agreeing=1, samples=5, meanings=3, scorings_agree=True)).badge
@@ -37,10 +44,10 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
 
 from . import texts
-from .result import AnalysisResult
 
 #: fewer sampled answers than this are too few to speak of agreement
 MIN_SAMPLES = 3
@@ -88,6 +95,13 @@ class Evidence:
     placed_by: str = "words"
     sureness: float | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Evidence":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
     @property
     def level(self) -> str:
         """"consistent" (every sample means the same as the answer), "mostly" (more than half
@@ -102,7 +116,7 @@ class Evidence:
         return "unsure"
 
 
-def entailed_samples(result: AnalysisResult) -> list[int] | None:
+def entailed_samples(result: Any) -> list[int] | None:
     """The samples whose meaning the greedy answer entails, by the NLI verdicts of "question
     greedy answer" against "question sample" that the analysis holds
     (``method_inputs["greedy_nli"]``: (entailment, neutral, contradiction) per sample; entailed
@@ -120,7 +134,7 @@ def entailed_samples(result: AnalysisResult) -> list[int] | None:
             if isinstance(p, list) and len(p) == 3 and p[0] == max(p)]
 
 
-def evidence(result: AnalysisResult) -> Evidence:
+def evidence(result: Any) -> Evidence:
     """The :class:`Evidence` of an analysis: its greedy answer placed among its samples'
     meaning clusters, in that of the samples with its words (:func:`same_words`) or else in
     the cluster of most of the samples it entails (:func:`entailed_samples`), and the
@@ -165,13 +179,17 @@ class LevelRecord:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The verdict as the page shows it: a ``badge`` (one or two words), one ``sentence`` in
-    plain words (what was observed, how sure the model was and, without a calibration, that
-    agreement is not correctness), the ``level`` (:data:`LEVELS`), its ``tone`` (``neutral``
-    or ``caution`` without a calibration; ``likely``, ``maybe`` or ``unlikely`` from a
-    calibrated chance) and, with a calibration that covers the answer, ``chance`` (of being
-    right, 0 to 1) and its line ``calibrated``; with a run, ``record``, how answers at this
-    level fared there."""
+    """The verdict on an answer: a ``badge`` (one or two words), one ``sentence`` in plain words
+    (what was observed, how sure the model was and, without a calibration, that agreement is
+    not correctness), the ``level`` (:data:`LEVELS`), the :class:`Evidence` it rests on, its
+    ``tone`` (``neutral`` or ``caution`` without a calibration; ``likely``, ``maybe`` or
+    ``unlikely`` from a calibrated chance) and, with a calibration that covers the answer,
+    ``chance`` (of being right, 0 to 1) and its line ``calibrated``; with a reference run,
+    ``record``, how answers at this level fared there. ``calibration``: where the chance was
+    measured (the calibration's estimate: ``chance_correct``, the ``uncertainty`` it read,
+    ``measure``, ``scoring``, ``data``, ``n``, ``accuracy``, ``auroc``, ``judge``...) or, for an
+    answer the calibration does not cover, ``chance_correct`` None with the ``reason``; None
+    without a calibration."""
 
     level: str
     badge: str
@@ -180,6 +198,7 @@ class Verdict:
     chance: float | None = None
     calibrated: str = ""
     record: str = ""
+    calibration: dict[str, Any] | None = None
 
     @property
     def tone(self) -> str:
@@ -195,6 +214,33 @@ class Verdict:
         ("Consistent: The model gives this answer every time (5 of 5 other tries). ...")."""
         return " ".join(part for part in (f"{self.badge}: {self.sentence}", self.calibrated,
                                           self.record) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict's JSON (the analysis' ``verdict``): its fields, with ``tone`` and
+        ``text`` for readers that do not rebuild it."""
+        out = {"level": self.level, "badge": self.badge, "sentence": self.sentence,
+               "tone": self.tone, "text": self.text, "evidence": self.evidence.to_dict(),
+               "chance": self.chance, "calibrated": self.calibrated, "record": self.record}
+        if self.calibration is not None:
+            out["calibration"] = dict(self.calibration)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
+        """:meth:`to_dict`'s object read back (``tone`` and ``text`` follow from the rest).
+        Raises ``ValueError`` for an unknown level, ``KeyError`` or ``TypeError`` for a
+        malformed one."""
+        if data["level"] not in LEVELS:
+            raise ValueError(f"verdict level must be one of {', '.join(LEVELS)}; "
+                             f"got {str(data['level'])[:30]!r}")
+        chance = data.get("chance")
+        calibration = data.get("calibration")
+        return cls(level=data["level"], badge=str(data["badge"]), sentence=str(data["sentence"]),
+                   evidence=Evidence.from_dict(data["evidence"]),
+                   chance=None if chance is None else float(chance),
+                   calibrated=str(data.get("calibrated", "")),
+                   record=str(data.get("record", "")),
+                   calibration=dict(calibration) if isinstance(calibration, dict) else None)
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -231,10 +277,12 @@ def _sureness(found: Evidence) -> str:
 
 
 def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",
-          n: int | None = None, record: LevelRecord | None = None) -> Verdict:
+          n: int | None = None, record: LevelRecord | None = None, *,
+          calibration: dict[str, Any] | None = None, unlike: str = "") -> Verdict:
     """The :class:`Verdict` of ``found``; ``chance`` (0 to 1), ``calibrated_on`` (the data set)
-    and ``n`` (its questions) only where a calibration covers the answer; ``record``: how
-    answers at this level fared in the page's evaluation run."""
+    and ``n`` (its questions) only where a calibration covers the answer (``calibration``: its
+    estimate, or why it does not cover it); ``record``: how answers at this level fared in a
+    reference run (``unlike``: how this answer was made otherwise than that run's, in words)."""
     level = found.level
     parts = [_agreement(found)]
     if not found.scorings_agree and level != "few":
@@ -252,19 +300,61 @@ def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",
         said = texts.VERDICT_RECORD.format(
             level=texts.VERDICT_BADGES[record.level].lower(), share=f"{record.share:.0%}",
             run=record.run, n=record.n, low=f"{record.low:.0%}", high=f"{record.high:.0%}")
+        if unlike:
+            said += texts.VERDICT_RECORD_OTHER.format(what=unlike)
     return Verdict(level=level, badge=texts.VERDICT_BADGES[level],
                    sentence=" ".join(p for p in parts if p), evidence=found, chance=chance,
-                   calibrated=calibrated, record=said)
+                   calibrated=calibrated, record=said, calibration=calibration)
 
 
-LevelRecords = dict[str, LevelRecord]
+def covered(result: Any, calibration: Any) -> dict[str, Any]:
+    """What ``calibration`` (an object whose ``estimate(result)`` gives the chance of being
+    right and where it was measured, :class:`mars_demo.evaluation.calibration.Calibration`)
+    says of ``result``: its estimate, or, for a result it does not cover (other models or
+    other settings: the estimate raises a ``ValueError``, ``KeyError`` or ``TypeError``),
+    ``chance_correct`` None with the ``reason`` and what differs (``other``: "settings" where
+    the error says so by its ``other`` attribute, else "models")."""
+    try:
+        return dict(calibration.estimate(result))
+    except (KeyError, TypeError, ValueError) as err:
+        out = {"chance_correct": None, "reason": str(err),
+               "other": getattr(err, "other", "models")}
+        describe = getattr(calibration, "describe", None)
+        if describe is not None:
+            out["source"] = describe()
+        return out
 
 
-def verdict(result: AnalysisResult, chance: float | None = None, calibrated_on: str = "",
-            n: int | None = None, record: LevelRecords | None = None) -> Verdict:
-    """The verdict on ``result``'s greedy answer (:func:`evidence`, then :func:`judge`);
-    ``record``: the run's :class:`LevelRecord` by level (the one of this verdict's level is
-    said)."""
+def data_name(data: Any) -> str:
+    """A calibration's data set as a verdict names it: the file's name, never its folders
+    (a page shows no server folder; the calibration file keeps the whole path).
+
+    >>> data_name("/srv/data/facts.jsonl"), data_name("facts")
+    ('facts.jsonl', 'facts')
+    """
+    text = str(data).replace("\\", "/").rstrip("/")
+    return text.rsplit("/", 1)[-1] or text
+
+
+def verdict(result: Any, calibration: Any = None, reference: Any = None) -> Verdict:
+    """The verdict on ``result``'s greedy answer (:func:`evidence`, then :func:`judge`).
+
+    ``calibration``: a calibration (see :func:`covered`) whose chance of being right the
+    verdict gives where it covers the answer; ``reference``: a run the answers at each level
+    are counted in (an object with ``levels``, the :class:`LevelRecord` by level, and
+    ``differences(result)``, how the result was made otherwise, in words:
+    :class:`mars_demo.evaluation.reference.RunValues`)."""
     found = evidence(result)
-    return judge(found, chance, calibrated_on, n, (record or {}).get(found.level))
-
+    chance, data, n, estimate = None, "", None, None
+    if calibration is not None:
+        estimate = covered(result, calibration)
+        if estimate.get("chance_correct") is not None:
+            chance, n = float(estimate["chance_correct"]), estimate.get("n")
+            data = data_name(estimate.get("data", ""))
+    record, unlike = None, ""
+    if reference is not None:
+        record = (getattr(reference, "levels", None) or {}).get(found.level)
+        if record is not None and record.n:
+            unlike = "; ".join(reference.differences(result))
+    return judge(found, chance, calibrated_on=data, n=n, record=record,
+                 calibration=estimate, unlike=unlike)

@@ -45,6 +45,8 @@ MARKS_BY_CALL = {
     "run_in_processes": ("slow",),  # the benchmark's runs through torchrun
     "build_site": ("slow",),  # mkdocs build --strict of the docs site (tests/test_docs.py)
     "require_peers": ("slow",),  # the peers' own code (lm-polygraph, TruthTorchLM) in their venv
+    # `ask --llm FILE.gguf` in a process of its own: the GGUF tokenizer's conversion (a minute)
+    "gguf_ask": ("slow",),
     # every command of the README and the docs, as written (tests/test_doc_commands.py)
     "run_documented": ("slow",),
     # numeric_checks.float32_order: compares a batched model pass with a single one, so CI runs

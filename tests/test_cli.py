@@ -62,9 +62,15 @@ def test_ask_report_is_readable(cli_models):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith(f"Question: {QUESTION}")
-    for part in ("Answer:", "Tokens by phrase", "Samples", "Confidence", "Entropy", "Semantic entropy",
-                 "higher = less trustworthy"):
+    for part in ("Answer:", "Verdict:", "Confidence", "Entropy", "Semantic entropy",
+                 "higher = less trustworthy", "--details"):
         assert part in out
+    assert "Tokens by phrase" not in out  # the details are one flag away
+    detailed = run_cli("ask", QUESTION, *model_args(cli_models), "--samples", "2",
+                       "--max-new-tokens", "6", "--prompt", "paper", "--details")
+    assert detailed.stdout.startswith(out.rsplit("\nMore with --details", 1)[0])
+    for part in ("Tokens by phrase", "Samples (meaning", "length-normalized      MARS", "Time (s)"):
+        assert part in detailed.stdout
 
 
 @pytest.mark.parametrize(
@@ -181,7 +187,7 @@ def test_every_option_of_the_schema_is_a_flag():
 def _report_of(result):
     from mars_demo.cli import format_report
 
-    return format_report(result)
+    return format_report(result, details=True)
 
 
 def test_the_report_names_each_phrase_once_above_its_tokens():
@@ -195,13 +201,13 @@ def test_the_report_names_each_phrase_once_above_its_tokens():
     report = _report_of(make_result(greedy=greedy))
     lines = report.splitlines()
     tokens = lines[lines.index(next(x for x in lines if x.startswith("Tokens by phrase"))):
-                   lines.index("Samples (cluster, LN score, MARS score):")]
+                   lines.index(next(x for x in lines if x.startswith("Samples (meaning")))]
     assert sum("The Red Planet" in line for line in tokens) == 1  # once, not on every token
     headers = [line for line in lines if line.startswith("  phrase ")]
     assert headers == [
-        "  phrase 1 'The Red Planet': importance 0.300, weight U 0.240",
-        "  phrase 2 'is': importance 0.050, weight U 0.040",
-        "  phrase 3 'Mars': importance 0.900, weight U 0.720",
+        "  phrase 1 'The Red Planet': importance 0.300, phrase weight 0.240",
+        "  phrase 2 'is': importance 0.050, phrase weight 0.040",
+        "  phrase 3 'Mars': importance 0.900, phrase weight 0.720",
     ]
     start = lines.index(headers[0])
     assert [line.split()[0] for line in lines[start + 1 : start + 4]] == ["'The'", "'", "'"]

@@ -94,3 +94,23 @@ def test_cli_unexpected_failure_is_one_line(monkeypatch, capsys, tiny_settings):
     assert code == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "failed unexpectedly (TypeError: something odd)" in lines[0]
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_score_of_a_file_with_no_answer_set_fails_as_evaluate_does(tmp_path, capsys, content,
+                                                                   tiny_models):
+    """An empty JSONL file (or blank lines only) is no success: exit 2 and one line, in the
+    shape of evaluate's "the data file ... has no usable question"."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(content, encoding="utf-8")
+    assert cli.main(["score", str(answers), "--importance", str(tiny_models["importance"]),
+                     "--nli", str(tiny_models["nli"])]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: the file {str(answers)!r} has no usable answer set\n"
+    data = tmp_path / "data.jsonl"
+    data.write_text(content, encoding="utf-8")
+    assert cli.main(["evaluate", "run", "--data", str(data), "--out", str(tmp_path / "run"),
+                     "--llm", str(tiny_models["llm"]), "--importance",
+                     str(tiny_models["importance"]), "--nli", str(tiny_models["nli"])]) == 2
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said == f"error: the data file {str(data)!r} has no usable question"

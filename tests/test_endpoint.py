@@ -283,6 +283,25 @@ def test_chat_prompt_through_the_local_template(endpoint, hf, llama_server, monk
     assert used == "paper" and len(warnings3) == 1 and "tokenizer is not known" in warnings3[0]
 
 
+def test_chat_messages_through_the_endpoint(endpoint, hf, llama_server, tiny_models):
+    """Chat messages (a system prompt before the question) reach the server as the in-process
+    LLM's chat template renders them, and the analysis keeps them."""
+    from mars_demo.engine import Engine
+    from mars_demo.settings import Settings
+
+    context = [{"role": "system", "content": "Answer in one word."}]
+    sent = endpoint.build_prompt(QUESTION, "chat", context=context)
+    local = hf.build_prompt(QUESTION, "chat", context=context)
+    assert sent.text == local.text and "Answer in one word." in sent.text
+    assert sent.token_ids == local.token_ids and sent.warnings == []
+    settings = Settings(llm=str(tiny_models["llm"]), llm_endpoint=llama_server,
+                        llm_api_key_env=API_KEY_ENV, importance=str(tiny_models["importance"]),
+                        nli=str(tiny_models["nli"]), samples=2, max_new_tokens=6)
+    result = Engine(settings).analyze(messages=[*context, {"role": "user", "content": QUESTION}])
+    assert result.messages == [*context, {"role": "user", "content": QUESTION}]
+    assert result.prompt == sent.text and result.settings["llm_endpoint"] == llama_server
+
+
 def test_question_with_a_control_token_is_refused(endpoint):
     from mars_demo.settings import OptionError
 

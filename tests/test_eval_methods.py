@@ -25,6 +25,8 @@ from mars_demo.evaluation.report import write_report
 from mars_demo.evaluation.runs import RunFileError, parse_records, parse_report, read_run
 from mars_demo.ui import trust
 from mars_demo.ui.evaluation import EvaluationView
+from mars_demo.ui.redact import Redactor
+from mars_demo.verdict import Evidence, covered, judge
 from test_eval_metrics import loop_prr_fast
 
 N = 40
@@ -271,17 +273,17 @@ def test_calibrate_on_a_method(run, tmp_path, capsys):
     analysis = {"settings": SETTINGS, "uncertainty": rows[0]["uncertainty"],
                 "methods": {"eigv": {"value": 0.7}}}
     assert cal.chance(analysis) == pytest.approx(float(iso.predict([0.7])[0]), abs=1e-12)
-    estimate = trust.calibration_estimate(analysis, cal)
+    estimate = covered(analysis, cal)
     assert estimate["uncertainty"] == 0.7 and estimate["measure"] == "eigv"
-    shown = trust.trust_html(type("R", (), {"to_dict": lambda self: analysis})(), cal)
+    shown = trust.trust_html(judge(Evidence(5, 5, 1, True), calibration=estimate))
     assert f"About <b>{round(100 * cal.chance(analysis))}%</b>" in shown
     assert "this answer&#x27;s Eigenvalue (entail.) (no scoring) = 0.700" in shown
-    # an analysis without that method gets no chance, and says why
-    missing = trust.calibration_estimate({"settings": SETTINGS, "methods": {}}, cal)
+    # an analysis without that method gets no chance, and says why, also on a public page
+    missing = covered({"settings": SETTINGS, "methods": {}}, cal)
     assert missing["chance_correct"] is None and missing["other"] == "settings"
     assert "no eigv (value) value" in missing["reason"]
-    html = trust.trust_html(type("R", (), {"to_dict": lambda self: {"settings": SETTINGS}})(),
-                            cal, public=True)
+    public = Redactor(public=True).calibration(missing)
+    html = trust.trust_html(judge(Evidence(5, 5, 1, True), calibration=public))
     assert "no eigv (value) value" in html
     # a scored method: its MARS variant by default, LN when asked
     assert main(["evaluate", "calibrate", str(out), "--measure",

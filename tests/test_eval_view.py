@@ -32,6 +32,7 @@ from mars_demo.evaluation.runs import parse_report
 from mars_demo.evaluation.schema import Entry
 from mars_demo.ui.evaluation import EvaluationView
 from mars_demo.ui.host import EngineHost
+from mars_demo.verdict import verdict
 from test_evaluate import ANSWERS, FACTS, full_run, lines, model_flags  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -78,6 +79,13 @@ def controller(calibration=None, access=None, result=None) -> Controller:
     return Controller(EngineHost(FakeEngine(result=result)), access, calibration=calibration)
 
 
+def judged(result: AnalysisResult, calibration) -> AnalysisResult:
+    """``result`` with the verdict an engine given ``calibration`` computes (the page shows the
+    verdict it is given)."""
+    result.verdict = verdict(result, calibration)
+    return result
+
+
 def first_result(run: pathlib.Path) -> AnalysisResult:
     return AnalysisResult.from_dict(lines(run / "results.jsonl")[0]["analysis"])
 
@@ -87,7 +95,7 @@ def first_result(run: pathlib.Path) -> AnalysisResult:
 
 def test_the_page_shows_the_chance_and_where_it_comes_from(given_run):
     cal = calibration_module.load(given_run / "calibration.json")
-    result = first_result(given_run)
+    result = judged(first_result(given_run), cal)
     update = controller(cal).show(result, "mars")
     expected = isotonic_chance(given_run, result.uncertainty.semantic_entropy.mars)
     assert f"About <b>{round(100 * expected)}%</b> likely to be right." in update["verdict"]
@@ -121,14 +129,15 @@ def test_without_a_calibration_the_page_says_what_the_numbers_mean(given_run):
 def test_a_calibration_that_cannot_tell_answers_apart_says_so(given_run):
     cal = calibration_module.load(given_run / "calibration.json")
     result = first_result(given_run)
-    assert "Careful" not in controller(cal).show(result, "mars")["verdict"]
+    assert "Careful" not in controller(cal).show(judged(result, cal), "mars")["verdict"]
     cal.auroc = None  # as fit on answers that were all wrong (or all right)
-    assert "all right or all wrong" in controller(cal).show(result, "mars")["verdict"]
+    assert "all right or all wrong" in controller(cal).show(judged(result, cal),
+                                                            "mars")["verdict"]
 
 
 def test_answers_of_other_models_get_no_chance(given_run):
     cal = calibration_module.load(given_run / "calibration.json")
-    other = make_result()  # made by other models (the page's defaults)
+    other = judged(make_result(), cal)  # made by other models (the page's defaults)
     html = controller(cal).show(other, "mars")["verdict"]
     assert "No chance of being right" in html and "likely to be right" not in html
     assert "other models" in html and "hand-written" in html  # says which

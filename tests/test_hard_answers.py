@@ -123,7 +123,7 @@ def test_nli_pairs_longer_than_its_window_are_reported(engine, monkeypatch):
     # the 9 ordered pairs of 3 texts (each against itself too): all but those with "Mars"
     assert "4 of 9 comparisons (samples 1 and 1; 1 and 2; 2 and 1; 2 and 2)" in note
     short = run_forced(engine, monkeypatch, "Mars", ["Mars", "Venus", "red"])
-    assert not [w for w in short.warnings if "NLI model" in w]
+    assert not [w for w in short.warnings if "NLI model" in w and not w.startswith("Toy model")]
 
 
 def test_answers_with_replacement_characters_and_markup(engine, monkeypatch):
@@ -155,4 +155,4 @@ def test_nli_input_with_unknown_characters_is_reported(engine, monkeypatch):
     (note,) = [w for w in r.warnings if "NLI model does not know some characters" in w]
     # the 9 ordered pairs of 3 texts: the 5 that hold the first one (itself too)
     assert "5 of 9 comparisons" in note and "samples 1 and 1; 1 and 2; 1 and 3" in note
-    assert not [w for w in plain.warnings if "NLI model" in w]
+    assert not [w for w in plain.warnings if "NLI model" in w and not w.startswith("Toy model")]

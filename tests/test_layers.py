@@ -16,7 +16,7 @@ PACKAGE = ROOT / "mars_demo"
 FLOORS = {
     "errors": 0, "progress": 0, "texts": 0, "downloads": 0,
     "core": 1,
-    "optional": 2, "options": 2, "answers": 2,
+    "optional": 2, "options": 2, "answers": 2, "messages": 2,
     "settings": 3, "result": 3, "recipes": 3, "methods": 3, "verdict": 3, "readable": 3,
     "models": 4,
     "engine": 5,
@@ -25,7 +25,7 @@ FLOORS = {
     "evaluation": 7,
     "ui": 8,
     "devtools": 9,  # beside the library: nothing below the command line imports it
-    "cli": 10, "__main__": 10, "bench": 10, "serve": 10, "__init__": 10,
+    "cli": 10, "__main__": 10, "bench": 10, "serve": 10, "terminal": 10, "__init__": 10,
 }
 
 

@@ -95,8 +95,10 @@ def test_a_negative_semantic_entropy_is_explained_in_the_report(tiny_settings):
         u.semantic_entropy, length_normalized=0.4, mars=0.3))
     negative = dataclasses.replace(u, semantic_entropy=dataclasses.replace(
         u.semantic_entropy, length_normalized=0.2, mars=-0.1))
-    assert SE_NEGATIVE not in format_report(dataclasses.replace(result, uncertainty=positive))
-    report = format_report(dataclasses.replace(result, uncertainty=negative))
+    assert SE_NEGATIVE not in format_report(dataclasses.replace(result, uncertainty=positive),
+                                            details=True)
+    report = format_report(dataclasses.replace(result, uncertainty=negative), details=True)
     lines = report.splitlines()
-    at = next(i for i, x in enumerate(lines) if x.lstrip().startswith("Semantic entropy"))
+    # the details' table of both scorings (the first screen's line has its scale beside it)
+    at = max(i for i, x in enumerate(lines) if x.startswith("  Semantic entropy  "))
     assert lines[at + 1] == SE_NEGATIVE

@@ -224,13 +224,14 @@ def test_the_public_api_refuses_an_opt_in_method_unless_the_host_offers_it(metho
 
 def test_the_readable_report_shows_each_measure_once(analysis):
     """Confidence, Entropy and Semantic entropy are methods too (their values are in
-    ``methods``): the report lists them in its uncertainty table, and only there."""
+    ``methods``): the report's details list them in their uncertainty table, and only there
+    (the first screen shows their MARS values with a scale)."""
     import re
 
-    from mars_demo.cli import format_report
+    from mars_demo.readable import detail_lines
 
     assert {"confidence", "entropy", "semantic_entropy"} <= set(analysis.methods)
-    report = format_report(analysis)
+    report = "\n".join(detail_lines(analysis))
     for name in ("Confidence", "Entropy", "Semantic entropy"):
         rows = [line for line in report.splitlines() if re.match(rf"  {name}  ", line)]
         assert len(rows) == 1, (name, rows)
@@ -241,7 +242,7 @@ def test_the_readable_report_shows_each_measure_once(analysis):
 def test_the_readable_report_lists_the_methods(analysis):
     from mars_demo.cli import format_report
 
-    report = format_report(analysis)
+    report = format_report(analysis, details=True)
     assert "Other methods (higher = less trustworthy" in report
     eigv = analysis.methods["eigv"]["value"]
     se = analysis.methods["semantic_entropy_normalized"]

@@ -175,7 +175,8 @@ def test_alignment_holds_on_every_token_of_real_answers(smollm2_llm, smollm2_ggu
     phrase, and every analysis says the weights were dequantized."""
     tok = smollm2_llm.tokenizer  # as the file says, not as transformers' conversion does:
     assert not tok.add_bos_token and tok.eos_token == "<|im_end|>" == tok.pad_token
-    settings = tiny_settings.replace(llm=str(smollm2_gguf), samples=5, max_new_tokens=48)
+    settings = tiny_settings.replace(llm=str(smollm2_gguf), llm_backend="transformers", samples=5,
+                                     max_new_tokens=48)
     engine = Engine(settings)
     questions = facts_questions(5) + list(NON_ASCII_QUESTIONS)
     results = engine.score_many(engine.generate_many(questions, settings), settings)
@@ -207,14 +208,18 @@ def test_ask_score_and_evaluate_end_to_end(smollm2_llm, smollm2_gguf, tiny_model
     assert any(DEQUANTIZED in w for w in asked["warnings"])
     saved = tmp_path / "asked.json"
     saved.write_text(out, encoding="utf-8")
-    code, out, err = cli("score", str(saved), *models[2:])
+    code, out, err = cli("score", str(saved), *models[2:], "--details")
     assert code == 0, err
     u = asked["uncertainty"]
     for name in ("Confidence", "Entropy", "Semantic entropy"):
         key = name.lower().replace(" ", "_")
         pair = f"{u[key]['length_normalized']:17.4f} {u[key]['mars']:9.4f}"
         assert re.search(rf"^  {name} +{re.escape(pair.strip())}$", out, re.M), (name, out)
-    assert "Canberra" in out.splitlines()[2]
+    assert out.splitlines()[1].startswith("Answer:") and "Canberra" in out.splitlines()[1]
+    lines = out.splitlines()
+    verdict_at = next(i for i, line in enumerate(lines) if line.startswith("Verdict: "))
+    assert lines[verdict_at - 1] == "" and all(line.startswith(("Question:", "Answer:", " "))
+                                               for line in lines[:verdict_at - 1])
     _, records = small_evaluate(tmp_path / "run", smollm2_gguf, *models[2:], *small)
     assert all(any(DEQUANTIZED in w for w in r["analysis"]["warnings"]) for r in records)
 

@@ -131,10 +131,9 @@ def test_quotes_in_answers_read_as_quotes_in_the_figures_and_tags_stay_text():
 
 
 def test_how_to_read_the_numbers_tells_no_visitor_to_run_a_host_command():
-    from mars_demo.ui import trust
-
     for public in (True, False):  # host instructions go in the docs, not on the page
-        shown = trust.verdict_html(make_result(), None, public=public)
+        page = Controller(EngineHost(FakeEngine()), Access(public=public))
+        shown = page.show(make_result(), "mars")["verdict"]
         assert "lower uncertainty = more trustworthy" in shown
         assert "--calibration" not in shown and "app.py" not in shown
 

@@ -18,7 +18,7 @@ from mars_demo.ui.controller import Controller
 from mars_demo.ui.evaluation import model_id, run_verdict
 from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.host import EngineHost
-from mars_demo.ui.reference import Reference, RunValues, differences
+from mars_demo.evaluation.reference import Reference, RunValues, differences
 from mars_demo.ui.render import esc
 from mars_demo.ui.waits import RecentWaits
 from mars_demo.verdict import LevelRecord, verdict
@@ -97,7 +97,8 @@ def test_the_served_run_says_how_answers_at_this_level_fared_and_places_each_val
                     values={("confidence", "mars"): [0.0, 0.1, 10.0, 11.0],
                             ("confidence", "length_normalized"): [5.0]},
                     levels={level: LevelRecord(level, 29, 40, 0.57, 0.84, "facts-run")})
-    html = trust.verdict_html(result, reference=Reference(run), analysis="a1")
+    result.verdict = verdict(result, reference=run)  # as an engine given the run makes it
+    html = trust.verdict_html(result, analysis="a1")
     assert (f"were right 72% of the time on facts-run (n = 40; 95% interval 57% to 84%)."
             in html)
     assert 'data-analysis="a1"' in html and 'data-tone="' in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -21,6 +22,33 @@ def answers(greedy: str, samples: list[tuple[str, int, float]], greedy_logprob: 
         samples=[make_answer([text], [lp], [([0], 1.0)]) for text, _, lp in samples],
         cluster_ids=[cluster for _, cluster, _ in samples],
     )
+
+
+class Chance:
+    """A calibration that gives every answer it covers the same ``chance`` (``data``: where it
+    was measured); ``refuse``: the error it raises for an answer it does not cover."""
+
+    def __init__(self, chance, data="facts.jsonl", n=40, refuse=None):
+        self.chance, self.data, self.n, self.refuse = chance, data, n, refuse
+
+    def estimate(self, result):
+        if self.refuse is not None:
+            raise self.refuse
+        return {"chance_correct": self.chance, "data": self.data, "n": self.n}
+
+    def describe(self):
+        return f"a calibration on {self.data}"
+
+
+class Run:
+    """A reference run: how answers at each level fared (``levels``) and how an answer was
+    made otherwise (``unlike``)."""
+
+    def __init__(self, levels, unlike=()):
+        self.levels, self.unlike = levels, list(unlike)
+
+    def differences(self, result):
+        return self.unlike
 
 
 ALL_MARS = [("Mars", 0, -0.1), ("Mars.", 0, -0.2), ("It is Mars", 0, -0.5), ("mars", 0, -0.3),
@@ -167,13 +195,40 @@ def test_too_few_samples_say_so():
 @pytest.mark.parametrize("samples", [ALL_MARS, SPLIT])
 def test_a_calibration_adds_its_chance_and_where_it_was_made(samples):
     plain = v.verdict(answers("Mars", samples))
-    calibrated = v.verdict(answers("Mars", samples), chance=0.823, calibrated_on="facts.jsonl",
-                           n=40)
+    # the data set is named by its file's name, never its folders
+    calibrated = v.verdict(answers("Mars", samples), Chance(0.823, "/srv/data/facts.jsonl"))
     assert calibrated.level == plain.level
     # the chance replaces the caveat that agreement is not correctness
     assert plain.sentence == f"{calibrated.sentence} {v.texts.VERDICT_ADVICE[plain.level]}"
     assert calibrated.calibrated == "About 82% likely right (calibrated on facts.jsonl, 40 questions)."
     assert calibrated.text == f"{calibrated.badge}: {calibrated.sentence} {calibrated.calibrated}"
+    assert calibrated.calibration["data"] == "/srv/data/facts.jsonl"  # where it was measured
+
+
+def test_a_calibration_that_does_not_cover_the_answer_says_why_and_gives_no_chance():
+    class OtherSettings(ValueError):
+        other = "settings"
+
+    refused = v.verdict(answers("Mars", ALL_MARS),
+                        Chance(0.9, refuse=OtherSettings("samples 5 here, 10 there")))
+    assert refused.chance is None and refused.calibrated == "" and refused.tone == "neutral"
+    assert refused.calibration == {"chance_correct": None, "reason": "samples 5 here, 10 there",
+                                   "other": "settings", "source": "a calibration on facts.jsonl"}
+    # the caveat stays: without a chance, agreement is still not correctness
+    assert refused.sentence.endswith(v.texts.VERDICT_ADVICE["consistent"])
+    models = v.verdict(answers("Mars", ALL_MARS), Chance(0.9, refuse=KeyError("llm")))
+    assert models.calibration["other"] == "models"
+
+
+@pytest.mark.parametrize("calibration", [None, Chance(0.7)])
+def test_the_verdict_is_json_and_reads_back_the_same(calibration):
+    made = v.verdict(answers("Mars", SPLIT), calibration)
+    data = made.to_dict()
+    assert data["text"] == made.text and data["tone"] == made.tone
+    assert json.loads(json.dumps(data)) == data
+    assert v.Verdict.from_dict(data) == made
+    with pytest.raises(ValueError, match="level must be one of"):
+        v.Verdict.from_dict({**data, "level": "sure"})
 
 
 def test_same_words_sets_aside_case_spaces_and_end_punctuation_only():
@@ -187,9 +242,10 @@ def test_same_words_sets_aside_case_spaces_and_end_punctuation_only():
 def test_only_a_calibrated_chance_gets_a_tone_of_trust(chance, tone):
     """Without a calibration, five agreeing samples read neutral, never as a "yes"; the tone
     follows the calibrated chance where there is one, whatever the agreement."""
-    assert v.verdict(answers("Mars", ALL_MARS), chance=chance).tone == tone
+    calibration = Chance(chance) if chance is not None else None
+    assert v.verdict(answers("Mars", ALL_MARS), calibration).tone == tone
     if chance is not None:
-        assert v.verdict(answers("Mars", SPLIT), chance=chance).tone == tone
+        assert v.verdict(answers("Mars", SPLIT), calibration).tone == tone
 
 
 def test_the_words_differ_where_the_evidence_differs():
@@ -218,8 +274,12 @@ def test_the_words_differ_where_the_evidence_differs():
 
 def test_a_level_record_of_the_served_run_is_said():
     record = v.LevelRecord("consistent", right=28, n=40, low=0.55, high=0.82, run="facts")
-    verdict = v.verdict(answers("Mars", ALL_MARS), record={"consistent": record})
+    verdict = v.verdict(answers("Mars", ALL_MARS), reference=Run({"consistent": record}))
     assert verdict.record == ("Answers the page called consistent were right 70% of the time "
                               "on facts (n = 40; 95% interval 55% to 82%).")
     # a record of another level is not this verdict's
-    assert v.verdict(answers("Mars", SPLIT), record={"consistent": record}).record == ""
+    assert v.verdict(answers("Mars", SPLIT), reference=Run({"consistent": record})).record == ""
+    # a run whose answers were made otherwise is said so
+    other = v.verdict(answers("Mars", ALL_MARS),
+                      reference=Run({"consistent": record}, ["other models"]))
+    assert other.record.endswith(v.texts.VERDICT_RECORD_OTHER.format(what="other models"))

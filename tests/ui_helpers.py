@@ -40,8 +40,9 @@ from mars_demo.result import (
     Uncertainty,
 )
 from mars_demo.result import ScoredAnswer as Answer
-from mars_demo.settings import Settings
+from mars_demo.settings import Settings, clean_question
 from mars_demo.ui.host import READY_LOG
+from mars_demo.verdict import verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +140,7 @@ def make_result(
         return -getattr(greedy.scores, kind), -sum(scores) / len(scores), se
 
     ln, mars = unc("length_normalized"), unc("mars")
-    return AnalysisResult(
+    result = AnalysisResult(
         question=question,
         prompt=f"Question: {question}\nAnswer:",
         prompt_token_ids=[1, 2, 3],
@@ -163,6 +164,8 @@ def make_result(
         },
         warnings=list(warnings),
     )
+    result.verdict = verdict(result)  # as the engine computes it for every analysis
+    return result
 
 
 class FakeEngine:
@@ -186,6 +189,9 @@ class FakeEngine:
         self.load_error: BaseException | None = None
         self.calls: list[tuple[str, Settings]] = []
         self.switched: list[Settings] = []
+        # what the verdicts cite (the page sets them, as on the real engine)
+        self.calibration = None
+        self.reference = None
 
     @property
     def ready(self) -> bool:
@@ -231,12 +237,14 @@ class FakeEngine:
         on_text=None,
         should_stop=None,
     ) -> AnalysisResult:
+        question = clean_question(question)  # the engine's door, as Engine.analyze has it
         self.calls.append((question, settings))
         if self.fail_with is not None:
             err, self.fail_with = self.fail_with, None
             raise err
         result = self.result or make_result(question)
         result.question = question
+        result.verdict = verdict(result, self.calibration, self.reference)  # as the engine
         if on_text:
             for end in range(1, len(result.greedy.text) + 1, 3):
                 on_text(result.greedy.text[:end])
@@ -264,7 +272,9 @@ class FakeEngine:
         if self.fail_with is not None:
             err, self.fail_with = self.fail_with, None
             raise err
-        return make_result(question)
+        result = make_result(question)
+        result.verdict = verdict(result, self.calibration, self.reference)  # as the engine
+        return result
 
 
 # --- app.py as a subprocess --------------------------------------------------------------------

@@ -16,12 +16,14 @@ and the six uncertainties. Models come from :mod:`mars_demo.models.registry`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 import traceback
 from typing import Any, Callable
 
 from ..answers import AnswerSet, WorkCap
+from ..messages import parse_messages
 from ..options import GIVEN_MODELS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS, documented
 from ..errors import (
     AnalysisCancelled,
@@ -38,7 +40,7 @@ from ..progress import Progress
 from ..progress import quiet as _quiet
 from ..recipes import Resolved, resolve
 from ..result import AnalysisResult
-from ..settings import Settings, clean_question, for_answers, resolve_nli
+from ..settings import Settings, check_names, clean_question, for_answers, resolve_nli
 from . import generation, job, stages
 
 # One analysis at a time per process: the models are shared, and two requests must never
@@ -58,9 +60,18 @@ class Engine:
     """
 
     @documented(MODEL_FIELDS + REQUEST_FIELDS)
-    def __init__(self, settings: Settings | None = None, **options: Any) -> None:
+    def __init__(self, settings: Settings | None = None, *, calibration: Any = None,
+                 reference: Any = None, **options: Any) -> None:
         """An engine with ``settings`` (default: the defaults), changed by ``options``; no
         model is loaded yet.
+
+        Args:
+            settings: the models and options (default: the defaults).
+            calibration: a calibration (:func:`mars_demo.evaluation.calibration.load`) whose
+                chance of being right every verdict gives where it covers the answer.
+            reference: an evaluation run's values
+                (:func:`mars_demo.evaluation.reference.load_run`) whose record at each verdict
+                level every verdict says.
 
         Keyword Args:
             **options: the options of mars_demo.options (one line each below).
@@ -68,6 +79,9 @@ class Engine:
         changes = _given(options)
         self.settings = (settings or Settings()).replace(**changes) if changes else (
             settings or Settings())
+        #: what every verdict may cite beyond its analysis (mars_demo.verdict.verdict)
+        self.calibration = calibration
+        self.reference = reference
         self._models: Models | None = None
         self._load_lock = threading.Lock()
 
@@ -139,40 +153,58 @@ class Engine:
         return registry.model_for(which, s, progress, self._models, self.settings)
 
     # ---- analysis ------------------------------------------------------------------------
-    def analyze(self, question: str, settings: Settings | None = None, *,
+    def analyze(self, question: str | None = None, settings: Settings | None = None, *,
+                messages: list[dict[str, str]] | None = None,
                 progress: Progress | None = None,
                 on_text: Callable[[str], None] | None = None,
-                should_stop: Callable[[], bool] | None = None) -> AnalysisResult:
+                should_stop: Callable[[], bool] | None = None,
+                **options: Any) -> AnalysisResult:
         """Generate the answers, then score them: :meth:`generate`, then :meth:`score`
-        (``on_text`` as there)."""
-        run, question = resolve(settings or self.settings), clean_question(question)
+        (``question`` or ``messages``, ``on_text`` and ``options`` as there)."""
+        question, messages = door(question, messages)
+        run = resolve(self._settings(settings, options))
         progress = progress or _quiet
         with _RUN_LOCK, _guarded():
             self._check(run.settings, registry.analysis_models(run.settings))
             answers = generation.generate_one(
                 lambda: self._model("llm", run.settings, progress), question, run, progress,
-                _checker(should_stop), on_text, should_stop)
+                _checker(should_stop), on_text, should_stop, messages)
             return self._score([answers], run, progress, should_stop, [None])[0]
 
-    def generate(self, question: str, settings: Settings | None = None, *,
+    def generate(self, question: str | None = None, settings: Settings | None = None, *,
+                 messages: list[dict[str, str]] | None = None,
                  progress: Progress | None = None,
                  on_text: Callable[[str], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> AnswerSet:
+                 should_stop: Callable[[], bool] | None = None,
+                 **options: Any) -> AnswerSet:
         """The greedy answer and the samples, with their token log-probs: the LLM's part only.
 
-        ``on_text`` receives the greedy answer's text as it grows."""
-        run, question = resolve(settings or self.settings), clean_question(question)
+        The question is ``question``, or the last of chat ``messages`` (role/content dicts: a
+        system prompt and earlier turns before it, kept in the answer set and the analysis);
+        either is cleaned here, once (:func:`door`). ``on_text`` receives the greedy answer's
+        text as it grows; ``options`` change ``settings`` for this call (the options of
+        :mod:`mars_demo.options`; an unknown one raises ``OptionError``)."""
+        question, messages = door(question, messages)
+        run = resolve(self._settings(settings, options))
         progress = progress or _quiet
         with _RUN_LOCK, _guarded():
             self._check(run.settings, ["llm"])
             return generation.generate_one(
                 lambda: self._model("llm", run.settings, progress), question, run, progress,
-                _checker(should_stop), on_text, should_stop)
+                _checker(should_stop), on_text, should_stop, messages)
+
+    def _settings(self, settings: Settings | None, options: dict[str, Any]) -> Settings:
+        """``settings`` (default: the engine's) changed by a call's ``options``, checked by
+        name (``OptionError`` naming an unknown one)."""
+        changes = _given(options)
+        base = settings or self.settings
+        return base.replace(**changes) if changes else base
 
     def score(self, answers: "AnswerSet | AnalysisResult | dict[str, Any]",
               settings: Settings | None = None, *, progress: Progress | None = None,
               should_stop: Callable[[], bool] | None = None,
-              reuse: AnalysisResult | None = None, cap: WorkCap | None = None) -> AnalysisResult:
+              reuse: AnalysisResult | None = None, cap: WorkCap | None = None,
+              **options: Any) -> AnalysisResult:
         """Everything after generation: importance, alignment, NLI, clustering, the six
         uncertainties, warnings and timings.
 
@@ -189,9 +221,10 @@ class Engine:
         A bad answer set raises :class:`~mars_demo.errors.AnswerSetError` (a ``ValueError``)
         naming the answer and token at fault. ``cap``: the most a teacher-forced pass may cost,
         checked in the LLM's tokens before it runs (a public page's; ``OptionError`` saying
-        which limit and by how much).
+        which limit and by how much). ``options`` change ``settings`` for this call.
         """
-        answer_set, run = as_answer_set(answers), resolve(settings or self.settings)
+        answer_set = at_door(as_answer_set(answers))
+        run = resolve(self._settings(settings, options))
         reuse = saved_analysis(answers) if reuse is None else reuse
         with _RUN_LOCK, _guarded():
             return self._score([answer_set], run, progress or _quiet, should_stop, [reuse],
@@ -199,7 +232,8 @@ class Engine:
 
     def generate_many(self, questions: list[str], settings: Settings | None = None, *,
                       progress: Progress | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> list[AnswerSet]:
+                      should_stop: Callable[[], bool] | None = None,
+                      **options: Any) -> list[AnswerSet]:
         """:meth:`generate` for several questions at once, one :class:`AnswerSet` each.
 
         In-process, all questions' greedy answers and samples come from ONE batched
@@ -212,7 +246,8 @@ class Engine:
         streams. The batch's generation seconds are shared equally in each ``timings_s``.
         A bad question raises ``OptionError`` before any work.
         """
-        run, cleaned = resolve(settings or self.settings), [clean_question(q) for q in questions]
+        run = resolve(self._settings(settings, options))
+        cleaned = [clean_question(q) for q in questions]
         if not cleaned:
             return []
         progress = progress or _quiet
@@ -224,7 +259,8 @@ class Engine:
 
     def score_many(self, answer_sets: "list[AnswerSet | AnalysisResult | dict[str, Any]]",
                    settings: Settings | None = None, *, progress: Progress | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> list[AnalysisResult]:
+                   should_stop: Callable[[], bool] | None = None,
+                   **options: Any) -> list[AnalysisResult]:
         """:meth:`score` for several answer sets at once, one :class:`AnalysisResult` each,
         equal to one :meth:`score` per answer set (up to float rounding).
 
@@ -237,7 +273,8 @@ class Engine:
         :class:`~mars_demo.errors.AnswerSetError` before any model runs. A saved analysis among
         them reuses what it holds, as in :meth:`score`.
         """
-        sets, run = [as_answer_set(a) for a in answer_sets], resolve(settings or self.settings)
+        sets = [at_door(as_answer_set(a)) for a in answer_sets]
+        run = resolve(self._settings(settings, options))
         if not sets:
             return []
         reuses = [saved_analysis(a) for a in answer_sets]
@@ -247,8 +284,9 @@ class Engine:
     def rescore(self, result: AnalysisResult, settings: Settings | None = None,
                 **changes: Any) -> AnalysisResult:
         """``result``'s answers scored again with other scoring options (``changes``: e.g.
-        ``normalization="softmax"``); the LLM is not called and NLI verdicts are reused."""
-        return self.score(result, (settings or self.settings).replace(**changes), reuse=result)
+        ``normalization="softmax"``; an unknown name raises ``OptionError``); the LLM is not
+        called and NLI verdicts are reused. The verdict is computed again with the rest."""
+        return self.score(result, self._settings(settings, changes), reuse=result)
 
     def _score(self, answer_sets: list[AnswerSet], run: Resolved, progress: Progress,
                should_stop, reuses: list[AnalysisResult | None],
@@ -274,7 +312,12 @@ class Engine:
         optional = {k: v for k, v in loaded.items() if k not in stages.BASE}
         stages.run(planned, jobs, stages.ScoringContext(run, **base, optional=optional),
                    progress, check)
-        return [job.to_result(j, run) for j in jobs]
+        toys = [job.mark_toys(j, loaded) for j in jobs]
+        results = [job.to_result(j, run, self.calibration, self.reference) for j in jobs]
+        for result, roles in zip(results, toys):
+            if roles:  # what the warnings say, for a re-score (the LLM's) and for readers
+                result.settings["toy_models"] = roles
+        return results
 
 
 def _checker(should_stop: Callable[[], bool] | None) -> Callable[[], None]:
@@ -310,6 +353,30 @@ def _guarded():
         ) from err
 
 
+def door(question: Any, messages: Any = None) -> tuple[str, list[dict[str, str]] | None]:
+    """The engine's door: a question, or chat messages whose last one is the question, checked
+    and cleaned once (:func:`~mars_demo.settings.clean_question`,
+    :func:`~mars_demo.messages.parse_messages`); returns the question and the messages with the
+    cleaned question last (None for a question alone). Raises ``OptionError``."""
+    if messages is None:
+        return clean_question(question), None
+    if question is not None:
+        raise OptionError("give the question or messages, not both (the question is the last "
+                          "message)")
+    given = parse_messages(messages)
+    question = clean_question(given[-1]["content"])
+    return question, [*given[:-1], {"role": "user", "content": question}]
+
+
+def at_door(answers: AnswerSet) -> AnswerSet:
+    """An answer set with its question cleaned (:func:`door`), as it enters the engine."""
+    question, messages = (door(None, answers.messages) if answers.messages
+                          else door(answers.question))
+    if question == answers.question and messages == answers.messages:
+        return answers
+    return dataclasses.replace(answers, question=question, messages=messages)
+
+
 def as_answer_set(answers: Any) -> AnswerSet:
     """An :class:`AnswerSet` from an answer set, its JSON form or an :class:`AnalysisResult`."""
     if isinstance(answers, AnswerSet):
@@ -343,9 +410,11 @@ SCORE_OPTIONS = MODEL_FIELDS + SCORING_FIELDS + ("prompt",)
 
 
 @documented(MODEL_FIELDS + REQUEST_FIELDS)
-def analyze(question: str, *, progress: Progress | None = None,
+def analyze(question: str | None = None, *, messages: list[dict[str, str]] | None = None,
+            progress: Progress | None = None,
             on_text: Callable[[str], None] | None = None,
-            should_stop: Callable[[], bool] | None = None, **options: Any) -> AnalysisResult:
+            should_stop: Callable[[], bool] | None = None, calibration: Any = None,
+            **options: Any) -> AnalysisResult:
     """Analyze one question: generate the greedy answer and the samples, then score them
     (:meth:`Engine.analyze` of an engine made from ``options``).
 
@@ -354,6 +423,12 @@ def analyze(question: str, *, progress: Progress | None = None,
 
     Args:
         question: the question, at most 1,000 characters.
+        messages: instead of ``question``, chat messages (``{"role", "content"}`` dicts, roles
+            system, user, assistant), the question last (a user message): the chat prompt
+            renders them all (a system prompt replaces the default instruction); the analysis
+            keeps them (``messages``).
+        calibration: a calibration (:func:`mars_demo.evaluation.calibration.load`) that the
+            verdict's chance of being right comes from.
         progress: called as ``progress(stage, fraction)`` at the start (0.0) and end (1.0)
             of each stage.
         on_text: called with the greedy answer's text as it grows.
@@ -371,13 +446,14 @@ def analyze(question: str, *, progress: Progress | None = None,
         OptionError: an unknown option or a value out of its range (the message names it).
         ModelLoadError: a model cannot be loaded (every missing one named, with its option).
     """
-    return Engine(_settings_of(options)).analyze(
-        question, progress=progress, on_text=on_text, should_stop=should_stop
-    )
+    return Engine(_settings_of(options), calibration=calibration).analyze(
+        question, messages=messages, progress=progress, on_text=on_text,
+        should_stop=should_stop)
 
 
 @documented(SCORE_OPTIONS)
-def score(answers: Any, *, progress: Progress | None = None, **options: Any) -> AnalysisResult:
+def score(answers: Any, *, progress: Progress | None = None, calibration: Any = None,
+          **options: Any) -> AnalysisResult:
     """Score answers from anywhere: everything after generation (see :meth:`Engine.score`).
 
     The models and scoring options not given are those the analysis recorded (its
@@ -394,6 +470,8 @@ def score(answers: Any, *, progress: Progress | None = None, **options: Any) -> 
             and probabilities, an extra pass's outputs) is reused as it is, nothing judged
             again; give ``analysis.answer_set()`` to judge its answers afresh.
         progress: called as ``progress(stage, fraction)``.
+        calibration: a calibration the verdict's chance of being right comes from (as in
+            :func:`analyze`).
 
     Keyword Args:
         **options: the options of mars_demo.options (one line each below).
@@ -401,8 +479,8 @@ def score(answers: Any, *, progress: Progress | None = None, **options: Any) -> 
     Returns:
         The analysis of the answers (:class:`~mars_demo.result.AnalysisResult`).
     """
-    return Engine(for_answers(_recorded(answers), _given(options))).score(answers,
-                                                                          progress=progress)
+    settings = for_answers(_recorded(answers), _given(options))
+    return Engine(settings, calibration=calibration).score(answers, progress=progress)
 
 
 def _recorded(answers: Any) -> dict[str, Any] | None:
@@ -417,12 +495,7 @@ def _recorded(answers: Any) -> dict[str, Any] | None:
 def _given(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` checked by name, with a model given as a loaded ``(model, tokenizer)`` pair
     replaced by the id that names it (:func:`mars_demo.models.given.give`)."""
-    unknown = sorted(set(options) - set(Settings.__dataclass_fields__))
-    if unknown:
-        raise OptionError(
-            f"unknown option(s) {', '.join(unknown)}; known: "
-            f"{', '.join(Settings.__dataclass_fields__)}"
-        )
+    check_names(options)
     return {name: given.give(name, value) if name in GIVEN_MODELS and isinstance(
         value, (tuple, list)) else value for name, value in options.items()}
 

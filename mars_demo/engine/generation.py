@@ -12,7 +12,7 @@ from typing import Callable
 from ..answers import AnswerSet, WorkCap
 from ..errors import OptionError
 from ..methods import METHODS
-from ..models import backends, prompts, registry
+from ..models import backends, prompts, registry, toy
 from ..models.contract import GenerationRequest, GenerationResult, LanguageModel, Prompt
 from ..progress import Progress
 from ..recipes import Resolved
@@ -48,9 +48,11 @@ def request_for(run: Resolved, preset: str) -> GenerationRequest:
 def generate_one(llm: Callable[[], LanguageModel], question: str, run: Resolved,
                  progress: Progress, check: Callable[[], None],
                  on_text: Callable[[str], None] | None,
-                 should_stop: Callable[[], bool] | None) -> AnswerSet:
+                 should_stop: Callable[[], bool] | None,
+                 messages: list[dict[str, str]] | None = None) -> AnswerSet:
     """The greedy answer and the samples of one (cleaned) question; ``llm()`` gives the LLM
-    (loading it when needed; the seconds that takes are recorded as "load")."""
+    (loading it when needed; the seconds that takes are recorded as "load"). ``messages``: the
+    chat messages the question came with, the question last (:func:`chat_prompt`)."""
     timings: dict[str, float] = {}
     check()  # cancelled while it waited for the models
     t = time.perf_counter()
@@ -59,13 +61,32 @@ def generate_one(llm: Callable[[], LanguageModel], question: str, run: Resolved,
         timings["load"] = time.perf_counter() - t
     check()
     progress("generate", 0.0)
-    prompt = model.build_prompt(question, run.settings.prompt, run.recipe)
+    prompt = chat_prompt(model, question, run, messages)
     warnings = list(prompt.warnings) + _notes(model, run)
     result = model.generate(prompt, request_for(run, prompt.preset), on_text=on_text,
                             should_stop=should_stop)
     progress("generate", 1.0)
     timings.update(result.timings_s)
-    return answer_set(model, run, question, prompt, result, warnings, timings)
+    made = answer_set(model, run, question, prompt, result, warnings, timings)
+    return dataclasses.replace(made, messages=messages) if messages else made
+
+
+def chat_prompt(model: LanguageModel, question: str, run: Resolved,
+                messages: list[dict[str, str]] | None) -> Prompt:
+    """The prompt of ``question``; with ``messages`` (a system prompt, earlier turns, the
+    question last) the chat prompt renders them all. They need the chat prompt: asked with the
+    paper prompt they are refused (``OptionError``); a model without a chat template gets the
+    paper prompt, which holds the question alone, and the warning says what was left out."""
+    context = list(messages[:-1]) if messages else []
+    if context and run.settings.prompt == "paper":
+        raise OptionError("chat messages need the chat prompt; the paper prompt holds the "
+                          "question alone (leave prompt unset or give prompt=\"chat\")")
+    prompt = model.build_prompt(question, run.settings.prompt, run.recipe, context=context)
+    if context and prompt.preset != "chat":
+        prompt.warnings.append(
+            f"The paper's few-shot prompt holds the question alone: the {len(context)} "
+            "message(s) before it (a system prompt, earlier turns) were left out.")
+    return prompt
 
 
 def generate_many(llm: Callable[[], LanguageModel], questions: list[str], run: Resolved,
@@ -133,6 +154,7 @@ def answer_set(model: LanguageModel, run: Resolved, question: str, prompt: Promp
             "llm_backend": backends.backend_for(s).name,
             "device": "cuda" if registry.cuda_available() else "cpu",
             "recipe": s.recipe,
+            **({"toy_llm": True} if toy.is_toy(model) else {}),
         },
         timings_s=timings,
     )
@@ -153,7 +175,7 @@ def teacher_force(answers: AnswerSet, model: LanguageModel, run: Resolved,
             f"LLM's {backend.name} backend cannot compute them (no teacher forcing): give them, "
             "or score the answers with a backend that can (--llm-backend)")
     preset = run.settings.prompt or answers.prompt_preset
-    built = model.build_prompt(answers.question, preset, run.recipe)
+    built = model.build_prompt(answers.question, preset, run.recipe, context=answers.context)
     prompt, note_extra = built, ""
     if answers.prompt_token_ids:
         prompt = Prompt(answers.prompt or built.text, list(answers.prompt_token_ids),

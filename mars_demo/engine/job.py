@@ -1,26 +1,26 @@
 """The one object the scoring stages work on: a :class:`ScoringJob` per answer set.
 
-A job starts with the answer set and what is known about it (:func:`prepare`: the question
-cleaned, log-probs filled in where missing, the warnings so far); each stage of
+A job starts with the answer set and what is known about it (:func:`prepare`: log-probs
+filled in where missing, the warnings so far; the question was cleaned at the engine's door); each stage of
 :mod:`mars_demo.engine.stages` reads some of its fields and fills others, as the stage declares;
 :func:`to_result` turns a finished job into the :class:`~mars_demo.result.AnalysisResult`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..answers import AnswerSet, WorkCap
-from ..models import registry
+from ..models import registry, toy
 from ..models.importance import PhraseScoring
 from ..optional import OPTIONAL_MODELS
 from ..progress import Progress
 from ..recipes import Resolved
 from ..result import AnalysisResult, NLIResult, ScoredAnswer, Uncertainty
-from ..settings import GENERATION_FIELDS, clean_question
+from ..settings import GENERATION_FIELDS
+from ..verdict import verdict
 from .generation import teacher_force
 
 #: The fields a job has when it is made; the stages fill the others.
@@ -45,7 +45,7 @@ class ScoringJob:
     """
 
     answers: AnswerSet  # every answer with its tokens and log-probs
-    question: str  # cleaned (clean_question)
+    question: str  # cleaned at the engine's door (clean_question)
     reuse: AnalysisResult | None  # an earlier result of these answers whose NLI may be reused
     logprob_source: str  # "generation", "given", "teacher-forced", "endpoint", ...
     warnings: list[str] = field(default_factory=list)
@@ -78,7 +78,7 @@ class ScoringJob:
 def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], run: Resolved,
             llm: Callable[[], object], progress: Progress,
             check: Callable[[], None], cap: WorkCap | None = None) -> list[ScoringJob]:
-    """One job per answer set: the question cleaned, the recipe's warnings, and the log-probs of
+    """One job per answer set (its question cleaned at the engine's door): the recipe's warnings, and the log-probs of
     answers given as text alone computed by a teacher-forced pass of ``llm()`` (loaded only
     then; within ``cap``, see :func:`~.generation.teacher_force`)."""
     s = run.settings
@@ -94,10 +94,6 @@ def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], r
                 f"These answers were generated with the {made_with} recipe; only their "
                 f"scoring follows the {s.recipe} recipe."
             )
-        question = clean_question(answers.question)
-        if question != answers.question:
-            answers = dataclasses.replace(answers, question=question)
-
         check()
         logprob_source = answers.logprob_source
         if answers.missing_logprobs:
@@ -105,16 +101,18 @@ def prepare(answer_sets: list[AnswerSet], reuses: list[AnalysisResult | None], r
             answers, note, logprob_source = teacher_force(answers, llm(), run, cap)
             warnings.append(note)
             timings["teacher_forced"] = time.perf_counter() - t
-        jobs.append(ScoringJob(answers=answers, question=question, reuse=reuse,
+        jobs.append(ScoringJob(answers=answers, question=answers.question, reuse=reuse,
                                logprob_source=logprob_source, warnings=warnings,
                                timings=timings))
     return jobs
 
 
-def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
+def to_result(job: ScoringJob, run: Resolved, calibration: object = None,
+              reference: object = None) -> AnalysisResult:
     """The analysis of a job that went through every stage: the scored answers, NLI verdicts,
     clusters and uncertainties, with the settings that made them (the recipe's applied, and
-    how the answers were generated as far as known)."""
+    how the answers were generated as far as known), and the verdict on its answer
+    (:func:`mars_demo.verdict.verdict`, with ``calibration`` and ``reference`` where given)."""
     answers, scored = job.answers, job.scored
     used = run.settings.to_dict()
     generated = answers.generation or {}
@@ -129,7 +127,7 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
                 methods=list(run.settings.method_ids))
     if used["device"] is None:
         used["device"] = "cuda" if registry.cuda_available() else "cpu"
-    return AnalysisResult(
+    result = AnalysisResult(
         question=job.question,
         prompt=answers.prompt or "",
         prompt_token_ids=list(answers.prompt_token_ids or []),
@@ -143,7 +141,25 @@ def to_result(job: ScoringJob, run: Resolved) -> AnalysisResult:
         warnings=job.warnings + job.nli.warnings,
         methods=job.methods,
         method_inputs=all_method_inputs(job),
+        messages=list(answers.messages) if answers.messages else None,
     )
+    result.verdict = verdict(result, calibration, reference)
+    return result
+
+
+def mark_toys(job: ScoringJob, loaded: dict[str, object]) -> list[str]:
+    """The roles of the toy models (:mod:`mars_demo.models.toy`) this job's analysis used: the
+    LLM that made its answers (as their generation recorded), the scoring models ``loaded``
+    for it and, where an earlier result's NLI verdicts are reused without the NLI model, that
+    result's. Said in one warning, the job's first (what the rest says comes from those
+    models); returned for the settings."""
+    found = set(toy.roles(loaded))
+    if (job.answers.generation or {}).get("toy_llm"):
+        found.add("llm")
+    if job.reuse is not None and "nli" not in loaded:
+        found |= {"nli"} & set(job.reuse.settings.get("toy_models") or ())
+    job.warnings[:0] = toy.warnings(found)
+    return [role for role in toy.WHAT if role in found]
 
 
 def all_method_inputs(job: ScoringJob) -> dict[str, dict]:

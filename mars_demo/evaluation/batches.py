@@ -118,11 +118,9 @@ def _results_of(engine, batch: list[Item], answer_sets: list, settings) -> list:
 
 
 def _record(item: Item, result, verdict, seconds: float) -> Record:
-    """The line of results.jsonl of a question: its analysis ``result``, the judge's
-    ``verdict`` (None: the data gave its label), and the level of the page's verdict on the
-    answer."""
-    from ..verdict import verdict as page_verdict
-
+    """The line of results.jsonl of a question: its analysis ``result`` (with its verdict),
+    the judge's ``verdict`` (None: the data gave its label), and the level of the analysis'
+    verdict on the answer (the one the page and the command line show)."""
     return Record(
         index=item.index, id=item.id, line=item.line, question=item.question,
         references=tuple(item.references), greedy=result.greedy.text,
@@ -131,7 +129,7 @@ def _record(item: Item, result, verdict, seconds: float) -> Record:
         judge=None if verdict is None else {"score": verdict.score, "detail": verdict.detail},
         uncertainty=_uncertainty(result), methods=result.methods, analysis=result.to_dict(),
         seconds=seconds,  # the batch's seconds per question
-        level=page_verdict(result).level,
+        level=result.verdict.level,
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"))
 
 

@@ -57,6 +57,8 @@ class CalibrationError(ValueError):
 class OtherSettings(CalibrationError):
     """An analysis made or scored with other settings than the calibration's (same models)."""
 
+    other = "settings"  # what differs, as a verdict says it (mars_demo.verdict.covered)
+
 
 class TooFewAnswers(CalibrationError):
     """Labels where one class is missing or too rare to fit and check a calibration."""

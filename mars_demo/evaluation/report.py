@@ -20,7 +20,8 @@ from ..methods import FREE, OWN_MODELS, models_of, parse_methods
 from . import METRIC_TITLES, METRICS, judge_check, judges, levels, methods_table
 from . import metrics as metric_math
 from .checks import DIFF
-from .labels import row_label
+from .labels import model_id, row_label
+from .sample_size import caution
 from .manifest import Manifest
 from .records import Record, in_question_order
 from .schema import Entry, Failure, MetricTables, Report
@@ -249,6 +250,7 @@ def markdown(report: Report) -> str:
     differences, the table of every method, the held-out calibration quality when the run was
     calibrated."""
     model = report.models.get("llm") or "the model"
+    column = model_id(model) if report.models.get("llm") else model  # the page's short name
     accuracy = (report.accuracy or 0.0) * 100
     lines = [
         f"# MARS evaluation on {report.data}",
@@ -268,11 +270,14 @@ def markdown(report: Report) -> str:
     if report.failed:
         lines.append(f"{len(report.failed)} question(s) failed and are not counted "
                      "(see report.json, \"failed\").")
+    warned = caution(report)
+    if warned:
+        lines += ["", f"**{warned}**"]
     rows = report.rows()
     for name in METRICS:
         if name not in report.metrics:
             continue
-        lines += ["", f"## {METRIC_TITLES[name]}", "", f"| Method | {model} |", "|---|---|"]
+        lines += ["", f"## {METRIC_TITLES[name]}", "", f"| Method | {column} |", "|---|---|"]
         for m, s in rows:
             lines.append(f"| {method_label(m, s)} | {cell(report.metrics[name][m].get(s))} |")
     paired = report.paired()
@@ -303,7 +308,7 @@ def calibration_markdown(cal: dict[str, Any]) -> list[str]:
         "fit that did not see it): Brier score "
         f"{cal['brier']:.4f} (predicting the accuracy for every answer: "
         f"{cal['brier_constant']:.4f}), expected calibration error {cal['ece']:.4f} "
-        f"({len(cal['bins'])} equal-width bins).", "",
+        f"(the {len(cal['bins'])} non-empty ones of its equal-width bins).", "",
         "| chance | answers | mean chance | share correct |", "|---|---|---|---|"]
     for b in cal["bins"]:
         lines.append(f"| {b['low']:.1f}-{b['high']:.1f} | {b['n']} | "

@@ -111,10 +111,14 @@ class LanguageModel(Protocol):
         """The tokenizer's beginning-of-sequence id, when a tokenizer is known."""
 
     def build_prompt(self, question: str, preset: str | None,
-                     recipe: "Recipe | None" = None) -> Prompt:
+                     recipe: "Recipe | None" = None,
+                     context: Sequence[dict[str, str]] = ()) -> Prompt:
         """The prompt for ``question``: ``preset`` "paper", "chat" or None (the model's
-        default); the ``recipe``'s prompt choices (the default recipe's when None). Raises
-        ``OptionError`` for a question that would inject control tokens."""
+        default); the ``recipe``'s prompt choices (the default recipe's when None);
+        ``context``: chat messages before the question (a system prompt, earlier turns), which
+        the chat prompt renders in place of its own system instruction
+        (:func:`~mars_demo.models.prompts.chat_messages`). Raises ``OptionError`` for a
+        question that would inject control tokens."""
 
     def generate(self, prompt: Prompt, request: GenerationRequest, *,
                  on_text: Callable[[str], None] | None = None,

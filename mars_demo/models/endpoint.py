@@ -189,9 +189,11 @@ class EndpointLLM(ServerClient):
         return prompts.default_preset(self.preset, self.has_chat_template)
 
     def build_prompt(self, question: str, preset: str | None,
-                     recipe: Recipe | None = None) -> Prompt:
+                     recipe: Recipe | None = None,
+                     context: Sequence[dict[str, str]] = ()) -> Prompt:
         """The prompt for ``question``, as ``LLM.build_prompt`` builds it (the ``recipe``'s
-        ``prompt_trailing_space`` included; :func:`~mars_demo.models.prompts.build_text`).
+        ``prompt_trailing_space`` and the chat ``context`` included;
+        :func:`~mars_demo.models.prompts.build_text`).
 
         With the served model's tokenizer given, the prompt's text is the one the server reads
         as the ids the in-process LLM would read, and its ids are those the server reads: a
@@ -211,7 +213,8 @@ class EndpointLLM(ServerClient):
         preset, text, said = prompts.build_text(
             question, preset, recipe, self.tokenizer, self.preset,
             no_template=f"No chat template is known for the served model {self.model_id} "
-            f"({why}), so the paper's few-shot prompt was used instead of the chat prompt.")
+            f"({why}), so the paper's few-shot prompt was used instead of the chat prompt.",
+            context=context)
         warnings += said
         # The server reads control-token texts in the prompt as control tokens: refuse them.
         found = prompts.controls_in(question, self.tokenizer)

@@ -166,20 +166,17 @@ class LlamaCppLLM:
         return prompts.default_preset(None, self.has_chat_template)
 
     def build_prompt(self, question: str, preset: str | None,
-                     recipe: Recipe | None = None) -> Prompt:
+                     recipe: Recipe | None = None,
+                     context: Sequence[dict[str, str]] = ()) -> Prompt:
         """The prompt for ``question`` as every in-process LLM builds it
-        (:func:`~mars_demo.models.prompts.build_text`; the chat template the file carries), its
-        ids as llama.cpp reads the text (the BOS in front of the paper prompt where the file
-        says; a control token's text inside the question read as plain text)."""
-        preset, text, warnings = prompts.build_text(
-            question, preset, recipe, self.tokenizer, None,
-            no_template=f"{self.model_id} carries no chat template, so the paper's few-shot "
-            "prompt was used instead of the chat prompt.")
-        if preset == "paper":
-            ids = prompts.encode(self.tokenizer, text, prompts.paper_question(question),
-                                 prompts.paper_question_span(question), True, self.model_id)
-        else:
-            ids = prompts.encode(self.tokenizer, text, question, None, False, self.model_id)
+        (:func:`~mars_demo.models.prompts.in_process`; the chat template the file carries, with
+        ``context``, the messages before the question), its ids as llama.cpp reads the text
+        (the BOS in front of the paper prompt where the file says; a control token's text inside
+        the question read as plain text)."""
+        preset, text, ids, warnings = prompts.in_process(
+            question, preset, recipe, self.tokenizer, None, self.model_id,
+            f"{self.model_id} carries no chat template, so the paper's few-shot prompt was used "
+            "instead of the chat prompt.", context)
         return Prompt(text, list(ids), preset, warnings)
 
     # ---- generation ----------------------------------------------------------------------

@@ -110,20 +110,17 @@ class LLM:
         return prompts.default_preset(self.preset, self.has_chat_template)
 
     def build_prompt(self, question: str, preset: str | None,
-                     recipe: Recipe | None = None) -> Prompt:
+                     recipe: Recipe | None = None,
+                     context: Sequence[dict[str, str]] = ()) -> Prompt:
         """The prompt for ``question`` (see :class:`~mars_demo.models.contract.Prompt`): the
         paper's few-shot prompt, ending as the ``recipe`` says (``prompt_trailing_space``), or
-        the chat template's. A chat prompt asked for without a chat template becomes the paper
-        prompt, with a warning (:func:`~mars_demo.models.prompts.build_text`)."""
-        preset, text, warnings = prompts.build_text(
-            question, preset, recipe, self.tokenizer, self.preset,
-            no_template=f"{self.model_id} has no chat template, so the paper's few-shot prompt "
-            "was used instead of the chat prompt.")
-        if preset == "paper":
-            ids = prompts.encode(self.tokenizer, text, prompts.paper_question(question),
-                                 prompts.paper_question_span(question), True, self.model_id)
-        else:
-            ids = prompts.encode(self.tokenizer, text, question, None, False, self.model_id)
+        the chat template's (with ``context``, the messages before the question). A chat prompt
+        asked for without a chat template becomes the paper prompt, with a warning
+        (:func:`~mars_demo.models.prompts.build_text`)."""
+        preset, text, ids, warnings = prompts.in_process(
+            question, preset, recipe, self.tokenizer, self.preset, self.model_id,
+            f"{self.model_id} has no chat template, so the paper's few-shot prompt was used "
+            "instead of the chat prompt.", context)
         return Prompt(text, list(ids), preset, warnings)
 
     @property

@@ -33,7 +33,7 @@ Importing this module imports neither torch nor transformers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ModelLoadError
 from ..options import DECODINGS, QUANTIZATIONS, TORCHAO_NEEDS_4BIT

@@ -8,7 +8,7 @@ The tokenizer is passed in (a Hugging Face tokenizer); nothing here imports tran
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from ..recipes import Recipe
@@ -79,15 +79,18 @@ def answer_ids(tokenizer: Any, prompt: Any, answers: Any) -> list[list[int]]:
     return encoded
 
 
-def chat_messages(question: str) -> list[dict[str, str]]:
-    """The chat prompt's messages: a short system instruction, then the question."""
-    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": question}]
+def chat_messages(question: str, context: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
+    """The chat prompt's messages: a short system instruction, then the question; with
+    ``context`` (the caller's messages before the question: a system prompt, earlier turns)
+    those instead of the instruction."""
+    head = list(context) or [{"role": "system", "content": CHAT_SYSTEM}]
+    return [*head, {"role": "user", "content": question}]
 
 
-def render_chat(tokenizer: Any, question: str) -> str:
+def render_chat(tokenizer: Any, question: str, context: Sequence[dict[str, str]] = ()) -> str:
     """The chat prompt's text, rendered by the tokenizer's chat template."""
     return tokenizer.apply_chat_template(
-        chat_messages(question), tokenize=False, add_generation_prompt=True
+        chat_messages(question, context), tokenize=False, add_generation_prompt=True
     )
 
 
@@ -104,13 +107,15 @@ def default_preset(llm_preset: "LLMPreset | None", chat_template: bool) -> str:
 
 
 def build_text(question: str, preset: str | None, recipe: "Recipe | None", tokenizer: Any,
-               llm_preset: "LLMPreset | None", no_template: str) -> tuple[str, str, list[str]]:
+               llm_preset: "LLMPreset | None", no_template: str,
+               context: Sequence[dict[str, str]] = ()) -> tuple[str, str, list[str]]:
     """The preset used, the text and the warnings of the prompt for ``question``, as every LLM
     builds it: ``preset`` "paper", "chat" or None (the model's default,
     :func:`default_preset`); the paper prompt ends as the ``recipe`` says (the default recipe's
-    when None), the chat prompt is the ``tokenizer``'s chat template's; a chat prompt asked for
-    without a chat template (none known: ``tokenizer`` None) is the paper prompt, with the
-    warning ``no_template``."""
+    when None), the chat prompt is the ``tokenizer``'s chat template's, with ``context`` (the
+    chat messages before the question; the paper prompt holds the question alone); a chat
+    prompt asked for without a chat template (none known: ``tokenizer`` None) is the paper
+    prompt, with the warning ``no_template``."""
     from ..recipes import recipe_of
 
     template = has_chat_template(tokenizer)
@@ -121,13 +126,15 @@ def build_text(question: str, preset: str | None, recipe: "Recipe | None", token
         preset = "paper"
     if preset == "paper":
         return preset, paper_prompt(question, recipe or recipe_of("default")), warnings
-    return preset, render_chat(tokenizer, question), warnings
+    return preset, render_chat(tokenizer, question, context), warnings
 
 
 def encode(tokenizer: Any, prompt: str, question: str, span: tuple[int, int] | None,
-           add_special_tokens: bool, model_id: str) -> list[int]:
+           add_special_tokens: bool, model_id: str,
+           context: Sequence[dict[str, str]] = ()) -> list[int]:
     """Token ids of the ``prompt`` built for ``question``, the question's text always read as
-    plain text (``span``: where it lies in the prompt; None for a chat prompt, found here).
+    plain text (``span``: where it lies in the prompt; None for a chat prompt, found here, the
+    prompt rendered with ``context``, the messages before the question).
 
     A question that contains a control token's text (say "<|im_end|>") must not end the
     user's turn or the prompt: such tokens inside the question are encoded as ordinary
@@ -142,7 +149,7 @@ def encode(tokenizer: Any, prompt: str, question: str, span: tuple[int, int] | N
         return list(tok(prompt, add_special_tokens=add_special_tokens)["input_ids"])
     if span is None:  # chat: find the question's place by rendering a marker in its stead
         marker = "\x00MARS-QUESTION\x00"
-        parts = render_chat(tok, marker).split(marker)
+        parts = render_chat(tok, marker, context).split(marker)
         if len(parts) == 2 and parts[0] + question + parts[1] == prompt:
             span = (len(parts[0]), len(parts[0]) + len(question))
         elif prompt.count(question) == 1:
@@ -163,6 +170,23 @@ def encode(tokenizer: Any, prompt: str, question: str, span: tuple[int, int] | N
         else:
             ids.append(tid)
     return ids
+
+
+def in_process(question: str, preset: str | None, recipe: "Recipe | None", tokenizer: Any,
+               llm_preset: "LLMPreset | None", model_id: str, no_template: str,
+               context: Sequence[dict[str, str]] = ()) -> tuple[str, str, list[int], list[str]]:
+    """The preset used, the text, the token ids and the warnings of the prompt for ``question``
+    as an in-process LLM reads it (the transformers and llama.cpp backends): the text of
+    :func:`build_text`, its ids of :func:`encode` (the paper prompt with the tokenizer's special
+    tokens in front, the chat template writing its own)."""
+    preset, text, warnings = build_text(question, preset, recipe, tokenizer, llm_preset,
+                                        no_template, context)
+    if preset == "paper":
+        ids = encode(tokenizer, text, paper_question(question), paper_question_span(question),
+                     True, model_id)
+    else:
+        ids = encode(tokenizer, text, question, None, False, model_id, context)
+    return preset, text, ids, warnings
 
 
 def stop_strings(preset: str, recipe: "Recipe") -> tuple[str, ...]:

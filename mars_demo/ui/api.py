@@ -10,7 +10,6 @@ import asyncio
 import contextvars
 import inspect
 import json
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,13 +17,10 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.errors import AnalysisCancelled
 from mars_demo.result import AnalysisResult
-from mars_demo.settings import OptionError, Settings, clean_question
-from mars_demo.ui import controls, trust, worker
+from mars_demo.settings import OptionError, Settings
+from mars_demo.ui import controls, worker
 from mars_demo.ui.pasted import pasted_answers
-
-log = logging.getLogger(__name__)
 
 # The cancel check of the API request running in this thread (see Api.endpoint).
 _API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
@@ -52,8 +48,7 @@ class Api:
         """Analyze one question (see texts.API_ANALYZE_DOC); ``options`` are the API's
         parameters (:data:`controls.API_OPTIONS`). Errors become ``gr.Error``."""
         c = self.controller
-        try:
-            question = clean_question(question)
+        try:  # the question is cleaned once, at the engine's door
             settings = self._settings(options)
             c.access.check_work(settings)
             result = worker.gpu_analyze(c.host, question, settings,
@@ -84,23 +79,13 @@ class Api:
         return self.with_calibration(result)
 
     def with_calibration(self, result: AnalysisResult) -> dict[str, Any]:
-        """The API's analysis JSON as visitors get it, with a ``calibration`` field when the
-        server has one."""
-        c = self.controller
-        redactor = c.redactor()
-        data = redactor.result_dict(result.to_dict())
-        if c.calibration is not None:
-            estimate = trust.calibration_estimate(result, c.calibration)
-            if c.access.public:
-                if estimate.get("reason"):
-                    estimate["reason"] = trust.public_reason(estimate)
-                if isinstance(estimate.get("models"), dict):
-                    estimate["models"] = {k: redactor.model_name(k, v) if v is not None else v
-                                          for k, v in estimate["models"].items()}
-                for key in ("source", "data"):
-                    if isinstance(estimate.get(key), str):
-                        estimate[key] = redactor.text(estimate[key])
-            data["calibration"] = estimate
+        """The API's analysis JSON as visitors get it (redacted once), with a ``calibration``
+        field when the server has one: the verdict's (its chance of being right and where it
+        was measured, or why it gives none)."""
+        data = self.controller.redactor().result_dict(result.to_dict())
+        if self.controller.calibration is not None:
+            verdict = data.get("verdict") or {}
+            data["calibration"] = verdict.get("calibration")
         return data
 
     def _settings(self, options: dict[str, Any]) -> Settings:
@@ -110,8 +95,7 @@ class Api:
         return self.controller.settings_from(*options.values(), names=tuple(options))
 
     def _error(self, exc: BaseException) -> gr.Error:
-        if isinstance(exc, AnalysisCancelled):
-            log.info(worker.CANCELLED_LOG)
+        # a cancel was logged by the worker the engine ran in, once the models were free
         return gr.Error(self.controller.message(exc))
 
     def endpoint(self, name: str = "analyze") -> Callable[..., Any]:

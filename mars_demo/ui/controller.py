@@ -43,7 +43,6 @@ from mars_demo.settings import (
     PROMPTS,
     OptionError,
     Settings,
-    clean_question,
 )
 from mars_demo.ui import controls, methods_panel, panels, render, trust, worker
 from mars_demo.ui.api import Api
@@ -136,6 +135,8 @@ class Controller:
         self.calibration = calibration  # evaluation.calibration.Calibration, or None
         # the run the methods panel places values among (or why there is none)
         self.reference = reference or methods_panel.Reference()
+        # the engine's verdicts cite this page's calibration and run: it judges, the page shows
+        host.judge_with(calibration, self.reference.run)
         # the example questions' analyses, made once (none kept without a folder)
         self.examples = examples or ExampleStore(None, ())
         self.waits = RecentWaits()  # how long analyses took lately (said before the first token)
@@ -178,17 +179,20 @@ class Controller:
     def ask(self, question: Any, scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
         """Analyze ``question``: stream the greedy answer, then show the whole analysis.
 
-        ``options`` are the settings in :meth:`settings_from` order.
+        ``options`` are the settings in :meth:`settings_from` order. The question goes to the
+        engine as typed: its door cleans it, once (a bad one comes back as the engine's
+        message, before anything is shown).
 
-        The analysis runs in a :class:`~mars_demo.ui.worker.Worker` thread; this generator only
-        relays what it reports (:func:`~mars_demo.ui.worker.relay`). When Gradio closes the
-        generator before the end (the visitor closed the tab or the request was cancelled:
-        Gradio then calls ``close()``, which raises ``GeneratorExit`` at the current ``yield``),
-        the worker is told to stop, so the models do not stay busy for a page nobody reads.
+        The analysis runs in the one worker thread of its GPU function; this generator relays
+        the events it reports (:func:`~mars_demo.ui.worker.analysis_events`,
+        :func:`~mars_demo.ui.worker.relay`). When Gradio closes the generator before the end
+        (the visitor closed the tab or the request was cancelled: Gradio then calls
+        ``close()``, which raises ``GeneratorExit`` at the current ``yield``), the events are
+        closed and the worker told to stop, so the models do not stay busy for a page nobody
+        reads.
         """
         try:
             render.check_scoring(scoring)  # a raw API call's bad value: refused before any work
-            question = clean_question(question)
             settings = self.settings_from(*options)
             self.access.check_work(settings)
             self.host.check_ready()
@@ -196,32 +200,28 @@ class Controller:
             yield self.refused(exc)
             return
         defaults = self.page_defaults()
-        kept = self.examples.get(question, settings, defaults)
+        kept = (self.examples.get(question, settings, defaults) if isinstance(question, str)
+                else None)
         if kept is not None:  # an example made before: all of it at once
             yield self._shown(kept, scoring, note=texts.EXAMPLE_KEPT)
             return
-        task = worker.Worker(
-            lambda progress, on_text, should_stop: worker.gpu_analyze(
-                self.host, question, settings, progress=progress, on_text=on_text,
-                should_stop=should_stop),
-            "mars-analyze",
-        )
-        result = yield from self._finish(task, question, scoring)
-        if result is not None and self.examples.wants(question, settings, defaults):
-            self.examples.put(question, settings, defaults, result)
+        events = worker.analysis_events(self.host, question, settings)
+        result = yield from self._finish(events, str(question), scoring)
+        if result is not None and self.examples.wants(result.question, settings, defaults):
+            self.examples.put(result.question, settings, defaults, result)
 
-    def _finish(self, task: worker.Worker, question: str, scoring: str
+    def _finish(self, events: Iterator[worker.Event], question: str, scoring: str
                 ) -> Generator[dict[str, Any], None, AnalysisResult | None]:
         """Relay a running analysis, then show its result (or its error); returns the result
         (None after an error). Its running time joins :attr:`waits`."""
         started = time.monotonic()
         try:
             kind, payload = yield from worker.relay(
-                task, question, working=trust.working_html(self.waits.words()))
+                events, question, working=trust.working_html(self.waits.words()))
         finally:
-            task.cancel()  # stops the analysis when closed early; a no-op once it is done
-        if kind == "error":
-            yield self._failed(payload)
+            events.close()  # stops the analysis when closed early; a no-op once it is done
+        if kind in ("error", "refused"):  # refused: nothing shown yet, no stale result stays
+            yield self._failed(payload) if kind == "error" else self.refused(payload)
             return None
         self.waits.add(time.monotonic() - started)
         yield self._shown(payload, scoring)
@@ -260,11 +260,14 @@ class Controller:
         }
 
     def show(self, result: AnalysisResult, scoring: str) -> dict[str, Any]:
-        """Every output for a finished analysis (as visitors may see it: :meth:`redactor`).
+        """Every output for a finished analysis (as visitors may see it: :meth:`redactor`,
+        which redacts it once: the panels and the download read the same redacted JSON).
         Raises what a renderer raises (see :meth:`ask`); a download that cannot be written only
         hides the button and says so."""
         redactor = self.redactor()
-        shown = self.shown(result, scoring, redactor, analysis=uuid.uuid4().hex[:12])
+        data = redactor.result_dict(result.to_dict())
+        visible = AnalysisResult.from_dict(data) if redactor.changes else result
+        shown = self.shown(result, scoring, analysis=uuid.uuid4().hex[:12], visible=visible)
         update = {
             "result": result,  # the original, to re-score; it stays on the server
             "error": "",
@@ -273,8 +276,7 @@ class Controller:
             **panels.rendered(shown),
         }
         try:
-            path = self.downloads.write(redactor.result_dict(result.to_dict()),
-                                        texts.DOWNLOAD_FILENAME)
+            path = self.downloads.write(data, texts.DOWNLOAD_FILENAME)
             update["download"] = gr.update(value=path, visible=True)
         except Exception as exc:  # e.g. a full disk: the analysis is still worth showing
             log.error("writing the JSON download failed", exc_info=exc)
@@ -284,17 +286,17 @@ class Controller:
         return update
 
     def shown(self, result: AnalysisResult, scoring: str,
-              redactor: Redactor | None = None,
-              shade: str = render.DEFAULT_SHADE, analysis: str = "") -> panels.Shown:
-        """What the panels render: ``result`` as visitors may see it (:meth:`redactor`), the
-        original, ``scoring``, the answer's coloring (``shade``, checked: a raw call's bad
-        value is a message, not a rendering), this page's calibration and methods run, and
-        the id of this showing of an analysis (``analysis``: the page announces each one)."""
-        redactor = redactor or self.redactor()
-        return panels.Shown(redactor.result(result), render.check_scoring(scoring),
-                            original=result, calibration=self.calibration,
-                            reference=self.reference, public=self.access.public,
-                            shade=render.check_shade(shade), analysis=analysis)
+              shade: str = render.DEFAULT_SHADE, analysis: str = "",
+              visible: AnalysisResult | None = None) -> panels.Shown:
+        """What the panels render: ``result`` as visitors may see it (``visible``, else
+        redacted here by :meth:`redactor`), the original, ``scoring``, the answer's coloring
+        (``shade``, checked: a raw call's bad value is a message, not a rendering), this page's
+        methods run, and the id of this showing of an analysis (``analysis``: the page
+        announces each one)."""
+        visible = visible if visible is not None else self.redactor().result(result)
+        return panels.Shown(visible, render.check_scoring(scoring), original=result,
+                            reference=self.reference, shade=render.check_shade(shade),
+                            analysis=analysis)
 
     # --- scoring toggle -------------------------------------------------------------------------
 
@@ -378,13 +380,8 @@ class Controller:
         except (OptionError, EngineNotReady, ValueError) as exc:
             yield self.refused(exc)
             return
-        task = worker.Worker(
-            lambda progress, _text, should_stop: worker.gpu_score(
-                self.host, answers, settings, progress=progress, should_stop=should_stop,
-                cap=self.access.work_cap),
-            "mars-score",
-        )
-        yield from self._finish(task, answers.question, scoring)
+        events = worker.score_events(self.host, answers, settings, cap=self.access.work_cap)
+        yield from self._finish(events, answers.question, scoring)
 
     # --- models ---------------------------------------------------------------------------------
 

@@ -34,9 +34,10 @@ from typing import Any
 from mars_demo import texts
 from mars_demo.access import VIEW_GROUP
 from mars_demo.evaluation import METRIC_TITLES, METRICS
-from mars_demo.evaluation.labels import row_label
+from mars_demo.evaluation.labels import model_id, row_label
 from mars_demo.evaluation.checks import DIFF, RunFileError
 from mars_demo.evaluation.runs import RESULTS, parse_records, parse_report
+from mars_demo.evaluation.sample_size import caution
 from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.methods import OWN_MODELS
 from mars_demo.result import MEASURES
@@ -48,10 +49,6 @@ MAX_LINES = 100_000  # results.jsonl lines read from a run folder
 CACHE_SIZE = 8  # runs whose page (tables and serialized charts) is kept, by their files' hashes
 OUTPUTS = ("eval_error", "eval_verdict", "eval_table", "eval_note", "eval_roc",
            "eval_rejection", "eval_roc_methods")
-#: a local model folder with one of these names is named with its parent folder too
-#: ("tiny-trained/llm", not "llm")
-GENERIC_FOLDERS = frozenset({"llm", "importance", "nli", "model", "models", "bem", "chunker",
-                             *(m.field for m in OWN_MODELS)})
 SLOTS = len(MEASURES)  # charts per row of SPLIT (the measures of a run)
 CHARTS = (*SPLIT, "eval_roc_methods")  # each under its heading, hidden while it has no curves
 ReportError = RunFileError  # a report or results file that cannot be shown (one line: why)
@@ -91,18 +88,6 @@ def _local_name(text: str) -> str:
     if text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text):
         return os.path.basename(os.path.normpath(text)) or "a local file"
     return text
-
-
-def model_id(value: Any) -> str:
-    """A run's model by its id: a Hub id as it is; a local folder or file by its last part, and
-    its parent's where the last part only names a role ("tiny-trained/llm")."""
-    text = str(value)
-    if not (text.startswith(("/", "~", ".", "\\")) or os.path.isabs(text)):
-        return text
-    parts = pathlib.PurePath(os.path.normpath(text)).parts
-    if len(parts) >= 2 and parts[-1].lower() in GENERIC_FOLDERS:
-        return f"{parts[-2]}/{parts[-1]}"
-    return parts[-1] if parts else "a local model"
 
 
 def method_name(measure: str, scoring: str) -> str:
@@ -251,9 +236,21 @@ def run_verdict(report: Report) -> str:
                                      parts=listed)
 
 
+def caution_html(report: Report) -> str:
+    """Why the run's intervals cannot be trusted (too few questions, a class too rare, an
+    interval without width: :func:`~mars_demo.evaluation.sample_size.caution`), or nothing."""
+    warned = caution(report)
+    return (f'<p class="mars-eval-caution" role="note"><strong>{esc(warned)}</strong></p>'
+            if warned else "")
+
+
 def run_verdict_html(report: Report) -> str:
+    """The run's one sentence (:func:`run_verdict`), with the caution of a run too small to
+    trust its intervals (:func:`caution_html`)."""
     sentence = run_verdict(report)
-    return f'<p class="mars-run-verdict">{esc(sentence)}</p>' if sentence else ""
+    if not sentence:
+        return ""
+    return f'<p class="mars-run-verdict">{esc(sentence)}</p>' + caution_html(report)
 
 
 def table_html(report: Report, public: bool = False) -> str:
@@ -261,7 +258,8 @@ def table_html(report: Report, public: bool = False) -> str:
     like the paper's Table 1. ``public``: local paths (data set, models) are shown by their
     last part only."""
     note = texts.EVAL_TABLE_NOTE.format(resamples=esc(report.resamples or "?"))
-    return (f'<div class="mars-eval">{_head(report, public)}{_metric_table(report)}'
+    return (f'<div class="mars-eval">{_head(report, public)}{caution_html(report)}'
+            f'{_metric_table(report)}'
             f'<p class="mars-small">{note}</p>{_paired_table(report)}{_methods_table(report)}'
             f"{_calibration(report)}"
             f"{_warnings(report, public)}</div>")

@@ -5,7 +5,8 @@ analysis as for any other; it is then written to the store (one JSON file, the a
 ``to_dict``), and every later visitor who asks it with those options gets the whole analysis at
 once, also after the server restarts. Only the page's fixed example questions
 (``ui/assets/examples.json``) with the default options, the models loaded now and this
-version's result format are ever stored or served: a visitor's own question, options or pasted
+version's result format, judged against the page's calibration and run (its verdict is part
+of it), are ever stored or served: a visitor's own question, options or pasted
 answers never fill it, and nothing a visitor sends changes a stored analysis (a cancelled or
 failed analysis is not stored). The file's name is a hash of all of that, so other models or
 options find nothing, and the store holds at most one file per example and setting.
@@ -38,9 +39,13 @@ def default_folder() -> pathlib.Path:
 class ExampleStore:
     """The store of ``examples`` (their questions) in ``folder`` (None: none is kept)."""
 
-    def __init__(self, folder: str | os.PathLike | None, examples: Sequence[str]) -> None:
+    def __init__(self, folder: str | os.PathLike | None, examples: Sequence[str],
+                 basis: str = "") -> None:
         self.folder = pathlib.Path(folder) if folder is not None else None
         self.examples = frozenset(examples)
+        #: what the page's verdicts cite (its calibration and run, in words): an analysis kept
+        #: under other ones holds another verdict, so it is not served
+        self.basis = basis
 
     def _path(self, question: str, settings: Settings, defaults: Settings) -> pathlib.Path | None:
         """The file of ``question`` asked with ``settings``, or None when it is not an example
@@ -48,7 +53,8 @@ class ExampleStore:
         if self.folder is None or question not in self.examples or settings != defaults:
             return None
         key = json.dumps({"question": question, "settings": settings.to_dict(),
-                          "schema_version": SCHEMA_VERSION}, sort_keys=True, default=str)
+                          "schema_version": SCHEMA_VERSION, "verdict_basis": self.basis},
+                         sort_keys=True, default=str)
         return self.folder / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()[:32]}.json"
 
     def get(self, question: str, settings: Settings, defaults: Settings) -> AnalysisResult | None:

@@ -31,6 +31,9 @@ class EngineLike(Protocol):
     """What the page needs from :class:`mars_demo.engine.Engine` (a fake in tests)."""
 
     settings: Settings
+    #: what every verdict the engine computes may cite: a calibration and a reference run
+    calibration: Any
+    reference: Any
 
     @property
     def ready(self) -> bool: ...
@@ -117,6 +120,12 @@ class EngineHost:
 
     def describe(self) -> dict[str, Any]:
         return self.engine.describe()
+
+    def judge_with(self, calibration: Any = None, reference: Any = None) -> None:
+        """Let the engine's verdicts cite the page's ``calibration`` and ``reference`` run
+        (an analysis' verdict is computed once, by the engine, with them)."""
+        self.engine.calibration = calibration
+        self.engine.reference = reference
 
     # --- loading ------------------------------------------------------------------------------
 

@@ -102,8 +102,10 @@ def build_demo(
         host.start_loading()
     if methods_run is None:
         methods_run = methods_panel.load_reference(*methods_panel.reference_folder(None, runs_dir))
+    basis = json.dumps([calibration.describe() if calibration is not None else None,
+                        methods_run.run.name if methods_run.run is not None else None])
     controller = Controller(host, access, calibration=calibration, reference=methods_run,
-                            examples=ExampleStore(example_cache, load_examples()))
+                            examples=ExampleStore(example_cache, load_examples(), basis))
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         parts: dict[str, Any] = {}

@@ -3,7 +3,7 @@
 (less the rows that table shows already: :data:`IN_THE_TABLE`).
 
 Raw values of different methods are on different scales. Where the app has an evaluation run
-(``--runs``, or a ``--calibration`` file inside its run's folder; :mod:`mars_demo.ui.reference`
+(``--runs``, or a ``--calibration`` file inside its run's folder; :mod:`mars_demo.evaluation.reference`
 reads it), each value is also placed among that run's answers: the share of the run's values of
 the same method and variant that are strictly lower ("less trustworthy than 82% of the run's
 answers"); equal values are not counted as lower, their share is given apart. Rendering is pure
@@ -15,7 +15,7 @@ from __future__ import annotations
 from mars_demo import texts
 from mars_demo.methods import METHODS
 from mars_demo.result import MEASURES, AnalysisResult
-from mars_demo.ui.reference import (  # noqa: F401  (the names this panel has always offered)
+from mars_demo.evaluation.reference import (  # noqa: F401  (the names this panel has always offered)
     SAME,
     Place,
     Reference,

@@ -24,16 +24,14 @@ from mars_demo.ui import captions, explain, methods_panel, plots, render, tables
 
 @dataclass(frozen=True)
 class Shown:
-    """What a renderer reads: ``result`` as visitors may see it (redacted), the ``original``
-    (to compare with a calibration or the methods panel's run, which name models), the active
-    ``scoring``, the answer's coloring and what the page was started with."""
+    """What a renderer reads: ``result`` as visitors may see it (redacted; its verdict
+    included), the ``original`` (to compare with the methods panel's run, which names models),
+    the active ``scoring``, the answer's coloring and what the page was started with."""
 
     result: AnalysisResult
     scoring: str
     original: AnalysisResult | None = None
-    calibration: Any = None
     reference: methods_panel.Reference = field(default_factory=methods_panel.Reference)
-    public: bool = False
     #: what the answer's token colors show (:data:`mars_demo.ui.render.SHADES`)
     shade: str = render.DEFAULT_SHADE
     #: the id of this showing of an analysis (the verdict's ``data-analysis``)
@@ -97,8 +95,7 @@ def _methods(shown: Shown) -> str:
 
 
 def _verdict(shown: Shown) -> str:
-    return trust.verdict_html(shown.result, shown.made, shown.calibration, public=shown.public,
-                              reference=shown.reference, analysis=shown.analysis)
+    return trust.verdict_html(shown.result, analysis=shown.analysis)
 
 
 # --- the sections and the panels, in page order ---------------------------------------------------

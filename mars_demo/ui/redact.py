@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mars_demo import texts
 from mars_demo.methods import OPTIONAL_MODELS, OWN_MODELS
 from mars_demo.result import AnalysisResult
 
@@ -144,9 +145,15 @@ class Redactor:
             shown = {k: self._walk(v) for k, v in shown.items()}
         return shown
 
+    @property
+    def changes(self) -> bool:
+        """Whether this redaction changes an analysis at all (a public page, or the host's
+        names for its models)."""
+        return self.public or bool(self.names)
+
     def result_dict(self, data: dict[str, Any]) -> dict[str, Any]:
         """An analysis JSON (:meth:`AnalysisResult.to_dict`) as visitors get it."""
-        if not self.public and not self.names:
+        if not self.changes:
             return data
         data = dict(data)
         data["settings"] = self.settings(data.get("settings") or {})
@@ -156,6 +163,9 @@ class Redactor:
                 k: self._pass(v) for k, v in passes.items()}
         if not self.public:
             return data
+        verdict = data.get("verdict")
+        if isinstance(verdict, dict) and isinstance(verdict.get("calibration"), dict):
+            data["verdict"] = {**verdict, "calibration": self.calibration(verdict["calibration"])}
         data = {k: (v if k == "settings" else self._walk(v)) for k, v in data.items()}
         data["warnings"] = [self.text(w) for w in data.get("warnings") or []]
         nli = data.get("nli")
@@ -163,9 +173,27 @@ class Redactor:
             data["nli"] = {**nli, "warnings": [self.text(w) for w in nli["warnings"]]}
         return data
 
+    def calibration(self, estimate: Mapping[str, Any]) -> dict[str, Any]:
+        """A verdict's calibration (its estimate, or why it gives none) as visitors read it: on
+        a public page the models by their names, no server folder in its words, and the reason
+        of an answer made by other models than the calibration's not given (it names the
+        calibration's models); why other settings differ is the visitor's own, and said."""
+        out = dict(estimate)
+        if not self.public:
+            return out
+        if out.get("reason") and out.get("other") != "settings":
+            out["reason"] = texts.TRUST_OTHER_MODELS
+        if isinstance(out.get("models"), dict):
+            out["models"] = {k: self.model_name(k, v) if v is not None else v
+                             for k, v in out["models"].items()}
+        for key in ("source", "data", "reason"):
+            if isinstance(out.get(key), str):
+                out[key] = self.text(out[key])
+        return out
+
     def result(self, result: AnalysisResult) -> AnalysisResult:
         """``result`` as visitors see it (a copy; the page keeps the original to re-score)."""
-        if not self.public and not self.names:
+        if not self.changes:
             return result
         return AnalysisResult.from_dict(self.result_dict(result.to_dict()))
 

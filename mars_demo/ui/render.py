@@ -33,6 +33,7 @@ TOKEN_PALETTE = {
     "dark": {"low": "#1e1b3c", "high": "#6169b8", "text": "#ffffff"},
 }
 WARNINGS_SHOWN = 3  # warnings listed in full; the others behind a "more" toggle
+TOY_WARNING = "Toy model"  # how a toy model's warning starts (mars_demo.models.toy): always shown
 
 
 def esc(text: object) -> str:
@@ -354,15 +355,18 @@ def progress_html(
 
 
 def warnings_html(warnings: Sequence[str]) -> str:
-    """The engine's warnings: the first few in full, the rest behind a "more" toggle. (They
-    number phrases and tokens from 1, as the page's tables do.)"""
+    """The engine's warnings: a toy model's always in full and first, then the first few of
+    the others in full, the rest behind a "more" toggle. (They number phrases and tokens from
+    1, as the page's tables do.)"""
     if not warnings:
         return ""
-    shown = "".join(f"<li>{esc(w)}</li>" for w in warnings[:WARNINGS_SHOWN])
+    toy = [w for w in warnings if w.startswith(TOY_WARNING)]
+    others = [w for w in warnings if not w.startswith(TOY_WARNING)]
+    shown = "".join(f"<li>{esc(w)}</li>" for w in toy + others[:WARNINGS_SHOWN])
     more = ""
-    if len(warnings) > WARNINGS_SHOWN:
-        rest = "".join(f"<li>{esc(w)}</li>" for w in warnings[WARNINGS_SHOWN:])
-        summary = texts.WARNINGS_MORE.format(count=len(warnings) - WARNINGS_SHOWN)
+    if len(others) > WARNINGS_SHOWN:
+        rest = "".join(f"<li>{esc(w)}</li>" for w in others[WARNINGS_SHOWN:])
+        summary = texts.WARNINGS_MORE.format(count=len(others) - WARNINGS_SHOWN)
         more = f"<details><summary>{esc(summary)}</summary><ul>{rest}</ul></details>"
     heading = texts.WARNINGS_HEADING.format(count=len(warnings))
     return f'<div class="mars-warnings" role="status"><b>{esc(heading)}</b><ul>{shown}</ul>{more}</div>'

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.result import ScoredAnswer as Answer
-from mars_demo.ui.reference import Place, RunValues, place_words
+from mars_demo.evaluation.reference import Place, RunValues, place_words
 from mars_demo.ui.render import (
     active_attr,
     answer_tokens_html,

@@ -1,16 +1,20 @@
-"""The page's work in a thread, and the relay that turns what it reports into page updates.
+"""The page's work: one worker thread per analysis, and the relay that turns what it reports
+into page updates.
 
-A handler that runs the models starts a :class:`Worker` and relays its events (:func:`relay`):
-the streaming answer and the stage progress, at least every :data:`HEARTBEAT_S` while the models
-report nothing. Closing the handler (a closed tab, a cancelled request) cancels the worker, so an
-analysis stops at its next generated token or stage.
+An Ask (or a Score of pasted answers) iterates the events of its GPU function
+(:func:`analysis_events`, :func:`score_events`): one :class:`Worker` thread runs the engine and
+reports the streaming answer and the stage progress as events, at least every
+:data:`GPU_HEARTBEAT_S` while the models report nothing; :func:`relay` turns them into page
+updates. Closing the handler (a closed tab, a cancelled request) closes those events, which
+cancels the worker, so an analysis stops at its next generated token or stage.
 
 Every call that runs the models (and so a GPU) goes through the two functions under "GPU work",
 decorated with ``@spaces.GPU`` (:mod:`mars_demo.zerogpu`; a no-op off a ZeroGPU Space). On
 ZeroGPU they run in another process, so they take only what pickles (the question, the settings,
 the answers, a :class:`GpuCall` naming the engine) and yield their progress, streamed text and
-result as events instead of calling back; :func:`gpu_analyze` and :func:`gpu_score` hold the
-engine here and turn those events into the callbacks. The same path runs everywhere.
+result as events instead of calling back. The page relays those events as they are; the API
+and a re-score, which wait for the result alone, turn them into callbacks
+(:func:`gpu_analyze`, :func:`gpu_score`). The same path runs everywhere.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ HEARTBEAT_S = 0.5
 # only as the closing of its generator, which the GPU process notices at its next event).
 GPU_HEARTBEAT_S = 0.2
 CANCELLED_LOG = "analysis cancelled; the models are free"  # logged when a cancel stopped one
+ANALYSIS_THREAD = "mars-analyze"  # the one worker thread of an analysis
+SCORING_THREAD = "mars-score"  # the one worker thread of scoring given answers
 
 
 # --- GPU work: every call that runs the models ----------------------------------------------
@@ -107,7 +113,8 @@ def analyze_on_gpu(where: GpuCall, question: str, settings: Settings) -> Iterato
     GPU process)."""
     engine = _engine(where)
     yield from _events(where, lambda progress, on_text, should_stop: engine.analyze(
-        question, settings, progress=progress, on_text=on_text, should_stop=should_stop))
+        question, settings, progress=progress, on_text=on_text, should_stop=should_stop),
+        ANALYSIS_THREAD)
 
 
 @zerogpu.gpu(duration=zerogpu.scoring_seconds)
@@ -117,7 +124,27 @@ def score_on_gpu(where: GpuCall, answers: Any, settings: Settings,
     """:meth:`Engine.score <mars_demo.engine.Engine.score>` as events."""
     engine = _engine(where)
     yield from _events(where, lambda progress, _text, should_stop: engine.score(
-        answers, settings, progress=progress, should_stop=should_stop, reuse=reuse, cap=cap))
+        answers, settings, progress=progress, should_stop=should_stop, reuse=reuse, cap=cap),
+        SCORING_THREAD)
+
+
+def analysis_events(host: EngineHost, question: str, settings: Settings) -> Iterator[Event]:
+    """The events of one analysis of ``question`` with ``host``'s engine, for the page to relay
+    as they come (:func:`relay`): those of :func:`analyze_on_gpu`, whose one worker thread runs
+    the engine, with the engine held for the request (:meth:`EngineHost.holding`). A refusal
+    of ZeroGPU is raised as :class:`~mars_demo.zerogpu.GpuRefused`; closing the events stops
+    the analysis and frees the engine."""
+    with host.holding(settings) as (engine, settings):
+        with _calling(engine, None) as where:
+            yield from _refusals_explained(analyze_on_gpu(where, question, settings))
+
+
+def score_events(host: EngineHost, answers: Any, settings: Settings,
+                 cap: WorkCap | None = None) -> Iterator[Event]:
+    """The events of scoring ``answers`` (:func:`score_on_gpu`), as :func:`analysis_events`."""
+    with host.holding(settings) as (engine, settings):
+        with _calling(engine, None) as where:
+            yield from _refusals_explained(score_on_gpu(where, answers, settings, None, cap))
 
 
 def switch_models(host: EngineHost, settings: Settings, progress: Progress | None = None) -> None:
@@ -148,14 +175,15 @@ def _engine(where: GpuCall) -> EngineLike:
 
 
 def _events(where: GpuCall, task: Callable[[Progress, Callable[[str], None],
-                                            Callable[[], bool]], Any]) -> Iterator[Event]:
+                                            Callable[[], bool]], Any],
+            name: str = "mars-gpu-work") -> Iterator[Event]:
     """Run ``task(progress, on_text, should_stop)`` in a thread and yield what it reports, a
     ("wait", None) at least every :data:`GPU_HEARTBEAT_S`, and last ("done", value) or
     ("error", exception). Closing the generator stops the task (``should_stop()`` turns True)
     and waits for it to end, so the models are free when ``close()`` returns."""
     here = os.getpid() == where.pid
     caller = _CANCEL_CHECKS.get(where.call) if here else None
-    work = Worker(task, "mars-gpu-work", log_cancel=False, stop_also=caller)
+    work = Worker(task, name, stop_also=caller)
     try:
         while True:
             try:
@@ -273,12 +301,20 @@ class Worker:
         self._stop.set()
 
 
-def relay(worker: Worker, question: str, working: str = ""
+def relay(events: Iterator[Event], question: str, working: str = ""
           ) -> Generator[dict[str, Any], None, tuple[str, Any]]:
-    """Yield the page updates of a running analysis; return its ("done", result) or
-    ("error", exception). The first update clears the last result from the page (the browser
-    did at the press already) and puts ``working`` (the verdict being worked out) in the
-    verdict's place."""
+    """Yield the page updates of a running analysis (``events``: :func:`analysis_events`);
+    return its ("done", result) or ("error", exception), or ("refused", exception) for work
+    that failed before it reported anything (a question the engine's door refuses), which
+    yields nothing. Once the work reported its first event, the first update clears the last
+    result from the page (the browser did at the press already) and puts ``working`` (the
+    verdict being worked out) in the verdict's place. Then the streaming answer and the stage
+    progress, at most every :data:`STREAM_INTERVAL_S`, and the same again at least every
+    :data:`HEARTBEAT_S` while nothing changes (Gradio notices a closed tab only between two
+    updates)."""
+    kind, payload = _next(events)
+    if kind in ("done", "error"):
+        return ("refused" if kind == "error" else kind), payload
     yield {
         "result": None,
         "error": "",
@@ -290,26 +326,30 @@ def relay(worker: Worker, question: str, working: str = ""
         "download": gr.update(value=None, visible=False),
     }
     partial, progress = "", render.StageProgress()
+    shown, changed = time.monotonic(), False
     while True:
-        try:
-            batch = [worker.events.get(timeout=HEARTBEAT_S)]
-        except queue.Empty:
-            batch = []  # nothing new: send the same again (a cancelled event can close now)
-        else:
-            time.sleep(STREAM_INTERVAL_S)
-        while True:
-            try:
-                batch.append(worker.events.get_nowait())
-            except queue.Empty:
-                break
-        for kind, payload in batch:
-            if kind == "text":
-                partial = payload
-            elif kind == "progress":
-                progress = render.StageProgress(*payload)
-            else:
-                return kind, payload
-        yield {
-            "answer": render.streaming_html(question, partial),
-            "progress": render.progress_html(progress),
-        }
+        if kind == "text":
+            partial, changed = payload, True
+        elif kind == "progress":
+            progress, changed = render.StageProgress(*payload), True
+        elif kind in ("done", "error"):
+            return kind, payload
+        waited = time.monotonic() - shown
+        if (changed and waited >= STREAM_INTERVAL_S) or waited >= HEARTBEAT_S:
+            yield {
+                "answer": render.streaming_html(question, partial),
+                "progress": render.progress_html(progress),
+            }
+            shown, changed = time.monotonic(), False
+        kind, payload = _next(events)
+
+
+def _next(events: Iterator[Event]) -> Event:
+    """The next event of ``events``; what they raise (the engine held by another request that
+    failed to load, ZeroGPU's refusal) as ("error", exception)."""
+    try:
+        return next(events)
+    except StopIteration:
+        return "error", RuntimeError("the analysis ended without a result")
+    except Exception as exc:
+        return "error", exc

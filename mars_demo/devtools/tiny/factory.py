@@ -234,6 +234,8 @@ def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem
         _build_importance(paths["importance"], seed, importance_shape, wordpiece)
         _build_nli(paths["nli"], seed, nli_shape)
     _build_bem(paths["bem"], seed, bem_shape, wordpiece)
+    for name in ("llm", "importance", "nli", "bem"):
+        mark_toy(paths[name])
     if chunker:
         paths["chunker"] = build_chunker(out / "chunker", seed)
 
@@ -255,6 +257,18 @@ def _make_tiny_models(out_dir, seed, llm_shape, importance_shape, nli_shape, bem
         encoding="utf-8",
     )
     return paths
+
+
+def mark_toy(folder: str | pathlib.Path) -> None:
+    """Write the toy marker (:data:`mars_demo.models.toy.MARKER`) into the ``config.json`` of
+    the model saved in ``folder``: loaded through the normal path, its config says it is a
+    toy, and every analysis that uses it warns so."""
+    from ...models.toy import MARKER
+
+    path = pathlib.Path(folder) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config[MARKER] = True
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 #: ``microsoft/deberta-large-mnli``'s label order, which TruthTorchLM reads without ``id2label``

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from .. import MEASURES, judges
 from ..checks import VARIANTS
+from ..sample_size import caution
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -182,6 +183,9 @@ def results_text(report: Any, out: Any) -> str:
     if ranked:
         lines.append(f"every method ranked by AUROC ({len(ranked)} rows; the top 5): " + "; ".join(
             f"{row.label} {row.metrics['auroc'].value:.3f}" for row in ranked[:5]))
+    warned = caution(report)  # a run too small to trust its intervals (and these figures)
+    if warned:
+        lines.append(warned)
     lines.append(f"report: {out / 'report.md'}")
     return "\n".join(lines)
 

@@ -1,8 +1,10 @@
-"""The evaluation run a page serves (``--runs``, or the run folder of ``--calibration``): its
-answers' values of every method, to place an answer's values among (a percentile), and how often
-the answers at each verdict level were right there (:mod:`mars_demo.evaluation.levels`).
+"""A reference run (the page's ``--runs``, or the run folder of ``--calibration``; the command
+line's ``--reference``): its answers' values of every method, to place an answer's values among
+(a percentile), and how often the answers at each verdict level were right there
+(:mod:`mars_demo.evaluation.levels`), which every verdict of an engine given the run says.
 
-The run is read through :mod:`mars_demo.evaluation.runs` alone, once, when the page starts. The
+The run is read through :mod:`mars_demo.evaluation.runs` alone, once, when the page (or the
+command) starts. The
 places are said in words: "less trustworthy than 82% of the run's answers" is the share of the
 run's values of the same method and variant that are strictly lower; equal values are not counted
 as lower, their share is given apart. Pure: no gradio, no models.
@@ -16,13 +18,13 @@ import os
 import pathlib
 from dataclasses import dataclass, field
 
-from mars_demo import texts
+from .. import texts
+from ..methods import OWN_MODELS, models_of, values_of
+from ..result import AnalysisResult
+from ..verdict import LevelRecord
 # the models and settings that set an uncertainty's scale (those a calibration checks)
-from mars_demo.evaluation.calibration import MODEL_KEYS, SETTING_KEYS
-from mars_demo.evaluation.levels import level_records
-from mars_demo.methods import OWN_MODELS, models_of, values_of
-from mars_demo.result import AnalysisResult
-from mars_demo.verdict import LevelRecord
+from .calibration import MODEL_KEYS, SETTING_KEYS
+from .levels import level_records
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,16 @@ class RunValues:
         values = self.values.get((method_id, variant))
         return place(values, value) if values else None
 
+    def placed(self, method_id: str, variant: str, value: float) -> str | None:
+        """Where ``value`` falls among the run's values, in words (:func:`place_words`); None
+        when the run has none of that method and variant."""
+        where = self.place(method_id, variant, value)
+        return place_words(where)[0] if where is not None else None
+
+    def differences(self, result: AnalysisResult) -> list[str]:
+        """How ``result`` was made otherwise than this run's answers (:func:`differences`)."""
+        return differences(result, self)
+
 
 def run_values(run, name: str | None = None) -> RunValues:
     """:class:`RunValues` of a :class:`~mars_demo.evaluation.runs.Run`: every method's values
@@ -150,7 +162,7 @@ def load_reference(folder: str | os.PathLike | None, note: str = "") -> Referenc
     cannot be read is logged and said on the panel."""
     if folder is None:
         return Reference(None, note)
-    from mars_demo.evaluation.runs import RunFileError, read_run
+    from .runs import RunFileError, read_run
 
     folder = pathlib.Path(folder)
     try:
@@ -159,6 +171,42 @@ def load_reference(folder: str | os.PathLike | None, note: str = "") -> Referenc
         log.warning("the methods panel cannot read the run %s: %s", folder, err)
         return Reference(None, texts.METHODS_RUN_UNREADABLE.format(
             run=folder.name, error=type(err).__name__))
+
+
+def load_run(folder: str | os.PathLike) -> RunValues:
+    """The :class:`RunValues` of the run in ``folder`` (what ``Engine(reference=...)`` and the
+    command line's ``--reference`` take). Raises
+    :class:`~mars_demo.evaluation.checks.RunFileError` (a ``ValueError``) for a folder that
+    holds no readable, finished run."""
+    from .runs import read_run
+
+    return run_values(read_run(pathlib.Path(folder)))
+
+
+def grounds(calibration: str | os.PathLike | None, reference: str | os.PathLike | None
+            ) -> tuple[object, RunValues | None]:
+    """The calibration (the file ``calibration``) and the reference run (the folder
+    ``reference``, else the calibration's own run folder when it is one) that the command
+    line's ``--calibration`` and ``--reference`` name; raises
+    :class:`~mars_demo.errors.OptionError` naming the flag for a file or folder that is none."""
+    from ..errors import OptionError
+
+    loaded = None
+    if calibration:
+        from .calibration import load
+
+        try:
+            loaded = load(calibration)
+        except ValueError as err:  # CalibrationError
+            raise OptionError(f"--calibration: {err}") from err
+        parent = pathlib.Path(calibration).parent
+        reference = reference or (parent if is_run(parent) else None)
+    if not reference:
+        return loaded, None
+    try:
+        return loaded, load_run(reference)
+    except ValueError as err:  # RunFileError
+        raise OptionError(f"--reference: {err}") from err
 
 
 def differences(result: AnalysisResult, run: RunValues) -> list[str]:
