@@ -1,7 +1,8 @@
 """The verdict and a quiet terminal on the suite's real LLM, SmolLM2-135M-Instruct
 (tests/real_llm.py): ``ask``, ``ask --json``, ``score --json``, the library and the page say the
-same of one analysis of a real answer; ``ask --llm FILE.gguf`` prints none of transformers'
-tokenizer paragraph or de-quantizing bars on stderr unless ``--verbose``."""
+same of one analysis of a real answer; ``ask --llm FILE.gguf`` prints none of the model
+libraries' notices (transformers' tokenizer paragraph and de-quantizing bars, llama.cpp's
+loading log) on stderr unless ``--verbose``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from test_verdict_everywhere import page_verdict, report_verdict, run
 
@@ -65,15 +68,20 @@ def gguf_ask(gguf: Path, tiny_models, *extra: str) -> subprocess.CompletedProces
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_a_gguf_ask_prints_no_tokenizer_paragraph_or_progress_bar(smollm2_gguf, tiny_models):
-    quiet = gguf_ask(smollm2_gguf, tiny_models)
+@pytest.mark.parametrize("backend", ["llama.cpp", "transformers"])
+def test_a_gguf_ask_prints_no_tokenizer_paragraph_or_progress_bar(smollm2_gguf, tiny_models,
+                                                                  backend):
+    """On either backend a GGUF file may run on (llama.cpp where it imports, as here; the
+    transformers fallback), stderr holds the analysis' stages alone; ``--verbose`` lets the
+    libraries speak (transformers' paragraph and bars; llama.cpp's loading log)."""
+    quiet = gguf_ask(smollm2_gguf, tiny_models, "--llm-backend", backend)
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout.startswith(f"Question: {QUESTION}")
     # stderr holds the stages of the analysis and nothing else
     assert all(line.startswith("... ") for line in quiet.stderr.splitlines()), quiet.stderr
     assert "\r" not in quiet.stderr
-    # what it silenced: asked with --verbose, the libraries print both
-    loud = gguf_ask(smollm2_gguf, tiny_models, "--verbose")
-    assert loud.returncode == 0, loud.stderr
-    assert "You are using the default legacy behaviour" in loud.stderr
-    assert "de-quantizing GGUF tensors" in loud.stderr
+    if backend == "transformers":  # what it silenced: asked with --verbose, both are printed
+        loud = gguf_ask(smollm2_gguf, tiny_models, "--llm-backend", backend, "--verbose")
+        assert loud.returncode == 0, loud.stderr
+        assert "You are using the default legacy behaviour" in loud.stderr
+        assert "de-quantizing GGUF tensors" in loud.stderr
