@@ -1,6 +1,6 @@
 """What a visitor of a served page may do: public mode, the model switch, BEM, per-visitor limits,
 and how a visitor is told apart (:mod:`mars_demo.clients`). Pure policy: no gradio, no web
-server (those are in :mod:`mars_demo.ui.limits`).
+server (those are in :mod:`mars_demo.ui.hosting.limits`).
 
 A page is **public** when anyone but the host can reach it: ``--share`` (a *.gradio.live link),
 a ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hugging Face Space
@@ -28,7 +28,7 @@ a ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hu
   :attr:`Access.connections_per_client`); a request must name a host of the page
   (:attr:`Access.hosts`), and only the page's own web pages, and those the host names, may call
   it from a browser (:attr:`Access.allowed_origins`). The web server enforces them
-  (:mod:`mars_demo.ui.connections`, :mod:`mars_demo.ui.origins`).
+  (:mod:`mars_demo.ui.hosting.connections`, :mod:`mars_demo.ui.hosting.origins`).
 
 Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
 default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
@@ -110,7 +110,7 @@ class Access:
     (the server-side allowed set; the free ones unless the host says otherwise).
     ``header_timeout`` / ``connections_per_client``: seconds a connection may take to send a
     request's headers, connections one client may hold open (None: no limit; see
-    :mod:`mars_demo.ui.connections`). ``body_timeout``: seconds a request's body may pause (and,
+    :mod:`mars_demo.ui.hosting.connections`). ``body_timeout``: seconds a request's body may pause (and,
     at :data:`MIN_BODY_RATE`, take beyond that). ``allowed_origins``: web origins other than the
     page's own whose pages may call this one from a browser (a public page allows none by
     default). ``hosts``: the host names a public page answers to besides a Space's and its share

@@ -359,7 +359,7 @@ SERVER_OPTIONS: tuple[Option, ...] = (
            "after a restart; only the fixed examples are ever kept", "server", optional=True,
            metavar="DIR", auto="~/.cache/mars-demo/examples ($XDG_CACHE_HOME)"),
     # how a public page's server treats connections and other web sites (mars_demo.access,
-    # mars_demo.ui.connections)
+    # mars_demo.ui.hosting.connections)
     Option("ipv6_prefix", int, 64,
            "public page: an IPv6 client counts as its whole network of this prefix length (one "
            "subscriber gets a /64, from some providers a /56 or /48), wherever its address comes "

@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # main) thread, where `spaces` emulates CUDA: models must be on "cuda" before the launch.
     if zero_gpu:
         logging.getLogger("mars_demo.app").info(texts.APP_ZEROGPU_LOG)
-    from mars_demo.ui import methods_panel
+    from mars_demo.ui.draw import methods_panel
 
     # the run whose answers the "Compared with other methods" panel places each value among
     methods_run = methods_panel.load_reference(
@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             methods_run.run.n, methods_run.run.name)
     elif methods_run.note:
         logging.getLogger("mars_demo.app").warning("methods panel: %s", methods_run.note)
-    from mars_demo.ui.example_store import default_folder
+    from mars_demo.ui.page.example_store import default_folder
 
     examples = args.example_cache or default_folder()
     logging.getLogger("mars_demo.app").info("example analyses kept in %s", examples)

@@ -9,7 +9,7 @@ Everywhere else ``spaces.GPU`` returns the function unchanged, and without the p
 :func:`gpu` does the same. docs/zerogpu.md says what was read in the package's source, what was
 tried here and what only a real Space can show.
 
-The page's two decorated functions are in :mod:`mars_demo.ui.worker`; :func:`analysis_seconds`
+The page's two decorated functions are in :mod:`mars_demo.ui.work.worker`; :func:`analysis_seconds`
 and :func:`scoring_seconds` are their durations. Importing this module imports neither gradio
 nor torch, so ``app.py`` can import ``spaces`` before anything touches CUDA (:func:`active`).
 """
@@ -112,7 +112,7 @@ def gpu(duration: Callable[..., float]) -> Callable[[F], F]:
 
 def analysis_seconds(_where: Any, _question: str, settings: Settings) -> int:
     """The GPU seconds to ask for an analysis (the arguments of
-    :func:`mars_demo.ui.worker.analyze_on_gpu`): grows with the sampled answers and the answer
+    :func:`mars_demo.ui.work.worker.analyze_on_gpu`): grows with the sampled answers and the answer
     length, after the recipe (``paper-code`` answers take up to 128 tokens).
 
     >>> analysis_seconds(None, "q", Settings(samples=5, max_new_tokens=64))
@@ -128,7 +128,7 @@ def analysis_seconds(_where: Any, _question: str, settings: Settings) -> int:
 def scoring_seconds(_where: Any, answers: Any, _settings: Settings,
                     reuse: Any | None = None, _cap: Any | None = None) -> int:
     """The GPU seconds to ask for scoring given answers (the arguments of
-    :func:`mars_demo.ui.worker.score_on_gpu`, its work cap too): grows with the number of
+    :func:`mars_demo.ui.work.worker.score_on_gpu`, its work cap too): grows with the number of
     sampled answers; a re-score (``reuse``) keeps its NLI judgements and asks for less.
 
     >>> scoring_seconds(None, {"question": "q", "samples": [{"text": "Mars"}] * 5}, Settings())

@@ -59,7 +59,7 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client):
 
 
 def test_the_api_page_lists_the_two_endpoints_with_every_option(client):
-    from mars_demo.ui import controls
+    from mars_demo.ui.work import controls
 
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert list(endpoints) == ["/analyze", "/score"]

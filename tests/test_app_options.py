@@ -111,8 +111,8 @@ def test_the_hosts_methods_are_computed_and_offered_to_visitors(public):
         args.access.check_models(args.settings.replace(methods=("p_true",)))
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     engine = FakeEngine()
     engine.settings = engine.settings.replace(methods=args.settings.methods)

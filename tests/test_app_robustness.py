@@ -33,7 +33,8 @@ from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError
 
 from mars_demo import texts
-from mars_demo.ui import build_demo, explain, launch_options, render
+from mars_demo.ui import build_demo, launch_options
+from mars_demo.ui.draw import explain, render
 
 WAIT_S = 180  # generous: a tiny analysis takes about a second
 QUESTION = "Which planet is known as the Red Planet?"

@@ -16,9 +16,9 @@ from mars_demo import settings as settings_module
 from mars_demo.access import public_access
 from mars_demo.engine import Engine
 from mars_demo.result import AnalysisResult
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.host import EngineHost
-from mars_demo.ui.redact import Redactor
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.host import EngineHost
+from mars_demo.ui.hosting.redact import Redactor
 
 ASK = ("  Which planet\u200b is known as the Red Planet? ", "mars", 2, 0.5, 6, 0, "auto",
        "model", "sum", "equal", "strict")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mars_demo import texts
-from mars_demo.ui import render
+from mars_demo.ui.draw import render
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -15,7 +15,7 @@ from ui_helpers import running_app
 
 from mars_demo import texts
 from mars_demo.methods import FREE, METHODS
-from mars_demo.ui.methods_panel import IN_THE_TABLE
+from mars_demo.ui.draw.methods_panel import IN_THE_TABLE
 
 #: the panel's rows on a page of the free methods: less those the uncertainty table shows
 SHOWN = [m for m in FREE if m not in IN_THE_TABLE]

@@ -23,10 +23,10 @@ from gradio_client.utils import Status
 from mars_demo.engine import Engine
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.models.llm import stop_criterion
-from mars_demo.ui.controller import ASK_OUTPUTS, Controller
-from mars_demo.ui.host import EngineHost
-from mars_demo.ui.events import packed
-from mars_demo.ui.worker import CANCELLED_LOG, HEARTBEAT_S
+from mars_demo.ui.page.controller import ASK_OUTPUTS, Controller
+from mars_demo.ui.work.host import EngineHost
+from mars_demo.ui.page.events import packed
+from mars_demo.ui.work.worker import CANCELLED_LOG, HEARTBEAT_S
 
 QUESTION = "Which planet is known as the Red Planet?"
 WAIT_S = 120  # generous bound for things that take well under a second when all is well
@@ -235,7 +235,7 @@ def test_the_api_coroutine_keeps_the_api_signature():
     import inspect
 
     controller = Controller(EngineHost(FakeEngine()))
-    from mars_demo.ui import controls
+    from mars_demo.ui.work import controls
 
     endpoint = controller.api.endpoint()
     assert inspect.iscoroutinefunction(endpoint)

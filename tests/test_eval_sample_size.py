@@ -15,7 +15,7 @@ from mars_demo.cli import main
 from mars_demo.evaluation import sample_size
 from mars_demo.evaluation.runs import parse_report
 from mars_demo.evaluation.schema import Entry, Report
-from mars_demo.ui.evaluation import EvaluationView
+from mars_demo.ui.views.eval_view import EvaluationView
 
 FACTS = pathlib.Path(__file__).resolve().parents[1] / "data" / "facts.jsonl"
 

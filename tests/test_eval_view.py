@@ -26,12 +26,12 @@ from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.evaluation import calibration as calibration_module
 from mars_demo.result import AnalysisResult
-from mars_demo.ui import controls
-from mars_demo.ui.controller import Controller
+from mars_demo.ui.work import controls
+from mars_demo.ui.page.controller import Controller
 from mars_demo.evaluation.runs import parse_report
 from mars_demo.evaluation.schema import Entry
-from mars_demo.ui.evaluation import EvaluationView
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.views.eval_view import EvaluationView
+from mars_demo.ui.work.host import EngineHost
 from mars_demo.verdict import verdict
 from test_evaluate import ANSWERS, FACTS, full_run, lines, model_flags  # noqa: F401
 

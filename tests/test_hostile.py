@@ -50,8 +50,8 @@ from mars_demo.access import QUEUE_PLACES, VIEW_PLACES, public_access
 from mars_demo.clients import ClientIdentity
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.ui import build_demo, launch_options
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.evaluation import EvaluationView
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.views.eval_view import EvaluationView
 
 WAIT_S = 120
 QUESTION = "Which planet is known as the Red Planet?"

@@ -137,3 +137,38 @@ def test_the_rule_sees_an_upward_import(tmp_path):
     finally:
         fake.unlink()
     assert {"mars_demo.engine", "mars_demo.engine.Engine", "mars_demo.models.prompts"} <= found
+
+
+#: the page's folders, from the ground up (docs/architecture.md, "The page's folders"): a module
+#: of mars_demo/ui imports modules of its own folder or of a lower one, never of a higher one
+UI_FLOORS = {"hosting": 0, "draw": 1, "views": 2, "work": 2, "page": 3, "launch": 4,
+             "__init__": 5}
+
+
+def _ui_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["mars_demo", "ui"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_every_ui_module_has_a_floor():
+    parts = {_ui_part(m) for m in _files()} - {None}
+    assert parts <= set(UI_FLOORS), sorted(parts - set(UI_FLOORS))
+
+
+def test_no_ui_import_runs_up_or_across_a_floor():
+    """The public page's guards import nothing of the page; drawing imports neither the page,
+    the views nor the work; the views and the work import neither each other nor the page."""
+    wrong = []
+    for name, targets in _graph().items():
+        here = _ui_part(name)
+        if here is None:
+            continue
+        for target in targets:
+            there = _ui_part(target)
+            if there is None or there == here:
+                continue
+            if UI_FLOORS[there] >= UI_FLOORS[here]:
+                wrong.append(f"{name} -> {target}")
+    assert not wrong, wrong

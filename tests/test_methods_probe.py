@@ -89,7 +89,7 @@ def test_evaluate_ranks_it(probe):
 
 def test_the_page_panel_shows_it_with_its_explanation(probe, saved):
     from mars_demo.result import AnalysisResult
-    from mars_demo.ui.methods_panel import methods_panel_html
+    from mars_demo.ui.draw.methods_panel import methods_panel_html
 
     result = AnalysisResult.from_dict(json.loads(saved.read_text(encoding="utf-8")))
     result.methods = {**result.methods, "probe_method": {"length_normalized": 1.5, "mars": 2.5}}

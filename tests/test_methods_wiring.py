@@ -179,8 +179,8 @@ def test_a_method_that_fails_for_some_answers_is_left_out_with_a_warning(
 def test_visitors_may_ask_only_for_the_methods_the_server_offers():
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     assert public_access().methods == Access().methods == frozenset(FREE)
     page = Controller(EngineHost(FakeEngine()), access=public_access())
@@ -209,9 +209,9 @@ def test_the_public_api_refuses_an_opt_in_method_unless_the_host_offers_it(metho
     import gradio as gr
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.api import Api
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.work.api import Api
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))
     with pytest.raises(gr.Error, match=f"{method_id} are not offered on this server"):

@@ -12,7 +12,7 @@ from forced_answers import QUESTION, forced, loaded_engine
 from mars_demo.errors import OptionError
 from mars_demo.methods import compute_methods
 from mars_demo.settings import Settings
-from mars_demo.ui import captions, plots
+from mars_demo.ui.draw import captions, plots
 
 SAMPLES = ["Mars", "It is Mars", "Venus", "the red planet Mars", "Jupiter, the giant"]
 MEASURES = "confidence,entropy,semantic_entropy,semantic_density"

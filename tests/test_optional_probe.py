@@ -109,8 +109,8 @@ found["loads"] = (Path(probe) / "loads").read_text().count("loaded")
 
 import dataclasses
 from mars_demo.access import Access, public_access
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.host import EngineHost
 engine = Engine(Settings(llm=llm, importance=importance, nli=nli, probe=probe))
 offered = dataclasses.replace(public_access(), methods=public_access().methods | {"probe_method"})
 found["banner"] = Controller(EngineHost(engine), offered).banner_html()
@@ -122,7 +122,7 @@ code, out, err = run("evaluate", "run", "--data", facts, "--out", str(run_dir), 
                      importance, "--nli", nli, "--methods", "probe_method", "--probe", probe)
 found["evaluate"] = [code, err]
 from mars_demo.evaluation.runs import read_run
-from mars_demo.ui.evaluation import table_html
+from mars_demo.ui.views.eval_view import table_html
 report = read_run(run_dir).report
 found["view"] = table_html(report)
 found["view_models"] = report.models

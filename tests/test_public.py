@@ -33,8 +33,8 @@ from mars_demo.access import Access, check_bem_models, public_reasons
 from mars_demo.clients import is_loopback
 from mars_demo.downloads import LOCK_NAME, PREFIX
 from mars_demo.ui import build_demo, launch_options
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.host import EngineHost
 
 WAIT_S = 300
 QUESTION = "Which planet is known as the Red Planet?"

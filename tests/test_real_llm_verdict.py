@@ -32,8 +32,8 @@ def test_every_interface_gives_the_real_answers_one_verdict(smollm2_hf, tiny_mod
     from ui_helpers import FakeEngine
 
     from mars_demo import score
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     argv = ("ask", QUESTION, "--llm", str(smollm2_hf), *scoring_models(tiny_models), *FLAGS)
     code, out, err = run(*argv, "--json")

@@ -23,7 +23,7 @@ from test_hostile_memory import CachedConfig
 from ui_helpers import APP_PIDS, PageEventError, page_event, running_app
 
 from mars_demo import texts
-from mars_demo.ui.layout import load_examples
+from mars_demo.ui.page.layout import load_examples
 
 VISITORS = 4
 ROUNDS = int(os.environ.get("MARS_DEMO_SOAK_ROUNDS", "16"))

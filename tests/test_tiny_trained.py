@@ -220,7 +220,7 @@ def test_trained_needs_tiny_shapes(tmp_path):
 
 def test_page_examples_are_trained_facts():
     """The page's examples are questions the trained tiny models know (README, examples.json)."""
-    from mars_demo.ui.layout import EXAMPLES_PATH
+    from mars_demo.ui.page.layout import EXAMPLES_PATH
 
     examples = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))["examples"]
     for item in examples:

@@ -21,15 +21,16 @@ from mars_demo.access import Access
 from mars_demo.errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
 from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.downloads import DownloadStore
-from mars_demo.ui import build_demo, explain, launch_options, load_examples, plots, render, tables
-from mars_demo.ui.controller import (
+from mars_demo.ui import build_demo, launch_options, load_examples
+from mars_demo.ui.draw import explain, plots, render, tables
+from mars_demo.ui.page.controller import (
     COMMAND_LINE_MODEL,
     ASK_OUTPUTS,
     SCORING_VIEW_OUTPUTS,
     Controller,
     model_choices,
 )
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.work.host import EngineHost
 
 QUESTION = "Which planet is known as the Red Planet?"
 DEFAULT_OPTIONS = (5, 0.5, 64, 0, "auto", "model", "sum", "equal", "strict")

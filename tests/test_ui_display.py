@@ -15,7 +15,7 @@ from mars_demo.core.alignment import align_tokens_to_phrases
 from mars_demo.models.prompts import PAPER_STOP_STRINGS, stop_strings
 from mars_demo.recipes import recipe_of
 from mars_demo.result import Pair, Phrase
-from mars_demo.ui import plots, render, tables
+from mars_demo.ui.draw import plots, render, tables
 
 # --- the uncertainty plot -------------------------------------------------------------------------
 
@@ -201,8 +201,8 @@ def test_a_phrase_without_tokens_says_its_weight_went_to_the_others():
 def test_the_controller_passes_the_results_settings_to_the_phrase_table():
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     result = make_result()
     result.greedy = softmax_answer()

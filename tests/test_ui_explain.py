@@ -14,9 +14,10 @@ from ui_helpers import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
 from mars_demo.result import Pair
-from mars_demo.ui import build_demo, explain, tables
-from mars_demo.ui.controller import ASK_OUTPUTS, SCORING_VIEW_OUTPUTS, Controller
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui import build_demo
+from mars_demo.ui.draw import explain, tables
+from mars_demo.ui.page.controller import ASK_OUTPUTS, SCORING_VIEW_OUTPUTS, Controller
+from mars_demo.ui.work.host import EngineHost
 
 QUESTION = "Which planet is known as the Red Planet?"
 TOL = 6e-4  # the page shows 3 decimals

@@ -11,11 +11,11 @@ from ui_helpers import FakeEngine, make_result
 
 from mars_demo import texts
 from mars_demo.methods import METHODS
-from mars_demo.ui import methods_panel
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.host import EngineHost
-from mars_demo.ui.render import esc
-from mars_demo.ui.methods_panel import (
+from mars_demo.ui.draw import methods_panel
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.host import EngineHost
+from mars_demo.ui.draw.render import esc
+from mars_demo.ui.draw.methods_panel import (
     IN_THE_TABLE,
     Reference,
     load_reference,

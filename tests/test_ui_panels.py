@@ -1,4 +1,4 @@
-"""The page's result panels are one declared list (mars_demo/ui/panels.py): a probe panel and a
+"""The page's result panels are one declared list (mars_demo/ui/page/panels.py): a probe panel and a
 probe folded section added to it reach the layout, the outputs of Ask and of the scoring toggle,
 and the controller's rendering, with nothing else changed."""
 
@@ -8,11 +8,11 @@ import pytest
 
 from ui_helpers import FakeEngine, make_result
 
-from mars_demo.ui import controller as controller_module
-from mars_demo.ui import panels
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.host import EngineHost
-from mars_demo.ui.layout import build_demo
+from mars_demo.ui.page import controller as controller_module
+from mars_demo.ui.page import panels
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.host import EngineHost
+from mars_demo.ui.page.layout import build_demo
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_a_folds_summary_of_a_long_phrase_stays_short():
     fold's label: the summary cuts it."""
     from ui_helpers import make_answer
 
-    from mars_demo.ui import captions
+    from mars_demo.ui.draw import captions
 
     long = "Ainentstonic" + "ars" * 40
     result = make_result(greedy=make_answer([long], [-0.1], [([0], 1.0)]))

@@ -10,10 +10,10 @@ from mars_demo import texts
 from mars_demo.models.nli import NLIModel
 from mars_demo.engine import Engine
 from mars_demo.result import AnalysisResult
-from mars_demo.ui import controls
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.pasted import OWN_MAX_SAMPLES
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.work import controls
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.pasted import OWN_MAX_SAMPLES
+from mars_demo.ui.work.host import EngineHost
 
 QUESTION = "Which planet is known as the Red Planet?"
 DEFAULTS = {"samples": 3, "temperature": 0.5, "max_new_tokens": 8, "seed": 0, "prompt": "auto",
@@ -153,7 +153,7 @@ def test_the_score_api_takes_an_answer_set(controller):
 
 def test_every_timing_the_engine_reports_has_a_name_on_the_page():
     from mars_demo.engine.stages import SCORING
-    from mars_demo.ui import render
+    from mars_demo.ui.draw import render
 
     for key in ("load", "generate", "logprobs", "teacher_forced",
                 *(stage.timing for stage in SCORING)):

@@ -12,7 +12,7 @@ import pytest
 from ui_helpers import make_result
 
 from mars_demo.result import Phrase, ScoredAnswer, Scores, Token
-from mars_demo.ui import render
+from mars_demo.ui.draw import render
 
 
 def answer(entropies=(0.1, 1.4, None)) -> ScoredAnswer:
@@ -50,7 +50,7 @@ def test_each_shade_reads_its_own_number():
 
 def test_the_legend_says_which():
     from mars_demo import texts
-    from mars_demo.ui import explain
+    from mars_demo.ui.draw import explain
 
     for shade in render.SHADES:
         low, high, words = texts.LEGENDS[shade]

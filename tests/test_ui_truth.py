@@ -13,14 +13,15 @@ from ui_helpers import FakeEngine, make_result
 from mars_demo import texts
 from mars_demo.evaluation.checks import DIFF
 from mars_demo.evaluation.schema import Entry, Report
-from mars_demo.ui import controls, tables, trust
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.evaluation import model_id, run_verdict
-from mars_demo.ui.example_store import ExampleStore
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.draw import tables, trust
+from mars_demo.ui.work import controls
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.views.eval_view import model_id, run_verdict
+from mars_demo.ui.page.example_store import ExampleStore
+from mars_demo.ui.work.host import EngineHost
 from mars_demo.evaluation.reference import Reference, RunValues, differences
-from mars_demo.ui.render import esc
-from mars_demo.ui.waits import RecentWaits
+from mars_demo.ui.draw.render import esc
+from mars_demo.ui.page.waits import RecentWaits
 from mars_demo.verdict import LevelRecord, verdict
 
 EXAMPLE = "Which planet is known as the Red Planet?"

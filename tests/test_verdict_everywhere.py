@@ -116,8 +116,8 @@ def test_a_re_score_computes_the_verdict_again(asked):
 def test_the_page_shows_the_cli_verdict_of_a_saved_analysis(asked):
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     saved = AnalysisResult.from_dict(json.loads(asked["file"].read_text(encoding="utf-8")))
     page = Controller(EngineHost(FakeEngine()))
@@ -132,8 +132,8 @@ def test_the_page_asked_with_the_real_engine_shows_the_engine_verdict(tiny_setti
     """The page's Ask on the real engine: the verdict it shows is the one the engine put in the
     analysis (the page's calibration and run went to the engine)."""
     from mars_demo.engine import Engine
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     page = Controller(EngineHost(Engine(tiny_settings)))
     last = list(page.ask(QUESTION, "mars", *DEFAULT_OPTIONS))[-1]
@@ -179,8 +179,8 @@ def test_an_analysis_on_toy_models_says_so_everywhere(asked):
     # the page's warnings box
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     shown = Controller(EngineHost(FakeEngine())).show(AnalysisResult.from_dict(data), "mars")
     assert "Toy models: the LLM" in html.unescape(shown["warnings"])
@@ -262,8 +262,8 @@ def test_a_calibration_and_its_run_reach_the_verdict_in_every_interface(calibrat
     from mars_demo.engine import Engine
     from mars_demo.evaluation.calibration import load
     from mars_demo.evaluation.reference import load_reference
-    from mars_demo.ui.controller import Controller
-    from mars_demo.ui.host import EngineHost
+    from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.host import EngineHost
 
     settings = Engine().settings.replace(
         llm=str(tiny_models["llm"]), importance=str(tiny_models["importance"]),

@@ -1,4 +1,4 @@
-"""Hugging Face ZeroGPU (``mars_demo/zerogpu.py``, the "GPU work" of ``mars_demo/ui/worker.py``).
+"""Hugging Face ZeroGPU (``mars_demo/zerogpu.py``, the "GPU work" of ``mars_demo/ui/work/worker.py``).
 
 No ZeroGPU Space here. The claims that can be checked off one are checked two ways:
 
@@ -29,9 +29,9 @@ from mars_demo import serve as app
 from mars_demo import zerogpu
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.settings import Settings
-from mars_demo.ui import worker
-from mars_demo.ui.controller import error_message
-from mars_demo.ui.host import EngineHost
+from mars_demo.ui.work import worker
+from mars_demo.ui.page.controller import error_message
+from mars_demo.ui.work.host import EngineHost
 
 PROBE = Path(__file__).with_name("zerogpu_probe.py")
 QUESTION = "Which planet is known as the Red Planet?"

@@ -41,7 +41,7 @@ from mars_demo.result import (
 )
 from mars_demo.result import ScoredAnswer as Answer
 from mars_demo.settings import Settings, clean_question
-from mars_demo.ui.host import READY_LOG
+from mars_demo.ui.work.host import READY_LOG
 from mars_demo.verdict import verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -489,7 +489,7 @@ def check_public_model_name(data: dict, role: str, path: str, entry: str, field:
     """A public page shows the optional model ``role`` (a local folder ``path``) of an analysis
     ``data`` by its folder's name, in the settings and in ``method_inputs[entry][field]``, never
     by its path; the host's display name replaces it where one is given."""
-    from mars_demo.ui.redact import Redactor
+    from mars_demo.ui.hosting.redact import Redactor
 
     folder = path.rstrip("/").rsplit("/", 1)[-1]
     shown = Redactor(public=True, models=[(role, path)]).result_dict(data)

@@ -231,8 +231,9 @@ import gradio as gr  # noqa: E402
 
 import app  # noqa: E402
 from mars_demo.models import registry  # noqa: E402
-from mars_demo.ui import layout, worker  # noqa: E402
-from mars_demo.ui.controller import ASK_OUTPUTS, Controller  # noqa: E402
+from mars_demo.ui.page import layout  # noqa: E402
+from mars_demo.ui.work import worker
+from mars_demo.ui.page.controller import ASK_OUTPUTS, Controller  # noqa: E402
 
 _load_cached = registry.load_cached
 

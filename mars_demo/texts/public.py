@@ -134,7 +134,7 @@ PHRASE_SUM_SOFTMAX_SMALL = (
     "phrase's weight"
 )
 
-# --- calibration: a chance of being right (mars_demo/ui/trust.py, app.py --calibration) ----------
+# --- calibration: a chance of being right (mars_demo/ui/draw/trust.py, app.py --calibration) ----------
 
 APP_CALIBRATION_MODELS = "--calibration {path}: {error}"
 APP_CALIBRATION_LLM_LATER = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# --- the Evaluation view (mars_demo/ui/evaluation.py) --------------------------------------------
+# --- the Evaluation view (mars_demo/ui/views/eval_view.py) --------------------------------------------
 
 EVAL_TAB = "Evaluation: does MARS help on labelled questions?"
 # the run's answer in one sentence (#mars-run-verdict); points = AUROC x 100
@@ -155,7 +155,7 @@ VERDICT_HOW = (
     "3)."
 )
 
-# --- why MARS differs: the answer explained (mars_demo/ui/render.py) -----------------------------
+# --- why MARS differs: the answer explained (mars_demo/ui/draw/render.py) -----------------------------
 
 WHY_LESS = (
     "MARS finds this answer less trustworthy than length-normalized scoring: confidence "
@@ -251,7 +251,7 @@ SE_NEGATIVE_NOTE = (
     "normalized row is a true entropy of the same clusters."
 )
 
-# --- compared with other methods: the panel under the uncertainty table (ui/methods_panel.py) ---
+# --- compared with other methods: the panel under the uncertainty table (ui/draw/methods_panel.py) ---
 
 METHODS_HEADING = "Compared with other methods"
 METHODS_COLUMNS = ("Method", "Length-normalized", "MARS", "Value (no scoring)")

@@ -4,19 +4,16 @@
 >>> from mars_demo.ui import build_demo, launch_options         # doctest: +SKIP
 >>> build_demo(Engine()).launch(**launch_options())             # doctest: +SKIP
 
-:mod:`panels` declares every result panel once (its component, renderer, and whether the
-scoring toggle redraws it), the list the layout, the events and the controller loop over;
-:mod:`render`, :mod:`tables`, :mod:`explain`, :mod:`captions`, :mod:`trust` (the verdict) and
-:mod:`plots` turn an :class:`~mars_demo.result.AnalysisResult` into HTML and Plotly figures;
-:mod:`controller` holds the page's event handlers and :mod:`api` the API's; :mod:`worker` runs
-the work in a thread and relays its progress; :mod:`host` serializes the engine and tracks model loading; :mod:`redact` is
-the one redaction of what visitors get; :mod:`route_list`, :mod:`limits`, :mod:`uploads`,
-:mod:`connections` and :mod:`origins` enforce the visitor policy (:mod:`mars_demo.access`) on
-the server; :mod:`layout` builds the page and :mod:`launch` what ``demo.launch`` needs (and
-:func:`stop`, what a stop does).
+Five folders, each on a floor of its own (tests/test_layers.py): :mod:`~mars_demo.ui.page`, the
+Ask page (its layout, events, panels' declaration and handlers); :mod:`~mars_demo.ui.work`, what
+a request starts (its inputs checked, the engine's host, the worker thread, the API);
+:mod:`~mars_demo.ui.draw`, an analysis drawn as HTML and figures; :mod:`~mars_demo.ui.views`, the
+Evaluation view; :mod:`~mars_demo.ui.hosting`, a public page's guards, which enforce the visitor
+policy (:mod:`mars_demo.access`) on the server. :mod:`~mars_demo.ui.launch` gives what
+``demo.launch`` needs (and :func:`stop`, what a stop does).
 """
 
 from mars_demo.ui.launch import launch_options, stop
-from mars_demo.ui.layout import QUEUE_MAX_SIZE, build_demo, load_examples
+from mars_demo.ui.page.layout import QUEUE_MAX_SIZE, build_demo, load_examples
 
 __all__ = ["QUEUE_MAX_SIZE", "build_demo", "launch_options", "load_examples", "stop"]

@@ -9,7 +9,7 @@
 //   a token takes the focus (WCAG 1.4.13), and the pointer may rest on them.
 // - The tooltip hangs below the token itself, moved left where it would leave the answer's box.
 // - The press of Ask (a click, a tap, Enter, an example): window.marsPress, called by the
-//   events' own JS before the analysis is sent (mars_demo/ui/layout.py), says at once that the
+//   events' own JS before the analysis is sent (mars_demo/ui/page/layout.py), says at once that the
 //   page works: Ask busy, the last result gone, the verdict line "being worked out", the view on
 //   it. Gradio runs the events of one trigger in order and waits for a streaming one to end
 //   before the next, so this cannot be an event after the analysis.

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
-from mars_demo.ui.methods_panel import shown_methods
-from mars_demo.ui.render import esc, fmt, percent
+from mars_demo.ui.draw.methods_panel import shown_methods
+from mars_demo.ui.draw.render import esc, fmt, percent
 
 SUMMARY_PHRASE_CHARS = 24  # the heaviest phrase in a folded section's label, cut to this
 

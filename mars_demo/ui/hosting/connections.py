@@ -14,7 +14,7 @@ byte every few seconds held a connection for good); and one client holds at most
 a proxy (a Space, ``--trusted-proxy``) the connections are the proxy's, so only the timeouts apply
 here: the proxy limits its clients (docs/public-page.md says what to set in nginx).
 
-Which hosts and web sites the page answers is :mod:`mars_demo.ui.origins`. Neither can be set
+Which hosts and web sites the page answers is :mod:`mars_demo.ui.hosting.origins`. Neither can be set
 through ``demo.launch``: :class:`OnStart` installs both when the server starts (its lifespan),
 before it accepts a connection.
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 from mars_demo import texts
 from mars_demo.access import MIN_BODY_RATE, Access
-from mars_demo.ui.origins import replace_cors
+from mars_demo.ui.hosting.origins import replace_cors
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def guard_server(app: Any, config: Any, access: Access,
     """On a public page's start: the connection guard in uvicorn's HTTP protocol
     (:func:`guarded_protocol`), the open-file limit raised to what the system allows
     (:func:`more_open_files`), and Gradio's CORS middleware replaced by the page's own host and
-    origin checks (:func:`~mars_demo.ui.origins.replace_cors`; ``share_url``: the page's
+    origin checks (:func:`~mars_demo.ui.hosting.origins.replace_cors`; ``share_url``: the page's
     ``*.gradio.live`` address once it has one)."""
     if config is not None and hasattr(config, "http_protocol_class"):
         config.http_protocol_class = guarded_protocol(config.http_protocol_class, access)

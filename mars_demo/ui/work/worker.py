@@ -41,8 +41,8 @@ from mars_demo.errors import AnalysisCancelled
 from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
-from mars_demo.ui import render
-from mars_demo.ui.host import EngineHost, EngineLike
+from mars_demo.ui.draw import render
+from mars_demo.ui.work.host import EngineHost, EngineLike
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ covered by tests/test_hostile_routes.py).
 
 - :data:`SERVED`: served as it is (the page, its files and configuration, reading results);
 - :data:`QUEUED`: served under the per-client places of the queue (the queue's door,
-  :class:`~mars_demo.ui.limits.QueueDoor`);
+  :class:`~mars_demo.ui.hosting.limits.QueueDoor`);
 - :data:`RATED`: served under the per-client rate of requests outside the queue
   (:attr:`Access.direct_rate <mars_demo.access.Access.direct_rate>`, checked here);
 - :data:`UPLOADS`: served under the per-client uploads an hour
-  (:class:`~mars_demo.ui.limits.RequestLimits`);
+  (:class:`~mars_demo.ui.hosting.limits.RequestLimits`);
 - :data:`REFUSED`: answered 404 before anything runs.
 
 :class:`RouteList` (ASGI middleware of a public page) finds the route a request goes to the way
@@ -34,7 +34,7 @@ from typing import Any
 from mars_demo import texts
 from mars_demo.access import DIRECT_BURST, Access
 from mars_demo.clients import Allowance
-from mars_demo.ui.limits import send_json
+from mars_demo.ui.hosting.limits import send_json
 
 SERVED = "served"
 QUEUED = "served under the per-client queue places"

@@ -1,8 +1,8 @@
 """The page's result panels, each declared once: its component, its renderer, whether the
 scoring toggle re-renders it, and the section of the page it sits in.
 
-:data:`PANELS` is the one list the page loops over: :mod:`~mars_demo.ui.layout` builds a
-component per panel inside its section (:data:`SECTIONS`), :mod:`~mars_demo.ui.controller` fills
+:data:`PANELS` is the one list the page loops over: :mod:`~mars_demo.ui.page.layout` builds a
+component per panel inside its section (:data:`SECTIONS`), :mod:`~mars_demo.ui.page.controller` fills
 every panel after an analysis (the outputs of Ask) and the re-rendered ones when the scoring
 toggle changes (the outputs of the toggle). A new panel is one :class:`Panel` entry here (and its
 renderer, a function of a :class:`Shown`), nothing else; a collapsed section names itself in one
@@ -19,7 +19,7 @@ from typing import Any
 
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
-from mars_demo.ui import captions, explain, methods_panel, plots, render, tables, trust
+from mars_demo.ui.draw import captions, explain, methods_panel, plots, render, tables, trust
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Shown:
     scoring: str
     original: AnalysisResult | None = None
     reference: methods_panel.Reference = field(default_factory=methods_panel.Reference)
-    #: what the answer's token colors show (:data:`mars_demo.ui.render.SHADES`)
+    #: what the answer's token colors show (:data:`mars_demo.ui.draw.render.SHADES`)
     shade: str = render.DEFAULT_SHADE
     #: the id of this showing of an analysis (the verdict's ``data-analysis``)
     analysis: str = ""

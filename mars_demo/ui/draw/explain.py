@@ -10,8 +10,8 @@ import math
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
 from mars_demo.verdict import same_words
-from mars_demo.ui.redact import public_model_name
-from mars_demo.ui.render import (
+from mars_demo.ui.hosting.redact import public_model_name
+from mars_demo.ui.draw.render import (
     answer_tokens_html,
     esc,
     legend_html,
@@ -21,7 +21,7 @@ from mars_demo.ui.render import (
 
 
 def answer_html(result: AnalysisResult, scoring: str, shade: str = "weight") -> str:
-    """The greedy answer, colored by ``shade`` (:data:`mars_demo.ui.render.SHADES`), with its
+    """The greedy answer, colored by ``shade`` (:data:`mars_demo.ui.draw.render.SHADES`), with its
     two scores and the color legend."""
     answer = result.greedy
     parts = [

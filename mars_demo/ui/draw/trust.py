@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.ui.render import esc
+from mars_demo.ui.draw.render import esc
 from mars_demo.verdict import Verdict, data_name
 
 

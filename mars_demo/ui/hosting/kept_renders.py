@@ -1,6 +1,6 @@
 """The scoring toggle's re-renders, kept (covered by tests/test_hostile_load.py).
 
-A re-render of a stored result (:meth:`~mars_demo.ui.controller.Controller.show_scoring`) is
+A re-render of a stored result (:meth:`~mars_demo.ui.page.controller.Controller.show_scoring`) is
 pure Python: its plotly figures alone take a few tenths of a second for a result of 20 samples,
 and Python work beside the engine slows it through the interpreter's lock far more than its
 share of time. :class:`RenderCache` keeps the :data:`MAX_RENDERS` re-renders asked for last, by

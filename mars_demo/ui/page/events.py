@@ -1,6 +1,6 @@
 """The page's events: Ask, the scoring and colouring toggles, the scoring options, pasted
-answers, the model switch and the banner, wired to :class:`~mars_demo.ui.controller.Controller`'s
-handlers (the components are built by :mod:`mars_demo.ui.layout`).
+answers, the model switch and the banner, wired to :class:`~mars_demo.ui.page.controller.Controller`'s
+handlers (the components are built by :mod:`mars_demo.ui.page.layout`).
 
 Every event that runs the models shares the concurrency group :data:`ENGINE_QUEUE` (one at a
 time); every other queued event shares :data:`VIEW_QUEUE` (one at a time too). What the press of
@@ -18,15 +18,15 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.access import ENGINE_GROUP, VIEW_GROUP
-from mars_demo.ui import controls
-from mars_demo.ui.controller import (
+from mars_demo.ui.work import controls
+from mars_demo.ui.page.controller import (
     BANNER_OUTPUTS,
     SWITCH_OUTPUTS,
     Controller,
     ask_outputs,
     scoring_view_outputs,
 )
-from mars_demo.ui.renders import RenderCache
+from mars_demo.ui.hosting.kept_renders import RenderCache
 
 ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
 VIEW_QUEUE = VIEW_GROUP  # concurrency group of every other queued event: one at a time too
@@ -85,7 +85,7 @@ def wire_events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
     ask_names, view_names = ask_outputs(), scoring_view_outputs()  # the panels as declared now
     options = [option_controls[name] for name in controls.PAGE_OPTIONS]
     # The one re-render from the stored result (no model; each view of a result rendered once,
-    # ui/renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
+    # ui/hosting/kept_renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
     # answers', a re-score's), with the toggles as they are then, which the visitor may have
     # flipped while the answer streamed. It is registered here alone: no event chains
     # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that

@@ -1,22 +1,22 @@
 """The page: its Gradio components, section by section; their events are wired to
-:class:`~mars_demo.ui.controller.Controller` in :mod:`mars_demo.ui.events`.
+:class:`~mars_demo.ui.page.controller.Controller` in :mod:`mars_demo.ui.page.events`.
 
 Stable element ids (``mars-*``) are part of the page's contract: the browser tests and the CSS use
 them instead of Gradio's generated ``component-N`` ids.
 
 Many users: every event that runs the models (Ask, Load model, the ``/analyze`` API) shares the
-concurrency group :data:`~mars_demo.ui.events.ENGINE_QUEUE` with a limit of 1, so one GPU runs one analysis at a time
+concurrency group :data:`~mars_demo.ui.page.events.ENGINE_QUEUE` with a limit of 1, so one GPU runs one analysis at a time
 and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
 Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
 Gradio refuses a request with "queue full". On a public page each client holds at most a few of
-those places, whatever events it calls (:func:`mars_demo.ui.limits.limit_queue`). Every other
+those places, whatever events it calls (:func:`mars_demo.ui.hosting.limits.limit_queue`). Every other
 queued event (the scoring toggle's re-render, the banner, the Evaluation view's "Show") touches no
-model and shares the group :data:`~mars_demo.ui.events.VIEW_QUEUE`, also one at a time, so that however many of them
+model and shares the group :data:`~mars_demo.ui.page.events.VIEW_QUEUE`, also one at a time, so that however many of them
 come they take one core from the engine at most. What a visitor sees (the
 last result) lives only in that visitor's session state (``gr.State``); the controller and the
 engine hold no per-user data. A visitor who closes the tab, or a client that cancels, stops its
 running analysis at the next generated token or stage (see
-:meth:`~mars_demo.ui.controller.Controller.ask`).
+:meth:`~mars_demo.ui.page.controller.Controller.ask`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.access import Access
 from mars_demo.settings import MAX_QUESTION_CHARS
-from mars_demo.ui import controls, evaluation, methods_panel, panels, render
-from mars_demo.ui.controller import Controller
-from mars_demo.ui.events import ENGINE_QUEUE, wire_events
-from mars_demo.ui.example_store import ExampleStore
-from mars_demo.ui.host import EngineHost, EngineLike
-from mars_demo.ui.launch import ASSETS
-from mars_demo.ui.limits import limit_queue
-from mars_demo.ui.pasted import OWN_MAX_CHARS
+from mars_demo.ui.draw import methods_panel, render
+from mars_demo.ui.hosting.limits import limit_queue
+from mars_demo.ui.page import ASSETS, panels
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.page.events import ENGINE_QUEUE, wire_events
+from mars_demo.ui.page.example_store import ExampleStore
+from mars_demo.ui.views import eval_view
+from mars_demo.ui.work import controls
+from mars_demo.ui.work.host import EngineHost, EngineLike
+from mars_demo.ui.work.pasted import OWN_MAX_CHARS
 
 EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE_MAX_SIZE = 32  # requests waiting in Gradio's queue; more are refused with "queue full"
@@ -88,11 +90,11 @@ def build_demo(
     :class:`~mars_demo.evaluation.calibration.Calibration` whose chance of being right is shown
     under each answer (checked against the engine's models by the caller, see
     :mod:`mars_demo.serve`). ``runs_dir``: a folder of evaluation runs the Evaluation view offers
-    by name. ``methods_run``: the :class:`~mars_demo.ui.methods_panel.Reference` (a run's values,
+    by name. ``methods_run``: the :class:`~mars_demo.ui.draw.methods_panel.Reference` (a run's values,
     or why there is none) among whose answers the "Compared with other methods" panel places
-    each value; by default the run of :func:`~mars_demo.ui.methods_panel.reference_folder`.
+    each value; by default the run of :func:`~mars_demo.ui.draw.methods_panel.reference_folder`.
     ``example_cache``: the folder where the example questions' analyses are kept once made
-    (:mod:`mars_demo.ui.example_store`; None: none are kept).
+    (:mod:`mars_demo.ui.page.example_store`; None: none are kept).
     """
     access = access or Access()
     host = EngineHost(engine)
@@ -116,8 +118,8 @@ def build_demo(
         _own_answers(parts)  # another way in, for those who have answers already
         wire_events(demo, controller, parts, options)
         controller.api.serve(demo, ENGINE_QUEUE)
-        # The Evaluation view, at the end of the page (mars_demo/ui/evaluation.py).
-        evaluation.build(evaluation.EvaluationView(runs_dir, public=access.public))
+        # The Evaluation view, at the end of the page (mars_demo/ui/views/eval_view.py).
+        eval_view.build(eval_view.EvaluationView(runs_dir, public=access.public))
 
     # A public page takes calls only through the queue (no direct /run/ routes that would skip
     # its size and the per-client limit).
@@ -219,7 +221,7 @@ def _own_answers(parts: dict[str, Any]) -> None:
 
 
 def _results(parts: dict[str, Any]) -> None:
-    """The results (mars_demo/ui/panels.py): the answer's section always (its heading, errors,
+    """The results (mars_demo/ui/page/panels.py): the answer's section always (its heading, errors,
     the verdict, then the progress and the queue line, then the answer), the scoring toggle,
     the other sections in a column shown with the first result (the table, then the details,
     each folded under a one-line summary); the download last."""

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
-from mars_demo.ui.render import check_scoring
+from mars_demo.ui.draw.render import check_scoring
 
 #: Bar colors of the two scorings (readable on light and dark backgrounds).
 SCORING_COLORS = {"length_normalized": "#94a3b8", "mars": "#6366f1"}

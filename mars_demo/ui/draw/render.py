@@ -1,6 +1,6 @@
 """HTML fragments of the page: escaping, numbers, the colored tokens of an answer, the progress
-bar, warnings, errors and the banner. The tables are in :mod:`mars_demo.ui.tables`, the answer
-block with its explanation in :mod:`mars_demo.ui.explain`, the figures in :mod:`mars_demo.ui.plots`.
+bar, warnings, errors and the banner. The tables are in :mod:`mars_demo.ui.draw.tables`, the answer
+block with its explanation in :mod:`mars_demo.ui.draw.explain`, the figures in :mod:`mars_demo.ui.draw.plots`.
 
 Pure functions: no gradio, no models. Every piece of text that comes from a question, an answer,
 a model name or an exception goes through :func:`esc` before it is put into HTML, so a question

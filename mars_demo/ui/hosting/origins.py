@@ -25,7 +25,7 @@ from typing import Any
 from mars_demo import texts
 from mars_demo.access import Access
 from mars_demo.clients import host_name, web_origin
-from mars_demo.ui.limits import send_json
+from mars_demo.ui.hosting.limits import send_json
 
 
 class PageHosts:

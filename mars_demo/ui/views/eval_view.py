@@ -41,8 +41,8 @@ from mars_demo.evaluation.sample_size import caution
 from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.methods import OWN_MODELS
 from mars_demo.result import MEASURES
-from mars_demo.ui.eval_charts import SPLIT, TEXTS, curves, page_outputs
-from mars_demo.ui.render import error_html, esc
+from mars_demo.ui.views.eval_charts import SPLIT, TEXTS, curves, page_outputs
+from mars_demo.ui.draw.render import error_html, esc
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder

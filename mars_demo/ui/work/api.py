@@ -1,6 +1,6 @@
 """The page's API (``/analyze`` and ``/score``): the same work as the page's buttons, for
 ``gradio_client`` and raw HTTP, returning the analysis JSON (as visitors may see it, through the
-page's one :class:`~mars_demo.ui.redact.Redactor`).
+page's one :class:`~mars_demo.ui.hosting.redact.Redactor`).
 
 No ``from __future__ import annotations`` here: ``gr.api`` reads the API function's type hints,
 return type included, at runtime.
@@ -19,8 +19,8 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import OptionError, Settings
-from mars_demo.ui import controls, worker
-from mars_demo.ui.pasted import pasted_answers
+from mars_demo.ui.work import controls, worker
+from mars_demo.ui.work.pasted import pasted_answers
 
 # The cancel check of the API request running in this thread (see Api.endpoint).
 _API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
@@ -29,7 +29,7 @@ _API_SHOULD_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvar
 
 
 class Api:
-    """The API functions of one page, over its :class:`~mars_demo.ui.controller.Controller`
+    """The API functions of one page, over its :class:`~mars_demo.ui.page.controller.Controller`
     (its engine, access, calibration and redaction)."""
 
     def __init__(self, controller: Any) -> None:

@@ -1,12 +1,12 @@
 """The page's event handlers, as plain Python that tests can call without a browser.
 
 Each handler returns (or yields) a dict ``{output name: value}``; outputs it leaves out stay as
-they are. :mod:`mars_demo.ui.layout` turns the names into Gradio components. The work itself runs
-in a :class:`~mars_demo.ui.worker.Worker` thread; the API functions are in :mod:`mars_demo.ui.api`.
+they are. :mod:`mars_demo.ui.page.layout` turns the names into Gradio components. The work itself runs
+in a :class:`~mars_demo.ui.work.worker.Worker` thread; the API functions are in :mod:`mars_demo.ui.work.api`.
 
 Errors never escape a UI handler: they become a visible message, and the server keeps serving.
 Every text a visitor gets (results, warnings, errors, the banner, the download) goes through the
-page's one :class:`~mars_demo.ui.redact.Redactor`.
+page's one :class:`~mars_demo.ui.hosting.redact.Redactor`.
 
 The error and warnings boxes stay "visible" and are emptied instead of hidden: with Gradio 6.17, an
 update that makes a hidden component visible is not shown when the same yield skips other outputs
@@ -44,13 +44,15 @@ from mars_demo.settings import (
     OptionError,
     Settings,
 )
-from mars_demo.ui import controls, methods_panel, panels, render, trust, worker
-from mars_demo.ui.api import Api
-from mars_demo.ui.example_store import ExampleStore
-from mars_demo.ui.host import EngineHost, EngineNotReady
-from mars_demo.ui.pasted import pasted_answers
-from mars_demo.ui.redact import Redactor
-from mars_demo.ui.waits import RecentWaits
+from mars_demo.ui.draw import methods_panel, render, trust
+from mars_demo.ui.page import panels
+from mars_demo.ui.work import controls, worker
+from mars_demo.ui.work.api import Api
+from mars_demo.ui.page.example_store import ExampleStore
+from mars_demo.ui.work.host import EngineHost, EngineNotReady
+from mars_demo.ui.work.pasted import pasted_answers
+from mars_demo.ui.hosting.redact import Redactor
+from mars_demo.ui.page.waits import RecentWaits
 from mars_demo.zerogpu import GpuRefused
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ STATUS_OUTPUTS = (
 
 def ask_outputs() -> tuple[str, ...]:
     """The outputs of Ask (and of every event that shows a whole analysis): the status, then
-    every panel of mars_demo/ui/panels.py and the labels of its folded sections."""
+    every panel of mars_demo/ui/page/panels.py and the labels of its folded sections."""
     return STATUS_OUTPUTS + panels.outputs()
 
 
@@ -184,8 +186,8 @@ class Controller:
         message, before anything is shown).
 
         The analysis runs in the one worker thread of its GPU function; this generator relays
-        the events it reports (:func:`~mars_demo.ui.worker.analysis_events`,
-        :func:`~mars_demo.ui.worker.relay`). When Gradio closes the generator before the end
+        the events it reports (:func:`~mars_demo.ui.work.worker.analysis_events`,
+        :func:`~mars_demo.ui.work.worker.relay`). When Gradio closes the generator before the end
         (the visitor closed the tab or the request was cancelled: Gradio then calls
         ``close()``, which raises ``GeneratorExit`` at the current ``yield``), the events are
         closed and the worker told to stop, so the models do not stay busy for a page nobody
@@ -369,7 +371,7 @@ class Controller:
 
     def score_own(self, question: Any, greedy: Any, samples: Any, answer_json: Any,
                   scoring: str, *options: Any) -> Iterator[dict[str, Any]]:
-        """Score pasted answers (:func:`~mars_demo.ui.pasted.pasted_answers`) and show them
+        """Score pasted answers (:func:`~mars_demo.ui.work.pasted.pasted_answers`) and show them
         like a generated analysis."""
         try:
             render.check_scoring(scoring)

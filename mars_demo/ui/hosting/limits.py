@@ -8,10 +8,10 @@ it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/te
   (:meth:`Access.places_for`, :attr:`Access.queue_places`), and its IPv6 /48 a few more, whatever
   events it calls; it may keep the view group busy only so long (:attr:`Access.view_share`); and
   a file input that is no upload (an address, a server path) is refused before Gradio would
-  download or read it (:mod:`mars_demo.ui.uploads`);
+  download or read it (:mod:`mars_demo.ui.hosting.uploads`);
 - :class:`RequestLimits` caps every request body before it is read (HTTP 413), and uploads to one
   file per request and a few per client and hour (which routes a public page serves, and which
-  it serves under the per-client rate, is :mod:`mars_demo.ui.route_list`);
+  it serves under the per-client rate, is :mod:`mars_demo.ui.hosting.route_list`);
 - :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
   ``X-Forwarded-For``, so that only :class:`~mars_demo.clients.ClientIdentity` reads that header.
 """
@@ -36,7 +36,7 @@ from mars_demo.access import (
     Access,
 )
 from mars_demo.clients import Allowance
-from mars_demo.ui.uploads import guard_file_inputs, refused_files
+from mars_demo.ui.hosting.uploads import guard_file_inputs, refused_files
 
 MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
 UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
@@ -64,7 +64,7 @@ def keep_peer_addresses() -> None:
 def limit_queue(demo: Any, access: Access) -> QueueDoor:
     """Enforce the visitor policy at the queue's door (``demo.queue()`` must have been called):
     see :class:`QueueDoor`; and refuse a file input that is no upload wherever an event runs
-    (:func:`~mars_demo.ui.uploads.guard_file_inputs`). Returns the door."""
+    (:func:`~mars_demo.ui.hosting.uploads.guard_file_inputs`). Returns the door."""
     door = QueueDoor(demo, access)
     door.install()
     guard_file_inputs(demo)
@@ -76,7 +76,7 @@ class QueueDoor:
     ``Queue.send_message`` (an event started, an event sent its result), wrapped once.
 
     - A file input whose path is an address or lies outside Gradio's upload folder is refused
-      (HTTP 400), on every page (:func:`~mars_demo.ui.uploads.refused_files`): Gradio would fetch
+      (HTTP 400), on every page (:func:`~mars_demo.ui.hosting.uploads.refused_files`): Gradio would fetch
       an address (from any public host, with no size limit), and a visitor must never make the
       server fetch anything.
     - On a page with per-client limits, an event is refused (HTTP 429) when its client already

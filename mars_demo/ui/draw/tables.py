@@ -15,7 +15,7 @@ from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.result import ScoredAnswer as Answer
 from mars_demo.evaluation.reference import Place, RunValues, place_words
-from mars_demo.ui.render import (
+from mars_demo.ui.draw.render import (
     active_attr,
     answer_tokens_html,
     esc,
@@ -69,7 +69,7 @@ def _table(
     )
 
 
-table = _table  # the same table for the other panels (mars_demo/ui/methods_panel.py)
+table = _table  # the same table for the other panels (mars_demo/ui/draw/methods_panel.py)
 
 
 def score_shares(answer: Answer, scoring: str) -> tuple[list[float], float]:

@@ -29,8 +29,8 @@ from mars_demo.evaluation.reference import (  # noqa: F401  (the names this pane
     run_values,
     whole_percent,
 )
-from mars_demo.ui.render import esc, fmt
-from mars_demo.ui.tables import Cell, placed_cell, table
+from mars_demo.ui.draw.render import esc, fmt
+from mars_demo.ui.draw.tables import Cell, placed_cell, table
 
 COLUMNS = ("method", "length_normalized", "mars", "value")
 #: methods whose values the uncertainty table above the panel shows already

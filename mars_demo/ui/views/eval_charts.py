@@ -1,4 +1,4 @@
-"""The Evaluation view's charts (:mod:`mars_demo.ui.evaluation`): a run's ROC and rejection
+"""The Evaluation view's charts (:mod:`mars_demo.ui.views.eval_view`): a run's ROC and rejection
 curves sized for the page, each curve thinned to :data:`MAX_POINTS` points, split one chart per
 measure, and serialized once for the page's cache.
 """
@@ -9,8 +9,8 @@ from typing import Any
 
 from mars_demo.evaluation.records import Record
 from mars_demo.evaluation.schema import Report
-from mars_demo.ui.plots import GRID
-from mars_demo.ui.renders import plot_data
+from mars_demo.ui.draw.plots import GRID
+from mars_demo.ui.hosting.kept_renders import plot_data
 
 MAX_POINTS = 500  # points of one curve sent to the page
 #: the figures of one column per measure (report.figures): drawn one chart per measure, side by

@@ -1,0 +1,14 @@
+"""The Ask page: its layout (``layout.py``, built section by section), its events
+(``events.py``), the one declaration of every result panel (``panels.py``), the handlers
+(``controller.py``), the expected wait (``waits.py``) and the example questions' analyses kept on
+disk (``example_store.py``).
+
+It may import :mod:`mars_demo.ui.work`, :mod:`mars_demo.ui.draw`, :mod:`mars_demo.ui.views` and
+:mod:`mars_demo.ui.hosting`; only :mod:`mars_demo.ui.launch` and the package's ``__init__``
+import it (tests/test_layers.py).
+"""
+
+from pathlib import Path
+
+#: the page's script, style and example questions (``ui/assets/``)
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
