@@ -241,6 +241,9 @@ PLOT_CLUSTERS_NOTE = (
     "Each cluster's mass exp(logsumexp of its members' scores), normalized over the clusters."
 )
 PLOT_CLUSTER_NAME = "cluster {number}"
+# the cluster the greedy answer is placed in (the verdict's placement), on the chart and tables
+PLOT_CLUSTER_ANSWER = "{name}, the answer's"
+SAMPLES_SAME_MEANING = "same meaning as the answer"
 CLUSTERS_TABLE_COLUMNS = ("Meaning", "Answers", "LN share", "MARS share")
 NLI_TABLE_SUMMARY = "The verdicts as a table"
 NLI_TABLE_CORNER = "Premise \\ hypothesis"

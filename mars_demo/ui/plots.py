@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.ui.render import check_scoring
+from mars_demo.verdict import placement
 
 #: Bar colors of the two scorings (readable on light and dark backgrounds).
 SCORING_COLORS = {"length_normalized": "#94a3b8", "mars": "#6366f1"}
@@ -65,13 +66,22 @@ def _percent_label(value: float) -> str:
     return f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
 
 
+def cluster_name(cluster: int, answers: tuple[int, ...]) -> str:
+    """"cluster 2", or "cluster 2, the answer's" for a cluster in ``answers`` (those the
+    verdict placed the answer in)."""
+    name = texts.PLOT_CLUSTER_NAME.format(number=cluster + 1)
+    return texts.PLOT_CLUSTER_ANSWER.format(name=name) if cluster in answers else name
+
+
 def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
-    """Grouped bars: each meaning cluster's share of probability mass under both scorings."""
+    """Grouped bars: each meaning cluster's share of probability mass under both scorings; the
+    cluster the verdict placed the answer in is named so."""
     clusters = sorted(set(result.cluster_ids))
+    answers = placement(result).clusters  # the verdict's placement of the answer
     names, hovers = [], []
     for c in clusters:
         texts_in = [s.text for s, cid in zip(result.samples, result.cluster_ids) if cid == c]
-        name = texts.PLOT_CLUSTER_NAME.format(number=c + 1)
+        name = cluster_name(c, answers)
         names.append(f"{name}<br>{plot_text(_short(texts_in[0], MAX_TICK_CHARS))}")
         lines = [plot_text(texts.PLOT_CLUSTER_HOVER.format(members=len(texts_in)))]
         lines += [f"• {plot_text(_short(t, 80))}" for t in texts_in]
