@@ -232,8 +232,14 @@ UNCERTAINTY_RUN = (
 PLOT_UNCERTAINTY_TITLE = "Uncertainty (higher = less trustworthy)"
 PLOT_UNCERTAINTY_Y = "uncertainty"
 PLOT_UNCERTAINTY_CAPTION = (
-    "The chart draws the table's Confidence, Entropy and Semantic entropy rows: for each, the "
-    "length-normalized (LN) and the MARS value."
+    "The chart draws the table's rows Doubt in this answer, Doubt over all tries and Doubt over "
+    "meanings: for each, the length-normalized (LN) and the MARS value, on a fixed scale in "
+    "nats. A bar starts at no doubt at all (0; for Doubt over meanings, minus the log of the "
+    "number of sampled answers, −1.61 for 5: every try means the same and each is certain, "
+    "which is why the paper's semantic entropy can be negative) and grows to the right with "
+    "doubt, up to 3 nats past that start (a 5% chance per token on average): a longer bar is "
+    "always more doubt, and the scale is the same for every answer. A value past the end is "
+    "drawn to it and marked ▸."
 )
 PLOT_CLUSTERS_TITLE = "Meaning clusters of the sampled answers"
 PLOT_CLUSTERS_Y = "probability share"

@@ -271,10 +271,12 @@ FORMULAS = (
     "the phrase's tokens.",
 )
 
+# not a share itself: the entropy, in nats, of the clusters' shares of the probability
 SE_NORMALIZED_ROW = (
-    "Doubt over meanings, as a share",
-    "semantic entropy normalized (Farquhar et al. 2024): the entropy of the meaning clusters' "
-    "shares, from 0 (one meaning) to log of the number of meanings",
+    "Doubt over meanings, from their shares",
+    "semantic entropy normalized (Farquhar et al. 2024): the entropy, in nats, of the meaning "
+    "clusters' shares of the probability: 0 when one meaning holds it all, up to the log of the "
+    "number of meanings (1.61 for 5) when they share it equally",
 )
 SE_NEGATIVE_NOTE = (
     "Semantic entropy is negative here ({values}): the paper's estimator is not a true entropy. "
