@@ -228,7 +228,7 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
     carries its number; a value past the scale's end is drawn to it, its number marked ▸."""
     check_scoring(scoring)
     keys = list(texts.UNCERTAINTY_ROWS)
-    fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=0.2,
+    fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=0.22,
                         subplot_titles=[plot_text(texts.UNCERTAINTY_ROWS[k][0]) for k in keys])
     for row, key in enumerate(keys, start=1):
         low, high = measure_scale(key, len(result.samples))
@@ -250,7 +250,7 @@ def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
             )
         fig.update_xaxes(range=[low, high], tick0=low, dtick=1.0, tickformat=".2~f",
                          row=row, col=1)
-    _layout(fig, height=360, legend=False)
+    _layout(fig, height=300, legend=False)
     fig.update_layout(bargap=0.25, margin={"l": 56, "r": 48, "t": 28, "b": 24})
     for title in fig.layout.annotations:  # the rows' names, over their bars, on the left
         title.update(x=0, xanchor="left", font={"size": 13})
