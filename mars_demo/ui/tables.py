@@ -213,7 +213,7 @@ def samples_table_html(result: AnalysisResult, scoring: str) -> str:
     members = placement(result).members  # the verdict's: the samples it counts as agreeing
     for b, sample in enumerate(result.samples):
         cluster = result.cluster_ids[b] if b < len(result.cluster_ids) else -1
-        same = (f'<span class="mars-small mars-same-meaning">{esc(texts.SAMPLES_SAME_MEANING)}'
+        same = (f' <span class="mars-small mars-same-meaning">{esc(texts.SAMPLES_SAME_MEANING)}'
                 "</span>" if b in members else "")
         cells = {
             "index": _cell(str(b + 1)),
