@@ -3,12 +3,16 @@ of being right where the page has a calibration.
 
 The page says only what it observed (its first line, ``#mars-verdict``):
 
-- how many of the sampled answers mean the same as the answer shown: the answer shown (the
-  greedy one) is not clustered with the samples, so it is placed in the meaning cluster of the
-  samples with the same words (:func:`same_words`); where none has them, in the cluster of the
-  samples it entails, by the NLI model's verdicts of the answer against each sample that the
-  analysis holds (``method_inputs["greedy_nli"]``, semantic density's pairs, computed with the
-  free methods); none either way, and it is placed nowhere, which the verdict says;
+- how many of the sampled answers mean the same as the answer shown, by the NLI model (the
+  sentence says whose reading it is): the answer shown (the greedy one) is not clustered with
+  the samples, so it is placed in the meaning cluster of the samples with the same words
+  (:func:`same_words`); where none has them, in the cluster of the samples it entails, by the
+  NLI model's verdicts of the answer against each sample that the analysis holds
+  (``method_inputs["greedy_nli"]``, semantic density's pairs, computed with the free methods);
+  none either way, and it is placed nowhere, which the verdict says. That placement
+  (:class:`Placement`) is made once, recorded in the verdict's evidence, and read by every
+  view that shows it (:func:`placement`: the answer's fold, the clusters chart and the samples
+  list of the page), so that none can place the answer otherwise;
 - how many meanings the samples split into (their NLI clusters);
 - whether MARS and length-normalized scoring find the same meaning the most probable (each
   cluster's share of the samples' probability mass, :meth:`AnalysisResult.cluster_masses`);
@@ -22,8 +26,9 @@ The page says only what it observed (its first line, ``#mars-verdict``):
 A consistent answer is not a right one (a model can be consistently wrong): without a
 calibration the sentence says so and the page shows it in a neutral tone (:attr:`Verdict.tone`);
 only a calibrated chance of being right gets a tone that reads as trust. Where the page serves an
-evaluation run, how often answers at the same level were right there (:class:`LevelRecord`) is
-said too. Pure Python over the result: no gradio, no models.
+evaluation run, what that run says of the answers at the same level (:func:`run_record`): their
+share of right answers beside the run's, where the run tells the levels apart, or else that it
+cannot. Pure Python over the result: no gradio, no models.
 
 The verdict is part of the analysis: the engine computes it once per result
 (:func:`verdict`, with the engine's calibration and reference run where it has them) and keeps
@@ -48,6 +53,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from . import texts
+from .core.intervals import overlap, wilson
 
 #: fewer sampled answers than this are too few to speak of agreement
 MIN_SAMPLES = 3
@@ -59,6 +65,12 @@ SURE, FAIRLY_SURE = 0.8, 0.5
 #: a calibrated chance of being right from this is "likely" (a tone that reads as trust), from
 #: MAYBE "maybe", below "unlikely"
 LIKELY, MAYBE = 0.8, 0.5
+#: a served run says how the answers at a level fared only where it holds at least this many
+#: answers at that level and as many at the others: with 10, a share's 95% Wilson interval is
+#: still about 50 points wide at 50% (at 5, about 65), so fewer could tell two levels apart
+#: only where they differ almost wholly, and a share of a handful of answers reads as more than
+#: it is
+MIN_LEVEL_ANSWERS = 10
 
 
 def same_words(a: str, b: str) -> bool:
@@ -79,14 +91,61 @@ def _words(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where the greedy answer falls among the samples' meaning clusters: the one account of it
+    that the verdict, the answer's fold, the clusters chart and the samples list all read
+    (:func:`placement`). ``clusters``: the clusters it is placed in (empty: none);
+    ``matched``: the samples that placed it (those with its words, or those it entails);
+    ``members``: every sample in those clusters (the samples that mean the same, by the NLI
+    model); ``by``: "words", "nli" or "" (placed nowhere)."""
+
+    clusters: tuple[int, ...]
+    matched: tuple[int, ...]
+    members: tuple[int, ...]
+    by: str
+
+
+def placement(result: Any) -> Placement:
+    """Where the greedy answer of ``result`` falls, as its verdict recorded it (the page's
+    views read this, so that none places the answer otherwise than the verdict); for a result
+    without a verdict, or one made before the placement was recorded, :func:`place_answer`."""
+    found = getattr(result, "verdict", None)
+    if found is not None and found.evidence.clusters is not None:
+        e = found.evidence
+        return Placement(e.clusters, e.matched, e.members, e.placed_by)
+    return place_answer(result)
+
+
+def place_answer(result: Any) -> Placement:
+    """The greedy answer of ``result`` placed among its samples' meaning clusters: in that of
+    the samples with its words (:func:`same_words`), or else in the cluster of most of the
+    samples it entails (:func:`entailed_samples`; a tie: the cluster first seen); nowhere when
+    neither places it."""
+    samples = result.samples
+    ids = list(result.cluster_ids)[: len(samples)]
+    by = "words"
+    matched = [b for b, s in enumerate(samples[: len(ids)])
+               if same_words(s.text, result.greedy.text)]
+    clusters = sorted({ids[b] for b in matched})
+    if not clusters:
+        matched = [b for b in entailed_samples(result) or () if b < len(ids)]
+        counts = Counter(ids[b] for b in matched)
+        clusters = [max(counts, key=counts.get)] if counts else []
+        by = "nli" if clusters else ""
+    members = tuple(b for b, c in enumerate(ids) if c in clusters)
+    return Placement(tuple(clusters), tuple(matched) if clusters else (), members, by)
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the samples showed about one answer. ``agreeing``: the samples in the meaning cluster
-    of the answer shown (None: no sample has its words, so it is in no cluster); ``samples``:
-    how many were sampled; ``meanings``: their clusters; ``scorings_agree``: whether MARS and
-    length-normalized scoring give the most probability mass to the same cluster;
-    ``placed_by``: how the answer was placed, "words" (samples with its words), "nli" (samples
-    it entails) or "" (nowhere, or by nothing the analysis holds); ``sureness``: the answer's
-    MARS score as a probability per token (None: not known)."""
+    of the answer shown (None: it is in no cluster); ``samples``: how many were sampled;
+    ``meanings``: their clusters; ``scorings_agree``: whether MARS and length-normalized
+    scoring give the most probability mass to the same cluster; ``placed_by``: how the answer
+    was placed, "words" (samples with its words), "nli" (samples it entails) or "" (nowhere,
+    or by nothing the analysis holds); ``sureness``: the answer's MARS score as a probability
+    per token (None: not known); ``clusters``, ``matched`` and ``members``: its
+    :class:`Placement` (None: a verdict made before the placement was recorded)."""
 
     agreeing: int | None
     samples: int
@@ -94,13 +153,23 @@ class Evidence:
     scorings_agree: bool
     placed_by: str = "words"
     sureness: float | None = None
+    clusters: tuple[int, ...] | None = None
+    matched: tuple[int, ...] = ()
+    members: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for key in ("clusters", "matched", "members"):  # JSON lists, as read back
+            out[key] = None if out[key] is None else list(out[key])
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Evidence":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        read = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        for key in ("clusters", "matched", "members"):
+            if read.get(key) is not None:
+                read[key] = tuple(int(b) for b in read[key])
+        return cls(**read)
 
     @property
     def level(self) -> str:
@@ -135,29 +204,21 @@ def entailed_samples(result: Any) -> list[int] | None:
 
 
 def evidence(result: Any) -> Evidence:
-    """The :class:`Evidence` of an analysis: its greedy answer placed among its samples'
-    meaning clusters, in that of the samples with its words (:func:`same_words`) or else in
-    the cluster of most of the samples it entails (:func:`entailed_samples`), and the
+    """The :class:`Evidence` of an analysis: its greedy answer's place among its samples'
+    meaning clusters (:func:`place_answer`, which the evidence records), and the
     clusters' probability mass under each scoring."""
     samples = result.samples
     ids = list(result.cluster_ids)[: len(samples)]
-    placed_by = "words"
-    placed = {ids[b] for b, s in enumerate(samples[: len(ids)])
-              if same_words(s.text, result.greedy.text)}
-    if not placed:
-        entailed = [b for b in entailed_samples(result) or () if b < len(ids)]
-        counts = Counter(ids[b] for b in entailed)
-        # the cluster that most of them fall in (a tie: the cluster first seen)
-        placed = {max(counts, key=counts.get)} if counts else set()
-        placed_by = "nli" if placed else ""
-    agreeing = sum(1 for c in ids if c in placed) if placed else None
+    placed = place_answer(result)
     masses = {key: result.cluster_masses(key) for key in ("length_normalized", "mars")}
     tops = {key: max(m, key=m.get) if m else None for key, m in masses.items()}
     score = result.greedy.scores.mars
-    return Evidence(agreeing=agreeing, samples=len(samples), meanings=len(set(ids)),
+    return Evidence(agreeing=len(placed.members) if placed.clusters else None,
+                    samples=len(samples), meanings=len(set(ids)),
                     scorings_agree=tops["length_normalized"] == tops["mars"],
-                    placed_by=placed_by,
-                    sureness=math.exp(score) if math.isfinite(score) else None)
+                    placed_by=placed.by,
+                    sureness=math.exp(score) if math.isfinite(score) else None,
+                    clusters=placed.clusters, matched=placed.matched, members=placed.members)
 
 
 @dataclass(frozen=True)
@@ -211,7 +272,8 @@ class Verdict:
     @property
     def text(self) -> str:
         """The verdict in one line: badge, sentence, the calibrated chance and the run's record
-        ("Consistent: The model gives this answer every time (5 of 5 other tries). ...")."""
+        ("Consistent: By the NLI model, all 5 other tries mean the same as this answer: ...").
+        """
         return " ".join(part for part in (f"{self.badge}: {self.sentence}", self.calibrated,
                                           self.record) if part)
 
@@ -260,9 +322,9 @@ def _agreement(found: Evidence) -> str:
         template = texts.VERDICT_ALL_NLI if found.placed_by == "nli" else texts.VERDICT_ALL
         return template.format(agreeing=a, samples=b, tries=tries)
     if 2 * a > b:
-        return texts.VERDICT_SOME.format(agreeing=a, samples=b, tries=tries)
+        return texts.VERDICT_SOME.format(agreeing=a, samples=b, tries=tries, rest=b - a)
     return texts.VERDICT_SPLIT.format(meanings=k, agreeing=a, samples=b, tries=tries,
-                                      answers=answers)
+                                      answers=answers, mean=_plural(a, "means", "mean"))
 
 
 def _sureness(found: Evidence) -> str:
@@ -277,12 +339,12 @@ def _sureness(found: Evidence) -> str:
 
 
 def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",
-          n: int | None = None, record: LevelRecord | None = None, *,
-          calibration: dict[str, Any] | None = None, unlike: str = "") -> Verdict:
+          n: int | None = None, record: str = "", *,
+          calibration: dict[str, Any] | None = None) -> Verdict:
     """The :class:`Verdict` of ``found``; ``chance`` (0 to 1), ``calibrated_on`` (the data set)
     and ``n`` (its questions) only where a calibration covers the answer (``calibration``: its
-    estimate, or why it does not cover it); ``record``: how answers at this level fared in a
-    reference run (``unlike``: how this answer was made otherwise than that run's, in words)."""
+    estimate, or why it does not cover it); ``record``: what a reference run says of this
+    level, in words (:func:`run_record`)."""
     level = found.level
     parts = [_agreement(found)]
     if not found.scorings_agree and level != "few":
@@ -295,16 +357,46 @@ def judge(found: Evidence, chance: float | None = None, calibrated_on: str = "",
             questions=f", {n} questions" if n else "")
     else:
         parts.append(texts.VERDICT_ADVICE[level])
-    said = ""
-    if record is not None and record.n:
-        said = texts.VERDICT_RECORD.format(
-            level=texts.VERDICT_BADGES[record.level].lower(), share=f"{record.share:.0%}",
-            run=record.run, n=record.n, low=f"{record.low:.0%}", high=f"{record.high:.0%}")
-        if unlike:
-            said += texts.VERDICT_RECORD_OTHER.format(what=unlike)
     return Verdict(level=level, badge=texts.VERDICT_BADGES[level],
                    sentence=" ".join(p for p in parts if p), evidence=found, chance=chance,
-                   calibrated=calibrated, record=said, calibration=calibration)
+                   calibrated=calibrated, record=record, calibration=calibration)
+
+
+def run_record(level: str, levels: Mapping[str, LevelRecord], run: str, *, judge: str = "",
+               lenient: bool = False, unlike: str = "") -> str:
+    """What a reference run says of the answers at ``level``, in words. Its share of right
+    answers at that level is said, beside the run's overall share, only where the run tells
+    the levels apart: at least :data:`MIN_LEVEL_ANSWERS` answers at this level and as many at
+    the others, and the 95% intervals of the two shares right apart (not overlapping).
+    Otherwise it says that the run cannot tell this level from the others (a share that the
+    run's answers at every level have, or one resting on a handful of answers, would read as a
+    verdict of its own and tell nothing). ``levels``: the run's :class:`LevelRecord` by level;
+    ``judge``: the run's judge, named; ``lenient``: a judge that counts some wrong answers
+    right (the record says so); ``unlike``: how this answer was made otherwise than the
+    run's."""
+    here = levels.get(level)
+    right, n = (here.right, here.n) if here is not None else (0, 0)
+    others = [r for key, r in levels.items() if key != level]
+    others_right, others_n = sum(r.right for r in others), sum(r.n for r in others)
+    named = texts.VERDICT_BADGES[level].lower()
+    judged = texts.VERDICT_RUN_JUDGED.format(judge=judge) if judge else ""
+    if n < MIN_LEVEL_ANSWERS or others_n < MIN_LEVEL_ANSWERS:
+        said = texts.VERDICT_RUN_FEW.format(
+            run=run, judged=judged, n=n, answers=_plural(n, "answer", "answers"), level=named,
+            others=others_n, least=MIN_LEVEL_ANSWERS)
+    elif overlap(wilson(right, n), wilson(others_right, others_n)):
+        said = texts.VERDICT_RUN_ALIKE.format(run=run, judged=judged, level=named)
+    else:
+        low, high = wilson(right, n)
+        total, total_right = n + others_n, right + others_right
+        said = texts.VERDICT_RUN_TELLS.format(
+            run=run, judged=judged, overall=f"{total_right / total:.0%}", total=total,
+            level=named, share=f"{right / n:.0%}", n=n, low=f"{low:.0%}", high=f"{high:.0%}")
+        if lenient:
+            said += texts.VERDICT_RUN_LENIENT.format(judge=judge)
+    if unlike:
+        said += texts.VERDICT_RECORD_OTHER.format(what=unlike)
+    return said
 
 
 def covered(result: Any, calibration: Any) -> dict[str, Any]:
@@ -341,9 +433,11 @@ def verdict(result: Any, calibration: Any = None, reference: Any = None) -> Verd
 
     ``calibration``: a calibration (see :func:`covered`) whose chance of being right the
     verdict gives where it covers the answer; ``reference``: a run the answers at each level
-    are counted in (an object with ``levels``, the :class:`LevelRecord` by level, and
-    ``differences(result)``, how the result was made otherwise, in words:
-    :class:`mars_demo.evaluation.reference.RunValues`)."""
+    are counted in (an object with ``name``, ``levels``, the :class:`LevelRecord` by level,
+    ``judge``, the run's judge named, ``lenient``, whether that judge counts some wrong
+    answers right, and ``differences(result)``, how the result was made otherwise, in words:
+    :class:`mars_demo.evaluation.reference.RunValues`); its record is :func:`run_record`'s,
+    and none for a run that recorded no levels."""
     found = evidence(result)
     chance, data, n, estimate = None, "", None, None
     if calibration is not None:
@@ -351,10 +445,11 @@ def verdict(result: Any, calibration: Any = None, reference: Any = None) -> Verd
         if estimate.get("chance_correct") is not None:
             chance, n = float(estimate["chance_correct"]), estimate.get("n")
             data = data_name(estimate.get("data", ""))
-    record, unlike = None, ""
-    if reference is not None:
-        record = (getattr(reference, "levels", None) or {}).get(found.level)
-        if record is not None and record.n:
-            unlike = "; ".join(reference.differences(result))
-    return judge(found, chance, calibrated_on=data, n=n, record=record,
-                 calibration=estimate, unlike=unlike)
+    record, levels = "", getattr(reference, "levels", None)
+    if reference is not None and levels:
+        record = run_record(found.level, levels,
+                            getattr(reference, "name", "") or next(iter(levels.values())).run,
+                            judge=getattr(reference, "judge", ""),
+                            lenient=bool(getattr(reference, "lenient", False)),
+                            unlike="; ".join(reference.differences(result)))
+    return judge(found, chance, calibrated_on=data, n=n, record=record, calibration=estimate)

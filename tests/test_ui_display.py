@@ -4,6 +4,8 @@ numbers are the page's own, from hand-made results in ui_helpers)."""
 from __future__ import annotations
 
 import dataclasses
+import html
+import math
 import re
 
 import pytest
@@ -15,44 +17,72 @@ from mars_demo.core.alignment import align_tokens_to_phrases
 from mars_demo.models.prompts import PAPER_STOP_STRINGS, stop_strings
 from mars_demo.recipes import recipe_of
 from mars_demo.result import Pair, Phrase
-from mars_demo.ui.draw import plots, render, tables
+from mars_demo.ui.draw import captions, plots, render, tables
 
 # --- the uncertainty plot -------------------------------------------------------------------------
 
 
 def axis_ranges(fig) -> list[list[float]]:
     layout = fig.to_plotly_json()["layout"]
-    return [v["range"] for k, v in layout.items() if k.startswith("yaxis") and "range" in v]
+    return [list(layout[k]["range"]) for k in sorted(layout) if k.startswith("xaxis")]
 
 
-def test_the_uncertainty_plot_draws_every_value_on_one_axis_from_zero():
-    """Each measure had its own axis fitted to its two values, so 0.160 against 0.157 was drawn
-    as a steep drop; now the six values share one axis that holds 0, and a difference of 0.003
-    takes about as little of it as it should."""
+def bars(fig) -> dict[tuple[str, str], tuple[float, float, str]]:
+    """(row name, scoring) -> (where the bar starts, its length, its number) of the chart."""
+    titles = [a.text for a in fig.layout.annotations]
+    out = {}
+    for trace in fig.data:
+        row = int((trace.xaxis or "x")[1:] or 1) - 1
+        out[titles[row], trace.y[0]] = (trace.base[0], trace.x[0], trace.text[0])
+    return out
+
+
+def with_values(confidence, entropy, semantic_entropy):
     result = make_result()
     result.uncertainty = dataclasses.replace(
-        result.uncertainty,
-        confidence=Pair(0.160, 0.157),
-        entropy=Pair(3.0, 3.4),
-        semantic_entropy=Pair(-0.20, -0.18),
-    )
+        result.uncertainty, confidence=Pair(*confidence), entropy=Pair(*entropy),
+        semantic_entropy=Pair(*semantic_entropy))
+    return result
+
+
+def test_the_uncertainty_chart_keeps_one_scale_for_every_answer():
+    """The y-axis was fitted to each answer's values (0 to 1, -0.2 to 0.45, -1.5 to 0.2): the
+    same bar length meant other things on two answers. Each measure now has a fixed scale."""
+    # (4 samples here: the paper's semantic entropy goes down to -log 4 = -1.386)
+    consistent = with_values((0.19, 0.21), (0.17, 0.18), (-1.35, -1.30))
+    doubtful = with_values((2.1, 1.7), (4.5, 4.0), (1.2, 1.1))
+    one, other = plots.uncertainty_figure(consistent, "mars"), plots.uncertainty_figure(
+        doubtful, "mars")
+    b = len(consistent.samples)
+    assert axis_ranges(one) == axis_ranges(other) == [
+        list(plots.measure_scale(k, b)) for k in texts.UNCERTAINTY_ROWS]
+    assert axis_ranges(one)[2][0] == pytest.approx(-math.log(b))
+    # the paper's negative semantic entropy is a short bar from its floor, not the longest one
+    drawn = bars(one)
+    se = drawn[texts.UNCERTAINTY_ROWS["semantic_entropy"][0], "MARS"]
+    assert se[0] == pytest.approx(-math.log(b)) and se[1] == pytest.approx(-1.30 + math.log(b))
+    assert max(drawn, key=lambda k: drawn[k][1])[0] != texts.UNCERTAINTY_ROWS[
+        "semantic_entropy"][0]
+    assert se[2] == "−1.300"  # its number as it is
+    # a value past the scale's end is drawn to it and marked
+    past = bars(other)[texts.UNCERTAINTY_ROWS["entropy"][0], "LN"]
+    assert past[1] == plots.SCALE_NATS and past[2] == "4.500" + plots.CLIPPED
+
+
+def test_the_chart_and_its_caption_name_the_tables_rows_and_a_share_is_not_called_one():
+    result = make_result()
     fig = plots.uncertainty_figure(result, "mars")
-    ranges = axis_ranges(fig)
-    assert len(ranges) == 1, ranges  # one axis
-    (lo, hi), = ranges
-    values = [v for trace in fig.data for v in trace.y]
-    assert len(values) == 6 and lo <= min(values) and max(values) <= hi and lo <= 0 <= hi
-    assert (0.160 - 0.157) / (hi - lo) < 0.01
-    shown = [t for trace in fig.data for t in (trace.text or ())]
-    assert "0.160" in shown and "0.157" in shown and "−0.180" in shown  # the numbers are printed
-    assert fig.layout.barmode == "group"
-
-
-def test_the_axis_holds_zero_and_room_for_the_numbers():
-    assert plots.value_range([0.0, 0.0]) == [0.0, 0.2]
-    assert plots.value_range([2.1, 2.05, 0.5]) == [0.0, 2.52]
-    lo, hi = plots.value_range([-1.5, 0.1])
-    assert lo < -1.5 and 0.1 < hi
+    names = [label for label, _ in texts.UNCERTAINTY_ROWS.values()]
+    assert [a.text for a in fig.layout.annotations] == names
+    caption = html.unescape(captions.uncertainty_caption_html())
+    assert all(name in caption for name in names)
+    assert "Confidence, Entropy and Semantic entropy" not in caption
+    table = html.unescape(tables.uncertainty_table_html(result, "mars"))
+    assert all(name in table for name in names)
+    # the normalized semantic entropy is nats, up to log of the number of meanings: no "share"
+    value = result.semantic_entropy_normalized()["mars"]
+    assert "as a share" not in table and "in nats" in texts.SE_NORMALIZED_ROW[1]
+    assert 0 <= value <= math.log(len(set(result.cluster_ids))) + 1e-12
 
 
 # --- warnings and tables count alike -----------------------------------------------------------

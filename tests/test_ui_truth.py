@@ -94,14 +94,19 @@ def test_each_verdict_is_a_new_analysis_even_in_the_same_words():
 def test_the_served_run_says_how_answers_at_this_level_fared_and_places_each_value():
     result = make_result()
     level = verdict(result).level
+    other = "consistent" if level != "consistent" else "unsure"
     run = RunValues("facts-run", "facts.jsonl", 40,
                     values={("confidence", "mars"): [0.0, 0.1, 10.0, 11.0],
                             ("confidence", "length_normalized"): [5.0]},
-                    levels={level: LevelRecord(level, 29, 40, 0.57, 0.84, "facts-run")})
+                    levels={level: LevelRecord(level, 29, 40, 0.57, 0.84, "facts-run"),
+                            other: LevelRecord(other, 2, 20, 0.03, 0.30, "facts-run")},
+                    judge="rouge ≥ 0.3", lenient=True)
     result.verdict = verdict(result, reference=run)  # as an engine given the run makes it
     html = trust.verdict_html(result, analysis="a1")
-    assert (f"were right 72% of the time on facts-run (n = 40; 95% interval 57% to 84%)."
-            in html)
+    assert esc(f"On the evaluation run facts-run (judged by rouge ≥ 0.3), 52% of its 60 answers "
+               f"were right; of those the page called {texts.VERDICT_BADGES[level].lower()}, "
+               "72% (n = 40; 95% interval 57% to 84%).") in html
+    assert esc(texts.VERDICT_RUN_LENIENT.format(judge="rouge ≥ 0.3")) in html
     assert 'data-analysis="a1"' in html and 'data-tone="' in html
     table = tables.uncertainty_table_html(result, "mars", run)
     confidence = result.uncertainty.confidence.mars  # 0.1 < it < 10: above half of the run
@@ -154,3 +159,94 @@ def test_a_setting_the_run_did_not_keep_is_said_so_not_as_none():
     assert said and all("None" not in line for line in said), said
     here = result.settings["temperature"]
     assert f"temperature {here} here, {texts.METHODS_RUN_UNRECORDED} in the run" in said, said
+
+
+# --- one account of the meanings: the verdict, the fold, the clusters and the samples ----------
+
+
+def placed_result(greedy: str, samples: list[tuple[str, int]], entails: list[int] = ()):
+    """A result whose greedy answer is ``greedy``, its samples (text, cluster) and, for the
+    samples in ``entails``, the NLI model's verdict that the greedy answer entails them (the
+    semantic-density pairs the analysis holds), with its verdict made as the engine makes it."""
+    import dataclasses
+
+    from ui_helpers import make_answer
+
+    base = make_result()
+    result = dataclasses.replace(
+        base, greedy=make_answer([greedy], [-0.1], [([0], 1.0)]),
+        samples=[make_answer([t], [-0.2 - 0.1 * b], [([0], 1.0)])
+                 for b, (t, _) in enumerate(samples)],
+        cluster_ids=[c for _, c in samples])
+    result.method_inputs = {"greedy_nli": {
+        "nli_model": "nli", "question": result.question, "greedy": greedy,
+        "answers": [t for t, _ in samples], "pairs": len(samples),
+        "probabilities": [[0.9, 0.05, 0.05] if b in entails else [0.1, 0.8, 0.1]
+                          for b in range(len(samples))]}}
+    result.verdict = verdict(result)
+    return result
+
+
+def page_accounts(result) -> dict:
+    """What each view of the page says of the answer's meaning: the verdict's count, the fold's
+    line, the samples the list marks, the cluster the chart and its table name the answer's."""
+    import html
+
+    shown = controller().show(result, "mars")
+    fold = html.unescape(re.search(r'<p class="mars-greedy-cluster[^"]*">(.*?)</p>',
+                                   shown["answer"]).group(1))
+    marked = [int(b) for b, same in re.findall(r'data-sample="(\d+)" data-same="(\d)"',
+                                               shown["samples"]) if same == "1"]
+    ticks = [str(t) for t in shown["clusters_plot"].data[0].x]
+    return {"verdict": html.unescape(shown["verdict"]), "fold": fold, "marked": marked,
+            "chart": [t.split("<br>")[0] for t in ticks if "the answer's" in t],
+            "table": re.findall(r"(cluster \d+), the answer&#x27;s", shown["clusters_table"])}
+
+
+def test_an_answer_placed_by_what_it_entails_is_in_the_same_cluster_in_every_view():
+    """"Who wrote Romeo and Juliet?": the greedy answer has no sample's words; the NLI model
+    finds it entails samples in two clusters. The verdict placed it by them; the fold said
+    "the greedy answer is in no cluster here". Now each view names the same cluster and the
+    same samples."""
+    result = placed_result("Shakespeare wrote it.", [
+        ("William Shakespeare", 0), ("Christopher Marlowe", 1), ("Shakespeare", 0),
+        ("The Bard", 2), ("Marlowe", 1)], entails=[0, 1, 2])
+    e = result.verdict.evidence
+    assert (e.placed_by, e.clusters, e.members, e.agreeing) == ("nli", (0,), (0, 2), 2)
+    said = page_accounts(result)
+    assert "By the NLI model, the 5 other tries give 3 different answers; 2 of them mean the " \
+        "same as this one." in said["verdict"]
+    assert "in no cluster" not in said["fold"]
+    assert ("the NLI model finds that it entails sampled answers #1, #2, #3, so it is placed "
+            "in cluster 1, where most of them are, with sampled answers #1, #3") in said["fold"]
+    assert said["marked"] == [0, 2] and len(said["marked"]) == e.agreeing
+    assert said["chart"] == ["cluster 1, the answer's"] and said["table"] == ["cluster 1"]
+
+
+def test_a_sample_in_the_answers_words_but_another_cluster_is_the_nli_models_reading():
+    """"Capital of France": four samples say "Paris", the NLI model puts the fifth ("Paris is
+    the capital city of France") in a cluster of its own. The verdict says so as the NLI
+    model's reading, and the list marks the fifth as not of the answer's meaning."""
+    result = placed_result("Paris", [("Paris", 0), ("Paris.", 0), ("paris", 0), ("Paris", 0),
+                                     ("Paris is the capital city of France", 1)])
+    said = page_accounts(result)
+    assert ("By the NLI model, 4 of 5 other tries mean the same as this answer; it reads the "
+            "other 1 as saying something else.") in said["verdict"]
+    assert "the rest say something else" not in said["verdict"]
+    assert said["marked"] == [0, 1, 2, 3] and said["chart"] == ["cluster 1, the answer's"]
+    assert "so it is placed in cluster 1, with sampled answers #1, #2, #3, #4" in said["fold"]
+
+
+def test_the_views_read_the_verdicts_placement_not_their_own():
+    """A verdict that placed the answer elsewhere (as a saved analysis may carry) is what every
+    view shows: none places the answer again."""
+    import dataclasses
+
+    result = placed_result("Paris", [("Paris", 0), ("Paris.", 0), ("Lyon", 1), ("Lyon", 1),
+                                     ("Nice", 2)])
+    moved = dataclasses.replace(result.verdict.evidence, clusters=(1,), matched=(2,),
+                                members=(2, 3), agreeing=2)
+    result.verdict = dataclasses.replace(result.verdict, evidence=moved)
+    said = page_accounts(result)
+    assert said["marked"] == [2, 3] and said["chart"] == ["cluster 2, the answer's"]
+    assert "placed in cluster 2, with sampled answers #3, #4" in said["fold"]

@@ -60,12 +60,14 @@ SPLIT = [("Mars", 0, -0.1), ("Jupiter", 1, -0.9), ("Venus", 2, -1.2), ("Saturn",
 def test_all_samples_one_meaning_is_consistent():
     found = v.evidence(answers("Mars", ALL_MARS))
     assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True,
-                               sureness=pytest.approx(math.exp(-0.1)))
+                               sureness=pytest.approx(math.exp(-0.1)), clusters=(0,),
+                               matched=(0, 1, 3, 4), members=(0, 1, 2, 3, 4))
     verdict = v.judge(found)
     assert verdict.level == "consistent" and verdict.badge == "Consistent"
     # the line itself says that agreement is not correctness, and its tone is not trust
     assert verdict.text == (
-        "Consistent: The model gives this answer every time (5 of 5 other tries). It was sure "
+        "Consistent: By the NLI model, all 5 other tries mean the same as this answer: the "
+        "model gives it every time. It was sure "
         "of the words that matter: it gave them a 90% chance on average. That does not show it "
         "is right: a model "
         "can repeat a wrong answer.")
@@ -76,10 +78,12 @@ def test_all_samples_one_meaning_is_consistent():
 def test_split_meanings_are_unsure_and_say_how_many():
     verdict = v.verdict(answers("Mars", SPLIT))
     assert verdict.evidence == v.Evidence(agreeing=1, samples=5, meanings=4, scorings_agree=True,
-                                          sureness=pytest.approx(math.exp(-0.1)))
+                                          sureness=pytest.approx(math.exp(-0.1)),
+                                          clusters=(0,), matched=(0,), members=(0,))
     assert verdict.level == "unsure"
     assert verdict.text == (
-        "Unsure: The model gives 4 different answers in 5 other tries; this one in 1. It was "
+        "Unsure: By the NLI model, the 5 other tries give 4 different answers; 1 of them means "
+        "the same as this one. It was "
         "sure of the words that matter: it gave them a 90% chance on average. Do not rely on it "
         "without checking it.")
     assert verdict.tone == "caution"
@@ -91,7 +95,8 @@ def test_a_majority_is_mostly_consistent_and_names_the_other_meanings():
     verdict = v.verdict(answers("Mars", samples))
     assert verdict.level == "mostly"
     assert verdict.sentence.startswith(
-        "The model gives this answer in 3 of 5 other tries; the rest say something else.")
+        "By the NLI model, 3 of 5 other tries mean the same as this answer; it reads the other "
+        "2 as saying something else.")
     assert verdict.sentence.endswith("That does not show it is right; check it before you rely "
                                      "on it.")
     assert verdict.tone == "neutral"
@@ -112,18 +117,21 @@ def test_scorings_that_favour_different_meanings_make_a_majority_unsure():
     verdict = v.verdict(result)
     assert verdict.evidence == v.Evidence(agreeing=3, samples=5, meanings=2,
                                           scorings_agree=False,
-                                          sureness=pytest.approx(math.exp(the_mars.scores.mars)))
+                                          sureness=pytest.approx(math.exp(the_mars.scores.mars)),
+                                          clusters=(0,), matched=(0, 1, 2), members=(0, 1, 2))
     assert verdict.level == "unsure"
     assert verdict.sentence.startswith(
-        "The model gives this answer in 3 of 5 other tries; the rest say something else. Its "
+        "By the NLI model, 3 of 5 other tries mean the same as this answer; it reads the other "
+        "2 as saying something else. Its "
         "two scorings disagree on which of its answers is the most likely.")
 
 
 def test_an_answer_no_sample_shares_words_with_is_placed_nowhere():
     verdict = v.verdict(answers("The fourth planet", ALL_MARS))
     assert verdict.evidence.agreeing is None and verdict.level == "unsure"
-    assert "None of the model's 5 other tries matches this answer (they give 1 different " \
-        "answer)." in verdict.text
+    assert "By the NLI model, none of the 5 other tries means the same as this answer (they " \
+        "give 1 different answer)." in verdict.text
+    assert verdict.evidence.clusters == () and verdict.evidence.members == ()
 
 
 def with_greedy_nli(result, probabilities, greedy=None, answers=None):
@@ -147,9 +155,10 @@ def test_an_answer_in_other_words_is_placed_by_the_samples_it_entails():
                              [ENTAILS, ENTAILS, NEUTRAL, ENTAILS, NEUTRAL])
     found = v.evidence(result)
     assert found == v.Evidence(agreeing=5, samples=5, meanings=1, scorings_agree=True,
-                               placed_by="nli", sureness=pytest.approx(math.exp(-0.1)))
+                               placed_by="nli", sureness=pytest.approx(math.exp(-0.1)),
+                               clusters=(0,), matched=(0, 1, 3), members=(0, 1, 2, 3, 4))
     assert v.judge(found).sentence.startswith(
-        "The model gives this answer every time, in other words (5 of 5 other tries).")
+        "By the NLI model, all 5 other tries mean the same as this answer, in other words.")
     # split: it entails the two "Jupiter"s (cluster 1) and contradicts "Mars" (cluster 0)
     split = with_greedy_nli(answers("The largest planet", SPLIT),
                             [CONTRADICTS, ENTAILS, NEUTRAL, NEUTRAL, ENTAILS])
@@ -178,7 +187,7 @@ def test_nli_verdicts_that_place_nothing_or_are_not_these_answers_place_it_nowhe
     result = with_greedy_nli(answers("The fourth planet", ALL_MARS), **change)
     found = v.evidence(result)
     assert (found.agreeing, found.placed_by) == (None, "")
-    assert "None of the model's 5 other tries matches this answer" in v.judge(found).text
+    assert "none of the 5 other tries means the same as this answer" in v.judge(found).text
 
 
 def test_too_few_samples_say_so():
@@ -272,14 +281,73 @@ def test_the_words_differ_where_the_evidence_differs():
         assert "cluster" not in verdict.text and "follows from" not in verdict.text
 
 
-def test_a_level_record_of_the_served_run_is_said():
-    record = v.LevelRecord("consistent", right=28, n=40, low=0.55, high=0.82, run="facts")
-    verdict = v.verdict(answers("Mars", ALL_MARS), reference=Run({"consistent": record}))
-    assert verdict.record == ("Answers the page called consistent were right 70% of the time "
-                              "on facts (n = 40; 95% interval 55% to 82%).")
-    # a record of another level is not this verdict's
-    assert v.verdict(answers("Mars", SPLIT), reference=Run({"consistent": record})).record == ""
-    # a run whose answers were made otherwise is said so
-    other = v.verdict(answers("Mars", ALL_MARS),
-                      reference=Run({"consistent": record}, ["other models"]))
-    assert other.record.endswith(v.texts.VERDICT_RECORD_OTHER.format(what="other models"))
+class Served(Run):
+    """A reference run as the page serves it: its name, its judge and whether it is lenient."""
+
+    def __init__(self, levels, judge="contains", lenient=False, unlike=()):
+        super().__init__(levels, unlike)
+        self.name, self.judge, self.lenient = "visit-run", judge, lenient
+
+
+def record(level, right, n):
+    from mars_demo.core.intervals import wilson
+
+    return v.LevelRecord(level, right, n, *wilson(right, n), "visit-run")
+
+
+def test_a_run_whose_answers_share_one_level_cannot_tell_the_levels_apart():
+    """Every answer of the run was "unsure" and 10 of 12 were right: 83% is the run's accuracy,
+    and the level told nothing there; the record says so instead of "right 83% of the time"
+    under "Do not rely on it"."""
+    verdict = v.verdict(answers("Mars", SPLIT), reference=Served({"unsure": record("unsure", 10,
+                                                                                   12)}))
+    assert verdict.level == "unsure"
+    assert verdict.record == (
+        "The evaluation run visit-run (judged by contains) cannot tell this level from the "
+        "others: it holds 12 answers the page called unsure and 0 at other levels, and at least "
+        "10 of each are needed.")
+    assert "83%" not in verdict.text and "right" not in verdict.record
+    # an answer at a level the run never reached gets the same line, never a share
+    consistent = v.verdict(answers("Mars", ALL_MARS),
+                           reference=Served({"unsure": record("unsure", 10, 12)}))
+    assert consistent.record.startswith("The evaluation run visit-run (judged by contains) "
+                                        "cannot tell this level from the others: it holds 0 "
+                                        "answers the page called consistent and 12")
+
+
+def test_a_level_whose_record_overlaps_the_others_is_not_told_apart():
+    levels = {"consistent": record("consistent", 14, 20), "unsure": record("unsure", 10, 20)}
+    verdict = v.verdict(answers("Mars", ALL_MARS), reference=Served(levels))
+    assert verdict.record == (
+        "The evaluation run visit-run (judged by contains) cannot tell this level from the "
+        "others: its answers the page called consistent were right neither more nor less often "
+        "than the rest beyond chance (their 95% intervals overlap).")
+
+
+def test_a_level_the_run_tells_apart_is_said_beside_the_runs_accuracy():
+    levels = {"consistent": record("consistent", 38, 40), "mostly": record("mostly", 6, 10),
+              "unsure": record("unsure", 8, 30)}
+    verdict = v.verdict(answers("Mars", ALL_MARS), reference=Served(levels))
+    assert verdict.record == (
+        "On the evaluation run visit-run (judged by contains), 65% of its 80 answers were "
+        "right; of those the page called consistent, 95% (n = 40; 95% interval 83% to 99%).")
+    unsure = v.verdict(answers("Mars", SPLIT), reference=Served(levels))
+    assert unsure.record.startswith("On the evaluation run visit-run (judged by contains), 65% "
+                                    "of its 80 answers were right; of those the page called "
+                                    "unsure, 27% (n = 30;")
+    # a lenient judge is named with its caveat; a run made otherwise is said so
+    lenient = v.verdict(answers("Mars", ALL_MARS),
+                        reference=Served(levels, "rouge ≥ 0.3", True, ["other models"]))
+    assert "(judged by rouge ≥ 0.3)" in lenient.record
+    assert v.texts.VERDICT_RUN_LENIENT.format(judge="rouge ≥ 0.3") in lenient.record
+    assert lenient.record.endswith(v.texts.VERDICT_RECORD_OTHER.format(what="other models"))
+    # a run that recorded no levels says nothing
+    assert v.verdict(answers("Mars", ALL_MARS), reference=Served({})).record == ""
+
+
+def test_the_judges_that_count_wrong_answers_right_are_lenient():
+    from mars_demo.evaluation.judges import entries
+    from mars_demo.evaluation.reference import lenient
+
+    assert {name for name, e in entries().items() if e.lenient} == {"f1", "rouge"}
+    assert lenient("rouge") and not lenient("contains") and not lenient("no-such-judge")

@@ -252,7 +252,10 @@ def test_a_calibration_and_its_run_reach_the_verdict_in_every_interface(calibrat
     assert made.calibration["measure"] == "semantic_entropy" and made.tone in (
         "likely", "maybe", "unlikely")
     # the calibration's run is the reference: its record at this level, and the places
-    assert made.record.startswith(f"Answers the page called {made.badge.lower()} were right ")
+    # (10 answers: too few to tell its levels apart, and the record says so, naming the judge)
+    assert made.record.startswith("The evaluation run run (judged by contains) cannot tell this "
+                                  "level from the others: it holds ")
+    assert "were right" not in made.record
     code, report, err = run(*argv)
     assert code == 0, err
     assert report_verdict(report) == made.text

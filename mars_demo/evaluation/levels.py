@@ -4,9 +4,10 @@
 words the page would show) in its line of results.jsonl (``level``); :func:`level_records` counts
 the answers and the right ones per level, with a 95% Wilson score interval of the share right
 (it stays inside 0..1 and is sensible for a handful of answers, unlike the normal
-approximation). report.json keeps them as ``levels`` and report.md as a table; the page says them
-under the verdict where it serves the run ("answers the page called consistent were right 71%
-of the time on RUN").
+approximation; :mod:`mars_demo.core.intervals`). report.json keeps them as ``levels`` and
+report.md as a table; the verdict of an engine given the run says a level's share beside the
+run's where the run tells the levels apart, and else that it cannot
+(:func:`mars_demo.verdict.run_record`).
 
 >>> round(wilson(7, 10)[0], 3), round(wilson(7, 10)[1], 3)
 (0.397, 0.892)
@@ -16,24 +17,12 @@ of the time on RUN").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.intervals import Z95, wilson  # noqa: F401  (the interval's home is core/)
 from ..verdict import LEVELS, LevelRecord
 from .checks import RunFileError, count_of, number
-
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
-
-
-def wilson(right: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a share ``right`` / ``n`` (NaNs for n = 0)."""
-    if n <= 0:
-        return math.nan, math.nan
-    p = right / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def level_records(records: Sequence[Any], run: str = "") -> dict[str, LevelRecord]:

@@ -84,6 +84,10 @@ class RunValues:
     values: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     #: how often the run's answers at each verdict level were right (runs that recorded levels)
     levels: dict[str, LevelRecord] = field(default_factory=dict)
+    #: the run's judge, named as its report names it ("contains", "rouge ≥ 0.3")
+    judge: str = ""
+    #: whether that judge counts some wrong answers right (its entry's ``lenient``)
+    lenient: bool = False
 
     def place(self, method_id: str, variant: str, value: float) -> Place | None:
         """Where ``value`` falls among the run's values of the same method and variant; None
@@ -121,7 +125,17 @@ def run_values(run, name: str | None = None) -> RunValues:
     name = name or run.path.name
     return RunValues(name, data, len(run.records), models=models, settings=settings,
                      values={key: sorted(v) for key, v in collected.items()},
-                     levels=level_records(run.records, name))
+                     levels=level_records(run.records, name), judge=run.report.judge_text(),
+                     lenient=lenient(run.report.judge.get("name")))
+
+
+def lenient(judge: object) -> bool:
+    """Whether the judge named ``judge`` is a lenient one (its registry entry says so; a judge
+    the registry does not know is not called lenient)."""
+    from .judges import entries
+
+    entry = entries().get(str(judge))
+    return bool(entry is not None and entry.lenient)
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,12 @@ UNCERTAINTY_RUN = (
 PLOT_UNCERTAINTY_TITLE = "Uncertainty (higher = less trustworthy)"
 PLOT_UNCERTAINTY_Y = "uncertainty"
 PLOT_UNCERTAINTY_CAPTION = (
-    "The chart draws the table's Confidence, Entropy and Semantic entropy rows: for each, the "
-    "length-normalized (LN) and the MARS value."
+    "The chart draws the table's rows Doubt in this answer, Doubt over all tries and Doubt over "
+    "meanings (LN: length-normalized), each on a fixed scale in nats: a bar starts at no doubt "
+    "(0; for Doubt over meanings, minus the log of the number of sampled answers, −1.61 for 5, "
+    "which is why the paper's semantic entropy can be negative) and grows with doubt up to 3 "
+    "nats past it (a 5% chance per token). A longer bar is always more doubt; a value past the "
+    "end is drawn to it and marked ▸."
 )
 PLOT_CLUSTERS_TITLE = "Meaning clusters of the sampled answers"
 PLOT_CLUSTERS_Y = "probability share"
@@ -241,6 +245,9 @@ PLOT_CLUSTERS_NOTE = (
     "Each cluster's mass exp(logsumexp of its members' scores), normalized over the clusters."
 )
 PLOT_CLUSTER_NAME = "cluster {number}"
+# the cluster the greedy answer is placed in (the verdict's placement), on the chart and tables
+PLOT_CLUSTER_ANSWER = "{name}, the answer's"
+SAMPLES_SAME_MEANING = "same meaning as the answer"
 CLUSTERS_TABLE_COLUMNS = ("Meaning", "Answers", "LN share", "MARS share")
 NLI_TABLE_SUMMARY = "The verdicts as a table"
 NLI_TABLE_CORNER = "Premise \\ hypothesis"

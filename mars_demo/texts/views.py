@@ -90,20 +90,26 @@ VERDICT_TRY = "other try"
 VERDICT_TRIES = "other tries"
 VERDICT_ANSWER = "answer"
 VERDICT_ANSWERS = "answers"
-# what the sampled answers showed: one sentence each, in plain words (the clusters are in the fold)
-VERDICT_ALL = "The model gives this answer every time ({agreeing} of {samples} {tries})."
+# what the sampled answers showed: one sentence each, in plain words (the clusters are in the
+# fold); which answers mean the same is the NLI model's reading, and the sentence says so
+VERDICT_ALL = (
+    "By the NLI model, all {samples} {tries} mean the same as this answer: the model gives it "
+    "every time."
+)
 VERDICT_ALL_NLI = (
-    "The model gives this answer every time, in other words ({agreeing} of {samples} {tries})."
+    "By the NLI model, all {samples} {tries} mean the same as this answer, in other words."
 )
 VERDICT_SOME = (
-    "The model gives this answer in {agreeing} of {samples} {tries}; the rest say something else."
+    "By the NLI model, {agreeing} of {samples} {tries} mean the same as this answer; it reads "
+    "the other {rest} as saying something else."
 )
 VERDICT_SPLIT = (
-    "The model gives {meanings} different {answers} in {samples} {tries}; this one in {agreeing}."
+    "By the NLI model, the {samples} {tries} give {meanings} different {answers}; {agreeing} of "
+    "them {mean} the same as this one."
 )
 VERDICT_UNPLACED = (
-    "None of the model's {samples} {tries} matches this answer (they give {meanings} different "
-    "{answers})."
+    "By the NLI model, none of the {samples} {tries} means the same as this answer (they give "
+    "{meanings} different {answers})."
 )
 VERDICT_FEW = "Only {samples} {tries}: too few to tell whether the model keeps to this answer."
 VERDICT_SCORINGS_DISAGREE = "Its two scorings disagree on which of its answers is the most likely."
@@ -122,9 +128,26 @@ VERDICT_ADVICE = {
     "few": "Ask again with more sampled answers (Settings) for a verdict.",
 }
 VERDICT_CALIBRATED = "About {percent}% likely right (calibrated on {data}{questions})."
-VERDICT_RECORD = (
-    "Answers the page called {level} were right {share} of the time on {run} (n = {n}; 95% "
-    "interval {low} to {high})."
+# how answers at this level fared in the page's evaluation run: said only where the run tells
+# the levels apart (mars_demo/verdict.py, MIN_LEVEL_ANSWERS), beside the run's overall record
+VERDICT_RUN_JUDGED = " (judged by {judge})"
+VERDICT_RUN_TELLS = (
+    "On the evaluation run {run}{judged}, {overall} of its {total} answers were right; of those "
+    "the page called {level}, {share} (n = {n}; 95% interval {low} to {high})."
+)
+VERDICT_RUN_FEW = (
+    "The evaluation run {run}{judged} cannot tell this level from the others: it holds {n} "
+    "{answers} the page called {level} and {others} at other levels, and at least {least} of "
+    "each are needed."
+)
+VERDICT_RUN_ALIKE = (
+    "The evaluation run {run}{judged} cannot tell this level from the others: its answers the "
+    "page called {level} were right neither more nor less often than the rest beyond chance "
+    "(their 95% intervals overlap)."
+)
+VERDICT_RUN_LENIENT = (
+    " Its judge, {judge}, is lenient: it counts an answer right when it shares enough words "
+    "with a reference, so some wrong answers count as right and these shares run high."
 )
 VERDICT_RECORD_OTHER = (
     " That run's answers were made otherwise ({what}), so this is only a rough guide."
@@ -176,14 +199,23 @@ WHY_BECAUSE = (
 )
 WHY_MORE_WEIGHT = "more"
 WHY_LESS_WEIGHT = "less"
+# where the greedy answer falls among the samples' meanings: the verdict's own placement
+# (mars_demo/verdict.py, placement), said here with the samples that placed it
 GREEDY_CLUSTER = (
-    "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one; "
-    "{samples} the same words as the greedy answer and {are} in {clusters} "
-    "({share} of the {scoring} probability mass of the samples)."
+    "Meaning: the NLI model clusters only the sampled answers, not the greedy one; {matched} "
+    "the same words as the greedy answer, so it is placed in {clusters}, with {members} ({share} "
+    "of the {scoring} probability mass of the samples)."
 )
+GREEDY_CLUSTER_NLI = (
+    "Meaning: the NLI model clusters only the sampled answers, not the greedy one; none has its "
+    "words, and the NLI model finds that it entails {matched}, so it is placed in "
+    "{clusters}{most}, with {members} ({share} of the {scoring} probability mass of the samples)."
+)
+GREEDY_CLUSTER_MOST = ", where most of them are"
 GREEDY_CLUSTER_NONE = (
-    "Meaning cluster: the NLI model clusters only the sampled answers, not the greedy one, and "
-    "no sampled answer has the same words, so the greedy answer is in no cluster here."
+    "Meaning: the NLI model clusters only the sampled answers, not the greedy one; no sampled "
+    "answer has the same words and the NLI model finds it entails none of them, so the greedy "
+    "answer is in no cluster here."
 )
 
 TOKENS_LABEL = "Token by token: where the two scores differ"
@@ -239,10 +271,12 @@ FORMULAS = (
     "the phrase's tokens.",
 )
 
+# not a share itself: the entropy, in nats, of the clusters' shares of the probability
 SE_NORMALIZED_ROW = (
-    "Doubt over meanings, as a share",
-    "semantic entropy normalized (Farquhar et al. 2024): the entropy of the meaning clusters' "
-    "shares, from 0 (one meaning) to log of the number of meanings",
+    "Doubt over meanings, from their shares",
+    "semantic entropy normalized (Farquhar et al. 2024): the entropy, in nats, of the meaning "
+    "clusters' shares of the probability: 0 when one meaning holds it all, up to the log of the "
+    "number of meanings (1.61 for 5) when they share it equally",
 )
 SE_NEGATIVE_NOTE = (
     "Semantic entropy is negative here ({values}): the paper's estimator is not a true entropy. "

@@ -77,7 +77,9 @@ class JudgeEntry:
     ``--judge``'s help; ``build``: the judge from :class:`JudgeOptions`; ``threshold``: its
     default threshold (None: it takes none); ``needs``: keys of :data:`NEEDS`;
     ``whole_answer``: it compares the whole answer with a reference, so sentence answers fail
-    it (a run warns then)."""
+    it (a run warns then); ``lenient``: it counts an answer right for sharing enough words with
+    a reference, so some wrong answers count as right (its false accepts on the labelled
+    check sets, docs/judges.md), which the verdict says beside a served run's record."""
 
     name: str
     summary: str
@@ -85,6 +87,7 @@ class JudgeEntry:
     threshold: float | None = None
     needs: tuple[str, ...] = ()
     whole_answer: bool = False
+    lenient: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.needs) - set(NEEDS)

@@ -20,4 +20,4 @@ class F1Judge(Judge):
 
 
 JUDGE = JudgeEntry("f1", "token F1 >= threshold", lambda options: F1Judge(options.threshold),
-                   threshold=DEFAULT_THRESHOLD, whole_answer=True)
+                   threshold=DEFAULT_THRESHOLD, whole_answer=True, lenient=True)

@@ -28,4 +28,4 @@ class RougeJudge(Judge):
 
 JUDGE = JudgeEntry("rouge", "ROUGE-L >= threshold",
                    lambda options: RougeJudge(options.threshold),
-                   threshold=DEFAULT_THRESHOLD, whole_answer=True)
+                   threshold=DEFAULT_THRESHOLD, whole_answer=True, lenient=True)

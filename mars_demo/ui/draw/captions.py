@@ -8,7 +8,9 @@ from __future__ import annotations
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.ui.draw.methods_panel import shown_methods
+from mars_demo.ui.draw.plots import cluster_name
 from mars_demo.ui.draw.render import esc, fmt, percent
+from mars_demo.verdict import placement
 
 SUMMARY_PHRASE_CHARS = 24  # the heaviest phrase in a folded section's label, cut to this
 
@@ -34,11 +36,12 @@ def clusters_table_html(result: AnalysisResult, scoring: str) -> str:
     if not result.samples or len(result.cluster_ids) != len(result.samples):
         return heading + f'<p class="mars-muted">{esc(texts.SAMPLES_NONE)}</p>'
     masses = {key: result.cluster_masses(key) for key in SCORINGS}
+    answers = placement(result).clusters
     rows = []
     for c in sorted(set(result.cluster_ids)):
         members = [b for b, cid in enumerate(result.cluster_ids) if cid == c]
         rows.append([
-            esc(texts.PLOT_CLUSTER_NAME.format(number=c + 1)),
+            esc(cluster_name(c, answers)),
             esc(", ".join(f"#{b + 1}" for b in members)),
             *(("<b>{}</b>" if key == scoring else "{}").format(esc(percent(masses[key][c])))
               for key in SCORINGS),

@@ -9,7 +9,7 @@ import math
 
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
-from mars_demo.verdict import same_words
+from mars_demo.verdict import placement
 from mars_demo.ui.hosting.redact import public_model_name
 from mars_demo.ui.draw.render import (
     answer_tokens_html,
@@ -77,24 +77,30 @@ def why_text(result: AnalysisResult) -> str:
     return sentence
 
 
+def _samples(numbers: tuple[int, ...], verb: str = "") -> str:
+    """"sampled answer #2 has" / "sampled answers #1, #3 have" (``verb``: "has", or none)."""
+    one = len(numbers) == 1
+    said = ("sampled answer " if one else "sampled answers ") + ", ".join(
+        f"#{b + 1}" for b in numbers)
+    return f"{said} {verb if one else 'have'}" if verb else said
+
+
 def greedy_cluster_text(result: AnalysisResult, scoring: str) -> str:
-    """Which meaning cluster the greedy answer falls in, as far as the result can tell: the
-    clusters are over the sampled answers only, so the greedy answer is placed by the samples
-    with the same words (:func:`mars_demo.verdict.same_words`, as the verdict places it); no NLI
-    is run here."""
-    same = [b for b, s in enumerate(result.samples)
-            if same_words(s.text, result.greedy.text) and b < len(result.cluster_ids)]
-    if not same:
+    """Which meaning cluster the greedy answer falls in: the verdict's own placement
+    (:func:`mars_demo.verdict.placement`), with the samples that placed it and the samples
+    that share its cluster (as many as the verdict counts); no NLI is run here."""
+    placed = placement(result)
+    if not placed.clusters:
         return texts.GREEDY_CLUSTER_NONE
-    clusters = sorted({result.cluster_ids[b] for b in same})
     masses = result.cluster_masses(scoring)
-    share = sum(masses.get(c, 0.0) for c in clusters)
-    return texts.GREEDY_CLUSTER.format(
-        samples=(f"sampled answer #{same[0] + 1} has" if len(same) == 1 else
-                 "sampled answers " + ", ".join(f"#{b + 1}" for b in same) + " have"),
-        are="is" if len(same) == 1 else "are",
-        clusters=", ".join(texts.PLOT_CLUSTER_NAME.format(number=c + 1) for c in clusters),
-        share=f"{share:.0%}",
+    ids = result.cluster_ids
+    spread = len({ids[b] for b in placed.matched if b < len(ids)}) > 1
+    return (texts.GREEDY_CLUSTER if placed.by == "words" else texts.GREEDY_CLUSTER_NLI).format(
+        matched=_samples(placed.matched, "has" if placed.by == "words" else ""),
+        clusters=", ".join(texts.PLOT_CLUSTER_NAME.format(number=c + 1) for c in placed.clusters),
+        most=texts.GREEDY_CLUSTER_MOST if spread else "",
+        members=_samples(placed.members),
+        share=f"{sum(masses.get(c, 0.0) for c in placed.clusters):.0%}",
         scoring=texts.SCORING_NAMES[scoring],
     )
 

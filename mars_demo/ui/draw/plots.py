@@ -9,12 +9,15 @@ Plotly interprets a few tags (``<b>``, ``<a>``...) in labels and hover text, so 
 from __future__ import annotations
 
 import html
+import math
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.ui.draw.render import check_scoring
+from mars_demo.verdict import placement
 
 #: Bar colors of the two scorings (readable on light and dark backgrounds).
 SCORING_COLORS = {"length_normalized": "#94a3b8", "mars": "#6366f1"}
@@ -65,13 +68,22 @@ def _percent_label(value: float) -> str:
     return f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
 
 
+def cluster_name(cluster: int, answers: tuple[int, ...]) -> str:
+    """"cluster 2", or "cluster 2, the answer's" for a cluster in ``answers`` (those the
+    verdict placed the answer in)."""
+    name = texts.PLOT_CLUSTER_NAME.format(number=cluster + 1)
+    return texts.PLOT_CLUSTER_ANSWER.format(name=name) if cluster in answers else name
+
+
 def clusters_figure(result: AnalysisResult, scoring: str) -> go.Figure:
-    """Grouped bars: each meaning cluster's share of probability mass under both scorings."""
+    """Grouped bars: each meaning cluster's share of probability mass under both scorings; the
+    cluster the verdict placed the answer in is named so."""
     clusters = sorted(set(result.cluster_ids))
+    answers = placement(result).clusters  # the verdict's placement of the answer
     names, hovers = [], []
     for c in clusters:
         texts_in = [s.text for s, cid in zip(result.samples, result.cluster_ids) if cid == c]
-        name = texts.PLOT_CLUSTER_NAME.format(number=c + 1)
+        name = cluster_name(c, answers)
         names.append(f"{name}<br>{plot_text(_short(texts_in[0], MAX_TICK_CHARS))}")
         lines = [plot_text(texts.PLOT_CLUSTER_HOVER.format(members=len(texts_in)))]
         lines += [f"• {plot_text(_short(t, 80))}" for t in texts_in]
@@ -182,35 +194,66 @@ def nli_figure(result: AnalysisResult) -> go.Figure:
     return fig
 
 
-def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
-    """The six uncertainty values as bars on one axis: a group per measure (the table's rows of
-    the three measures), its length-normalized and MARS values side by side, from 0.
+#: each measure's bars run from its floor, no doubt at all, to this many nats past it (a
+#: per-token chance of e^-3, 5%, on average); a value past the end is drawn to it
+SCALE_NATS = 3.0
+CLIPPED = " ▸"  # after the number of a value drawn to the end of its scale
 
-    One axis for all of them (they are all nats of uncertainty), starting at 0: a difference of
-    0.003 looks as small as it is, instead of a panel of its own stretched to fill its height.
-    Each bar carries its number; the names break into lines to fit a phone.
+
+def measure_floor(measure: str, samples: int) -> float:
+    """Where a measure's scale starts, no doubt at all: 0 nats for Confidence and Entropy; for
+    the paper's Semantic entropy, −log B with B sampled answers (every try means the same and
+    each is certain: its estimator goes below 0 when the answers repeat).
+
+    >>> measure_floor("confidence", 5), round(measure_floor("semantic_entropy", 5), 3)
+    (0.0, -1.609)
     """
+    if measure == "semantic_entropy" and samples > 1:
+        return -math.log(samples)
+    return 0.0
+
+
+def measure_scale(measure: str, samples: int) -> tuple[float, float]:
+    """The fixed scale of ``measure``'s bars: from its floor (:func:`measure_floor`) to
+    :data:`SCALE_NATS` past it, the same for every answer with as many samples."""
+    floor = measure_floor(measure, samples)
+    return floor, floor + SCALE_NATS
+
+
+def uncertainty_figure(result: AnalysisResult, scoring: str) -> go.Figure:
+    """The three measures, each in a row of its own named as the table's row, its
+    length-normalized and MARS values as bars on a fixed scale (:func:`measure_scale`): a bar
+    starts at no doubt and grows to the right with doubt, so a longer bar is always more
+    doubt, and the paper's negative semantic entropy is a short bar, never a long one. Each bar
+    carries its number; a value past the scale's end is drawn to it, its number marked ▸."""
     check_scoring(scoring)
     keys = list(texts.UNCERTAINTY_ROWS)
-    names = ["<br>".join(_lines(texts.UNCERTAINTY_ROWS[k][0])) for k in keys]
-    fig = go.Figure()
-    every = []
-    for s in SCORINGS:
-        values = [getattr(getattr(result.uncertainty, k), s) for k in keys]
-        every += values
-        fig.add_bar(
-            x=names, y=values, name=texts.SCORING_NAMES[s],
-            marker={"color": SCORING_COLORS[s]},
-            opacity=1.0 if s == scoring else INACTIVE_OPACITY + 0.25,
-            text=[f"{v:.3f}".replace("-", "−") for v in values], textposition="outside",
-            textfont={"size": 11}, cliponaxis=False,
-            hovertemplate="%{x}, " + texts.SCORING_NAMES[s] + ": %{y:.4f}<extra></extra>",
-        )
-    fig.update_layout(barmode="group", bargap=0.35)
-    _layout(fig, height=320, y_title=texts.PLOT_UNCERTAINTY_Y)
-    fig.update_yaxes(range=value_range(every), zeroline=True, zerolinewidth=2, nticks=5)
-    fig.update_xaxes(tickangle=0)
-    fig.update_layout(margin={"l": 56, "r": 16, "t": 40, "b": 56})
+    fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=0.22,
+                        subplot_titles=[plot_text(texts.UNCERTAINTY_ROWS[k][0]) for k in keys])
+    for row, key in enumerate(keys, start=1):
+        low, high = measure_scale(key, len(result.samples))
+        for s in reversed(SCORINGS):  # MARS drawn lowest, LN above it, as the table reads
+            value = getattr(getattr(result.uncertainty, key), s)
+            shown = min(max(value, low), high) if math.isfinite(value) else low
+            past = math.isfinite(value) and value > high
+            fig.add_bar(
+                y=[texts.SCORING_SHORT[s]], x=[shown - low], base=[low], orientation="h",
+                name=texts.SCORING_NAMES[s], marker={"color": SCORING_COLORS[s]},
+                opacity=1.0 if s == scoring else INACTIVE_OPACITY + 0.25,
+                text=[f"{value:.3f}".replace("-", "−") + (CLIPPED if past else "")],
+                textposition="inside" if past else "outside", textfont={"size": 11},
+                insidetextanchor="end", cliponaxis=False, showlegend=False,
+                customdata=[f"{value:.4f}".replace("-", "−")],
+                hovertemplate=(plot_text(texts.UNCERTAINTY_ROWS[key][0]) + ", "
+                               + texts.SCORING_NAMES[s] + ": %{customdata}<extra></extra>"),
+                row=row, col=1,
+            )
+        fig.update_xaxes(range=[low, high], tick0=low, dtick=1.0, tickformat=".2~f",
+                         row=row, col=1)
+    _layout(fig, height=300, legend=False)
+    fig.update_layout(bargap=0.25, margin={"l": 56, "r": 48, "t": 28, "b": 24})
+    for title in fig.layout.annotations:  # the rows' names, over their bars, on the left
+        title.update(x=0, xanchor="left", font={"size": 13})
     return fig
 
 
@@ -223,17 +266,3 @@ def _lines(name: str, width: int = 12) -> list[str]:
         else:
             lines.append(word)
     return lines
-
-
-def value_range(values: list[float]) -> list[float]:
-    """One axis for all ``values``: from 0 (or below it, for a negative value) to past the
-    largest, with room for the numbers at the bars' ends.
-
-    >>> value_range([2.10, 2.05, 0.5])
-    [0.0, 2.52]
-    >>> value_range([-0.4, 1.0])
-    [-0.68, 1.28]
-    """
-    lo, hi = min(0.0, *values), max(0.0, *values)
-    span = (hi - lo) or 1.0
-    return [round(lo - (0.2 * span if lo < 0 else 0.0), 6), round(hi + 0.2 * span, 6)]

@@ -15,6 +15,7 @@ from mars_demo import texts
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.result import ScoredAnswer as Answer
 from mars_demo.evaluation.reference import Place, RunValues, place_words
+from mars_demo.verdict import placement
 from mars_demo.ui.draw.render import (
     active_attr,
     answer_tokens_html,
@@ -201,26 +202,30 @@ def cluster_badge(cluster: int) -> str:
 
 
 def samples_table_html(result: AnalysisResult, scoring: str) -> str:
-    """One row per sampled answer: colored text, meaning cluster, LN and MARS scores."""
+    """One row per sampled answer: colored text, meaning cluster (those that mean the same as
+    the answer, by the verdict's placement, marked so), LN and MARS scores."""
     if not result.samples:
         return f'<p class="mars-muted">{esc(texts.SAMPLES_NONE)}</p>'
     columns = list(
         zip(("index", "answer", "cluster", "length_normalized", "mars"), texts.SAMPLES_COLUMNS)
     )
     rows = []
+    members = placement(result).members  # the verdict's: the samples it counts as agreeing
     for b, sample in enumerate(result.samples):
         cluster = result.cluster_ids[b] if b < len(result.cluster_ids) else -1
+        same = (f' <span class="mars-small mars-same-meaning">{esc(texts.SAMPLES_SAME_MEANING)}'
+                "</span>" if b in members else "")
         cells = {
             "index": _cell(str(b + 1)),
             "answer": Cell(
                 f'<span class="mars-answer-text">{answer_tokens_html(sample, scoring)}</span>'
             ),
-            "cluster": Cell(cluster_badge(cluster)) if cluster >= 0 else _cell("–"),
+            "cluster": Cell(cluster_badge(cluster) + same) if cluster >= 0 else _cell("–"),
         }
         for key in SCORINGS:
             value = getattr(sample.scores, key)
             cells[key] = _cell(fmt(value), texts.SCORE_TITLE.format(prob=math.exp(value)))
-        rows.append((f' data-sample="{b}"', cells))
+        rows.append((f' data-sample="{b}" data-same="{int(b in members)}"', cells))
     explain = f'<p class="mars-explain">{esc(texts.SAMPLES_EXPLAIN)}</p>'
     return explain + _table(columns, rows, "mars-samples mars-stack", scoring)
 
