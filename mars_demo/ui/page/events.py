@@ -72,120 +72,131 @@ def packed_once(
     return handler
 
 
+#: the keywords of every event that runs the models (one at a time, in the engine's queue) and of
+#: every other queued event (one at a time too); neither is offered in the API
+ON_ENGINE = dict(api_visibility="private", concurrency_id=ENGINE_QUEUE, concurrency_limit=1)
+ON_VIEW = dict(api_visibility="private", concurrency_id=VIEW_QUEUE, concurrency_limit=1)
+#: the keywords of an event outside the queue: a browser-side change, or a quick request
+OUTSIDE = dict(api_visibility="private", queue=False, show_progress="hidden")
+
+
 def wire_events(demo: gr.Blocks, controller: Controller, parts: dict[str, Any],
-            option_controls: dict[str, gr.components.Component]) -> None:
-    """Ask, the scoring and coloring toggles, the scoring options, pasted answers, the model switch and the
-    banner, wired to the controller's handlers."""
+                option_controls: dict[str, gr.components.Component]) -> None:
+    """Ask, the scoring and coloring toggles, the scoring options, pasted answers, the model
+    switch and the banner, wired to the controller's handlers: one function each below."""
+    wiring = _Wiring(controller, parts, [option_controls[name] for name in controls.PAGE_OPTIONS])
+    rerender = _wire_rerender(wiring)
+    _wire_ask(wiring, rerender)
+    _wire_rescore(wiring, option_controls)
+    _wire_own_answers(wiring)
+    _wire_switch(wiring)
+    _wire_banner(demo, wiring)
 
-    def outputs(names: Sequence[str]) -> list:
-        return [parts[name] for name in names]
 
-    question, ask, scoring, answer, result = (
-        parts[name] for name in ("question", "ask", "scoring", "answer", "result"))
-    ask_names, view_names = ask_outputs(), scoring_view_outputs()  # the panels as declared now
-    options = [option_controls[name] for name in controls.PAGE_OPTIONS]
-    # The one re-render from the stored result (no model; each view of a result rendered once,
-    # ui/hosting/kept_renders.py): on either toggle, and whenever a result is stored (an Ask's, pasted
-    # answers', a re-score's), with the toggles as they are then, which the visitor may have
-    # flipped while the answer streamed. It is registered here alone: no event chains
-    # ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
-    # way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model.
-    rerender = gr.on(
-        [scoring.change, parts["shade"].change, result.change],
-        packed_once(RenderCache(controller.show_scoring), view_names),
-        inputs=[result, scoring, parts["shade"]],
-        outputs=outputs(view_names),
-        api_visibility="private",
-        concurrency_id=VIEW_QUEUE,
-        concurrency_limit=1,
-        show_progress="hidden",
-    )
-    # Ask says it is working, and takes no click, until the analysis has ended (either way):
-    # set in the browser at the press (PRESS_JS, a js-only event: no request), registered before
-    # the Ask on the same trigger; the Ask's chain then only makes Ask ready again, since the
-    # re-render above follows the stored result. tests/test_hostile_sessions.py sends
-    # `_ask_ready` as a request outside the queue.
-    # The press also cancels, in this browser, a re-render of the last result still on its way
-    # (Ask is ready once the analysis has ended, and the re-render that follows its stored
-    # result may come back after a quick next press): it would draw the last answer again under
-    # the new question.
-    busy = dict(api_visibility="private", queue=False, show_progress="hidden")
-    press = outputs(PRESS_OUTPUTS)
+class _Wiring:
+    """What every event's wiring reads: the controller, the page's components by name, the
+    scoring options' controls, and the panels as declared now."""
+
+    def __init__(self, controller: Controller, parts: dict[str, Any], options: list) -> None:
+        self.controller, self.parts, self.options = controller, parts, options
+        self.ask_names, self.view_names = ask_outputs(), scoring_view_outputs()
+
+    def outputs(self, names: Sequence[str]) -> list:
+        return [self.parts[name] for name in names]
+
+
+def _wire_rerender(w: _Wiring) -> Any:
+    """The one re-render from the stored result (no model; each view of a result rendered once,
+    ui/hosting/kept_renders.py): on either toggle, and whenever a result is stored (an Ask's,
+    pasted answers', a re-score's), with the toggles as they are then, which the visitor may
+    have flipped while the answer streamed. It is registered here alone: no event chains
+    ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that
+    way), and it shares VIEW_QUEUE, one at a time, with every other event that runs no model."""
+    scoring, shade, result = w.parts["scoring"], w.parts["shade"], w.parts["result"]
+    return gr.on(
+        [scoring.change, shade.change, result.change],
+        packed_once(RenderCache(w.controller.show_scoring), w.view_names),
+        inputs=[result, scoring, shade], outputs=w.outputs(w.view_names),
+        show_progress="hidden", **ON_VIEW)
+
+
+def _wire_ask(w: _Wiring, rerender: Any) -> None:
+    """Ask (its button, Enter, an example). It says it is working, and takes no click, until the
+    analysis has ended (either way): set in the browser at the press (PRESS_JS, a js-only
+    event: no request), registered before the Ask on the same trigger; the Ask's chain then only
+    makes Ask ready again, since the re-render follows the stored result.
+    tests/test_hostile_sessions.py sends ``_ask_ready`` as a request outside the queue.
+
+    The press also cancels, in this browser, a re-render of the last result still on its way
+    (Ask is ready once the analysis has ended, and the re-render that follows its stored result
+    may come back after a quick next press): it would draw the last answer again under the new
+    question."""
+    question, ask, answer = w.parts["question"], w.parts["ask"], w.parts["answer"]
+    press = w.outputs(PRESS_OUTPUTS)
     gr.on([ask.click, question.submit], None, inputs=[question], outputs=press, js=PRESS_JS,
-          cancels=[rerender], **busy)
-    for button, text in parts["examples"]:  # one click: the question, then the analysis
+          cancels=[rerender], **OUTSIDE)
+    for button, text in w.parts["examples"]:  # one click: the question, then the analysis
         button.click(None, outputs=[question, *press], js=_example_js(text), cancels=[rerender],
-                     **busy)
-    pressed = [ask.click, question.submit, *(button.click for button, _ in parts["examples"])]
+                     **OUTSIDE)
+    pressed = [ask.click, question.submit, *(button.click for button, _ in w.parts["examples"])]
     # ... and the server forgets the stored result at the press (a request outside the queue,
     # before the Ask): a re-render reads the stored result when it runs, and one sent before the
     # press but run after it (a slow network; the cancel above knows no event id yet) would
     # otherwise draw the last answer under the new question while the new analysis waits for
     # the engine. The Ask's first update clears it too, but only once the engine takes it.
-    gr.on(pressed, _forget_result, outputs=[result], **busy)
+    gr.on(pressed, _forget_result, outputs=[w.parts["result"]], **OUTSIDE)
     gr.on(
         pressed,
-        packed(controller.ask, ask_names),
-        inputs=[question, scoring, *options],
-        outputs=outputs(ask_names),
-        api_visibility="private",
-        concurrency_id=ENGINE_QUEUE,
-        concurrency_limit=1,
-        show_progress=QUEUE_STATUS,
-        show_progress_on=[answer],
-    ).then(_ask_ready, outputs=[ask], **busy)
-    # A scoring option changed: score the answers on screen again (models, so the queue).
-    # A quick check outside the queue first: with nothing on screen, or nothing changed,
-    # no event joins the queue (nor counts against the visitor's one place in it).
+        packed(w.controller.ask, w.ask_names),
+        inputs=[question, w.parts["scoring"], *w.options], outputs=w.outputs(w.ask_names),
+        show_progress=QUEUE_STATUS, show_progress_on=[answer], **ON_ENGINE,
+    ).then(_ask_ready, outputs=[ask], **OUTSIDE)
+
+
+def _wire_rescore(w: _Wiring, option_controls: dict[str, gr.components.Component]) -> None:
+    """A scoring option changed: score the answers on screen again (models, so the queue). A
+    quick check outside the queue first: with nothing on screen, or nothing changed, no event
+    joins the queue (nor counts against the visitor's one place in it)."""
+    result = w.parts["result"]
     gr.on(
         [option_controls[name].change for name in controls.RESCORING_OPTIONS],
-        controller.rescore_wanted,
-        inputs=[result, *options],
-        outputs=None,
-        api_visibility="private",
-        queue=False,
-        show_progress="hidden",
+        w.controller.rescore_wanted, inputs=[result, *w.options], outputs=None, **OUTSIDE,
     ).success(
-        packed_once(controller.rescore_options, ask_names),
-        inputs=[result, scoring, *options],
-        outputs=outputs(ask_names),
-        api_visibility="private",
-        concurrency_id=ENGINE_QUEUE,
-        concurrency_limit=1,
-        show_progress="hidden",
+        packed_once(w.controller.rescore_options, w.ask_names),
+        inputs=[result, w.parts["scoring"], *w.options], outputs=w.outputs(w.ask_names),
+        show_progress="hidden", **ON_ENGINE,
     )
-    parts["own_score"].click(
-        packed(controller.score_own, ask_names),
-        inputs=[question, parts["own_greedy"], parts["own_samples"], parts["own_json"], scoring,
-                *options],
-        outputs=outputs(ask_names),
-        api_visibility="private",
-        concurrency_id=ENGINE_QUEUE,
-        concurrency_limit=1,
-        show_progress=QUEUE_STATUS,
-        show_progress_on=[answer],
+
+
+def _wire_own_answers(w: _Wiring) -> None:
+    """Score your own answers: the pasted greedy answer and samples, or an answer set's JSON."""
+    p = w.parts
+    p["own_score"].click(
+        packed(w.controller.score_own, w.ask_names),
+        inputs=[p["question"], p["own_greedy"], p["own_samples"], p["own_json"], p["scoring"],
+                *w.options],
+        outputs=w.outputs(w.ask_names),
+        show_progress=QUEUE_STATUS, show_progress_on=[p["answer"]], **ON_ENGINE,
     )
-    switch = parts.get("switch")
-    if switch:  # only when the host allowed it: otherwise the handler does not exist at all
+
+
+def _wire_switch(w: _Wiring) -> None:
+    """The model switch, only where the host allowed it: otherwise its handler does not exist."""
+    switch = w.parts.get("switch")
+    if switch:
         switch["load"].click(
-            packed(controller.switch_model, SWITCH_OUTPUTS),
-            inputs=[switch["model"]],
-            outputs=outputs(SWITCH_OUTPUTS),
-            api_visibility="private",
-            concurrency_id=ENGINE_QUEUE,
-            concurrency_limit=1,
-            show_progress="hidden",
+            packed(w.controller.switch_model, SWITCH_OUTPUTS),
+            inputs=[switch["model"]], outputs=w.outputs(SWITCH_OUTPUTS),
+            show_progress="hidden", **ON_ENGINE,
         )
-    refresh_banner = packed_once(controller.banner, BANNER_OUTPUTS)
-    for trigger in (demo.load, parts["timer"].tick):
-        trigger(
-            refresh_banner,
-            outputs=outputs(BANNER_OUTPUTS),
-            api_visibility="private",
-            concurrency_id=VIEW_QUEUE,
-            concurrency_limit=1,
-            show_progress="hidden",
-        )
+
+
+def _wire_banner(demo: gr.Blocks, w: _Wiring) -> None:
+    """The banner (the models, their loading), at each page load and each tick of its timer."""
+    refresh_banner = packed_once(w.controller.banner, BANNER_OUTPUTS)
+    for trigger in (demo.load, w.parts["timer"].tick):
+        trigger(refresh_banner, outputs=w.outputs(BANNER_OUTPUTS), show_progress="hidden",
+                **ON_VIEW)
 
 
 def _forget_result() -> None:
