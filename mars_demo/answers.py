@@ -259,7 +259,7 @@ class AnswerSet:
 class WorkCap:
     """The most an answer set may cost the LLM (a public page's cap; None: no limit), counted in
     the LLM's tokens once its tokenizer has read the answers (:meth:`check`; the page checks the
-    same in characters before, :meth:`mars_demo.access.Access.check_score_work`).
+    same in characters before, :meth:`mars_demo.hosting.access.Access.check_score_work`).
 
     ``sample_tokens``: the samples x the longest answer, the main (greedy) answer included: what
     the heaviest question allowed would generate (samples x max new tokens). ``prompt_tokens``:

@@ -317,7 +317,7 @@ REQUEST_OPTIONS: tuple[Option, ...] = (
 )
 
 #: The page's server (``python app.py``): where it listens, who may see it and what visitors may
-#: ask of it (:mod:`mars_demo.access`), the names its models show under, and what it offers
+#: ask of it (:mod:`mars_demo.hosting.access`), the names its models show under, and what it offers
 #: besides answers. Not options of an analysis: neither the CLI's ``ask`` nor the API takes them.
 SERVER_OPTIONS: tuple[Option, ...] = (
     Option("host", str, None, "address to listen on", "server", optional=True,
@@ -331,11 +331,11 @@ SERVER_OPTIONS: tuple[Option, ...] = (
     Option("max_sample_tokens", int, None,
            "public pages: the most sampled answers x max new tokens one question may ask for; "
            "0 = no limit", "server", bounds=(0, 10**9), optional=True,
-           auto="the public page's limit (mars_demo.access.PUBLIC_MAX_SAMPLE_TOKENS)"),
+           auto="the public page's limit (mars_demo.hosting.access.PUBLIC_MAX_SAMPLE_TOKENS)"),
     Option("per_client", int, None,
            "public pages: analyses one client (IP address) may have running or waiting at once; "
            "0 = no limit", "server", bounds=(0, 10**9), optional=True,
-           auto="the public page's limit (mars_demo.access.PUBLIC_PER_CLIENT)"),
+           auto="the public page's limit (mars_demo.hosting.access.PUBLIC_PER_CLIENT)"),
     Option("trusted_proxy", list, None,
            "a reverse proxy in front of the page (an IP address or network; repeat the flag, or "
            "separate them by commas in the variable), which appends the client to "
@@ -358,8 +358,8 @@ SERVER_OPTIONS: tuple[Option, ...] = (
            "(with the page's default settings), so that later visitors get them at once, also "
            "after a restart; only the fixed examples are ever kept", "server", optional=True,
            metavar="DIR", auto="~/.cache/mars-demo/examples ($XDG_CACHE_HOME)"),
-    # how a public page's server treats connections and other web sites (mars_demo.access,
-    # mars_demo.ui.hosting.connections)
+    # how a public page's server treats connections and other web sites (mars_demo.hosting.access,
+    # mars_demo.ui.guards.connections)
     Option("ipv6_prefix", int, 64,
            "public page: an IPv6 client counts as its whole network of this prefix length (one "
            "subscriber gets a /64, from some providers a /56 or /48), wherever its address comes "

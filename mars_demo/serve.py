@@ -12,11 +12,11 @@ refused before the page is served. ``--runs DIR`` offers the evaluation runs und
 page's Evaluation view. The models load once, in a background thread, so the page opens at once
 and says when they are ready; on a ZeroGPU Space (SPACES_ZERO_GPU) they load before the page
 serves, in the main thread, and each analysis gets a GPU through @spaces.GPU
-(mars_demo/zerogpu.py).
+(mars_demo/hosting/zerogpu.py).
 
 The page is public with --share, a --host that is not a loopback address, or on a Hugging Face
 Space (SPACE_ID set): then nobody can switch models, and each question and each client is limited
-(see mars_demo/access.py; who a client is depends on the deployment: the connection, the Space's
+(see mars_demo/hosting/access.py; who a client is depends on the deployment: the connection, the Space's
 proxy, the share tunnel or the host's own reverse proxy, --trusted-proxy). On a page only you can
 open, --allow-model-switch shows the switch.
 """
@@ -29,13 +29,14 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from mars_demo import texts, zerogpu
+from mars_demo import texts
+from mars_demo.hosting import zerogpu
 from mars_demo.flags import add_llm_help, add_option
 from mars_demo.methods import FREE, OWN_MODELS, parse_methods
 from mars_demo.models.backends import backend_for
 from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
 from mars_demo.settings import Settings
-from mars_demo.access import (
+from mars_demo.hosting.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
     Access,
@@ -43,7 +44,7 @@ from mars_demo.access import (
     public_access,
     public_reasons,
 )
-from mars_demo.clients import ClientIdentity, web_origin
+from mars_demo.hosting.clients import ClientIdentity, web_origin
 
 #: The page's flags, in --help's order: the models (the CLI's), the methods every analysis
 #: computes, then the server's own (mars_demo.options.SERVER_OPTIONS).
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    # On a ZeroGPU Space: imports `spaces` before anything touches CUDA (mars_demo/zerogpu.py).
+    # On a ZeroGPU Space: imports `spaces` before anything touches CUDA (mars_demo/hosting/zerogpu.py).
     zero_gpu = zerogpu.active()
 
     from mars_demo.engine import Engine

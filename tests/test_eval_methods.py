@@ -25,7 +25,7 @@ from mars_demo.evaluation.report import write_report
 from mars_demo.evaluation.runs import RunFileError, parse_records, parse_report, read_run
 from mars_demo.ui.draw import trust
 from mars_demo.ui.views.eval_view import EvaluationView
-from mars_demo.ui.hosting.redact import Redactor
+from mars_demo.ui.guards.redact import Redactor
 from mars_demo.verdict import Evidence, covered, judge
 from test_eval_metrics import loop_prr_fast
 

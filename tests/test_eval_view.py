@@ -21,7 +21,7 @@ import pytest
 
 from ui_helpers import FakeEngine, make_result, page_event, running_app
 from mars_demo import texts
-from mars_demo.access import public_access
+from mars_demo.hosting.access import public_access
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.evaluation import calibration as calibration_module

@@ -1,4 +1,4 @@
-"""What the page relies on inside Gradio 6.17 beyond its documented API (mars_demo/ui/hosting/limits.py,
+"""What the page relies on inside Gradio 6.17 beyond its documented API (mars_demo/ui/guards/limits.py,
 memory.py, sessions.py, renders.py, origins.py): each test fails loudly, naming the part, when a
 Gradio upgrade changes it, rather than letting a limit silently stop holding.
 """
@@ -45,7 +45,7 @@ def test_the_state_holder_is_what_sessions_replaces(demo):
 def test_a_lean_session_has_the_attributes_of_gradios(demo):
     from gradio.state_holder import SessionState
 
-    from mars_demo.ui.hosting.sessions import LeanSession
+    from mars_demo.ui.guards.sessions import LeanSession
 
     full, lean = SessionState(demo), LeanSession(demo)
     assert set(vars(lean)) == set(vars(full))
@@ -82,7 +82,7 @@ def test_a_plot_passes_serialized_data_on_as_it_is():
     import plotly.graph_objects as go
     from gradio.components.plot import PlotData
 
-    from mars_demo.ui.hosting.kept_renders import plot_data
+    from mars_demo.ui.guards.kept_renders import plot_data
 
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
     made = gr.Plot().postprocess(fig)
@@ -108,7 +108,7 @@ def test_a_states_change_is_sent_to_the_page():
 
 def test_the_routes_the_limits_name_exist(demo):
     """limits.DIRECT_ROUTE and COMPONENT_SERVER name Gradio's routes outside the queue."""
-    from mars_demo.ui.hosting.limits import COMPONENT_SERVER, DIRECT_ROUTE
+    from mars_demo.ui.guards.limits import COMPONENT_SERVER, DIRECT_ROUTE
 
     app = gr.routes.App.create_app(demo)
     server = str(app.url_path_for("component_server")).rstrip("/")

@@ -46,8 +46,8 @@ from ui_helpers import (
 )
 
 from mars_demo import texts
-from mars_demo.access import QUEUE_PLACES, VIEW_PLACES, public_access
-from mars_demo.clients import ClientIdentity
+from mars_demo.hosting.access import QUEUE_PLACES, VIEW_PLACES, public_access
+from mars_demo.hosting.clients import ClientIdentity
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.ui import build_demo, launch_options
 from mars_demo.ui.page.controller import Controller
@@ -100,7 +100,7 @@ class GatedEngine(FakeEngine):
 def public_page(engine, identity: ClientIdentity = SPACE, runs_dir=None, access=None, **build):
     """A public page over ``engine`` served in this process on 127.0.0.1, with the launch
     options app.py uses (the request limits); yields (demo, url). ``access``: other options of
-    its :func:`~mars_demo.access.public_access`."""
+    its :func:`~mars_demo.hosting.access.public_access`."""
     access = public_access(identity=identity, **(access or {}))
     demo = build_demo(engine, access=access, runs_dir=runs_dir, **build)
     port = free_port()

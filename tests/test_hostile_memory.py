@@ -1,5 +1,5 @@
 """A public page's memory stays flat however many results it shows and however many sessions come
-(mars_demo/ui/hosting/memory.py): measured as the server's resident memory (RSS) over two batches of
+(mars_demo/ui/guards/memory.py): measured as the server's resident memory (RSS) over two batches of
 equal size after a warm-up batch, the second batch may add at most half of what the first added
 (or a few MiB of allocator noise). Before, Gradio kept a copy of every result's outputs per result
 in the session (about 1 MB a result here) and about 0.2 MB per new session, for good.
@@ -22,7 +22,7 @@ from test_hostile import QUESTION, public_page, via_proxy
 from ui_helpers import APP_PIDS, FakeEngine, page_event, queue_join, running_app
 
 from mars_demo.engine import Engine
-from mars_demo.ui.hosting import kept_renders, memory
+from mars_demo.ui.guards import kept_renders, memory
 
 NOISE_MIB = 12.0  # what RSS moves by on its own over a batch (allocator, caches), with a margin
 PAGE = [2, 0.5, 4, 0, "auto", "model", "sum", "equal", "strict", "default"]  # the page's options
@@ -224,7 +224,7 @@ def test_results_nobody_reads_keep_the_servers_memory_flat(big_result, monkeypat
     reading a result: Gradio kept each one's messages (0.68 MiB an event; 846 to 1,648 MiB in
     200 s), past the keep time too. Now one client keeps MAX_UNREAD unread results, in all its
     sessions together, and the server's memory stays within LIMIT_MIB of where it started.
-    Each re-render is made anew here (none kept, as before ui/hosting/kept_renders.py), so that each result
+    Each re-render is made anew here (none kept, as before ui/guards/kept_renders.py), so that each result
     holds its own outputs."""
     monkeypatch.setattr(kept_renders, "MAX_RENDERS", 0)
     engine = FakeEngine(result=big_result)

@@ -26,7 +26,7 @@ from ui_helpers import FakeEngine, event_of
 
 from mars_demo import serve as app
 from mars_demo import texts
-from mars_demo.clients import ClientIdentity
+from mars_demo.hosting.clients import ClientIdentity
 
 BARE = ClientIdentity.for_deployment()
 

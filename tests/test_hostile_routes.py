@@ -1,7 +1,7 @@
 """Hostile clients against a public page's routes, round four: every route the server answers is
-on a list (mars_demo/ui/hosting/route_list.py), nothing is sent into an event after the queue admitted
+on a list (mars_demo/ui/guards/route_list.py), nothing is sent into an event after the queue admitted
 it, a file input that is no upload is refused whatever route delivers it, and upload progress
-keeps no entry for ids no upload carries (mars_demo/ui/hosting/uploads.py). Everything on loopback; no
+keeps no entry for ids no upload carries (mars_demo/ui/guards/uploads.py). Everything on loopback; no
 name is looked up (a resolver in the serving process fails the test when asked for one);
 timeouts only keep a hung server from hanging the run.
 """
@@ -39,9 +39,9 @@ from test_hostile import (
 from ui_helpers import FakeEngine, event_of, free_port, queue_join
 
 from mars_demo import texts
-from mars_demo.clients import ClientIdentity
+from mars_demo.hosting.clients import ClientIdentity
 from mars_demo.ui import build_demo, launch_options
-from mars_demo.ui.hosting import route_list
+from mars_demo.ui.guards import route_list
 from mars_demo.ui.views.eval_view import EvaluationView
 
 WAIT_S = 60

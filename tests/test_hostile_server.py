@@ -26,7 +26,7 @@ from test_hostile import (
 from ui_helpers import FakeEngine, running_app
 
 from mars_demo import serve as app
-from mars_demo.clients import ClientIdentity
+from mars_demo.hosting.clients import ClientIdentity
 
 WAIT_S = 60
 HEADER_TIMEOUT_S = 2

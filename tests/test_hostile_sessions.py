@@ -1,4 +1,4 @@
-"""A visitor's result is theirs until they leave (mars_demo/ui/hosting/sessions.py): one client's cheap
+"""A visitor's result is theirs until they leave (mars_demo/ui/guards/sessions.py): one client's cheap
 requests, each naming a new browser session, never erase another visitor's result, and one client
 keeps a few sessions. Against a public page served on loopback; timeouts only keep a hung server
 from hanging the run.
@@ -18,7 +18,7 @@ from test_hostile_memory import CachedConfig
 from ui_helpers import FakeEngine, event_of, page_event, queue_join
 
 from mars_demo import texts
-from mars_demo.ui.hosting import sessions
+from mars_demo.ui.guards import sessions
 
 ATTACKER, VISITOR = "81.2.86.1", "81.2.86.2"
 FLOOD = 2000  # cheap requests of the attacker, each in a new session

@@ -21,7 +21,7 @@ FLOORS = {
     "models": 4,
     "engine": 5,
     "flags": 5,  # the command-line flags of the option schema (--llm-backend's from the models' registry)
-    "access": 6, "clients": 6, "zerogpu": 6,
+    "hosting": 6,  # the page's hosting: what a visitor may do, who a visitor is, ZeroGPU
     "evaluation": 7,
     "ui": 8,
     "devtools": 9,  # beside the library: nothing below the command line imports it
@@ -141,7 +141,7 @@ def test_the_rule_sees_an_upward_import(tmp_path):
 
 #: the page's folders, from the ground up (docs/architecture.md, "The page's folders"): a module
 #: of mars_demo/ui imports modules of its own folder or of a lower one, never of a higher one
-UI_FLOORS = {"hosting": 0, "draw": 1, "views": 2, "work": 2, "page": 3, "launch": 4,
+UI_FLOORS = {"guards": 0, "draw": 1, "views": 2, "work": 2, "page": 3, "launch": 4,
              "__init__": 5}
 
 

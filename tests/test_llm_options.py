@@ -114,7 +114,7 @@ def test_torchao_int4_is_refused_on_an_older_gpu_and_without_torchao(monkeypatch
 
 def test_static_compiled_decoding_is_refused_on_zerogpu(tiny_models):
     zero = {"SPACES_ZERO_GPU": "true"}
-    from mars_demo import zerogpu
+    from mars_demo.hosting import zerogpu
 
     assert "ZeroGPU Space does not allow" in zerogpu.decoding_refusal("static-compiled", zero)
     assert zerogpu.decoding_refusal("dynamic", zero) is None

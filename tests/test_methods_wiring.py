@@ -15,7 +15,7 @@ from cli_helpers import cli, model_flags
 
 import mars_demo
 from mars_demo import methods
-from mars_demo.access import Access, public_access
+from mars_demo.hosting.access import Access, public_access
 from mars_demo.engine import Engine
 from mars_demo.errors import OptionError
 from mars_demo.methods import FREE, METHODS, compute_methods

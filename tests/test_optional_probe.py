@@ -108,7 +108,7 @@ found["reused"] = [again.methods["probe_method"], again.method_inputs["probe"]]
 found["loads"] = (Path(probe) / "loads").read_text().count("loaded")
 
 import dataclasses
-from mars_demo.access import Access, public_access
+from mars_demo.hosting.access import Access, public_access
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.work.host import EngineHost
 engine = Engine(Settings(llm=llm, importance=importance, nli=nli, probe=probe))

@@ -226,7 +226,7 @@ def test_through_the_server_a_missing_logprob_leaves_p_true_out_with_warnings(
 
 
 def test_a_public_page_names_the_passs_llm_as_it_names_the_model(asked):
-    from mars_demo.ui.hosting.redact import Redactor
+    from mars_demo.ui.guards.redact import Redactor
 
     data = asked[0]
     path = data["method_inputs"]["p_true"]["llm"]

@@ -29,8 +29,8 @@ from ui_helpers import FakeEngine, PageEventError, page_event, running_app
 
 from mars_demo import serve as app
 from mars_demo import texts
-from mars_demo.access import Access, check_bem_models, public_reasons
-from mars_demo.clients import is_loopback
+from mars_demo.hosting.access import Access, check_bem_models, public_reasons
+from mars_demo.hosting.clients import is_loopback
 from mars_demo.downloads import LOCK_NAME, PREFIX
 from mars_demo.ui import build_demo, launch_options
 from mars_demo.ui.page.controller import Controller
@@ -494,7 +494,7 @@ def test_the_settings_say_the_cap_and_no_plot_toolbar_is_shown(public_url, width
 
 
 def test_the_client_is_the_rightmost_address_the_proxy_added():
-    from mars_demo.clients import ClientIdentity
+    from mars_demo.hosting.clients import ClientIdentity
 
     space = Access(public=True, per_client=1, identity=ClientIdentity.for_deployment(space=True))
     scope = {"headers": [(b"x-forwarded-for", b"1.2.3.4, 81.9.8.7")], "client": ("10.0.0.1", 1)}
@@ -591,7 +591,7 @@ def test_the_client_modules_examples_hold():
     names, web origins) run as tests."""
     import doctest
 
-    from mars_demo import clients
+    from mars_demo.hosting import clients
 
     result = doctest.testmod(clients)
     assert result.attempted >= 8 and result.failed == 0, result

@@ -1,4 +1,4 @@
-"""What of the server a visitor may read (mars_demo/ui/hosting/redact.py), and how the page's answers
+"""What of the server a visitor may read (mars_demo/ui/guards/redact.py), and how the page's answers
 read in the figures: hand-made results and a fake engine, no model."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 
 from ui_helpers import FakeEngine, make_answer, make_result
 
-from mars_demo.access import Access, public_access
+from mars_demo.hosting.access import Access, public_access
 from mars_demo.errors import ModelLoadError
 from mars_demo.settings import Settings
 from mars_demo.ui.draw import plots
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.work.host import EngineHost
-from mars_demo.ui.hosting.redact import Redactor, hide_paths, public_model_name
+from mars_demo.ui.guards.redact import Redactor, hide_paths, public_model_name
 
 LLM = "/srv/secret/models/tiny-llm"
 SETTINGS = Settings(llm=LLM, importance="/srv/secret/imp", nli="org/nli",

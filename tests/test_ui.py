@@ -17,7 +17,7 @@ import pytest
 from ui_helpers import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
-from mars_demo.access import Access
+from mars_demo.hosting.access import Access
 from mars_demo.errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
 from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.downloads import DownloadStore
@@ -628,7 +628,7 @@ def test_the_toggles_re_render_is_registered_once_and_follows_every_stored_resul
     an Ask's, pasted answers', a re-score's), reading the result and the toggles then. It is
     registered once, in the view group, one at a time (four registrations without a limit let
     one client run four at once)."""
-    from mars_demo.access import VIEW_GROUP
+    from mars_demo.hosting.access import VIEW_GROUP
 
     demo = build_demo(FakeEngine())
     config = demo.get_config_file()

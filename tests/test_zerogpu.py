@@ -1,4 +1,4 @@
-"""Hugging Face ZeroGPU (``mars_demo/zerogpu.py``, the "GPU work" of ``mars_demo/ui/work/worker.py``).
+"""Hugging Face ZeroGPU (``mars_demo/hosting/zerogpu.py``, the "GPU work" of ``mars_demo/ui/work/worker.py``).
 
 No ZeroGPU Space here. The claims that can be checked off one are checked two ways:
 
@@ -26,7 +26,7 @@ import pytest
 from ui_helpers import FakeEngine
 
 from mars_demo import serve as app
-from mars_demo import zerogpu
+from mars_demo.hosting import zerogpu
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.settings import Settings
 from mars_demo.ui.work import worker

@@ -489,7 +489,7 @@ def check_public_model_name(data: dict, role: str, path: str, entry: str, field:
     """A public page shows the optional model ``role`` (a local folder ``path``) of an analysis
     ``data`` by its folder's name, in the settings and in ``method_inputs[entry][field]``, never
     by its path; the host's display name replaces it where one is given."""
-    from mars_demo.ui.hosting.redact import Redactor
+    from mars_demo.ui.guards.redact import Redactor
 
     folder = path.rstrip("/").rsplit("/", 1)[-1]
     shown = Redactor(public=True, models=[(role, path)]).result_dict(data)

@@ -216,7 +216,7 @@ def check_cap(cap: WorkCap, model: LanguageModel, prompt: Prompt, answers: Answe
     LLM's tokens: the samples x the longest answer, the main one included (one given with its
     tokens counts them), and the prompt's tokens. A server's LLM whose tokenizer is not known
     here (``--llm`` not naming it) is checked in characters only, before (the page's
-    :meth:`~mars_demo.access.Access.check_score_work`)."""
+    :meth:`~mars_demo.hosting.access.Access.check_score_work`)."""
     if model.tokenizer is None:
         return
     lengths = [len(a.token_texts) for a in answers.answers]

@@ -26,7 +26,7 @@ an eager forward. The other choices are for measuring (``python -m mars_demo.ben
   a new cache, and a new compiled graph. After each call :func:`check_compiled` makes sure the
   compiled forward was really used; it raises where transformers skipped it. Never on ZeroGPU,
   where ``torch.compile`` is not allowed: the app refuses it there at start-up
-  (:func:`mars_demo.zerogpu.decoding_refusal`; this floor knows nothing of ZeroGPU).
+  (:func:`mars_demo.hosting.zerogpu.decoding_refusal`; this floor knows nothing of ZeroGPU).
 
 Importing this module imports neither torch nor transformers.
 """

@@ -3,7 +3,7 @@ chance of being right (see :mod:`mars_demo.texts`)."""
 
 from __future__ import annotations
 
-# --- public mode and per-visitor limits (mars_demo/access.py) ------------------------------------
+# --- public mode and per-visitor limits (mars_demo/hosting/access.py) ------------------------------------
 
 ACCESS_METHODS_NOT_OFFERED = (
     "method(s) {methods} are not offered on this server (they need an extra model or LLM pass); "

@@ -8,8 +8,8 @@ Five folders, each on a floor of its own (tests/test_layers.py): :mod:`~mars_dem
 Ask page (its layout, events, panels' declaration and handlers); :mod:`~mars_demo.ui.work`, what
 a request starts (its inputs checked, the engine's host, the worker thread, the API);
 :mod:`~mars_demo.ui.draw`, an analysis drawn as HTML and figures; :mod:`~mars_demo.ui.views`, the
-Evaluation view; :mod:`~mars_demo.ui.hosting`, a public page's guards, which enforce the visitor
-policy (:mod:`mars_demo.access`) on the server. :mod:`~mars_demo.ui.launch` gives what
+Evaluation view; :mod:`~mars_demo.ui.guards`, a public page's guards, which enforce the visitor
+policy (:mod:`mars_demo.hosting.access`) on the server. :mod:`~mars_demo.ui.launch` gives what
 ``demo.launch`` needs (and :func:`stop`, what a stop does).
 """
 

@@ -1,8 +1,8 @@
 """What ``demo.launch`` needs besides the page itself: the CSS, the page's script, the theme, the
-upload limit, the bounds of what the server keeps per visitor (:mod:`mars_demo.ui.hosting.memory`,
-:mod:`mars_demo.ui.hosting.uploads`) and, on a public page, the routes it serves
-(:mod:`mars_demo.ui.hosting.route_list`) and the request and connection limits
-(:mod:`mars_demo.ui.hosting.limits`, :mod:`mars_demo.ui.hosting.connections`)."""
+upload limit, the bounds of what the server keeps per visitor (:mod:`mars_demo.ui.guards.memory`,
+:mod:`mars_demo.ui.guards.uploads`) and, on a public page, the routes it serves
+(:mod:`mars_demo.ui.guards.route_list`) and the request and connection limits
+(:mod:`mars_demo.ui.guards.limits`, :mod:`mars_demo.ui.guards.connections`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import Access
+from mars_demo.hosting.access import Access
 from mars_demo.ui.draw import render
-from mars_demo.ui.hosting import connections, limits, memory, route_list, sessions, uploads
+from mars_demo.ui.guards import connections, limits, memory, route_list, sessions, uploads
 from mars_demo.ui.page import ASSETS
 
 CSS_PATH = ASSETS / "style.css"
@@ -77,11 +77,11 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
     theme (Gradio 6 takes them there) and the upload limit. With ``demo`` (built by
     :func:`~mars_demo.ui.page.layout.build_demo`) also what runs when the server starts
     (:func:`on_start`) and, on a public page, the list of routes it serves
-    (:class:`~mars_demo.ui.hosting.route_list.RouteList`) and the request limits
-    (:class:`~mars_demo.ui.hosting.limits.RequestLimits`); the server then keeps each connection's own
-    address (:func:`~mars_demo.ui.hosting.limits.keep_peer_addresses`), so that only the page's
-    :class:`~mars_demo.clients.ClientIdentity` reads X-Forwarded-For; and on every page the
-    sessions' scope (:class:`~mars_demo.ui.hosting.sessions.SessionScope`: who makes a session, and no
+    (:class:`~mars_demo.ui.guards.route_list.RouteList`) and the request limits
+    (:class:`~mars_demo.ui.guards.limits.RequestLimits`); the server then keeps each connection's own
+    address (:func:`~mars_demo.ui.guards.limits.keep_peer_addresses`), so that only the page's
+    :class:`~mars_demo.hosting.clients.ClientIdentity` reads X-Forwarded-For; and on every page the
+    sessions' scope (:class:`~mars_demo.ui.guards.sessions.SessionScope`: who makes a session, and no
     session left behind by a request outside the queue)."""
     options: dict[str, Any] = {
         "css_paths": [CSS_PATH],
@@ -112,10 +112,10 @@ def launch_options(demo: gr.Blocks | None = None) -> dict[str, Any]:
 
 def on_start(app: Any, config: Any, *, demo: gr.Blocks, access: Access) -> None:
     """When ``demo``'s server starts (``app`` its Starlette app, ``config`` uvicorn's): bound
-    what it keeps per visitor and request (:func:`~mars_demo.ui.hosting.memory.bound_memory`, which
-    keeps sessions by what they hold; :func:`~mars_demo.ui.hosting.uploads.bounded_upload_progress`); on
+    what it keeps per visitor and request (:func:`~mars_demo.ui.guards.memory.bound_memory`, which
+    keeps sessions by what they hold; :func:`~mars_demo.ui.guards.uploads.bounded_upload_progress`); on
     a public page also guard its connections, hosts and
-    origins (:func:`~mars_demo.ui.hosting.connections.guard_server`)."""
+    origins (:func:`~mars_demo.ui.guards.connections.guard_server`)."""
     memory.bound_memory(demo, app, client_of=lambda event: access.client_of(
         getattr(getattr(event, "request", None), "scope", None) or {}))
     uploads.bounded_upload_progress()

@@ -3,6 +3,6 @@
 HTML, rendering the analysis' own verdict) and its Plotly figures (``plots.py``).
 
 Pure functions of an :class:`~mars_demo.result.AnalysisResult`; it may import
-:mod:`mars_demo.ui.hosting` (what a public page shows of a model), never the page, the views or
+:mod:`mars_demo.ui.guards` (what a public page shows of a model), never the page, the views or
 the work (tests/test_layers.py).
 """

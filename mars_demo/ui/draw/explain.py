@@ -10,7 +10,7 @@ import math
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
 from mars_demo.verdict import placement
-from mars_demo.ui.hosting.redact import public_model_name
+from mars_demo.ui.guards.redact import public_model_name
 from mars_demo.ui.draw.render import (
     answer_tokens_html,
     esc,

@@ -4,7 +4,7 @@
 disk (``example_store.py``).
 
 It may import :mod:`mars_demo.ui.work`, :mod:`mars_demo.ui.draw`, :mod:`mars_demo.ui.views` and
-:mod:`mars_demo.ui.hosting`; only :mod:`mars_demo.ui.launch` and the package's ``__init__``
+:mod:`mars_demo.ui.guards`; only :mod:`mars_demo.ui.launch` and the package's ``__init__``
 import it (tests/test_layers.py).
 """
 

@@ -6,7 +6,7 @@ in a :class:`~mars_demo.ui.work.worker.Worker` thread; the API functions are in 
 
 Errors never escape a UI handler: they become a visible message, and the server keeps serving.
 Every text a visitor gets (results, warnings, errors, the banner, the download) goes through the
-page's one :class:`~mars_demo.ui.hosting.redact.Redactor`.
+page's one :class:`~mars_demo.ui.guards.redact.Redactor`.
 
 The error and warnings boxes stay "visible" and are emptied instead of hidden: with Gradio 6.17, an
 update that makes a hidden component visible is not shown when the same yield skips other outputs
@@ -25,7 +25,7 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import Access
+from mars_demo.hosting.access import Access
 from mars_demo.downloads import DownloadStore
 from mars_demo.errors import (
     AnalysisCancelled,
@@ -51,9 +51,9 @@ from mars_demo.ui.work.api import Api
 from mars_demo.ui.page.example_store import ExampleStore
 from mars_demo.ui.work.host import EngineHost, EngineNotReady
 from mars_demo.ui.work.pasted import pasted_answers
-from mars_demo.ui.hosting.redact import Redactor
+from mars_demo.ui.guards.redact import Redactor
 from mars_demo.ui.page.waits import RecentWaits
-from mars_demo.zerogpu import GpuRefused
+from mars_demo.hosting.zerogpu import GpuRefused
 
 log = logging.getLogger(__name__)
 

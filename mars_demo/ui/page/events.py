@@ -17,7 +17,7 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import ENGINE_GROUP, VIEW_GROUP
+from mars_demo.hosting.access import ENGINE_GROUP, VIEW_GROUP
 from mars_demo.ui.work import controls
 from mars_demo.ui.page.controller import (
     BANNER_OUTPUTS,
@@ -26,7 +26,7 @@ from mars_demo.ui.page.controller import (
     ask_outputs,
     scoring_view_outputs,
 )
-from mars_demo.ui.hosting.kept_renders import RenderCache
+from mars_demo.ui.guards.kept_renders import RenderCache
 
 ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
 VIEW_QUEUE = VIEW_GROUP  # concurrency group of every other queued event: one at a time too
@@ -107,7 +107,7 @@ class _Wiring:
 
 def _wire_rerender(w: _Wiring) -> Any:
     """The one re-render from the stored result (no model; each view of a result rendered once,
-    ui/hosting/kept_renders.py): on either toggle, and whenever a result is stored (an Ask's,
+    ui/guards/kept_renders.py): on either toggle, and whenever a result is stored (an Ask's,
     pasted answers', a re-score's), with the toggles as they are then, which the visitor may
     have flipped while the answer streamed. It is registered here alone: no event chains
     ``.then(show_scoring)`` after an analysis (one client ran four re-renders at once that

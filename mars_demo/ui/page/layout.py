@@ -9,7 +9,7 @@ concurrency group :data:`~mars_demo.ui.page.events.ENGINE_QUEUE` with a limit of
 and two requests never interleave inside a model call (the engine's own lock makes sure of it too).
 Up to :data:`QUEUE_MAX_SIZE` (32) more requests wait in Gradio's queue, in order; beyond that
 Gradio refuses a request with "queue full". On a public page each client holds at most a few of
-those places, whatever events it calls (:func:`mars_demo.ui.hosting.limits.limit_queue`). Every other
+those places, whatever events it calls (:func:`mars_demo.ui.guards.limits.limit_queue`). Every other
 queued event (the scoring toggle's re-render, the banner, the Evaluation view's "Show") touches no
 model and shares the group :data:`~mars_demo.ui.page.events.VIEW_QUEUE`, also one at a time, so that however many of them
 come they take one core from the engine at most. What a visitor sees (the
@@ -29,10 +29,10 @@ from typing import Any
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.access import Access
+from mars_demo.hosting.access import Access
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui.draw import methods_panel, render
-from mars_demo.ui.hosting.limits import limit_queue
+from mars_demo.ui.guards.limits import limit_queue
 from mars_demo.ui.page import ASSETS, panels
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.page.events import ENGINE_QUEUE, wire_events
@@ -82,7 +82,7 @@ def build_demo(
     With ``load`` (the default) the engine's models start loading in a background thread right
     away, unless they are loaded already; the page opens meanwhile and says so. With
     ``load_here`` they load in this thread before the page is built (what a ZeroGPU Space needs,
-    see :mod:`mars_demo.zerogpu`); a failure shows on the page all the same. Launch the result
+    see :mod:`mars_demo.hosting.zerogpu`); a failure shows on the page all the same. Launch the result
     with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
     ``queue_max_size``: requests that may wait in Gradio's queue (tests use a small one).
     ``access``: what visitors may do (:mod:`mars_demo.ui.access`); the default is a local page

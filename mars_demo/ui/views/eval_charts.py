@@ -10,7 +10,7 @@ from typing import Any
 from mars_demo.evaluation.records import Record
 from mars_demo.evaluation.schema import Report
 from mars_demo.ui.draw.plots import GRID
-from mars_demo.ui.hosting.kept_renders import plot_data
+from mars_demo.ui.guards.kept_renders import plot_data
 
 MAX_POINTS = 500  # points of one curve sent to the page
 #: the figures of one column per measure (report.figures): drawn one chart per measure, side by

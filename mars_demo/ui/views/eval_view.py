@@ -32,7 +32,7 @@ import threading
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import VIEW_GROUP
+from mars_demo.hosting.access import VIEW_GROUP
 from mars_demo.evaluation import METRIC_TITLES, METRICS
 from mars_demo.evaluation.labels import model_id, row_label
 from mars_demo.evaluation.checks import DIFF, RunFileError
@@ -474,7 +474,7 @@ def build(view: EvaluationView) -> None:
         update["eval_roc_methods_1"] = top[0] if top else None
         return tuple(update.get(name, gr.skip()) for name in names)
 
-    # one at a time with every other event that runs no model (mars_demo.access.VIEW_GROUP)
+    # one at a time with every other event that runs no model (mars_demo.hosting.access.VIEW_GROUP)
     button.click(handler, inputs=[run, report, results],
                  outputs=[components[name] for name in names], api_name="evaluation_show",
                  api_visibility="private",

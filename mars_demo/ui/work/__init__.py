@@ -3,6 +3,6 @@
 time, model loading), the worker thread that runs an analysis and relays its events
 (``worker.py``) and the API's handlers (``api.py``).
 
-It may import :mod:`mars_demo.ui.draw` and :mod:`mars_demo.ui.hosting`, never the page
+It may import :mod:`mars_demo.ui.draw` and :mod:`mars_demo.ui.guards`, never the page
 (tests/test_layers.py).
 """

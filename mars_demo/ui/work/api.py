@@ -1,6 +1,6 @@
 """The page's API (``/analyze`` and ``/score``): the same work as the page's buttons, for
 ``gradio_client`` and raw HTTP, returning the analysis JSON (as visitors may see it, through the
-page's one :class:`~mars_demo.ui.hosting.redact.Redactor`).
+page's one :class:`~mars_demo.ui.guards.redact.Redactor`).
 
 No ``from __future__ import annotations`` here: ``gr.api`` reads the API function's type hints,
 return type included, at runtime.

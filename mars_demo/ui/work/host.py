@@ -141,7 +141,7 @@ class EngineHost:
     def load_here(self) -> None:
         """Load the models in this thread, before the page serves (a ZeroGPU Space must place
         its models at start-up in the thread that imported ``spaces``: see
-        :mod:`mars_demo.zerogpu`). A failure is logged and kept in the status, as in the
+        :mod:`mars_demo.hosting.zerogpu`). A failure is logged and kept in the status, as in the
         background."""
         self._set_status(state="loading", stage="", fraction=0.0, error="")
         self._load()

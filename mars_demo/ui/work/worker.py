@@ -9,7 +9,7 @@ updates. Closing the handler (a closed tab, a cancelled request) closes those ev
 cancels the worker, so an analysis stops at its next generated token or stage.
 
 Every call that runs the models (and so a GPU) goes through the two functions under "GPU work",
-decorated with ``@spaces.GPU`` (:mod:`mars_demo.zerogpu`; a no-op off a ZeroGPU Space). On
+decorated with ``@spaces.GPU`` (:mod:`mars_demo.hosting.zerogpu`; a no-op off a ZeroGPU Space). On
 ZeroGPU they run in another process, so they take only what pickles (the question, the settings,
 the answers, a :class:`GpuCall` naming the engine) and yield their progress, streamed text and
 result as events instead of calling back. The page relays those events as they are; the API
@@ -35,7 +35,7 @@ from typing import Any
 
 import gradio as gr
 
-from mars_demo import zerogpu
+from mars_demo.hosting import zerogpu
 from mars_demo.answers import WorkCap
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.progress import Progress
@@ -100,7 +100,7 @@ def gpu_score(host: EngineHost, answers: Any, settings: Settings, *,
               reuse: AnalysisResult | None = None, cap: WorkCap | None = None) -> AnalysisResult:
     """Score given answers, or re-score a result (:func:`score_on_gpu`); ``cap``: the most
     their teacher-forced pass may cost (a public page's, :attr:`Access.work_cap
-    <mars_demo.access.Access.work_cap>`)."""
+    <mars_demo.hosting.access.Access.work_cap>`)."""
     with host.holding(settings, progress) as (engine, settings):
         with _calling(engine, should_stop) as where:
             return _follow(score_on_gpu(where, answers, settings, reuse, cap), progress, None,
@@ -132,7 +132,7 @@ def analysis_events(host: EngineHost, question: str, settings: Settings) -> Iter
     """The events of one analysis of ``question`` with ``host``'s engine, for the page to relay
     as they come (:func:`relay`): those of :func:`analyze_on_gpu`, whose one worker thread runs
     the engine, with the engine held for the request (:meth:`EngineHost.holding`). A refusal
-    of ZeroGPU is raised as :class:`~mars_demo.zerogpu.GpuRefused`; closing the events stops
+    of ZeroGPU is raised as :class:`~mars_demo.hosting.zerogpu.GpuRefused`; closing the events stops
     the analysis and frees the engine."""
     with host.holding(settings) as (engine, settings):
         with _calling(engine, None) as where:
@@ -239,7 +239,7 @@ def _follow(events: Generator[Event, None, None], progress: Progress | None,
 def _refusals_explained(events: Iterator[Event]) -> Iterator[Event]:
     """``events``, with ZeroGPU's refusals (no quota left, no GPU free, a task aborted: the
     ``spaces`` package raises them as ``gr.Error``; nothing else in the GPU work does) turned
-    into :class:`~mars_demo.zerogpu.GpuRefused`, whose message the page shows as it is."""
+    into :class:`~mars_demo.hosting.zerogpu.GpuRefused`, whose message the page shows as it is."""
     try:
         yield from events
     except gr.Error as err:

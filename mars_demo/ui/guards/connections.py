@@ -3,18 +3,18 @@ them (covered by tests/test_hostile_server.py).
 
 :func:`guarded_protocol` (:class:`GuardedConnection`, :class:`ConnectionLimits`): a connection
 must send a request's headers within :attr:`Access.header_timeout
-<mars_demo.access.Access.header_timeout>` seconds, on its opening and between two requests
+<mars_demo.hosting.access.Access.header_timeout>` seconds, on its opening and between two requests
 (uvicorn waits for them without limit: a connection that never finishes them holds a file
 descriptor for good, and ~1,000 of them made the server refuse every connection);
 a request's body may pause at most :attr:`Access.body_timeout
-<mars_demo.access.Access.body_timeout>` seconds and, past that time from its headers, must
-average :data:`~mars_demo.access.MIN_BODY_RATE` (uvicorn waits for a body without limit too: one
+<mars_demo.hosting.access.Access.body_timeout>` seconds and, past that time from its headers, must
+average :data:`~mars_demo.hosting.access.MIN_BODY_RATE` (uvicorn waits for a body without limit too: one
 byte every few seconds held a connection for good); and one client holds at most
 :attr:`Access.connections_per_client` connections (more are answered HTTP 429 and closed). Behind
 a proxy (a Space, ``--trusted-proxy``) the connections are the proxy's, so only the timeouts apply
 here: the proxy limits its clients (docs/public-page.md says what to set in nginx).
 
-Which hosts and web sites the page answers is :mod:`mars_demo.ui.hosting.origins`. Neither can be set
+Which hosts and web sites the page answers is :mod:`mars_demo.ui.guards.origins`. Neither can be set
 through ``demo.launch``: :class:`OnStart` installs both when the server starts (its lifespan),
 before it accepts a connection.
 """
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import MIN_BODY_RATE, Access
-from mars_demo.ui.hosting.origins import replace_cors
+from mars_demo.hosting.access import MIN_BODY_RATE, Access
+from mars_demo.ui.guards.origins import replace_cors
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def guard_server(app: Any, config: Any, access: Access,
     """On a public page's start: the connection guard in uvicorn's HTTP protocol
     (:func:`guarded_protocol`), the open-file limit raised to what the system allows
     (:func:`more_open_files`), and Gradio's CORS middleware replaced by the page's own host and
-    origin checks (:func:`~mars_demo.ui.hosting.origins.replace_cors`; ``share_url``: the page's
+    origin checks (:func:`~mars_demo.ui.guards.origins.replace_cors`; ``share_url``: the page's
     ``*.gradio.live`` address once it has one)."""
     if config is not None and hasattr(config, "http_protocol_class"):
         config.http_protocol_class = guarded_protocol(config.http_protocol_class, access)
@@ -165,7 +165,7 @@ class GuardedConnection:
     opening and again from the end of each response until then. From then until its body is in
     (the cycle's ``more_body`` turns False) or the response is sent, the body is watched every
     :data:`BODY_CHECK_S`: closed when it paused ``body_timeout`` seconds, or when it is past
-    ``body_timeout`` + its bytes / :data:`~mars_demo.access.MIN_BODY_RATE` seconds from the
+    ``body_timeout`` + its bytes / :data:`~mars_demo.hosting.access.MIN_BODY_RATE` seconds from the
     headers; time the server itself does not read (uvicorn pauses reading a body the app has not
     taken yet, or waits for the app before answering ``Expect: 100-continue``) does not count.
     A client past its connections is answered 429 and closed."""

@@ -11,10 +11,10 @@ re-scoring silently did nothing. :class:`Sessions` replaces Gradio's ``StateHold
 - a session that holds a result is never dropped to make room for one that holds none: past
   :data:`MAX_EMPTY` sessions without a result, the least recently used of those (with no event
   waiting or running) goes; one client keeps at most :data:`EMPTY_PER_CLIENT` of them;
-- sessions holding a result are at most :data:`~mars_demo.ui.hosting.memory.MAX_SESSIONS`, at most
+- sessions holding a result are at most :data:`~mars_demo.ui.guards.memory.MAX_SESSIONS`, at most
   :data:`RESULTS_PER_CLIENT` of one client, and at most :data:`RESULTS_PER_NETWORK` of the clients
   of one IPv6 /48 together (:meth:`ClientIdentity.network
-  <mars_demo.clients.ClientIdentity.network>`, the queue's second tier): past any, that group's
+  <mars_demo.hosting.clients.ClientIdentity.network>`, the queue's second tier): past any, that group's
   least recently used one goes (:meth:`Sessions.settle`, when an event has sent its result). One
   client of a /64 keeps 8, and a /48 holds 65,536 /64s: 64 of them, each asking 8 questions
   answered from the example store, filled the 500 places in about a minute and erased every other
@@ -25,7 +25,7 @@ re-scoring silently did nothing. :class:`Sessions` replaces Gradio's ``StateHold
   links (:class:`LeanSession`).
 
 :class:`SessionScope` (ASGI middleware) also tells the sessions who made them: the client of the
-request (:meth:`Access.client_of <mars_demo.access.Access.client_of>`).
+request (:meth:`Access.client_of <mars_demo.hosting.access.Access.client_of>`).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any
 
 from gradio.state_holder import SessionState, StateHolder
 
-from mars_demo.access import Access
-from mars_demo.clients import ClientIdentity
-from mars_demo.ui.hosting.limits import DIRECT_ROUTE
+from mars_demo.hosting.access import Access
+from mars_demo.hosting.clients import ClientIdentity
+from mars_demo.ui.guards.limits import DIRECT_ROUTE
 
 MAX_EMPTY = 1000  # sessions without a result kept at most (the oldest-used go first)
 EMPTY_PER_CLIENT = 20  # ... of them one client may make
@@ -73,7 +73,7 @@ class Sessions(StateHolder):
     """Gradio's ``StateHolder`` that keeps sessions by what they hold (see the module).
 
     ``holds_result(state)`` and ``busy(session)`` (an event of it waits or runs) come from the
-    page's memory bounds (:class:`~mars_demo.ui.hosting.memory.MemoryBounds`), which also call
+    page's memory bounds (:class:`~mars_demo.ui.guards.memory.MemoryBounds`), which also call
     :meth:`settle` after each event and :meth:`drop`. Overrides ``__getitem__`` (which makes a
     session for an id it does not know) and ``update`` (Gradio's drop of the least recently used
     one) of Gradio 6.17's ``StateHolder``."""
@@ -209,7 +209,7 @@ def _now() -> datetime.datetime:
 
 class SessionScope:
     """ASGI middleware of every page: each request runs knowing its client (for the sessions it
-    makes), and a request outside the queue (:data:`~mars_demo.ui.hosting.limits.DIRECT_ROUTE`) leaves
+    makes), and a request outside the queue (:data:`~mars_demo.ui.guards.limits.DIRECT_ROUTE`) leaves
     none of the sessions it made behind unless it holds a result
     (:meth:`Sessions.forget_made`)."""
 

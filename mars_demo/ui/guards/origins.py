@@ -23,9 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import Access
-from mars_demo.clients import host_name, web_origin
-from mars_demo.ui.hosting.limits import send_json
+from mars_demo.hosting.access import Access
+from mars_demo.hosting.clients import host_name, web_origin
+from mars_demo.ui.guards.limits import send_json
 
 
 class PageHosts:

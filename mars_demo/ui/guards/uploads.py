@@ -6,7 +6,7 @@ uploads that were made.
 - :func:`refused_files` finds, in an event's data, the file inputs whose path is an address
   (``https://...``, any scheme) or lies outside Gradio's upload folder. Gradio would download an
   address into its cache (from any public host, with no size cap, resolving its name first) and
-  reads a server path it was given. The queue's door (:class:`~mars_demo.ui.hosting.limits.QueueDoor`)
+  reads a server path it was given. The queue's door (:class:`~mars_demo.ui.guards.limits.QueueDoor`)
   refuses them at once (HTTP 400); :func:`guard_file_inputs` refuses them again where every
   route's events run (``Blocks.process_api``), before Gradio's downloader: a non-queued event
   (``/run/``), or anything that reaches an event past the door.

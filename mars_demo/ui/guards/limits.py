@@ -1,6 +1,6 @@
 """The public page's limits, where requests come in: Gradio's queue and an ASGI middleware.
 
-What is allowed is decided in :mod:`mars_demo.access` (the visitor policy); this module enforces
+What is allowed is decided in :mod:`mars_demo.hosting.access` (the visitor policy); this module enforces
 it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/test_public.py):
 
 - :func:`limit_queue` wraps the queue's ``push``, the one door of every queued call
@@ -8,12 +8,12 @@ it on the web server (Gradio 6.17, covered by tests/test_hostile.py and tests/te
   (:meth:`Access.places_for`, :attr:`Access.queue_places`), and its IPv6 /48 a few more, whatever
   events it calls; it may keep the view group busy only so long (:attr:`Access.view_share`); and
   a file input that is no upload (an address, a server path) is refused before Gradio would
-  download or read it (:mod:`mars_demo.ui.hosting.uploads`);
+  download or read it (:mod:`mars_demo.ui.guards.uploads`);
 - :class:`RequestLimits` caps every request body before it is read (HTTP 413), and uploads to one
   file per request and a few per client and hour (which routes a public page serves, and which
-  it serves under the per-client rate, is :mod:`mars_demo.ui.hosting.route_list`);
+  it serves under the per-client rate, is :mod:`mars_demo.ui.guards.route_list`);
 - :func:`keep_peer_addresses` keeps uvicorn from replacing the connection's address with
-  ``X-Forwarded-For``, so that only :class:`~mars_demo.clients.ClientIdentity` reads that header.
+  ``X-Forwarded-For``, so that only :class:`~mars_demo.hosting.clients.ClientIdentity` reads that header.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from collections.abc import Callable
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import (
+from mars_demo.hosting.access import (
     ENGINE_GROUP,
     VIEW_BURST_S,
     VIEW_GROUP,
     VIEW_MIN_COST_S,
     Access,
 )
-from mars_demo.clients import Allowance
-from mars_demo.ui.hosting.uploads import guard_file_inputs, refused_files
+from mars_demo.hosting.clients import Allowance
+from mars_demo.ui.guards.uploads import guard_file_inputs, refused_files
 
 MAX_REQUEST_BYTES = 512 * 1024  # any request body but an upload (the largest form is ~250 KB)
 UPLOAD_FRAMING_BYTES = 64 * 1024  # multipart framing around one uploaded file
@@ -64,7 +64,7 @@ def keep_peer_addresses() -> None:
 def limit_queue(demo: Any, access: Access) -> QueueDoor:
     """Enforce the visitor policy at the queue's door (``demo.queue()`` must have been called):
     see :class:`QueueDoor`; and refuse a file input that is no upload wherever an event runs
-    (:func:`~mars_demo.ui.hosting.uploads.guard_file_inputs`). Returns the door."""
+    (:func:`~mars_demo.ui.guards.uploads.guard_file_inputs`). Returns the door."""
     door = QueueDoor(demo, access)
     door.install()
     guard_file_inputs(demo)
@@ -76,7 +76,7 @@ class QueueDoor:
     ``Queue.send_message`` (an event started, an event sent its result), wrapped once.
 
     - A file input whose path is an address or lies outside Gradio's upload folder is refused
-      (HTTP 400), on every page (:func:`~mars_demo.ui.hosting.uploads.refused_files`): Gradio would fetch
+      (HTTP 400), on every page (:func:`~mars_demo.ui.guards.uploads.refused_files`): Gradio would fetch
       an address (from any public host, with no size limit), and a visitor must never make the
       server fetch anything.
     - On a page with per-client limits, an event is refused (HTTP 429) when its client already
@@ -86,7 +86,7 @@ class QueueDoor:
       :attr:`Access.network_queue_places` together. The count and the push run under one lock,
       so parallel requests cannot slip through together.
     - An event of :data:`VIEW_GROUP` is refused (HTTP 429) while its client owes time of the
-      group's worker (:class:`~mars_demo.clients.Allowance` of :attr:`Access.view_share`); each
+      group's worker (:class:`~mars_demo.hosting.clients.Allowance` of :attr:`Access.view_share`); each
       one that ran is charged its time there, at least :data:`VIEW_MIN_COST_S`.
 
     An event stops counting once its result was sent ("process_completed"), not when Gradio

@@ -22,7 +22,7 @@ Gradio 6.17 keeps, without bound or for long:
 back to the system now and then, :func:`trim_heap`): once an event has sent its result,
 its session's component configs (kept only for Gradio's deep links, which this page does not
 offer) and the copies under new ids are let go; sessions are kept by what they hold
-(:class:`~mars_demo.ui.hosting.sessions.Sessions`): one that holds no result (``gr.State``), with nothing
+(:class:`~mars_demo.ui.guards.sessions.Sessions`): one that holds no result (``gr.State``), with nothing
 pending, is let go at once, any other after :data:`SESSION_IDLE_S` without an event or beyond the
 newest :data:`MAX_SESSIONS`; a finished event's records go once its result was read, an unread
 result (its messages with it) after :data:`FINISHED_KEEP_S` (time enough to read it) or beyond the
@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any
 
-from mars_demo.ui.hosting.sessions import Sessions
+from mars_demo.ui.guards.sessions import Sessions
 
 log = logging.getLogger(__name__)
 

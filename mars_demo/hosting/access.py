@@ -1,6 +1,6 @@
 """What a visitor of a served page may do: public mode, the model switch, BEM, per-visitor limits,
-and how a visitor is told apart (:mod:`mars_demo.clients`). Pure policy: no gradio, no web
-server (those are in :mod:`mars_demo.ui.hosting.limits`).
+and how a visitor is told apart (:mod:`mars_demo.hosting.clients`). Pure policy: no gradio, no web
+server (those are in :mod:`mars_demo.ui.guards.limits`).
 
 A page is **public** when anyone but the host can reach it: ``--share`` (a *.gradio.live link),
 a ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hugging Face Space
@@ -13,14 +13,14 @@ a ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hu
   in characters (:meth:`Access.check_score_work`) and, once the LLM's tokenizer has read them,
   in tokens, with at most :attr:`Access.max_prompt_tokens` prompt tokens
   (:attr:`Access.work_cap`, which the teacher-forced pass checks);
-- each client (:class:`~mars_demo.clients.ClientIdentity`; an IPv6 client is its /64 network)
+- each client (:class:`~mars_demo.hosting.clients.ClientIdentity`; an IPv6 client is its /64 network)
   holds at most a few places in Gradio's queue: at most :attr:`Access.per_client` analyses,
   :data:`VIEW_PLACES` of any other event, and :data:`QUEUE_PLACES` in all
   (:meth:`Access.places_for`), and the /64s of one IPv6 /48 together a few more
   (:meth:`Access.network_places_for`); more are refused at once (HTTP 429);
 - every queued event that does not run the models shares one concurrency group,
   :data:`VIEW_GROUP`, which runs one event at a time, and one client may keep it busy for at
-  most :attr:`Access.view_share` of the time (:class:`~mars_demo.clients.Allowance`); requests
+  most :attr:`Access.view_share` of the time (:class:`~mars_demo.hosting.clients.Allowance`); requests
   outside the queue (the page's quick checks) come at most :attr:`Access.direct_rate` a second
   per client;
 - a connection must send its headers, and then its body, in time, and one client holds a few
@@ -28,7 +28,7 @@ a ``--host`` that is not a loopback address (0.0.0.0, a LAN address...), or a Hu
   :attr:`Access.connections_per_client`); a request must name a host of the page
   (:attr:`Access.hosts`), and only the page's own web pages, and those the host names, may call
   it from a browser (:attr:`Access.allowed_origins`). The web server enforces them
-  (:mod:`mars_demo.ui.hosting.connections`, :mod:`mars_demo.ui.hosting.origins`).
+  (:mod:`mars_demo.ui.guards.connections`, :mod:`mars_demo.ui.guards.origins`).
 
 Everywhere, a visitor may ask only for the uncertainty methods of :attr:`Access.methods` (by
 default the free ones, :data:`mars_demo.methods.FREE`: nothing beyond what every analysis
@@ -46,7 +46,7 @@ from typing import Any
 
 from mars_demo import texts
 from mars_demo.answers import AnswerSet, WorkCap
-from mars_demo.clients import ClientIdentity, hosts_of, is_address, is_loopback
+from mars_demo.hosting.clients import ClientIdentity, hosts_of, is_address, is_loopback
 from mars_demo.methods import FREE
 from mars_demo.options import SERVER, OptionError
 
@@ -110,7 +110,7 @@ class Access:
     (the server-side allowed set; the free ones unless the host says otherwise).
     ``header_timeout`` / ``connections_per_client``: seconds a connection may take to send a
     request's headers, connections one client may hold open (None: no limit; see
-    :mod:`mars_demo.ui.hosting.connections`). ``body_timeout``: seconds a request's body may pause (and,
+    :mod:`mars_demo.ui.guards.connections`). ``body_timeout``: seconds a request's body may pause (and,
     at :data:`MIN_BODY_RATE`, take beyond that). ``allowed_origins``: web origins other than the
     page's own whose pages may call this one from a browser (a public page allows none by
     default). ``hosts``: the host names a public page answers to besides a Space's and its share

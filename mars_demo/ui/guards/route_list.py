@@ -5,11 +5,11 @@ covered by tests/test_hostile_routes.py).
 
 - :data:`SERVED`: served as it is (the page, its files and configuration, reading results);
 - :data:`QUEUED`: served under the per-client places of the queue (the queue's door,
-  :class:`~mars_demo.ui.hosting.limits.QueueDoor`);
+  :class:`~mars_demo.ui.guards.limits.QueueDoor`);
 - :data:`RATED`: served under the per-client rate of requests outside the queue
-  (:attr:`Access.direct_rate <mars_demo.access.Access.direct_rate>`, checked here);
+  (:attr:`Access.direct_rate <mars_demo.hosting.access.Access.direct_rate>`, checked here);
 - :data:`UPLOADS`: served under the per-client uploads an hour
-  (:class:`~mars_demo.ui.hosting.limits.RequestLimits`);
+  (:class:`~mars_demo.ui.guards.limits.RequestLimits`);
 - :data:`REFUSED`: answered 404 before anything runs.
 
 :class:`RouteList` (ASGI middleware of a public page) finds the route a request goes to the way
@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.access import DIRECT_BURST, Access
-from mars_demo.clients import Allowance
-from mars_demo.ui.hosting.limits import send_json
+from mars_demo.hosting.access import DIRECT_BURST, Access
+from mars_demo.hosting.clients import Allowance
+from mars_demo.ui.guards.limits import send_json
 
 SERVED = "served"
 QUEUED = "served under the per-client queue places"
@@ -172,7 +172,7 @@ class RouteList:
     goes to the route the app's router would pick, and its policy in :data:`ROUTES` decides;
     :data:`REFUSED`, unlisted and unmatched requests are answered 404 before anything runs, and
     :data:`RATED` ones beyond the client's :attr:`Access.direct_rate` (at most
-    :data:`~mars_demo.access.DIRECT_BURST` at once) 429. ``server_functions``: whether a
+    :data:`~mars_demo.hosting.access.DIRECT_BURST` at once) 429. ``server_functions``: whether a
     component of the page has server functions (:data:`SERVER_FUNCTIONS`).
 
     The live routes are read once and again whenever the app's router says they changed (its

@@ -2,7 +2,7 @@
 client of a request (:class:`ClientIdentity`, from what the deployment's proxy adds, an IPv6
 client by its /64 and its /48), a per-client allowance refilled over time (:class:`Allowance`),
 and the names a page answers to (:func:`host_name`, :func:`hosts_of`, :func:`web_origin`). Pure
-policy, as :mod:`mars_demo.access` that sets the limits: no gradio, no web server.
+policy, as :mod:`mars_demo.hosting.access` that sets the limits: no gradio, no web server.
 """
 
 from __future__ import annotations

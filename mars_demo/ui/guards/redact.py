@@ -89,7 +89,7 @@ class Redactor:
     @classmethod
     def for_page(cls, access: Any, settings: Any, describe: Mapping[str, Any] | None = None
                  ) -> Redactor:
-        """The redactor of a page with ``access`` (:class:`mars_demo.access.Access`) over an
+        """The redactor of a page with ``access`` (:class:`mars_demo.hosting.access.Access`) over an
         engine with ``settings`` and ``describe()`` (where a model may be spelled otherwise)."""
         models = [(k, getattr(settings, k, None)) for k in MODEL_KEYS]
         models += [(k, (describe or {}).get(k)) for k in MODEL_KEYS]
