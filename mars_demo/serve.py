@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.getLogger("mars_demo.app").info("example analyses kept in %s", examples)
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
                       runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run,
-                      example_cache=examples)
+                      example_cache=examples, warm_examples=not zero_gpu)
     try:
         demo.launch(
             server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)

@@ -143,6 +143,11 @@ VERDICT_WORKING = "Working out the verdict on this answer…"
 VERDICT_EXPECTED = (
     " Analyses here took about {seconds} s lately (the median of the last {count})."
 )
+VERDICT_EXPECTED_LIKE = (
+    " Analyses like this one ({samples} sampled answers of up to {tokens} tokens) took about "
+    "{seconds} s here lately (the median of the last {count})."
+)
+VERDICT_OVERRUN = " This one is taking longer: {elapsed} s so far."
 VERDICT_HOW = (
     "The page asks the model the same question again several times (the sampled answers) and "
     "counts how many of those answers the NLI model puts in the same meaning cluster as this "

@@ -44,13 +44,14 @@ from mars_demo.settings import (
     OptionError,
     Settings,
 )
-from mars_demo.ui import controls, methods_panel, panels, render, trust, worker
+from mars_demo.ui import controls, methods_panel, panels, render, trust, waits, worker
 from mars_demo.ui.api import Api
 from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.host import EngineHost, EngineNotReady
 from mars_demo.ui.pasted import pasted_answers
 from mars_demo.ui.redact import Redactor
 from mars_demo.ui.waits import RecentWaits
+from mars_demo.ui.example_warm import ExampleWarmer
 from mars_demo.zerogpu import GpuRefused
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ class Controller:
         # the example questions' analyses, made once (none kept without a folder)
         self.examples = examples or ExampleStore(None, ())
         self.waits = RecentWaits()  # how long analyses took lately (said before the first token)
+        # the examples analyzed in the background, started by the host (build_demo)
+        self.warmer = ExampleWarmer(host, self.examples, self.page_defaults, self.waits)
         self.downloads = DownloadStore()
         self.api = Api(self)
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
@@ -206,24 +209,26 @@ class Controller:
             yield self._shown(kept, scoring, note=texts.EXAMPLE_KEPT)
             return
         events = worker.analysis_events(self.host, question, settings)
-        result = yield from self._finish(events, str(question), scoring)
+        result = yield from self._finish(events, str(question), scoring, waits.kind(settings))
         if result is not None and self.examples.wants(result.question, settings, defaults):
             self.examples.put(result.question, settings, defaults, result)
 
-    def _finish(self, events: Iterator[worker.Event], question: str, scoring: str
-                ) -> Generator[dict[str, Any], None, AnalysisResult | None]:
+    def _finish(self, events: Iterator[worker.Event], question: str, scoring: str,
+                like: Any = None) -> Generator[dict[str, Any], None, AnalysisResult | None]:
         """Relay a running analysis, then show its result (or its error); returns the result
-        (None after an error). Its running time joins :attr:`waits`."""
+        (None after an error). Its running time joins :attr:`waits` under ``like``
+        (:func:`~mars_demo.ui.waits.kind`), whose expected wait it says while it runs."""
         started = time.monotonic()
         try:
             kind, payload = yield from worker.relay(
-                events, question, working=trust.working_html(self.waits.words()))
+                events, question,
+                working=lambda elapsed: trust.working_html(self.waits.words(like, elapsed)))
         finally:
             events.close()  # stops the analysis when closed early; a no-op once it is done
         if kind in ("error", "refused"):  # refused: nothing shown yet, no stale result stays
             yield self._failed(payload) if kind == "error" else self.refused(payload)
             return None
-        self.waits.add(time.monotonic() - started)
+        self.waits.add(time.monotonic() - started, like)
         yield self._shown(payload, scoring)
         return payload
 
@@ -381,7 +386,8 @@ class Controller:
             yield self.refused(exc)
             return
         events = worker.score_events(self.host, answers, settings, cap=self.access.work_cap)
-        yield from self._finish(events, answers.question, scoring)
+        yield from self._finish(events, answers.question, scoring,
+                                waits.kind(settings, given=len(answers.samples)))
 
     # --- models ---------------------------------------------------------------------------------
 
@@ -437,6 +443,8 @@ class Controller:
                 }
                 return
             elif kind == "done":
+                if self.warmer.started:  # the examples of the new models, in the background
+                    self.warmer.start()
                 yield {
                     "switch_status": self._note(texts.SWITCH_DONE.format(model=name)),
                     "banner": self.banner_html(),

@@ -74,6 +74,7 @@ def build_demo(
     runs_dir: str | Path | None = None,
     methods_run: Any = None,
     example_cache: str | Path | None = None,
+    warm_examples: bool = True,
 ) -> gr.Blocks:
     """Build the page around ``engine``.
 
@@ -92,7 +93,9 @@ def build_demo(
     or why there is none) among whose answers the "Compared with other methods" panel places
     each value; by default the run of :func:`~mars_demo.ui.methods_panel.reference_folder`.
     ``example_cache``: the folder where the example questions' analyses are kept once made
-    (:mod:`mars_demo.ui.example_store`; None: none are kept).
+    (:mod:`mars_demo.ui.example_store`; None: none are kept). ``warm_examples``: analyze
+    those the folder lacks in the background once the models are loaded
+    (:mod:`mars_demo.ui.example_warm`; not on ZeroGPU).
     """
     access = access or Access()
     host = EngineHost(engine)
@@ -106,6 +109,8 @@ def build_demo(
                         methods_run.run.name if methods_run.run is not None else None])
     controller = Controller(host, access, calibration=calibration, reference=methods_run,
                             examples=ExampleStore(example_cache, load_examples(), basis))
+    if warm_examples:
+        controller.warmer.start()
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         parts: dict[str, Any] = {}

@@ -86,10 +86,12 @@ class GpuCall:
 
 def gpu_analyze(host: EngineHost, question: str, settings: Settings, *,
                 progress: Progress | None = None, on_text: Callable[[str], None] | None = None,
-                should_stop: Callable[[], bool] | None = None) -> AnalysisResult:
+                should_stop: Callable[[], bool] | None = None,
+                visitor: bool = True) -> AnalysisResult:
     """Generate and score the answers to ``question`` with ``host``'s engine
-    (:func:`analyze_on_gpu`; held as :meth:`EngineHost.holding` says)."""
-    with host.holding(settings, progress) as (engine, settings):
+    (:func:`analyze_on_gpu`; held as :meth:`EngineHost.holding` says: ``visitor`` False for
+    the page's own background work)."""
+    with host.holding(settings, progress, visitor=visitor) as (engine, settings):
         with _calling(engine, should_stop) as where:
             return _follow(analyze_on_gpu(where, question, settings), progress, on_text,
                            should_stop)
@@ -301,7 +303,8 @@ class Worker:
         self._stop.set()
 
 
-def relay(events: Iterator[Event], question: str, working: str = ""
+def relay(events: Iterator[Event], question: str,
+          working: str | Callable[[float], str] = ""
           ) -> Generator[dict[str, Any], None, tuple[str, Any]]:
     """Yield the page updates of a running analysis (``events``: :func:`analysis_events`);
     return its ("done", result) or ("error", exception), or ("refused", exception) for work
@@ -311,17 +314,20 @@ def relay(events: Iterator[Event], question: str, working: str = ""
     verdict being worked out) in the verdict's place. Then the streaming answer and the stage
     progress, at most every :data:`STREAM_INTERVAL_S`, and the same again at least every
     :data:`HEARTBEAT_S` while nothing changes (Gradio notices a closed tab only between two
-    updates)."""
+    updates). ``working`` may be a function of the seconds since the analysis started: its
+    text is put in the verdict's place again whenever it changes (the expected wait overrun)."""
+    started = time.monotonic()
     kind, payload = _next(events)
     if kind in ("done", "error"):
         return ("refused" if kind == "error" else kind), payload
+    said = working(time.monotonic() - started) if callable(working) else working
     yield {
         "result": None,
         "error": "",
         "warnings": "",  # the last question's warnings must not stay beside this one
         "progress": render.progress_html(render.StageProgress()),
         "answer": render.streaming_html(question, ""),
-        "verdict": working,
+        "verdict": said,
         "results": gr.update(visible=False),
         "download": gr.update(value=None, visible=False),
     }
@@ -336,10 +342,14 @@ def relay(events: Iterator[Event], question: str, working: str = ""
             return kind, payload
         waited = time.monotonic() - shown
         if (changed and waited >= STREAM_INTERVAL_S) or waited >= HEARTBEAT_S:
-            yield {
+            update = {
                 "answer": render.streaming_html(question, partial),
                 "progress": render.progress_html(progress),
             }
+            now = working(time.monotonic() - started) if callable(working) else said
+            if now != said:
+                update["verdict"] = said = now
+            yield update
             shown, changed = time.monotonic(), False
         kind, payload = _next(events)
 
