@@ -17,9 +17,10 @@ shown only by :meth:`Controller.show`, which sets every output.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import gradio as gr
@@ -44,7 +45,7 @@ from mars_demo.settings import (
     OptionError,
     Settings,
 )
-from mars_demo.ui import controls, methods_panel, panels, render, trust, waits, worker
+from mars_demo.ui import controls, links, methods_panel, panels, render, trust, waits, worker
 from mars_demo.ui.api import Api
 from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.host import EngineHost, EngineNotReady
@@ -146,6 +147,7 @@ class Controller:
         self.downloads = DownloadStore()
         self.api = Api(self)
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
+        self.share_url: Callable[[], str | None] = lambda: None  # --share's link, once made
 
     def redactor(self) -> Redactor:
         """The page's one redaction of what visitors get (for the engine's models now)."""
@@ -473,6 +475,7 @@ class Controller:
             lines.append(("error", render.esc(redactor.text(
                 texts.BANNER_LOAD_FAILED.format(error=status.error)))))
         lines.append(("info", self._models_line(info, redactor)))
+        lines.append(("links", links.links_html(os.environ, self.share_url)))
         if info.get("cpu_fallback"):
             lines.append(("warn", render.esc(texts.BANNER_CPU_FALLBACK)))
         return render.banner_html(lines)

@@ -22,6 +22,7 @@ running analysis at the next generated token or stage (see
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ import gradio as gr
 from mars_demo import texts
 from mars_demo.access import Access
 from mars_demo.settings import MAX_QUESTION_CHARS
-from mars_demo.ui import controls, evaluation, methods_panel, panels, render
+from mars_demo.ui import controls, evaluation, links, methods_panel, panels, render
 from mars_demo.ui.controller import Controller
 from mars_demo.ui.events import ENGINE_QUEUE, wire_events
 from mars_demo.ui.example_store import ExampleStore
@@ -123,6 +124,7 @@ def build_demo(
         controller.api.serve(demo, ENGINE_QUEUE)
         # The Evaluation view, at the end of the page (mars_demo/ui/evaluation.py).
         evaluation.build(evaluation.EvaluationView(runs_dir, public=access.public))
+    controller.share_url = lambda: getattr(demo, "share_url", None)  # the banner's share link
 
     # A public page takes calls only through the queue (no direct /run/ routes that would skip
     # its size and the per-client limit).
@@ -181,6 +183,8 @@ def _settings(controller: Controller, access: Access, parts: dict[str, Any]
             if row == OPTION_ROWS[1] and access.max_sample_tokens is not None:
                 gr.HTML(_work_note(access.max_sample_tokens), elem_id="mars-work-note",
                         padding=False)
+        gr.Markdown(links.recipe_link(os.environ), elem_id="mars-recipe-link",
+                    elem_classes="mars-small")
         if access.allow_model_switch:
             parts["switch"] = _model_switch(controller)
             parts["switch_status"] = parts["switch"]["status"]
