@@ -4,6 +4,7 @@ it, and a running analysis past its expected wait says so."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -16,6 +17,7 @@ from mars_demo.ui.example_store import ExampleStore
 from mars_demo.ui.example_warm import WARM_THREAD
 from mars_demo.ui.host import EngineHost
 from mars_demo.ui.render import esc
+from mars_demo.ui.worker import CANCELLED_LOG
 
 EXAMPLES = ["Which planet is known as the Red Planet?", "What is the capital city of Japan?",
             "Which country has the most time zones?"]
@@ -77,7 +79,8 @@ def _kind(ctrl):
     return kind(ctrl.page_defaults())
 
 
-def test_a_visitor_never_waits_behind_the_background_work(tmp_path):
+def test_a_visitor_never_waits_behind_the_background_work(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
     engine = SlowEngine(steps=40, step_s=0.05)  # 2 s an analysis
     ctrl = page(engine, tmp_path)
     ctrl.warmer.start()
@@ -93,6 +96,8 @@ def test_a_visitor_never_waits_behind_the_background_work(tmp_path):
     assert start - asked < 1.0, engine.log
     # and the example was made again afterwards, with the others
     assert ctrl.warmer.done.wait(60)
+    # its stop was no visitor's cancel: not logged as one
+    assert CANCELLED_LOG not in caplog.text
     assert len(list(tmp_path.glob("*.json"))) == len(EXAMPLES)
 
 

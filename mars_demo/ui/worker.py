@@ -71,6 +71,7 @@ _ENGINES: weakref.WeakValueDictionary[int, EngineLike] = weakref.WeakValueDictio
 # The cancel checks of the calls running now, by call number (only this process can read them).
 _CANCEL_CHECKS: dict[int, Callable[[], bool]] = {}
 _CALLS = itertools.count(1)
+_QUIET_CALLS: set[int] = set()  # the calls of the page's own background work (not logged)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def gpu_analyze(host: EngineHost, question: str, settings: Settings, *,
     (:func:`analyze_on_gpu`; held as :meth:`EngineHost.holding` says: ``visitor`` False for
     the page's own background work)."""
     with host.holding(settings, progress, visitor=visitor) as (engine, settings):
-        with _calling(engine, should_stop) as where:
+        with _calling(engine, should_stop, quiet=not visitor) as where:
             return _follow(analyze_on_gpu(where, question, settings), progress, on_text,
                            should_stop)
 
@@ -157,16 +158,22 @@ def switch_models(host: EngineHost, settings: Settings, progress: Progress | Non
 
 
 @contextlib.contextmanager
-def _calling(engine: EngineLike, should_stop: Callable[[], bool] | None) -> Iterator[GpuCall]:
-    """Register the engine and the cancel check of one call; yields its :class:`GpuCall`."""
+def _calling(engine: EngineLike, should_stop: Callable[[], bool] | None,
+             quiet: bool = False) -> Iterator[GpuCall]:
+    """Register the engine and the cancel check of one call; yields its :class:`GpuCall`.
+    ``quiet``: the page's own background work, whose stop for a visitor is not logged as a
+    visitor's cancel (:data:`CANCELLED_LOG`)."""
     _ENGINES[id(engine)] = engine
     where = GpuCall(id(engine), os.getpid(), next(_CALLS))
     if should_stop is not None:
         _CANCEL_CHECKS[where.call] = should_stop
+    if quiet:
+        _QUIET_CALLS.add(where.call)
     try:
         yield where
     finally:
         _CANCEL_CHECKS.pop(where.call, None)
+        _QUIET_CALLS.discard(where.call)
 
 
 def _engine(where: GpuCall) -> EngineLike:
@@ -185,7 +192,8 @@ def _events(where: GpuCall, task: Callable[[Progress, Callable[[str], None],
     and waits for it to end, so the models are free when ``close()`` returns."""
     here = os.getpid() == where.pid
     caller = _CANCEL_CHECKS.get(where.call) if here else None
-    work = Worker(task, name, stop_also=caller)
+    work = Worker(task, name, stop_also=caller,
+                  log_cancel=not (here and where.call in _QUIET_CALLS))
     try:
         while True:
             try:
