@@ -24,8 +24,8 @@
 //   answered in words under Ask and aloud (the page is still working on the first question).
 // - The scoring and colour controls are shown once an answer is (html.mars-answered).
 // - Each analysis is announced once by one live region, "Analysis done." and the verdict, when
-//   its verdict (data-analysis: an id per analysis) is shown; the region is emptied at the
-//   press, so two verdicts in the same words are both announced. The focus then moves to the
+//   its verdict (data-analysis: an id per analysis) is shown; at the press the region says the
+//   analysis started, so two verdicts in the same words are both announced. The focus then moves to the
 //   verdict if it was on Ask (which the analysis disabled) or nowhere, every time; the "Skip
 //   to the answer" link after Ask moves it there too.
 // - Gradio's folds get aria-expanded and a name without their arrow; a dropdown's open list of
@@ -209,7 +209,7 @@
   window.marsPress = (question, names) => {
     const ask = document.querySelector("#mars-ask");
     if (ask && ask.disabled) {
-      stillWorking();
+      if (pressed) stillWorking();  // not in the instant between the verdict and Ask's return
       return undefined;
     }
     addLive();
@@ -248,7 +248,7 @@
   }
   document.addEventListener("pointerdown", (event) => {
     const ask = event.target && event.target.closest && event.target.closest("#mars-ask");
-    if (ask && ask.disabled) stillWorking();
+    if (ask && ask.disabled && pressed) stillWorking();
   }, true);
 
   // the verdict's box in view with room under it for the answer (on a phone the question box
