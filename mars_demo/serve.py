@@ -30,12 +30,8 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mars_demo import texts
-from mars_demo.hosting import zerogpu
 from mars_demo.flags import add_llm_help, add_option
-from mars_demo.methods import FREE, OWN_MODELS, parse_methods
-from mars_demo.models.backends import backend_for
-from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
-from mars_demo.settings import Settings
+from mars_demo.hosting import zerogpu
 from mars_demo.hosting.access import (
     PUBLIC_MAX_SAMPLE_TOKENS,
     PUBLIC_PER_CLIENT,
@@ -45,6 +41,10 @@ from mars_demo.hosting.access import (
     public_reasons,
 )
 from mars_demo.hosting.clients import ClientIdentity, web_origin
+from mars_demo.methods import FREE, OWN_MODELS, parse_methods
+from mars_demo.models.backends import backend_for
+from mars_demo.options import MODEL_LABELS, MODEL_OPTIONS, OPTIONS, SERVER_OPTIONS, Option
+from mars_demo.settings import Settings
 
 #: The page's flags, in --help's order: the models (the CLI's), the methods every analysis
 #: computes, then the server's own (mars_demo.options.SERVER_OPTIONS).
@@ -194,9 +194,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     # On a ZeroGPU Space: imports `spaces` before anything touches CUDA (mars_demo/hosting/zerogpu.py).
     zero_gpu = zerogpu.active()
 
+    from mars_demo.downloads import cleanup_stale_downloads, exit_on_sigterm
     from mars_demo.engine import Engine
     from mars_demo.ui import build_demo, launch_options, stop
-    from mars_demo.downloads import cleanup_stale_downloads, exit_on_sigterm
 
     access = args.access
     if access.public:
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.getLogger("mars_demo.app").info("example analyses kept in %s", examples)
     demo = build_demo(engine, access=access, calibration=args.calibration_data,
                       runs_dir=args.runs, load_here=zero_gpu, methods_run=methods_run,
-                      example_cache=examples)
+                      example_cache=examples, warm_examples=not zero_gpu)
     try:
         demo.launch(
             server_name=args.host, server_port=args.port, share=args.share, **launch_options(demo)

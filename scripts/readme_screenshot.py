@@ -7,16 +7,23 @@ It builds the trained tiny models into ``--models`` when they are not there yet
 (``make-tiny-models --trained``, about 1.5 minutes on 2 cores), serves ``app.py`` on them on a
 free loopback port, asks the question in headless Chromium (Debian's ``/usr/bin/chromium``, as
 the browser tests use) and saves the top of the page: the question, the colored answer, the
-verdict and the uncertainty table and plot. Needs ``requirements-dev.txt`` (Playwright).
+verdict and the uncertainty table and plot. Beside the image (``--out`` with ``.json`` for
+``.png``) it writes the state it shot: the question, the width and theme, the analysis shown
+(the page's own download) and the page's main texts as the browser had them (the verdict line,
+the answer, the uncertainty table's rows, the Models line); ``tests/test_readme_screenshot.py``
+renders today's page from that analysis and fails when its texts are no longer those of the
+image. Needs ``requirements-dev.txt`` (Playwright).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -55,6 +62,22 @@ def wait_for(url: str, server: subprocess.Popen, timeout_s: float = 180) -> None
     raise SystemExit(f"app.py did not answer at {url} within {timeout_s:.0f} s")
 
 
+#: the page's main texts, as the browser has them (textContent, spaces squeezed): what the
+#: README's image shows and its test compares with today's page
+MAIN_TEXTS = """() => {
+  const text = el => (el ? el.textContent : '').replace(/\\s+/g, ' ').trim();
+  const banner = [...document.querySelectorAll('#mars-banner .mars-banner')]
+    .map(text).find(t => t.startsWith('Models:')) || '';
+  return {
+    verdict: text(document.querySelector('#mars-verdict .mars-verdict-line')),
+    answer: text(document.querySelector('#mars-answer .mars-answer-text')),
+    rows: [...document.querySelectorAll('#mars-uncertainty-table tbody td[data-col="measure"]')]
+      .map(text),
+    models: banner,
+  };
+}"""
+
+
 def shoot(url: str, out: Path, width: int, question: str, theme: str) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -70,7 +93,9 @@ def shoot(url: str, out: Path, width: int, question: str, theme: str) -> None:
         )
         page.fill("#mars-question textarea", question)
         page.click("#mars-ask")
-        page.wait_for_selector("#mars-progress .mars-progress[data-state='done']",
+        page.wait_for_selector("#mars-verdict .mars-verdict[data-level][data-analysis]",
+                               timeout=180_000)
+        page.wait_for_function("() => !document.querySelector('#mars-ask').disabled",
                                timeout=180_000)
         page.wait_for_selector("#mars-uncertainty-plot .main-svg", timeout=60_000)
         page.wait_for_timeout(1500)  # plots finish their transitions
@@ -83,6 +108,14 @@ def shoot(url: str, out: Path, width: int, question: str, theme: str) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(out), full_page=True,
                         clip={"x": 0, "y": 0, "width": width, "height": bottom})
+        shown = page.evaluate(MAIN_TEXTS)
+        with page.expect_download() as download:  # the page's own JSON of what it shows
+            page.click("#mars-download")
+        analysis = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+        state = {"question": question, "width": width, "theme": theme, "texts": shown,
+                 "analysis": analysis}
+        out.with_suffix(".json").write_text(json.dumps(state, indent=1, ensure_ascii=False)
+                                            + "\n", encoding="utf-8")
         browser.close()
 
 
@@ -99,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     models = Path(args.models)
     ensure_models(models)
     port = free_port()
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    # its own example store: the analysis shot is made here, not taken from another page's
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1",
+               MARS_DEMO_EXAMPLE_CACHE=tempfile.mkdtemp(prefix="mars-screenshot-"))
     server = subprocess.Popen(
         [sys.executable, "app.py", "--port", str(port),
          *[arg for role in ROLES for arg in (f"--{role}", str(models / role))]],

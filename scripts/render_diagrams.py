@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import json
+import math
 import os
 import re
 import sys

@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=1000)
     args = parser.parse_args(argv)
 
+    from mars_demo.devtools.tiny import make_tiny_models
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.rejudge import rejudge
     from mars_demo.evaluation.run import EvalConfig, evaluate
     from mars_demo.settings import Settings
-    from mars_demo.devtools.tiny import make_tiny_models
 
     models = Path(args.models)
     if not (models / "nli").is_dir():

@@ -152,8 +152,8 @@ def test_the_llm_server_flags_and_their_variables():
 def test_app_serves_with_its_llm_behind_a_real_server(llama_server, llama_api_key, tiny_models):
     """python app.py --llm-endpoint: the page's /analyze goes through the llama.cpp server."""
     from endpoint_servers import API_KEY_ENV
-    from ui_helpers import running_app
     from gradio_client import Client
+    from ui_helpers import running_app
 
     extra = ("--llm-endpoint", llama_server, "--llm-api-key-env", API_KEY_ENV)
     with running_app(tiny_models, *extra) as url:

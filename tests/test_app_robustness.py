@@ -22,15 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from gradio_client.utils import QueueError
 from ui_helpers import (
     FakeEngine,
     free_port,
     page_event,
     running_app,
 )
-from gradio_client import Client
-from gradio_client.exceptions import AppError
-from gradio_client.utils import QueueError
 
 from mars_demo import texts
 from mars_demo.ui import build_demo, launch_options

@@ -13,12 +13,12 @@ from test_verdict_everywhere import page_verdict
 from ui_helpers import FakeEngine, make_result
 
 from mars_demo import settings as settings_module
-from mars_demo.hosting.access import public_access
 from mars_demo.engine import Engine
+from mars_demo.hosting.access import public_access
 from mars_demo.result import AnalysisResult
+from mars_demo.ui.guards.redact import Redactor
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.work.host import EngineHost
-from mars_demo.ui.guards.redact import Redactor
 
 ASK = ("  Which planet\u200b is known as the Red Planet? ", "mars", 2, 0.5, 6, 0, "auto",
        "model", "sum", "equal", "strict")

@@ -98,8 +98,8 @@ def test_a_run_of_the_probe_backend_is_recorded_and_asks_its_capabilities(probe,
 
 
 def test_the_page_names_the_probe_backend_on_its_models_line(probe, tiny_settings):
-    from mars_demo.hosting.access import Access
     from mars_demo.engine import Engine
+    from mars_demo.hosting.access import Access
     from mars_demo.ui.page.controller import Controller
     from mars_demo.ui.work.host import EngineHost
 

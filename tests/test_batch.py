@@ -9,9 +9,9 @@ import pathlib
 import pytest
 from numeric_checks import float32_order
 
+from mars_demo.engine import Engine
 from mars_demo.models.nli import NLIModel
 from mars_demo.models.registry import load_importance, load_nli
-from mars_demo.engine import Engine
 
 # every test here compares a batched pass with single ones (float32_order, some through
 # assert_same_result): CI runs them again on one torch thread

@@ -121,9 +121,9 @@ def test_the_nli_steps_operations_are_counted(data, models_dir):
     """The NLI step's matrix-product operations, counted by torch, against a count by hand from
     the tiny model's shape over the padded tokens of the batches the step makes."""
     from mars_demo.devtools.bench.ceiling import nli_compute
-    from mars_demo.optional import pairs as _pairs
     from mars_demo.models.nli import BATCH, BATCH_TOKENS
     from mars_demo.models.registry import load_nli
+    from mars_demo.optional import pairs as _pairs
 
     nc = data["nli_compute"]
     assert nc["seconds"] == pytest.approx(data["stages"]["nli"])

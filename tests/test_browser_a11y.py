@@ -15,7 +15,6 @@ import re
 import shutil
 
 import pytest
-
 from test_browser import ANALYSIS_TIMEOUT_MS, browser, shots, wait_verdict  # noqa: F401  (fixtures)
 from test_eval_view import full_run, given_run  # noqa: F401  (fixtures)
 from ui_helpers import running_app

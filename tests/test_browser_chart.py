@@ -5,7 +5,6 @@ axes keep one scale from one answer to the next, at 1280 px and on a phone, and 
 from __future__ import annotations
 
 import pytest
-
 from test_browser import ask, browser, open_page, shots  # noqa: F401
 
 pytestmark = pytest.mark.browser

@@ -8,10 +8,9 @@ import re
 import shutil
 
 import pytest
-
-from ui_helpers import running_app
 from test_browser import ANALYSIS_TIMEOUT_MS, ask, browser, open_page, shots  # noqa: F401
 from test_eval_view import full_run, given_run, tiny_llm_run  # noqa: F401  (fixtures)
+from ui_helpers import running_app
 
 pytestmark = pytest.mark.browser
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from test_browser import (ask, browser, open_fold, open_page,  # noqa: F401
-                          page, shots)
+from test_browser import ask, browser, open_fold, open_page, page, shots  # noqa: F401
 from test_ui_methods_panel import write_run
 from ui_helpers import running_app
 

@@ -16,16 +16,16 @@ import uuid
 
 import httpx
 import pytest
-from ui_helpers import APP_LOGS, FakeEngine
 from gradio_client import Client
 from gradio_client.utils import Status
+from ui_helpers import APP_LOGS, FakeEngine
 
 from mars_demo.engine import Engine
 from mars_demo.errors import AnalysisCancelled
 from mars_demo.models.llm import stop_criterion
 from mars_demo.ui.page.controller import ASK_OUTPUTS, Controller
-from mars_demo.ui.work.host import EngineHost
 from mars_demo.ui.page.events import packed
+from mars_demo.ui.work.host import EngineHost
 from mars_demo.ui.work.worker import CANCELLED_LOG, HEARTBEAT_S
 
 QUESTION = "Which planet is known as the Red Planet?"

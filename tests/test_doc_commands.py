@@ -14,9 +14,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import pytest
-
 import doc_commands
+import pytest
 from doc_commands import Shell, all_blocks, blocks_of, commands
 
 ROOT = Path(__file__).resolve().parents[1]

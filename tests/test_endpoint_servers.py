@@ -3,9 +3,8 @@ how to build it; under CI, which builds the venv first, they fail instead of ski
 
 from __future__ import annotations
 
-import pytest
-
 import endpoint_servers
+import pytest
 
 
 def test_a_missing_vllm_venv_skips_with_the_command_that_builds_it(monkeypatch, tmp_path):

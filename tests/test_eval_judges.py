@@ -673,8 +673,7 @@ def test_llm_judge_api_key_from_a_named_variable(fake, monkeypatch):
 def test_the_worked_examples_in_the_docstrings_hold():
     import doctest
 
-    from mars_demo.evaluation.judges.contains import (answer_words, candidates, claims,
-                                                      containment)
+    from mars_demo.evaluation.judges.contains import answer_words, candidates, claims, containment
 
     for module in (answer_words, candidates, claims, containment):
         result = doctest.testmod(module)

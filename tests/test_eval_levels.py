@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+from test_evaluate import lines, pregenerated_run  # noqa: F401  (fixture)
 
 from mars_demo.evaluation import levels
 from mars_demo.evaluation.checks import RunFileError
@@ -15,7 +16,6 @@ from mars_demo.evaluation.records import Record
 from mars_demo.evaluation.runs import parse_report
 from mars_demo.result import AnalysisResult
 from mars_demo.verdict import verdict
-from test_evaluate import lines, pregenerated_run  # noqa: F401  (fixture)
 
 
 def record(level: str | None, correct: bool) -> Record:

@@ -16,18 +16,17 @@ import numpy as np
 import pytest
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import average_precision_score, roc_auc_score
+from test_eval_metrics import loop_prr_fast
 
 from mars_demo.cli import main
-from mars_demo.evaluation import MEASURES, SCORINGS, calibration
-from mars_demo.evaluation import methods_table
+from mars_demo.evaluation import MEASURES, SCORINGS, calibration, methods_table
 from mars_demo.evaluation.manifest import Manifest
 from mars_demo.evaluation.report import write_report
 from mars_demo.evaluation.runs import RunFileError, parse_records, parse_report, read_run
 from mars_demo.ui.draw import trust
-from mars_demo.ui.views.eval_view import EvaluationView
 from mars_demo.ui.guards.redact import Redactor
+from mars_demo.ui.views.eval_view import EvaluationView
 from mars_demo.verdict import Evidence, covered, judge
-from test_eval_metrics import loop_prr_fast
 
 N = 40
 RESAMPLES = 200

@@ -7,11 +7,11 @@ import json
 import shutil
 
 import pytest
+from test_evaluate import ROOT, lines, sentence_run  # noqa: F401  (a fixture)
 
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
 from mars_demo.evaluation.judges import make_judge
-from test_evaluate import ROOT, lines, sentence_run  # noqa: F401  (a fixture)
 
 CHECK = ROOT / "data" / "judge_check.jsonl"
 HOLDOUT = ROOT / "data" / "judge_check_holdout.jsonl"  # a second annotator's; now for development

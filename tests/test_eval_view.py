@@ -8,32 +8,32 @@ page or the API shows is checked against scikit-learn's own isotonic fit on the 
 from __future__ import annotations
 
 import json
-from html import escape as html_escape
-from html import unescape as html_unescape
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+from html import escape as html_escape
+from html import unescape as html_unescape
 
 import numpy as np
 import pytest
-
+from test_evaluate import ANSWERS, FACTS, full_run, lines, model_flags  # noqa: F401
 from ui_helpers import FakeEngine, make_result, page_event, running_app
+
 from mars_demo import texts
-from mars_demo.hosting.access import public_access
 from mars_demo.cli import main
 from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.evaluation import calibration as calibration_module
-from mars_demo.result import AnalysisResult
-from mars_demo.ui.work import controls
-from mars_demo.ui.page.controller import Controller
 from mars_demo.evaluation.runs import parse_report
 from mars_demo.evaluation.schema import Entry
+from mars_demo.hosting.access import public_access
+from mars_demo.result import AnalysisResult
+from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.views.eval_view import EvaluationView
+from mars_demo.ui.work import controls
 from mars_demo.ui.work.host import EngineHost
 from mars_demo.verdict import verdict
-from test_evaluate import ANSWERS, FACTS, full_run, lines, model_flags  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -12,14 +12,12 @@ import sys
 import numpy as np
 import pytest
 from cli_helpers import killed_after
+from test_eval_metrics import average_precision_by_hand, loop_aurac, loop_prr, mann_whitney_auroc
 
 from mars_demo.cli import main
-from mars_demo.evaluation import MEASURES, METRICS, SCORINGS
-from mars_demo.evaluation import calibration
+from mars_demo.evaluation import MEASURES, METRICS, SCORINGS, calibration
 from mars_demo.evaluation.judges import normalize_answer
 from mars_demo.methods import FREE
-from test_eval_metrics import (average_precision_by_hand, loop_aurac, loop_prr,
-                               mann_whitney_auroc)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "data" / "facts_answers.jsonl"
@@ -210,9 +208,9 @@ def test_a_run_with_methods_asked_for_resumes_with_the_same_methods(tiny_setting
 def test_an_interrupted_run_resumes_where_it_stopped(tiny_settings, tmp_path, no_llm):
     """In-process, batches of 3: the 2nd batch is interrupted; the restart scores only the
     questions left (the first batch's 3 lines are kept)."""
+    from mars_demo.engine import Engine
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, evaluate
-    from mars_demo.engine import Engine
 
     class Counting(Engine):
         calls: list[str] = []
@@ -686,9 +684,9 @@ def test_calibrate_refuses_a_run_whose_report_is_behind_its_results(full_run,
 
 
 def test_a_resume_with_other_models_is_refused(tiny_settings, tiny_models, tmp_path):
+    from mars_demo.engine import Engine
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, RunError, evaluate
-    from mars_demo.engine import Engine
 
     class Stop(Engine):
         def score_many(self, answer_sets, settings=None, **kw):
@@ -721,10 +719,10 @@ def test_a_resume_with_other_models_is_refused(tiny_settings, tiny_models, tmp_p
 
 def test_one_question_with_invalid_scores_is_skipped_and_the_run_goes_on(tiny_settings,
                                                                         tmp_path, capsys):
+    from mars_demo.engine import Engine
+    from mars_demo.errors import InvalidModelOutput
     from mars_demo.evaluation.judges import make_judge
     from mars_demo.evaluation.run import EvalConfig, evaluate
-    from mars_demo.errors import InvalidModelOutput
-    from mars_demo.engine import Engine
 
     class OneBad(Engine):
         def score_many(self, answer_sets, settings=None, **kw):

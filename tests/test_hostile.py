@@ -46,9 +46,9 @@ from ui_helpers import (
 )
 
 from mars_demo import texts
+from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.hosting.access import QUEUE_PLACES, VIEW_PLACES, public_access
 from mars_demo.hosting.clients import ClientIdentity
-from mars_demo.evaluation import MEASURES, SCORINGS
 from mars_demo.ui import build_demo, launch_options
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.views.eval_view import EvaluationView

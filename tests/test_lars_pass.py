@@ -15,13 +15,13 @@ import subprocess
 import sys
 
 import pytest
-from numeric_checks import float32_order
 from cli_helpers import (
     check_methods_only,
     check_model_needed_only_when_asked,
     cli,
     evaluate_facts,
 )
+from numeric_checks import float32_order
 
 from mars_demo.core.lars import lars_answer_text
 from mars_demo.errors import ModelLoadError

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from numeric_checks import float32_order
 
 from mars_demo import serve as app
 from mars_demo.engine import Engine
@@ -15,7 +16,6 @@ from mars_demo.models import llm_options
 from mars_demo.models.contract import GenerationRequest, Prompt
 from mars_demo.models.registry import load_llm, loaded_keys
 from mars_demo.settings import Settings
-from numeric_checks import float32_order
 
 PROMPTS = ([5, 17, 42, 8, 99, 3], [7, 7, 120, 64])
 

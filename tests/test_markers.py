@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import markers
+import tomllib
 from markers import calls_in, marks_for
 
 TESTS = Path(__file__).resolve().parent

@@ -15,9 +15,9 @@ from cli_helpers import cli, model_flags
 
 import mars_demo
 from mars_demo import methods
-from mars_demo.hosting.access import Access, public_access
 from mars_demo.engine import Engine
 from mars_demo.errors import OptionError
+from mars_demo.hosting.access import Access, public_access
 from mars_demo.methods import FREE, METHODS, compute_methods
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
@@ -209,8 +209,8 @@ def test_the_public_api_refuses_an_opt_in_method_unless_the_host_offers_it(metho
     import gradio as gr
     from ui_helpers import FakeEngine
 
-    from mars_demo.ui.work.api import Api
     from mars_demo.ui.page.controller import Controller
+    from mars_demo.ui.work.api import Api
     from mars_demo.ui.work.host import EngineHost
 
     api = Api(Controller(EngineHost(FakeEngine()), access=public_access()))

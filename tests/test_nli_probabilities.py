@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
-from numeric_checks import float32_order
 import torch
+from numeric_checks import float32_order
 
 from mars_demo.core.clustering import NLI_LABELS, RULE_PROBABILITIES
 from mars_demo.engine import Engine

@@ -9,13 +9,12 @@ import json
 import math
 
 import pytest
-from numeric_checks import float32_order
 from cli_helpers import check_methods_only, cli, model_flags
+from numeric_checks import float32_order
 
 from mars_demo.core import p_true
 from mars_demo.core.p_true import TARGET
-from mars_demo.engine import Engine
-from mars_demo.engine import stages
+from mars_demo.engine import Engine, stages
 from mars_demo.engine.job import RESULT_NEEDS
 from mars_demo.methods import FREE, llm_pass_prompt
 from mars_demo.models.registry import load_llm

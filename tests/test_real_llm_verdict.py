@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_verdict_everywhere import page_verdict, report_verdict, run
 
 from mars_demo.result import AnalysisResult

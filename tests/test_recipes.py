@@ -7,8 +7,8 @@ import pytest
 from mars_demo.core.alignment import ALIGNMENT_RULES
 from mars_demo.core.clustering import ALGORITHMS, IDENTICAL_TEXTS
 from mars_demo.core.scoring import NORMALIZATIONS
-from mars_demo.models.nli import DTYPES, INPUT_FORMATS
 from mars_demo.errors import OptionError
+from mars_demo.models.nli import DTYPES, INPUT_FORMATS
 from mars_demo.recipes import SETTINGS_FIELDS, apply_recipe, recipe_of
 from mars_demo.settings import CLUSTER_RULES, PROMPTS, RECIPES, Settings
 

@@ -7,16 +7,15 @@ import html
 import json
 
 import pytest
-
 from ui_helpers import FakeEngine, make_answer, make_result
 
-from mars_demo.hosting.access import Access, public_access
 from mars_demo.errors import ModelLoadError
+from mars_demo.hosting.access import Access, public_access
 from mars_demo.settings import Settings
 from mars_demo.ui.draw import plots
+from mars_demo.ui.guards.redact import Redactor, hide_paths, public_model_name
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.work.host import EngineHost
-from mars_demo.ui.guards.redact import Redactor, hide_paths, public_model_name
 
 LLM = "/srv/secret/models/tiny-llm"
 SETTINGS = Settings(llm=LLM, importance="/srv/secret/imp", nli="org/nli",

@@ -10,13 +10,13 @@ import json
 import math
 
 import pytest
-from numeric_checks import float32_order
 from cli_helpers import (
     check_methods_only,
     check_model_needed_only_when_asked,
     cli,
     evaluate_facts,
 )
+from numeric_checks import float32_order
 
 from mars_demo.core import sar
 from mars_demo.core.sar import relevance_pairs

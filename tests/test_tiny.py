@@ -170,10 +170,9 @@ def test_same_seed_same_models(paths, tmp_path):
 
 
 def test_llm_4bit_on_cpu(paths):
+    import bitsandbytes  # noqa: F401  (a requirement: 4-bit must work, not be skipped)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
-
-    import bitsandbytes  # noqa: F401  (a requirement: 4-bit must work, not be skipped)
     quant = BitsAndBytesConfig(
         load_in_4bit=True,
         bnb_4bit_quant_type="nf4",

@@ -50,8 +50,12 @@ def _entity_span(text: str, entity: str) -> tuple[int, int]:
 
 
 def test_cli_writes_loadable_models(trained_tiny_models):
-    from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification,
-                              AutoModelForTokenClassification, AutoTokenizer)
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
 
     from mars_demo.devtools import tiny
 

@@ -17,15 +17,15 @@ import pytest
 from ui_helpers import FakeEngine, make_answer, make_result
 
 from mars_demo import texts
-from mars_demo.hosting.access import Access
-from mars_demo.errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
-from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.downloads import DownloadStore
+from mars_demo.errors import AnalysisOutOfMemory, InvalidModelOutput, ModelLoadError
+from mars_demo.hosting.access import Access
+from mars_demo.settings import MAX_QUESTION_CHARS, OptionError, Settings
 from mars_demo.ui import build_demo, launch_options, load_examples
 from mars_demo.ui.draw import explain, plots, render, tables
 from mars_demo.ui.page.controller import (
-    COMMAND_LINE_MODEL,
     ASK_OUTPUTS,
+    COMMAND_LINE_MODEL,
     SCORING_VIEW_OUTPUTS,
     Controller,
     model_choices,

@@ -9,7 +9,6 @@ import math
 import re
 
 import pytest
-
 from ui_helpers import make_answer, make_result
 
 from mars_demo import texts

@@ -12,9 +12,6 @@ from ui_helpers import FakeEngine, make_result
 from mars_demo import texts
 from mars_demo.methods import METHODS
 from mars_demo.ui.draw import methods_panel
-from mars_demo.ui.page.controller import Controller
-from mars_demo.ui.work.host import EngineHost
-from mars_demo.ui.draw.render import esc
 from mars_demo.ui.draw.methods_panel import (
     IN_THE_TABLE,
     Reference,
@@ -23,6 +20,9 @@ from mars_demo.ui.draw.methods_panel import (
     place,
     reference_folder,
 )
+from mars_demo.ui.draw.render import esc
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.work.host import EngineHost
 
 #: every registered method, values made up: scored ones get two, the others one
 VALUES = {

@@ -5,14 +5,13 @@ and the controller's rendering, with nothing else changed."""
 from __future__ import annotations
 
 import pytest
-
 from ui_helpers import FakeEngine, make_result
 
 from mars_demo.ui.page import controller as controller_module
 from mars_demo.ui.page import panels
 from mars_demo.ui.page.controller import Controller
-from mars_demo.ui.work.host import EngineHost
 from mars_demo.ui.page.layout import build_demo
+from mars_demo.ui.work.host import EngineHost
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from mars_demo import texts
-from mars_demo.models.nli import NLIModel
 from mars_demo.engine import Engine
+from mars_demo.models.nli import NLIModel
 from mars_demo.result import AnalysisResult
-from mars_demo.ui.work import controls
 from mars_demo.ui.page.controller import Controller
-from mars_demo.ui.work.pasted import OWN_MAX_SAMPLES
+from mars_demo.ui.work import controls
 from mars_demo.ui.work.host import EngineHost
+from mars_demo.ui.work.pasted import OWN_MAX_SAMPLES
 
 QUESTION = "Which planet is known as the Red Planet?"
 DEFAULTS = {"samples": 3, "temperature": 0.5, "max_new_tokens": 8, "seed": 0, "prompt": "auto",

@@ -8,7 +8,6 @@ import math
 import re
 
 import pytest
-
 from ui_helpers import make_result
 
 from mars_demo.result import Phrase, ScoredAnswer, Scores, Token

@@ -8,20 +8,21 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from ui_helpers import FakeEngine, make_result
+
 from mars_demo import texts
 from mars_demo.evaluation.checks import DIFF
-from mars_demo.evaluation.schema import Entry, Report
-from mars_demo.ui.draw import tables, trust
-from mars_demo.ui.work import controls
-from mars_demo.ui.page.controller import Controller
-from mars_demo.ui.views.eval_view import model_id, run_verdict
-from mars_demo.ui.page.example_store import ExampleStore
-from mars_demo.ui.work.host import EngineHost
 from mars_demo.evaluation.reference import Reference, RunValues, differences
+from mars_demo.evaluation.schema import Entry, Report
+from mars_demo.settings import Settings
+from mars_demo.ui.draw import tables, trust
 from mars_demo.ui.draw.render import esc
-from mars_demo.ui.page.waits import RecentWaits
+from mars_demo.ui.page.controller import Controller
+from mars_demo.ui.page.example_store import ExampleStore
+from mars_demo.ui.page.waits import RecentWaits, kind
+from mars_demo.ui.views.eval_view import model_id, run_verdict
+from mars_demo.ui.work import controls
+from mars_demo.ui.work.host import EngineHost
 from mars_demo.verdict import LevelRecord, verdict
 
 EXAMPLE = "Which planet is known as the Red Planet?"
@@ -69,19 +70,32 @@ def test_nothing_but_an_example_with_the_default_settings_fills_the_store(tmp_pa
     assert len(plain.calls) == 2
 
 
-def test_before_the_first_token_the_wait_of_recent_analyses_is_said():
+def test_before_the_first_token_the_wait_of_recent_analyses_like_it_is_said():
     waits = RecentWaits(keep=3)
     assert waits.words() == ""
     for seconds in (2.0, 40.0, 3.0, 5.0):  # the oldest drops out; the median resists the 40 s
         waits.add(seconds)
     assert waits.expected() == (5.0, 3)
     assert waits.words() == texts.VERDICT_EXPECTED.format(seconds="5.0", count=3)
+    # analyses of another kind (more or longer answers) are not promised these times
+    short, long = kind(Settings(samples=5)), kind(Settings(samples=20, max_new_tokens=256))
+    waits.add(8.0, short)
+    assert waits.words(long) == "" and "about 8.0 s" in waits.words(short)
+    assert "5 sampled answers of up to 64 tokens" in waits.words(short)
+    # once a running analysis is past the time said, the line says so
+    assert "taking longer" not in waits.words(short, elapsed=7.0)
+    assert "This one is taking longer: 59 s so far." in waits.words(short, elapsed=59.2)
     ctrl = controller()
     first = ask(ctrl)[0]  # no analysis yet: the verdict is being worked out, no time promised
     assert "Working out the verdict" in first["verdict"] and "took about" not in first["verdict"]
     second = ask(ctrl, "Who wrote Hamlet?")[0]
-    assert re.search(r"Analyses here took about [\d.]+ s lately \(the median of the last 1\)",
+    assert re.search(r"Analyses like this one \(5 sampled answers of up to 64 tokens\) took "
+                     r"about [\d.]+ s here lately \(the median of the last 1\)",
                      second["verdict"]), second["verdict"]
+    more = list(DEFAULTS)
+    more[controls.PAGE_OPTIONS.index("samples")] = 12
+    third = ask(ctrl, "Who wrote Faust?", more)[0]  # 12 samples: none like it yet
+    assert "took about" not in third["verdict"], third["verdict"]
 
 
 def test_each_verdict_is_a_new_analysis_even_in_the_same_words():

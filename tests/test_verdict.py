@@ -7,9 +7,9 @@ import json
 import math
 
 import pytest
+from ui_helpers import make_answer, make_result
 
 from mars_demo import verdict as v
-from ui_helpers import make_answer, make_result
 
 
 def answers(greedy: str, samples: list[tuple[str, int, float]], greedy_logprob: float = -0.1):

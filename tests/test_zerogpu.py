@@ -26,11 +26,11 @@ import pytest
 from ui_helpers import FakeEngine
 
 from mars_demo import serve as app
-from mars_demo.hosting import zerogpu
 from mars_demo.errors import AnalysisCancelled
+from mars_demo.hosting import zerogpu
 from mars_demo.settings import Settings
-from mars_demo.ui.work import worker
 from mars_demo.ui.page.controller import error_message
+from mars_demo.ui.work import worker
 from mars_demo.ui.work.host import EngineHost
 
 PROBE = Path(__file__).with_name("zerogpu_probe.py")

@@ -15,8 +15,8 @@ import contextlib
 import json
 import math
 import os
-import socket
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile

@@ -232,8 +232,8 @@ import gradio as gr  # noqa: E402
 import app  # noqa: E402
 from mars_demo.models import registry  # noqa: E402
 from mars_demo.ui.page import layout  # noqa: E402
-from mars_demo.ui.work import worker
 from mars_demo.ui.page.controller import ASK_OUTPUTS, Controller  # noqa: E402
+from mars_demo.ui.work import worker
 
 _load_cached = registry.load_cached
 

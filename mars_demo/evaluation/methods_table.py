@@ -15,7 +15,9 @@ records hold ``answer_length``, else in words of the greedy answer), and
 ``auroc_minus_best_mars``: its AUROC minus that of the best MARS row (the ``mars`` row with the
 highest AUROC), with the paired bootstrap interval of :func:`.metrics.paired_difference` (both
 on the same resampled questions; 0 for the best MARS row itself). Rows are ranked by AUROC, best
-first; a row whose AUROC is undefined comes last. With a lexical judge (labels from word
+first; a row whose figures tell nothing (:func:`degenerate`: its values are the same for every
+answer, or its AUROC interval has no width) is marked so and comes after the ranked ones, and a
+row whose AUROC is undefined comes last. With a lexical judge (labels from word
 overlap), a best row whose correlation with length is above :data:`LENGTH_LIMIT` is warned of:
 such judges favour length-biased methods (Santilli et al., ACL 2025).
 
@@ -43,6 +45,28 @@ LENGTH = "length_spearman"  # a row's Spearman correlation with the answer's len
 LENGTH_LIMIT = 0.5  # above this, with a lexical judge, the best row is warned of
 LEXICAL_JUDGES = ("contains", "em", "f1", "rouge")  # judges that compare words
 TOP = 5  # rows drawn in roc_methods
+#: a row's values whose spread is at most this share of their size (of 1 near 0) count as the
+#: same for every answer: the graph measures come from float64 eigenvalues of a Laplacian of a
+#: few answers (numpy's eigh is backward stable: errors of a few ulps of the matrix's norm, about
+#: 1e-15) built from float32 NLI probabilities (2**-24, about 6e-8, relative): 1e-6 is well above
+#: that rounding and far below any difference between answers that means something
+SAME = 1e-6
+VALUES_SAME = ("its values are the same for every answer (they differ by rounding at most), so "
+               "its figures say nothing about them")
+ZERO_WIDTH = ("its AUROC interval has zero width: every resample gave the same value, which "
+              "shows too few answers, not certainty")
+
+
+def degenerate(values: np.ndarray | None, auroc: Entry) -> str:
+    """Why a row's figures tell nothing, or "" for an informative row: ``values`` (the row's
+    uncertainty of every answer; None where only the report is at hand) the same for every
+    answer (:data:`SAME`), or an AUROC interval of zero width."""
+    if values is not None and values.size:
+        if float(np.ptp(values)) <= SAME * max(1.0, float(np.max(np.abs(values)))):
+            return VALUES_SAME
+    if auroc.value is not None and auroc.ci95 is not None and auroc.ci95[0] == auroc.ci95[1]:
+        return ZERO_WIDTH
+    return ""
 
 
 def record_values(record: Record) -> dict[str, dict[str, float]]:
@@ -142,10 +166,12 @@ def spearman(u: np.ndarray, length: np.ndarray | None) -> Entry:
     return Entry(float(spearmanr(u, length).statistic))
 
 
-def _rank_key(item: tuple[int, tuple[str, str, dict[str, Entry]]]) -> tuple[int, float, int]:
-    k, (_, _, values) = item
+def _rank_key(item: tuple[int, tuple[str, str, dict[str, Entry], str]]
+              ) -> tuple[int, bool, float, int]:
+    k, (_, _, values, why) = item
     value = values[RANKED_BY].value
-    return (value is None, -(value or 0.0), k)  # best first, undefined last, ties as listed
+    # best first, then the rows that tell nothing, undefined last, ties as listed
+    return (value is None, bool(why), -(value or 0.0), k)
 
 
 def compute(records: Sequence[Record], *, resamples: int, seed: int,
@@ -167,20 +193,22 @@ def compute(records: Sequence[Record], *, resamples: int, seed: int,
             values[metric] = known or Entry.of(metric_math.summarize(
                 metric, u[name, variant], correct, resamples=resamples, seed=seed))
         values[LENGTH] = spearman(u[name, variant], length)
-        table.append((name, variant, values))
+        table.append((name, variant, values, degenerate(u[name, variant], values[RANKED_BY])))
     ranked = [row for _, row in sorted(enumerate(table), key=_rank_key)]
-    best = next(((name, variant) for name, variant, values in ranked
+    best = next(((name, variant) for name, variant, values, _ in ranked
                  if variant == "mars" and values[RANKED_BY].value is not None), None)
     rows_out = []
-    for name, variant, values in ranked:
+    for name, variant, values, why in ranked:
         if best is None:
             vs_best = Entry(None, None, "no MARS row has an AUROC")
         else:
             vs_best = Entry.of(metric_math.paired_difference(
                 RANKED_BY, u[name, variant], u[best], correct, resamples=resamples, seed=seed))
-        rows_out.append(MethodRow(name, variant, row_label(name, variant), values, vs_best))
+        rows_out.append(MethodRow(name, variant, row_label(name, variant), values, vs_best,
+                                  why))
     warnings = []
-    top = rows_out[0] if rows_out and rows_out[0].metrics[RANKED_BY].value is not None else None
+    top = (rows_out[0] if rows_out and rows_out[0].metrics[RANKED_BY].value is not None
+           and not rows_out[0].degenerate else None)
     tie = top.metrics[LENGTH].value if top else None
     if judge in LEXICAL_JUDGES and tie is not None and tie > LENGTH_LIMIT:
         warnings.append(
@@ -212,7 +240,9 @@ def markdown_lines(table: MethodsTable) -> list[str]:
              "|---|---|" + "---|" * (len(TABLE_METRICS) + 2)]
     for k, row in enumerate(table.rows, 1):
         rho = row.metrics[LENGTH].value if LENGTH in row.metrics else None
-        lines.append(f"| {k} | {row.label} | "
+        why = reason(row)
+        lines.append(f"| {'–' if why else k} | {row.label}"
+                     + (f" (not ranked: {why})" if why else "") + " | "
                      + " | ".join(row.metrics[m].text() if m in row.metrics else "n/a"
                                   for m in TABLE_METRICS)
                      + f" | {'n/a' if rho is None else f'{rho:+.2f}'}"
@@ -220,6 +250,12 @@ def markdown_lines(table: MethodsTable) -> list[str]:
     if table.warnings:
         lines += ["", *(f"Warning: {w}" for w in table.warnings)]
     return lines
+
+
+def reason(row: MethodRow) -> str:
+    """Why ``row``'s figures tell nothing ("" for an informative row): as the table recorded
+    it, else (a report made before rows recorded it) from its AUROC interval alone."""
+    return row.degenerate or degenerate(None, row.metrics[RANKED_BY])
 
 
 def roc_figure(records: Sequence[Record], ranked: Sequence[tuple[str, str]],

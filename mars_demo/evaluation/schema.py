@@ -119,23 +119,29 @@ def _metric_tables(raw: Any, name: str, empty: bool = False) -> MetricTables:
 
 # --- the table of every method ----------------------------------------------------------------
 
+DEGENERATE = "degenerate"  # a row's key: why its figures tell nothing (absent: informative)
+
 
 @dataclass(frozen=True)
 class MethodRow:
     """A row of the table of every method: ``name`` and ``variant``, its ``label``,
     ``metrics[column]`` (auroc, auprc, prr, ...) and ``vs_best``, its AUROC minus the best MARS
-    row's (paired)."""
+    row's (paired); ``degenerate``: why its figures tell nothing (its values are the same for
+    every answer, its AUROC interval has no width), empty for an informative row
+    (:func:`.methods_table.degenerate`)."""
 
     name: str
     variant: str
     label: str
     metrics: dict[str, Entry]
     vs_best: Entry
+    degenerate: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "variant": self.variant, "label": self.label,
                 **{k: e.to_dict() for k, e in self.metrics.items()},
-                VS_BEST: self.vs_best.to_dict()}
+                VS_BEST: self.vs_best.to_dict(),
+                **({DEGENERATE: self.degenerate} if self.degenerate else {})}
 
     @classmethod
     def from_dict(cls, row: Any, where: str) -> "MethodRow":
@@ -144,7 +150,7 @@ class MethodRow:
         name, variant = plain_name(row.get("name"), where), plain_name(row.get("variant"), where)
         metrics = {}
         for key, raw in row.items():
-            if key in ("name", "variant", "label", VS_BEST):
+            if key in ("name", "variant", "label", VS_BEST, DEGENERATE):
                 continue
             plain_name(key, where, COLUMN)
             metrics[key] = Entry.from_dict(raw, f"{where}.{key}", *RANGES.get(key, WIDE))
@@ -152,7 +158,9 @@ class MethodRow:
             raise RunFileError(f"{where}.auroc is missing")
         width = RANGES["auroc"][1] - RANGES["auroc"][0]
         vs_best = Entry.from_dict(row.get(VS_BEST), f"{where}.{VS_BEST}", -width, width)
-        return cls(name, variant, short_text(row.get("label") or name), metrics, vs_best)
+        degenerate = row.get(DEGENERATE) or ""
+        return cls(name, variant, short_text(row.get("label") or name), metrics, vs_best,
+                   short_text(degenerate) if isinstance(degenerate, str) else "")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,11 @@ QUESTION_LABEL = "Question"
 QUESTION_PLACEHOLDER = "e.g. Which planet is known as the Red Planet?"
 ASK_BUTTON = "Ask"
 ASK_BUSY = "Working…"  # Ask while a question of this page runs (it takes no click then)
+ASK_STARTED = "Analysis started: the page is working out the answer and its verdict."
+# a press of Ask (or Enter, or an example) while this page's question runs
+ASK_STILL_WORKING = (
+    "Still working on the first question; ask the next one when its verdict is shown."
+)
 SKIP_TO_ANSWER = "Skip to the answer"
 SCROLL_REGION = "Table (scrolls sideways)"  # the name of a table box that scrolls (page.js)
 EXAMPLES_LABEL = "Examples (a click asks one):"
@@ -87,9 +92,19 @@ CLUSTER_RULE_INFO = (
 RECIPE_LABEL = "Recipe"
 RECIPE_INFO = (
     "default: this project's documented choices; paper-code: the published code's choices "
-    "(see the table in docs/paper-code.md); TruthTorchLM: the MARS choices of the authors' "
-    "library."
+    "(linked under the settings); TruthTorchLM: the MARS choices of the authors' library."
 )
+RECIPE_LINK = "The recipes' choices: {link}."
+
+# --- links (ui/page/links.py): the paper, its code, this page's docs and code, a link to share it ---
+
+LINKS_LINE = "Links: {links}"
+LINK_PAPER = "the paper"
+LINK_PAPER_CODE = "the paper's published code"
+LINK_PAPER_CODE_DOC = "the paper's code, point by point"
+LINK_DOCS = "this page's documentation"
+LINK_CODE = "this page's code"
+LINK_SHARE = "a link to share this page"
 RECIPE_CHOICES = [
     ("default", "default"),
     ("paper's published code", "paper-code"),

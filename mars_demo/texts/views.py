@@ -66,8 +66,12 @@ EVAL_PAIRED_CAPTION = (
 EVAL_METHODS_CAPTION = (
     "Every method of the run, ranked by AUROC (best first), x100 with the 95% bootstrap "
     "interval; the last column is each row's AUROC minus that of the best MARS row, {best}, "
-    "with the paired bootstrap interval (both on the same resampled questions):"
+    "with the paired bootstrap interval (both on the same resampled questions). A method whose "
+    "figures tell nothing (the same value for every answer, or an interval of zero width) is "
+    "not ranked, and says why:"
 )
+EVAL_NOT_RANKED = "Not ranked: {why}."
+EVAL_ZERO_WIDTH = "(zero width)"
 EVAL_METHODS_VS_BEST = "AUROC − best MARS"
 EVAL_CALIBRATION = (
     "Calibration of {method}, held out by {folds}-fold cross-validation: Brier score "
@@ -166,6 +170,11 @@ VERDICT_WORKING = "Working out the verdict on this answer…"
 VERDICT_EXPECTED = (
     " Analyses here took about {seconds} s lately (the median of the last {count})."
 )
+VERDICT_EXPECTED_LIKE = (
+    " Analyses like this one ({samples} sampled answers of up to {tokens} tokens) took about "
+    "{seconds} s here lately (the median of the last {count})."
+)
+VERDICT_OVERRUN = " This one is taking longer: {elapsed} s so far."
 VERDICT_HOW = (
     "The page asks the model the same question again several times (the sampled answers) and "
     "counts how many of those answers the NLI model puts in the same meaning cluster as this "

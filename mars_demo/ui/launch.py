@@ -26,7 +26,8 @@ MAX_UPLOAD = 1_000_000  # bytes per uploaded file (the Evaluation view reads rep
 UPLOADS_PER_HOUR = 30  # per client on a public page (uploads stay on disk 1-2 hours)
 # The texts ui/assets/page.js writes into the page (window.marsTexts).
 PAGE_TEXTS = ("QUEUE_PLACE", "QUEUE_ELAPSED", "ACCESS_WORK_NOTE", "ACCESS_WORK_OVER",
-              "VERDICT_DONE", "VERDICT_WORKING", "ASK_BUSY", "ANSWER_WAITING", "SCROLL_REGION")
+              "VERDICT_DONE", "VERDICT_WORKING", "ASK_BUSY", "ANSWER_WAITING", "SCROLL_REGION",
+              "ASK_STARTED", "ASK_STILL_WORKING")
 
 # Font weights the page's theme loads. Gradio bundles its default fonts (served offline too),
 # but its 600 ("SemiBold") files of Source Sans Pro and IBM Plex Mono hold a few glyphs only

@@ -20,9 +20,12 @@
 //   (#mars-queue-line) and in data-mars-queue, which the CSS uses to hide Gradio's line. Its
 //   place is said; Gradio's estimate is not (it guesses from other events' times).
 // - The work note under a public page's sliders says samples x max new tokens as they move.
+// - The live region says at the press that the analysis started; a press while it runs is
+//   answered in words under Ask and aloud (the page is still working on the first question).
+// - The scoring and colour controls are shown once an answer is (html.mars-answered).
 // - Each analysis is announced once by one live region, "Analysis done." and the verdict, when
-//   its verdict (data-analysis: an id per analysis) is shown; the region is emptied at the
-//   press, so two verdicts in the same words are both announced. The focus then moves to the
+//   its verdict (data-analysis: an id per analysis) is shown; at the press the region says the
+//   analysis started, so two verdicts in the same words are both announced. The focus then moves to the
 //   verdict if it was on Ask (which the analysis disabled) or nowhere, every time; the "Skip
 //   to the answer" link after Ask moves it there too.
 // - Gradio's folds get aria-expanded and a name without their arrow; a dropdown's open list of
@@ -205,9 +208,13 @@
   // example must not clear the analysis under way.
   window.marsPress = (question, names) => {
     const ask = document.querySelector("#mars-ask");
-    if (ask && ask.disabled) return undefined;
+    if (ask && ask.disabled) {
+      if (pressed) stillWorking();  // not in the instant between the verdict and Ask's return
+      return undefined;
+    }
     addLive();
-    live.textContent = "";
+    live.textContent = T.ASK_STARTED || "";
+    still.hidden = true;
     pressed = true;
     const asked = String(question || "").trim();
     const values = {
@@ -223,6 +230,26 @@
     requestAnimationFrame(() => requestAnimationFrame(bringVerdict));
     return names.map((name) => values[name]);
   };
+
+  // A press while this page's question runs (Ask takes no click then, so its pointerdown is
+  // caught here; Enter and an example come through marsPress): said, in words and aloud, until
+  // the verdict is shown.
+  const still = document.createElement("p");
+  still.id = "mars-still-working";
+  still.className = "mars-still-working";
+  still.hidden = true;
+  function stillWorking() {
+    const row = document.querySelector("#mars-ask-row");
+    if (row && still.parentElement !== row.parentElement) row.after(still);
+    still.textContent = T.ASK_STILL_WORKING || "";
+    still.hidden = false;
+    addLive();
+    live.textContent = T.ASK_STILL_WORKING || "";
+  }
+  document.addEventListener("pointerdown", (event) => {
+    const ask = event.target && event.target.closest && event.target.closest("#mars-ask");
+    if (ask && ask.disabled && pressed) stillWorking();
+  }, true);
 
   // the verdict's box in view with room under it for the answer (on a phone the question box
   // and the examples fill the screen above it); where it is so already, nothing moves
@@ -244,6 +271,8 @@
     const verdict = document.querySelector("#mars-verdict .mars-verdict[data-analysis]");
     if (!verdict || verdict.dataset.analysis === lastAnalysis) return;
     lastAnalysis = verdict.dataset.analysis;
+    still.hidden = true;
+    document.documentElement.classList.add("mars-answered");
     addLive();
     const line = verdict.querySelector(".mars-verdict-line");
     const more = [...verdict.querySelectorAll(".mars-verdict-said")].map((el) => el.textContent);

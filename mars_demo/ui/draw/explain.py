@@ -9,8 +9,6 @@ import math
 
 from mars_demo import texts
 from mars_demo.result import AnalysisResult
-from mars_demo.verdict import placement
-from mars_demo.ui.guards.redact import public_model_name
 from mars_demo.ui.draw.render import (
     answer_tokens_html,
     esc,
@@ -18,6 +16,8 @@ from mars_demo.ui.draw.render import (
     scores_html,
     token_text,
 )
+from mars_demo.ui.guards.redact import public_model_name
+from mars_demo.verdict import placement
 
 
 def answer_html(result: AnalysisResult, scoring: str, shade: str = "weight") -> str:

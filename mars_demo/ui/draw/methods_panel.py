@@ -13,8 +13,6 @@ answers"); equal values are not counted as lower, their share is given apart. Re
 from __future__ import annotations
 
 from mars_demo import texts
-from mars_demo.methods import METHODS
-from mars_demo.result import MEASURES, AnalysisResult
 from mars_demo.evaluation.reference import (  # noqa: F401  (the names this panel has always offered)
     SAME,
     Place,
@@ -29,6 +27,8 @@ from mars_demo.evaluation.reference import (  # noqa: F401  (the names this pane
     run_values,
     whole_percent,
 )
+from mars_demo.methods import METHODS
+from mars_demo.result import MEASURES, AnalysisResult
 from mars_demo.ui.draw.render import esc, fmt
 from mars_demo.ui.draw.tables import Cell, placed_cell, table
 

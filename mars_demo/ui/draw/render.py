@@ -22,7 +22,6 @@ from mars_demo.progress import STAGES  # the engine's progress stages, in order
 from mars_demo.result import SCORINGS
 from mars_demo.result import ScoredAnswer as Answer
 
-
 #: Token shading: one hue (indigo) from the lightest weight ("low") to the answer's heaviest
 #: ("high"), mixed in between, and the tokens' text, per theme. Chosen so that the text keeps
 #: at least 4.5:1 on every shade (WCAG 1.4.3) and the two ends at least 3:1 between them, so the

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mars_demo import texts
+from mars_demo.evaluation.reference import Place, RunValues, place_words
 from mars_demo.result import SCORINGS, AnalysisResult
 from mars_demo.result import ScoredAnswer as Answer
-from mars_demo.evaluation.reference import Place, RunValues, place_words
-from mars_demo.verdict import placement
 from mars_demo.ui.draw.render import (
     active_attr,
     answer_tokens_html,
@@ -26,6 +25,8 @@ from mars_demo.ui.draw.render import (
     token_text,
     token_weights,
 )
+from mars_demo.verdict import placement
+
 
 @dataclass(frozen=True)
 class Cell:

@@ -114,9 +114,22 @@ class Redactor:
 
     def page_name(self, key: str, value: Any) -> str:
         """How the page's words name model ``key`` (the banner's Models line), public or not:
-        the host's name for it, else its Hub id as given or its folder's last part. A page shows
-        no server folder; a page only the host opens still hands out the paths in its JSON."""
-        return self.names.get(key) or public_model_name(value)
+        the host's name for it, else its Hub id as given or its folder's last part, or the
+        folder above it where that part only repeats the model's role ("importance
+        tiny-trained", not "importance importance"). A page shows no server folder; a page only
+        the host opens still hands out the paths in its JSON.
+
+        >>> Redactor().page_name("nli", "/srv/tiny-trained/nli"), Redactor().page_name("nli", "org/nli")
+        ('tiny-trained', 'org/nli')
+        """
+        if self.names.get(key):
+            return self.names[key]
+        name = public_model_name(value)
+        if name.lower() == key.lower() and name != str(value):  # a local folder named by its role
+            folder = os.path.normpath(str(value).replace("\\", "/"))
+            above = os.path.basename(os.path.dirname(folder))
+            return above or name
+        return name
 
     def known(self, text: str) -> str:
         """``text`` with the server's paths and URLs this redactor knows replaced."""

@@ -17,15 +17,15 @@ shown only by :meth:`Controller.show`, which sets every output.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import gradio as gr
 
 from mars_demo import texts
-from mars_demo.hosting.access import Access
 from mars_demo.downloads import DownloadStore
 from mars_demo.errors import (
     AnalysisCancelled,
@@ -34,6 +34,8 @@ from mars_demo.errors import (
     ModelLoadError,
     is_out_of_memory,
 )
+from mars_demo.hosting.access import Access
+from mars_demo.hosting.zerogpu import GpuRefused
 from mars_demo.methods import OWN_MODELS, optional_models
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
@@ -45,15 +47,15 @@ from mars_demo.settings import (
     Settings,
 )
 from mars_demo.ui.draw import methods_panel, render, trust
-from mars_demo.ui.page import panels
+from mars_demo.ui.guards.redact import Redactor
+from mars_demo.ui.page import links, panels, waits
+from mars_demo.ui.page.example_store import ExampleStore
+from mars_demo.ui.page.example_warm import ExampleWarmer
+from mars_demo.ui.page.waits import RecentWaits
 from mars_demo.ui.work import controls, worker
 from mars_demo.ui.work.api import Api
-from mars_demo.ui.page.example_store import ExampleStore
 from mars_demo.ui.work.host import EngineHost, EngineNotReady
 from mars_demo.ui.work.pasted import pasted_answers
-from mars_demo.ui.guards.redact import Redactor
-from mars_demo.ui.page.waits import RecentWaits
-from mars_demo.hosting.zerogpu import GpuRefused
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +144,12 @@ class Controller:
         # the example questions' analyses, made once (none kept without a folder)
         self.examples = examples or ExampleStore(None, ())
         self.waits = RecentWaits()  # how long analyses took lately (said before the first token)
+        # the examples analyzed in the background, started by the host (build_demo)
+        self.warmer = ExampleWarmer(host, self.examples, self.page_defaults, self.waits)
         self.downloads = DownloadStore()
         self.api = Api(self)
         self._command_line_llm = host.engine.settings.llm  # COMMAND_LINE_MODEL of the switch
+        self.share_url: Callable[[], str | None] = lambda: None  # --share's link, once made
 
     def redactor(self) -> Redactor:
         """The page's one redaction of what visitors get (for the engine's models now)."""
@@ -208,24 +213,26 @@ class Controller:
             yield self._shown(kept, scoring, note=texts.EXAMPLE_KEPT)
             return
         events = worker.analysis_events(self.host, question, settings)
-        result = yield from self._finish(events, str(question), scoring)
+        result = yield from self._finish(events, str(question), scoring, waits.kind(settings))
         if result is not None and self.examples.wants(result.question, settings, defaults):
             self.examples.put(result.question, settings, defaults, result)
 
-    def _finish(self, events: Iterator[worker.Event], question: str, scoring: str
-                ) -> Generator[dict[str, Any], None, AnalysisResult | None]:
+    def _finish(self, events: Iterator[worker.Event], question: str, scoring: str,
+                like: Any = None) -> Generator[dict[str, Any], None, AnalysisResult | None]:
         """Relay a running analysis, then show its result (or its error); returns the result
-        (None after an error). Its running time joins :attr:`waits`."""
+        (None after an error). Its running time joins :attr:`waits` under ``like``
+        (:func:`~mars_demo.ui.page.waits.kind`), whose expected wait it says while it runs."""
         started = time.monotonic()
         try:
             kind, payload = yield from worker.relay(
-                events, question, working=trust.working_html(self.waits.words()))
+                events, question,
+                working=lambda elapsed: trust.working_html(self.waits.words(like, elapsed)))
         finally:
             events.close()  # stops the analysis when closed early; a no-op once it is done
         if kind in ("error", "refused"):  # refused: nothing shown yet, no stale result stays
             yield self._failed(payload) if kind == "error" else self.refused(payload)
             return None
-        self.waits.add(time.monotonic() - started)
+        self.waits.add(time.monotonic() - started, like)
         yield self._shown(payload, scoring)
         return payload
 
@@ -383,7 +390,8 @@ class Controller:
             yield self.refused(exc)
             return
         events = worker.score_events(self.host, answers, settings, cap=self.access.work_cap)
-        yield from self._finish(events, answers.question, scoring)
+        yield from self._finish(events, answers.question, scoring,
+                                waits.kind(settings, given=len(answers.samples)))
 
     # --- models ---------------------------------------------------------------------------------
 
@@ -439,6 +447,8 @@ class Controller:
                 }
                 return
             elif kind == "done":
+                if self.warmer.started:  # the examples of the new models, in the background
+                    self.warmer.start()
                 yield {
                     "switch_status": self._note(texts.SWITCH_DONE.format(model=name)),
                     "banner": self.banner_html(),
@@ -467,6 +477,7 @@ class Controller:
             lines.append(("error", render.esc(redactor.text(
                 texts.BANNER_LOAD_FAILED.format(error=status.error)))))
         lines.append(("info", self._models_line(info, redactor)))
+        lines.append(("links", links.links_html(os.environ, self.share_url)))
         if info.get("cpu_fallback"):
             lines.append(("warn", render.esc(texts.BANNER_CPU_FALLBACK)))
         return render.banner_html(lines)

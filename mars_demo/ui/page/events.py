@@ -18,7 +18,7 @@ import gradio as gr
 
 from mars_demo import texts
 from mars_demo.hosting.access import ENGINE_GROUP, VIEW_GROUP
-from mars_demo.ui.work import controls
+from mars_demo.ui.guards.kept_renders import RenderCache
 from mars_demo.ui.page.controller import (
     BANNER_OUTPUTS,
     SWITCH_OUTPUTS,
@@ -26,7 +26,7 @@ from mars_demo.ui.page.controller import (
     ask_outputs,
     scoring_view_outputs,
 )
-from mars_demo.ui.guards.kept_renders import RenderCache
+from mars_demo.ui.work import controls
 
 ENGINE_QUEUE = ENGINE_GROUP  # concurrency group of every event that runs the models: one at a time
 VIEW_QUEUE = VIEW_GROUP  # concurrency group of every other queued event: one at a time too

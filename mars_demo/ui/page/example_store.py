@@ -43,6 +43,7 @@ class ExampleStore:
                  basis: str = "") -> None:
         self.folder = pathlib.Path(folder) if folder is not None else None
         self.examples = frozenset(examples)
+        self.ordered = tuple(dict.fromkeys(examples))  # as the page lists them
         #: what the page's verdicts cite (its calibration and run, in words): an analysis kept
         #: under other ones holds another verdict, so it is not served
         self.basis = basis

@@ -22,6 +22,7 @@ running analysis at the next generated token or stage (see
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from mars_demo.hosting.access import Access
 from mars_demo.settings import MAX_QUESTION_CHARS
 from mars_demo.ui.draw import methods_panel, render
 from mars_demo.ui.guards.limits import limit_queue
-from mars_demo.ui.page import ASSETS, panels
+from mars_demo.ui.page import ASSETS, links, panels
 from mars_demo.ui.page.controller import Controller
 from mars_demo.ui.page.events import ENGINE_QUEUE, wire_events
 from mars_demo.ui.page.example_store import ExampleStore
@@ -76,6 +77,7 @@ def build_demo(
     runs_dir: str | Path | None = None,
     methods_run: Any = None,
     example_cache: str | Path | None = None,
+    warm_examples: bool = True,
 ) -> gr.Blocks:
     """Build the page around ``engine``.
 
@@ -94,7 +96,9 @@ def build_demo(
     or why there is none) among whose answers the "Compared with other methods" panel places
     each value; by default the run of :func:`~mars_demo.ui.draw.methods_panel.reference_folder`.
     ``example_cache``: the folder where the example questions' analyses are kept once made
-    (:mod:`mars_demo.ui.page.example_store`; None: none are kept).
+    (:mod:`mars_demo.ui.page.example_store`; None: none are kept). ``warm_examples``: analyze
+    those the folder lacks in the background once the models are loaded
+    (:mod:`mars_demo.ui.page.example_warm`; not on ZeroGPU).
     """
     access = access or Access()
     host = EngineHost(engine)
@@ -108,6 +112,8 @@ def build_demo(
                         methods_run.run.name if methods_run.run is not None else None])
     controller = Controller(host, access, calibration=calibration, reference=methods_run,
                             examples=ExampleStore(example_cache, load_examples(), basis))
+    if warm_examples:
+        controller.warmer.start()
 
     with gr.Blocks(title=texts.TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         parts: dict[str, Any] = {}
@@ -120,6 +126,7 @@ def build_demo(
         controller.api.serve(demo, ENGINE_QUEUE)
         # The Evaluation view, at the end of the page (mars_demo/ui/views/eval_view.py).
         eval_view.build(eval_view.EvaluationView(runs_dir, public=access.public))
+    controller.share_url = lambda: getattr(demo, "share_url", None)  # the banner's share link
 
     # A public page takes calls only through the queue (no direct /run/ routes that would skip
     # its size and the per-client limit).
@@ -178,6 +185,8 @@ def _settings(controller: Controller, access: Access, parts: dict[str, Any]
             if row == OPTION_ROWS[1] and access.max_sample_tokens is not None:
                 gr.HTML(_work_note(access.max_sample_tokens), elem_id="mars-work-note",
                         padding=False)
+        gr.Markdown(links.recipe_link(os.environ), elem_id="mars-recipe-link",
+                    elem_classes="mars-small")
         if access.allow_model_switch:
             parts["switch"] = _model_switch(controller)
             parts["switch_status"] = parts["switch"]["status"]

@@ -83,7 +83,10 @@ def split_columns(fig: Any) -> list[Any]:
     """A figure of one row of subplots (:func:`mars_demo.evaluation.report.figures`) as one
     figure per subplot, titled by its subplot's title, each with its own legend and the axis
     titles of the first: charts that sit side by side where the page is wide and stack on a
-    phone, instead of three squeezed into one. None or no traces: no figure."""
+    phone, instead of three squeezed into one. Being compared, they share their axes
+    (:func:`shared_range`: one x and one y range for all, which the subplots' own autoscaling
+    made differ, e.g. accuracies from 0.75 in one and from 0.85 in the next). None or no
+    traces: no figure."""
     import plotly.graph_objects as go
 
     if fig is None or not fig.data:
@@ -96,6 +99,10 @@ def split_columns(fig: Any) -> list[Any]:
     for trace in fig.data:
         columns.setdefault(trace.xaxis or "x", []).append(trace)
     out = []
+    x_range = shared_range([layout["xaxis" + a[1:]].range for a in columns],
+                           [t.x for t in fig.data])
+    y_range = shared_range([layout["yaxis" + a[1:]].range for a in columns],
+                           [t.y for t in fig.data])
     for k, (axis, traces) in enumerate(sorted(columns.items(), key=lambda kv: _axis_number(kv[0]))):
         x_axis = layout["xaxis" + axis[1:]]
         y_axis = layout["yaxis" + axis[1:]]
@@ -109,12 +116,42 @@ def split_columns(fig: Any) -> list[Any]:
             legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
             paper_bgcolor=layout.paper_bgcolor, plot_bgcolor=layout.plot_bgcolor,
         )
-        one.update_xaxes(title_text=x_title, range=x_axis.range, gridcolor=x_axis.gridcolor,
+        one.update_xaxes(title_text=x_title, range=x_range, gridcolor=x_axis.gridcolor,
                          zerolinecolor=x_axis.zerolinecolor)
-        one.update_yaxes(title_text=y_title, range=y_axis.range, gridcolor=y_axis.gridcolor,
+        one.update_yaxes(title_text=y_title, range=y_range, gridcolor=y_axis.gridcolor,
                          zerolinecolor=y_axis.zerolinecolor)
         out.append(one)
     return out
+
+
+PAD = 0.04  # of a shared range made from the data, added on each side (as Plotly pads)
+
+
+def shared_range(given: list[Any], data: list[Any]) -> list[float] | None:
+    """One range for the axes of charts that are compared: the union of the ranges the
+    figure set (``given``, None where it set none) and, where any axis had none, of the values
+    drawn (``data``), padded by :data:`PAD` of its span. None when there is nothing to span.
+
+    >>> shared_range([[0, 1], None], [[0.2, 0.9], [0.85, 1.0]])
+    [0.0, 1.032]
+    >>> shared_range([None, None], [[0.75, 1.0], [0.85, 1.0]])
+    [0.74, 1.01]
+    """
+    import numpy as np
+
+    lows, highs = [r[0] for r in given if r], [r[1] for r in given if r]
+    if any(r is None for r in given):
+        values = np.concatenate([np.asarray(v, dtype=float).ravel() for v in data
+                                 if v is not None] or [np.empty(0)])
+        values = values[np.isfinite(values)]
+        if values.size:
+            low, high = float(values.min()), float(values.max())
+            pad = PAD * (high - low) if high > low else 0.05
+            lows.append(low - pad)
+            highs.append(high + pad)
+    if not lows:
+        return None
+    return [round(float(min(lows)), 6), round(float(max(highs)), 6)]
 
 
 def _axis_number(axis: str) -> int:

@@ -32,17 +32,17 @@ import threading
 from typing import Any
 
 from mars_demo import texts
-from mars_demo.hosting.access import VIEW_GROUP
-from mars_demo.evaluation import METRIC_TITLES, METRICS
-from mars_demo.evaluation.labels import model_id, row_label
+from mars_demo.evaluation import METRIC_TITLES, METRICS, methods_table
 from mars_demo.evaluation.checks import DIFF, RunFileError
+from mars_demo.evaluation.labels import model_id, row_label
 from mars_demo.evaluation.runs import RESULTS, parse_records, parse_report
 from mars_demo.evaluation.sample_size import caution
 from mars_demo.evaluation.schema import Entry, Report
+from mars_demo.hosting.access import VIEW_GROUP
 from mars_demo.methods import OWN_MODELS
 from mars_demo.result import MEASURES
-from mars_demo.ui.views.eval_charts import SPLIT, TEXTS, curves, page_outputs
 from mars_demo.ui.draw.render import error_html, esc
+from mars_demo.ui.views.eval_charts import SPLIT, TEXTS, curves, page_outputs
 
 MAX_BYTES = 1_000_000  # the page's upload limit per file (layout.MAX_UPLOAD)
 MAX_LINES = 100_000  # results.jsonl lines read from a run folder
@@ -80,6 +80,8 @@ def _cell(entry: Entry | None, signed: bool = False) -> str:
     if entry.ci95:
         lo, hi = entry.ci95
         text += f' <span class="mars-muted">[{num(lo)}, {num(hi)}]</span>'
+        if lo == hi:  # every resample gave the same value: too few answers, not certainty
+            text += f' <span class="mars-eval-zero-width">{esc(texts.EVAL_ZERO_WIDTH)}</span>'
     return text  # "−" in the numbers only: the markup's own hyphens (class names) stay
 
 
@@ -168,11 +170,23 @@ def _methods_table(report: Report) -> str:
         return ""
     shown = ("auroc", "auprc", "prr")
     head = "".join(f'<th scope="col">{METRIC_TITLES[m]}</th>' for m in shown)
-    rows = "".join(
-        f'<tr><td data-col="index">{k}</td><th scope="row">{esc(row.label)}</th>'
-        + "".join(_td(METRIC_TITLES[m], _cell(row.metrics[m])) for m in shown)
-        + _td(texts.EVAL_METHODS_VS_BEST, _cell(row.vs_best, signed=True)) + "</tr>"
-        for k, row in enumerate(report.methods_table.rows, 1))
+    rows, rank = [], 0
+    # the rows that tell nothing after the ranked ones (a report made before rows recorded it
+    # may list them among those)
+    for row in sorted(report.methods_table.rows, key=lambda r: bool(methods_table.reason(r))):
+        why = methods_table.reason(row)
+        rank += not why
+        # a row whose figures tell nothing is not ranked: no place, and why, under its name
+        place = '<span class="mars-muted">–</span>' if why else str(rank)
+        name = esc(row.label) + (f'<span class="mars-eval-degenerate">'
+                                 f'{esc(texts.EVAL_NOT_RANKED.format(why=why))}</span>'
+                                 if why else "")
+        rows.append(
+            f'<tr{" data-degenerate" if why else ""}><td data-col="index">{place}</td>'
+            f'<th scope="row">{name}</th>'
+            + "".join(_td(METRIC_TITLES[m], _cell(row.metrics[m])) for m in shown)
+            + _td(texts.EVAL_METHODS_VS_BEST, _cell(row.vs_best, signed=True)) + "</tr>")
+    rows = "".join(rows)
     caption = texts.EVAL_METHODS_CAPTION.format(best=report.methods_table.best_label or "none")
     return (f'<p class="mars-small">{esc(caption)}</p>'
             '<div class="mars-table-wrap"><table class="mars-table mars-eval-methods mars-stack">'

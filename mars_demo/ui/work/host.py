@@ -90,6 +90,10 @@ class EngineHost:
     def __init__(self, engine: EngineLike) -> None:
         self.engine = engine
         self._lock = threading.Lock()  # one engine call at a time (load, switch, analyze)
+        # visitors' requests waiting for the engine or holding it: the page's own background
+        # work (the example analyses, ui/page/example_warm.py) yields to them
+        self._visitors = 0
+        self._visitors_changed = threading.Condition()
         self._status_lock = threading.Lock()
         self._status = LoadStatus("ready" if engine.ready else "idle")
         self._logged: tuple[str, int] | None = None
@@ -200,18 +204,45 @@ class EngineHost:
         if status.state == "failed":
             raise EngineNotReady(texts.ERROR_LOAD_FAILED.format(error=status.error))
 
+    def visitor_waiting(self) -> bool:
+        """Whether a visitor's request waits for the engine or holds it (the page's own
+        background work stops then, and starts only when none does)."""
+        return self._visitors > 0
+
+    def wait_for_no_visitor(self, timeout: float | None = None) -> bool:
+        """Block until no visitor's request waits for the engine or holds it; returns whether
+        that happened within ``timeout`` seconds."""
+        with self._visitors_changed:
+            return self._visitors_changed.wait_for(lambda: self._visitors == 0, timeout)
+
     @contextlib.contextmanager
-    def holding(self, settings: Settings, progress: Progress | None = None
-                ) -> Iterator[tuple[EngineLike, Settings]]:
+    def _counted(self, visitor: bool) -> Iterator[None]:
+        if not visitor:
+            yield
+            return
+        with self._visitors_changed:
+            self._visitors += 1
+        try:
+            yield
+        finally:
+            with self._visitors_changed:
+                self._visitors -= 1
+                self._visitors_changed.notify_all()
+
+    @contextlib.contextmanager
+    def holding(self, settings: Settings, progress: Progress | None = None, *,
+                visitor: bool = True) -> Iterator[tuple[EngineLike, Settings]]:
         """Hold the engine for one request: yields the engine and ``settings`` with its models.
 
         Refuses with :class:`EngineNotReady` while loading or after a failed load; models that
         are not loaded yet load first. The page and the API never choose models per request:
         ``settings``' models are replaced by the engine's as they are once this request holds
         the engine, so a model switch that ran while it waited is followed (and the old models
-        are not loaded again). One request at a time: the next waits until this one is done."""
+        are not loaded again). One request at a time: the next waits until this one is done.
+        ``visitor``: a visitor's request (counted, see :meth:`visitor_waiting`) or the page's
+        own background work (False)."""
         self.check_ready()
-        with self._lock:
+        with self._counted(visitor), self._lock:
             if not self.engine.ready:
                 self._run_load(lambda p: self.engine.load(progress=p), progress)
             yield self.engine, settings.with_models_of(self.engine.settings)

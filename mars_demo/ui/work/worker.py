@@ -35,9 +35,9 @@ from typing import Any
 
 import gradio as gr
 
-from mars_demo.hosting import zerogpu
 from mars_demo.answers import WorkCap
 from mars_demo.errors import AnalysisCancelled
+from mars_demo.hosting import zerogpu
 from mars_demo.progress import Progress
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import Settings
@@ -71,6 +71,7 @@ _ENGINES: weakref.WeakValueDictionary[int, EngineLike] = weakref.WeakValueDictio
 # The cancel checks of the calls running now, by call number (only this process can read them).
 _CANCEL_CHECKS: dict[int, Callable[[], bool]] = {}
 _CALLS = itertools.count(1)
+_QUIET_CALLS: set[int] = set()  # the calls of the page's own background work (not logged)
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,13 @@ class GpuCall:
 
 def gpu_analyze(host: EngineHost, question: str, settings: Settings, *,
                 progress: Progress | None = None, on_text: Callable[[str], None] | None = None,
-                should_stop: Callable[[], bool] | None = None) -> AnalysisResult:
+                should_stop: Callable[[], bool] | None = None,
+                visitor: bool = True) -> AnalysisResult:
     """Generate and score the answers to ``question`` with ``host``'s engine
-    (:func:`analyze_on_gpu`; held as :meth:`EngineHost.holding` says)."""
-    with host.holding(settings, progress) as (engine, settings):
-        with _calling(engine, should_stop) as where:
+    (:func:`analyze_on_gpu`; held as :meth:`EngineHost.holding` says: ``visitor`` False for
+    the page's own background work)."""
+    with host.holding(settings, progress, visitor=visitor) as (engine, settings):
+        with _calling(engine, should_stop, quiet=not visitor) as where:
             return _follow(analyze_on_gpu(where, question, settings), progress, on_text,
                            should_stop)
 
@@ -155,16 +158,22 @@ def switch_models(host: EngineHost, settings: Settings, progress: Progress | Non
 
 
 @contextlib.contextmanager
-def _calling(engine: EngineLike, should_stop: Callable[[], bool] | None) -> Iterator[GpuCall]:
-    """Register the engine and the cancel check of one call; yields its :class:`GpuCall`."""
+def _calling(engine: EngineLike, should_stop: Callable[[], bool] | None,
+             quiet: bool = False) -> Iterator[GpuCall]:
+    """Register the engine and the cancel check of one call; yields its :class:`GpuCall`.
+    ``quiet``: the page's own background work, whose stop for a visitor is not logged as a
+    visitor's cancel (:data:`CANCELLED_LOG`)."""
     _ENGINES[id(engine)] = engine
     where = GpuCall(id(engine), os.getpid(), next(_CALLS))
     if should_stop is not None:
         _CANCEL_CHECKS[where.call] = should_stop
+    if quiet:
+        _QUIET_CALLS.add(where.call)
     try:
         yield where
     finally:
         _CANCEL_CHECKS.pop(where.call, None)
+        _QUIET_CALLS.discard(where.call)
 
 
 def _engine(where: GpuCall) -> EngineLike:
@@ -183,7 +192,8 @@ def _events(where: GpuCall, task: Callable[[Progress, Callable[[str], None],
     and waits for it to end, so the models are free when ``close()`` returns."""
     here = os.getpid() == where.pid
     caller = _CANCEL_CHECKS.get(where.call) if here else None
-    work = Worker(task, name, stop_also=caller)
+    work = Worker(task, name, stop_also=caller,
+                  log_cancel=not (here and where.call in _QUIET_CALLS))
     try:
         while True:
             try:
@@ -301,7 +311,8 @@ class Worker:
         self._stop.set()
 
 
-def relay(events: Iterator[Event], question: str, working: str = ""
+def relay(events: Iterator[Event], question: str,
+          working: str | Callable[[float], str] = ""
           ) -> Generator[dict[str, Any], None, tuple[str, Any]]:
     """Yield the page updates of a running analysis (``events``: :func:`analysis_events`);
     return its ("done", result) or ("error", exception), or ("refused", exception) for work
@@ -311,17 +322,20 @@ def relay(events: Iterator[Event], question: str, working: str = ""
     verdict being worked out) in the verdict's place. Then the streaming answer and the stage
     progress, at most every :data:`STREAM_INTERVAL_S`, and the same again at least every
     :data:`HEARTBEAT_S` while nothing changes (Gradio notices a closed tab only between two
-    updates)."""
+    updates). ``working`` may be a function of the seconds since the analysis started: its
+    text is put in the verdict's place again whenever it changes (the expected wait overrun)."""
+    started = time.monotonic()
     kind, payload = _next(events)
     if kind in ("done", "error"):
         return ("refused" if kind == "error" else kind), payload
+    said = working(time.monotonic() - started) if callable(working) else working
     yield {
         "result": None,
         "error": "",
         "warnings": "",  # the last question's warnings must not stay beside this one
         "progress": render.progress_html(render.StageProgress()),
         "answer": render.streaming_html(question, ""),
-        "verdict": working,
+        "verdict": said,
         "results": gr.update(visible=False),
         "download": gr.update(value=None, visible=False),
     }
@@ -336,10 +350,14 @@ def relay(events: Iterator[Event], question: str, working: str = ""
             return kind, payload
         waited = time.monotonic() - shown
         if (changed and waited >= STREAM_INTERVAL_S) or waited >= HEARTBEAT_S:
-            yield {
+            update = {
                 "answer": render.streaming_html(question, partial),
                 "progress": render.progress_html(progress),
             }
+            now = working(time.monotonic() - started) if callable(working) else said
+            if now != said:
+                update["verdict"] = said = now
+            yield update
             shown, changed = time.monotonic(), False
         kind, payload = _next(events)
 
