@@ -17,7 +17,6 @@ shown only by :meth:`Controller.show`, which sets every output.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
@@ -36,7 +35,6 @@ from mars_demo.errors import (
 )
 from mars_demo.hosting.access import Access
 from mars_demo.hosting.zerogpu import GpuRefused
-from mars_demo.methods import OWN_MODELS, optional_models
 from mars_demo.result import AnalysisResult
 from mars_demo.settings import (
     CPU_DEFAULT_PRESET,
@@ -48,7 +46,7 @@ from mars_demo.settings import (
 )
 from mars_demo.ui.draw import methods_panel, render, trust
 from mars_demo.ui.guards.redact import Redactor
-from mars_demo.ui.page import links, panels, waits
+from mars_demo.ui.page import banner, panels, waits
 from mars_demo.ui.page.example_store import ExampleStore
 from mars_demo.ui.page.example_warm import ExampleWarmer
 from mars_demo.ui.page.waits import RecentWaits
@@ -462,52 +460,8 @@ class Controller:
     # --- banner ---------------------------------------------------------------------------------
 
     def banner_html(self) -> str:
-        status = self.host.status()
-        info = self.host.describe()
-        redactor = self.redactor()
-        lines: list[tuple[str, str]] = []
-        if status.state == "loading":
-            message = (
-                texts.BANNER_LOADING.format(stage=status.stage, percent=status.percent)
-                if status.stage
-                else texts.BANNER_LOADING_START
-            )
-            lines.append(("warn", render.esc(message)))
-        elif status.state == "failed":
-            lines.append(("error", render.esc(redactor.text(
-                texts.BANNER_LOAD_FAILED.format(error=status.error)))))
-        lines.append(("info", self._models_line(info, redactor)))
-        lines.append(("links", links.links_html(os.environ, self.share_url)))
-        if info.get("cpu_fallback"):
-            lines.append(("warn", render.esc(texts.BANNER_CPU_FALLBACK)))
-        return render.banner_html(lines)
-
-    def _models_line(self, info: dict[str, Any], redactor: Redactor) -> str:
-        """The models and device, by the names visitors see: the host's names where given, a
-        preset's label, a Hub id as given or a local model by its folder's name only (public
-        or not)."""
-        names = self.access.model_names
-        llm = names.get("llm") or info.get("llm_preset") or redactor.page_name("llm", info["llm"])
-        return texts.BANNER_MODELS.format(
-            llm=render.esc(llm),
-            importance=render.esc(redactor.page_name("importance", info["importance"])),
-            nli=render.esc(redactor.page_name("nli", info["nli"])),
-            optional="".join(
-                texts.BANNER_OPTIONAL_MODEL.format(
-                    label=render.esc(label), name=render.esc(redactor.page_name(key, value)))
-                for key, label, value in self._optional_models()),
-            device=render.esc(info["device"]),
-            quant=texts.BANNER_4BIT if info.get("load_in_4bit") else "",
-        )
-
-    def _optional_models(self) -> list[tuple[str, str, Any]]:
-        """(key, label, id or path) of each optional model (:data:`OWN_MODELS`) that this
-        page's analyses may run: one a method of the engine's settings or of those visitors may
-        ask for (:attr:`Access.methods`) needs. None when no such method is offered."""
-        settings = self.host.engine.settings
-        used = optional_models(tuple(settings.method_ids) + tuple(sorted(self.access.methods)))
-        return [(m.field, m.label, getattr(settings, m.field)) for m in OWN_MODELS
-                if m.field in used]
+        """The banner: the models' loading, the models and device, the links (:mod:`banner`)."""
+        return banner.banner_html(self.host, self.access, self.redactor(), self.share_url)
 
     def banner(self) -> dict[str, Any]:
         """The banner, and whether to keep polling it (while the models load)."""
