@@ -82,8 +82,10 @@ def test_before_the_first_token_the_wait_of_recent_analyses_like_it_is_said():
     waits.add(8.0, short)
     assert waits.words(long) == "" and "about 8.0 s" in waits.words(short)
     assert "5 sampled answers of up to 64 tokens" in waits.words(short)
-    # once a running analysis is past the time said, the line says so
+    # once a running analysis is well past the time said (half as long again), the line says so
     assert "taking longer" not in waits.words(short, elapsed=7.0)
+    assert "taking longer" not in waits.words(short, elapsed=11.9)  # past the median alone
+    assert "taking longer: 12 s so far" in waits.words(short, elapsed=12.1)
     assert "This one is taking longer: 59 s so far." in waits.words(short, elapsed=59.2)
     ctrl = controller()
     first = ask(ctrl)[0]  # no analysis yet: the verdict is being worked out, no time promised

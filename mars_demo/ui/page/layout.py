@@ -87,7 +87,7 @@ def build_demo(
     see :mod:`mars_demo.hosting.zerogpu`); a failure shows on the page all the same. Launch the result
     with :func:`launch_options` (the page's CSS). No model is loaded when ``engine.ready``.
     ``queue_max_size``: requests that may wait in Gradio's queue (tests use a small one).
-    ``access``: what visitors may do (:mod:`mars_demo.ui.access`); the default is a local page
+    ``access``: what visitors may do (:mod:`mars_demo.hosting.access`); the default is a local page
     without the model switch. ``calibration``: an
     :class:`~mars_demo.evaluation.calibration.Calibration` whose chance of being right is shown
     under each answer (checked against the engine's models by the caller, see

@@ -25,6 +25,8 @@ from mars_demo.settings import Settings
 
 KEEP = 20  # analyses of one kind whose times the expectation is made from
 KINDS = 32  # kinds kept at most (the oldest kind seen goes first)
+OVERRUN_FACTOR = 1.5  # an analysis is said to take longer past this times the median ...
+OVERRUN_MARGIN_S = 2.0  # ... and at least this many seconds past it (overrun_after)
 
 
 def kind(settings: Settings, given: int | None = None) -> tuple[Hashable, ...]:
@@ -33,6 +35,19 @@ def kind(settings: Settings, given: int | None = None) -> tuple[Hashable, ...]:
     if given is not None:
         return (False, given, 0, tuple(settings.method_ids))
     return (True, settings.samples, settings.max_new_tokens, tuple(settings.method_ids))
+
+
+def overrun_after(median: float) -> float:
+    """The seconds after which an analysis whose kind took ``median`` seconds is said to take
+    longer: half as long again, and at least :data:`OVERRUN_MARGIN_S` more. Half of all
+    analyses take longer than the median, so the median itself would say so of one in two; a
+    margin keeps the words for a real overrun, and the seconds' floor keeps a quick kind's
+    analyses from saying "taking longer: 0 s so far".
+
+    >>> overrun_after(8.0), overrun_after(0.5)
+    (12.0, 2.5)
+    """
+    return max(OVERRUN_FACTOR * median, median + OVERRUN_MARGIN_S)
 
 
 def _seconds(value: float) -> str:
@@ -67,7 +82,8 @@ class RecentWaits:
 
     def words(self, of: Hashable = None, elapsed: float = 0.0) -> str:
         """The expectation for an analysis of kind ``of`` in words (empty before the first of
-        its kind); once ``elapsed`` is past it, that it is taking longer, and how long so far."""
+        its kind); once ``elapsed`` is well past it (:func:`overrun_after`), that it is taking
+    longer, and how long so far."""
         found = self.expected(of)
         if found is None:
             return ""
@@ -77,6 +93,6 @@ class RecentWaits:
                 seconds=_seconds(seconds), count=count, samples=of[1], tokens=of[2])
         else:
             said = texts.VERDICT_EXPECTED.format(seconds=_seconds(seconds), count=count)
-        if elapsed > seconds:
+        if elapsed > overrun_after(seconds):
             said += texts.VERDICT_OVERRUN.format(elapsed=f"{elapsed:.0f}")
         return said
