@@ -12,7 +12,7 @@ from ui_helpers import FakeEngine, make_result
 
 from mars_demo import texts
 from mars_demo.evaluation.checks import DIFF
-from mars_demo.evaluation.reference import Reference, RunValues, differences
+from mars_demo.evaluation.reference import RunValues, differences
 from mars_demo.evaluation.schema import Entry, Report
 from mars_demo.settings import Settings
 from mars_demo.ui.draw import tables, trust
@@ -51,6 +51,23 @@ def test_an_example_is_analyzed_once_and_then_shown_whole_at_once(tmp_path):
     assert shown["result"].question == EXAMPLE and "data-level=" in shown["verdict"]
     assert "data-measure=" in shown["uncertainty_table"]
     assert esc(texts.EXAMPLE_KEPT) in shown["progress"]
+
+
+def test_an_example_kept_by_a_page_that_worded_its_verdicts_otherwise_is_made_again(
+        tmp_path, monkeypatch):
+    """The store outlives the page's versions (a Space's cache folder): an analysis kept when the
+    verdicts read otherwise holds a verdict in the old words, so a page whose verdict texts
+    differ does not serve it."""
+    from mars_demo.ui.page import example_store
+
+    engine = FakeEngine()
+    ask(controller(engine, tmp_path))
+    assert len(engine.calls) == 1
+    monkeypatch.setattr(texts, "VERDICT_ALL", texts.VERDICT_ALL + " (worded otherwise)")
+    monkeypatch.setattr(example_store, "VERDICT_WORDS", example_store.verdict_words())
+    again = ask(controller(engine, tmp_path))
+    assert len(engine.calls) == 2 and len(again) > 1  # analyzed again, not served
+    assert len(list(tmp_path.glob("*.json"))) == 2
 
 
 def test_nothing_but_an_example_with_the_default_settings_fills_the_store(tmp_path):

@@ -5,8 +5,8 @@ analysis as for any other; it is then written to the store (one JSON file, the a
 ``to_dict``), and every later visitor who asks it with those options gets the whole analysis at
 once, also after the server restarts. Only the page's fixed example questions
 (``ui/assets/examples.json``) with the default options, the models loaded now and this
-version's result format, judged against the page's calibration and run (its verdict is part
-of it), are ever stored or served: a visitor's own question, options or pasted
+version's result format and verdict words, judged against the page's calibration and run (its
+verdict is part of it), are ever stored or served: a visitor's own question, options or pasted
 answers never fill it, and nothing a visitor sends changes a stored analysis (a cancelled or
 failed analysis is not stored). The file's name is a hash of all of that, so other models or
 options find nothing, and the store holds at most one file per example and setting.
@@ -23,10 +23,25 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from mars_demo import texts
 from mars_demo.result import SCHEMA_VERSION, AnalysisResult
 from mars_demo.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def verdict_words() -> str:
+    """A hash of every ``VERDICT_*`` text: the words a verdict is made with."""
+    words = {name: getattr(texts, name) for name in sorted(dir(texts))
+             if name.startswith("VERDICT_")}
+    return hashlib.sha256(json.dumps(words, sort_keys=True, default=str).encode("utf-8")
+                          ).hexdigest()[:16]
+
+
+#: the words this page's verdicts are made with: a version of the page that words its verdicts
+#: otherwise finds none of the analyses kept before it, whose stored verdicts read as the old
+#: page's
+VERDICT_WORDS = verdict_words()
 
 
 def default_folder() -> pathlib.Path:
@@ -54,7 +69,8 @@ class ExampleStore:
         if self.folder is None or question not in self.examples or settings != defaults:
             return None
         key = json.dumps({"question": question, "settings": settings.to_dict(),
-                          "schema_version": SCHEMA_VERSION, "verdict_basis": self.basis},
+                          "schema_version": SCHEMA_VERSION, "verdict_basis": self.basis,
+                          "verdict_words": VERDICT_WORDS},
                          sort_keys=True, default=str)
         return self.folder / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()[:32]}.json"
 
