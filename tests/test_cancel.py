@@ -134,12 +134,23 @@ def ask_args(question: str, samples: int, max_new_tokens: int) -> tuple:
             "default")
 
 
-def test_closing_the_page_handler_stops_the_analysis(engine):
+def test_closing_the_page_handler_stops_the_analysis(engine, monkeypatch):
     """What Gradio does when the tab is closed or the event cancelled: ``close()`` the
-    handler's generator. The worker thread must end and free the models."""
+    handler's generator. The worker thread must end and free the models before ``close()``
+    returns. The model's second step lasts until the worker is told to stop (as a step in
+    flight ends on its own), so ``close()`` waits for that step alone."""
+    from mars_demo.ui.work import worker as worker_module
+
     host = EngineHost(engine)
     controller = Controller(host)
     entered, gate = threading.Event(), threading.Event()
+    cancel = worker_module.Worker.cancel
+
+    def cancel_ends_the_step(self):
+        cancel(self)
+        gate.set()
+
+    monkeypatch.setattr(worker_module.Worker, "cancel", cancel_ends_the_step)
 
     def hold_second_step(n):  # keep the analysis inside generation until the page is closed
         if n == 2:
@@ -154,7 +165,10 @@ def test_closing_the_page_handler_stops_the_analysis(engine):
             assert first[ASK_OUTPUTS.index("result")] is None  # the analysis started
             assert entered.wait(WAIT_S)
             (worker,) = analysis_threads() - before
+            assert not gate.is_set()
             handler.close()  # GeneratorExit at the handler's yield
+            assert gate.is_set()  # the worker was told to stop ...
+            assert not worker.is_alive()  # ... and had ended when close() returned
         finally:
             gate.set()
         worker.join(WAIT_S)
