@@ -1,6 +1,7 @@
 """Figures that tell nothing, said so (without a browser): a method whose values are the same
-for every answer, or whose AUROC interval has zero width, is marked and not ranked, in
-report.json, report.md and the Evaluation view; the charts that are compared share their axes.
+for every answer is marked and not ranked, and one whose AUROC interval has zero width keeps its
+place with a caution, in report.json, report.md and the Evaluation view; the charts that are
+compared share their axes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from test_eval_view import full_run, given_run, upload  # noqa: F401  (fixtures)
 
 from mars_demo.evaluation import methods_table
 from mars_demo.evaluation.runs import parse_records
-from mars_demo.evaluation.schema import Entry, MethodsTable
+from mars_demo.evaluation.schema import MethodsTable
 from mars_demo.ui.views.eval_charts import split_columns
 from mars_demo.ui.views.eval_view import EvaluationView
 
@@ -44,10 +45,13 @@ def test_a_method_whose_values_do_not_vary_is_not_ranked(given_run):  # noqa: F8
                      md), md
 
 
-def test_the_view_marks_a_zero_width_interval_and_does_not_rank_it(given_run, tmp_path):  # noqa: F811
+def test_the_view_marks_a_zero_width_interval_and_keeps_its_place(given_run, tmp_path):  # noqa: F811
+    """As the issue's run showed it: "AUROC 0.00 [0.00, 0.00]", ranked third without a word.
+    A zero-width interval says too few answers were resampled, not that the method tells
+    nothing (a perfect AUROC on a few answers has one too): the row keeps its place, with a
+    caution under its name."""
     report = json.loads((given_run / "report.json").read_text())
     rows = report["methods_table"]["rows"]
-    # a report as the issue's run showed it: "AUROC 0.00 [0.00, 0.00]", ranked third
     middle = rows[2]
     middle["auroc"] = {"value": 0.0, "ci95": [0.0, 0.0]}
     middle.pop("degenerate", None)
@@ -59,12 +63,15 @@ def test_the_view_marks_a_zero_width_interval_and_does_not_rank_it(given_run, tm
     ranks = [html_unescape(re.sub(r"<[^>]+>", "", rank)) for _, rank, _ in found]
     marked = [(html_unescape(re.sub(r"<[^>]+>", " ", name)), rank)
               for (flag, _, name), rank in zip(found, ranks) if flag]
-    assert len(marked) == 1 and marked[0][1] == "–", marked
-    assert middle["label"] in marked[0][0] and "Not ranked: its AUROC interval has zero width" \
+    assert len(marked) == 1 and marked[0][1] == "3", marked
+    assert middle["label"] in marked[0][0] and "Caution: its AUROC interval has zero width" \
         in marked[0][0]
-    # the informative rows are numbered 1, 2, 3... and come first; the marked one last
-    assert ranks[:-1] == [str(k) for k in range(1, len(ranks))] and ranks[-1] == "–"
+    assert ranks == [str(k) for k in range(1, len(ranks) + 1)]  # every row keeps its place
     assert "(zero width)" in table
+    # and report.md alike: its place, with the caution
+    table_of = MethodsTable.from_dict(report["methods_table"])
+    md = "\n".join(methods_table.markdown_lines(table_of))
+    assert re.search(r"\| 3 \| [^|]*\(caution: its AUROC interval has zero width", md), md
 
 
 def test_the_rejection_curves_share_their_axes(given_run):  # noqa: F811

@@ -153,13 +153,17 @@ def test_report_md_is_laid_out_like_table_1_and_plots_exist(pregenerated_run):
     # the table of every method: the three measures' six rows and every free method (the
     # default) with its variants, semantic entropy once; ranked by AUROC
     from mars_demo import methods
+    from mars_demo.evaluation import methods_table
 
     ranked = report["methods_table"]["rows"]
     expected = {(m, s) for m in MEASURES for s in SCORINGS} | {
         (i, v) for i in GIVEN_FREE if i not in MEASURES for v in methods.METHODS[i].variants}
     assert {(r["name"], r["variant"]) for r in ranked} == expected
     assert len(ranked) == len(expected) and "## Every method, ranked by AUROC" in md
-    aurocs = [r["auroc"]["value"] for r in ranked]
+    # by AUROC, best first; a row whose values tell nothing after them, marked so
+    out = [methods_table.unranked(r.get("degenerate", "")) for r in ranked]
+    assert out == sorted(out), [(r["label"], r.get("degenerate")) for r in ranked]
+    aurocs = [r["auroc"]["value"] for r, gone in zip(ranked, out) if not gone]
     assert None not in aurocs and aurocs == sorted(aurocs, reverse=True)
     for r in ranked:
         if r["name"] in MEASURES:

@@ -109,5 +109,9 @@ def test_one_clients_cheap_loops_barely_slow_another_visitors_analyses(space):
                       "median_with_s": round(statistics.median(with_loops), 3),
                       "ratio": round(ratio, 2), "loops": loops_done,
                       "server_cores": {k: round(c / w, 2) for k, (c, w) in busy.items()}}))
-    assert all(done["shown"] and done["sent"] for done in loops_done), loops_done  # they ran
+    # they ran: the client's loops were served in every round, and both kinds over the rounds
+    # (in one round its Shows may take the client's whole share of the queue, as in CI once:
+    # shown 7, toggles sent 0, refused 134)
+    assert all(done["shown"] + done["sent"] for done in loops_done), loops_done
+    assert sum(d["shown"] for d in loops_done) and sum(d["sent"] for d in loops_done), loops_done
     assert ratio <= MAX_RATIO, (without, with_loops, loops_done)

@@ -15,9 +15,10 @@ records hold ``answer_length``, else in words of the greedy answer), and
 ``auroc_minus_best_mars``: its AUROC minus that of the best MARS row (the ``mars`` row with the
 highest AUROC), with the paired bootstrap interval of :func:`.metrics.paired_difference` (both
 on the same resampled questions; 0 for the best MARS row itself). Rows are ranked by AUROC, best
-first; a row whose figures tell nothing (:func:`degenerate`: its values are the same for every
-answer, or its AUROC interval has no width) is marked so and comes after the ranked ones, and a
-row whose AUROC is undefined comes last. With a lexical judge (labels from word
+first; a row whose values are the same for every answer tells nothing: it is marked so and comes
+after the ranked ones (:func:`degenerate`, :func:`unranked`); a row whose AUROC interval has no
+width keeps its place with a caution (too few answers to say how surely), and a row whose AUROC
+is undefined comes last. With a lexical judge (labels from word
 overlap), a best row whose correlation with length is above :data:`LENGTH_LIMIT` is warned of:
 such judges favour length-biased methods (Santilli et al., ACL 2025).
 
@@ -67,6 +68,15 @@ def degenerate(values: np.ndarray | None, auroc: Entry) -> str:
     if auroc.value is not None and auroc.ci95 is not None and auroc.ci95[0] == auroc.ci95[1]:
         return ZERO_WIDTH
     return ""
+
+
+def unranked(why: str) -> bool:
+    """Whether a row marked with ``why`` (:func:`degenerate`) is left out of the ranking: only
+    one whose values are the same for every answer, which tell nothing. A row whose AUROC
+    interval has no width keeps its place and is marked with a caution: its values do tell
+    the answers apart (a perfect AUROC on a few answers has such an interval), but too few
+    answers were resampled to say how surely."""
+    return why == VALUES_SAME
 
 
 def record_values(record: Record) -> dict[str, dict[str, float]]:
@@ -171,7 +181,7 @@ def _rank_key(item: tuple[int, tuple[str, str, dict[str, Entry], str]]
     k, (_, _, values, why) = item
     value = values[RANKED_BY].value
     # best first, then the rows that tell nothing, undefined last, ties as listed
-    return (value is None, bool(why), -(value or 0.0), k)
+    return (value is None, unranked(why), -(value or 0.0), k)
 
 
 def compute(records: Sequence[Record], *, resamples: int, seed: int,
@@ -238,11 +248,14 @@ def markdown_lines(table: MethodsTable) -> list[str]:
              "| # | Method | " + " | ".join(METRIC_TITLES[m] for m in TABLE_METRICS)
              + " | Length ρ | AUROC − best MARS |",
              "|---|---|" + "---|" * (len(TABLE_METRICS) + 2)]
-    for k, row in enumerate(table.rows, 1):
+    place = 0
+    for row in table.rows:
         rho = row.metrics[LENGTH].value if LENGTH in row.metrics else None
         why = reason(row)
-        lines.append(f"| {'–' if why else k} | {row.label}"
-                     + (f" (not ranked: {why})" if why else "") + " | "
+        place += not unranked(why)
+        lines.append(f"| {'–' if unranked(why) else place} | {row.label}"
+                     + (f" (not ranked: {why})" if unranked(why) else
+                        f" (caution: {why})" if why else "") + " | "
                      + " | ".join(row.metrics[m].text() if m in row.metrics else "n/a"
                                   for m in TABLE_METRICS)
                      + f" | {'n/a' if rho is None else f'{rho:+.2f}'}"

@@ -71,6 +71,7 @@ EVAL_METHODS_CAPTION = (
     "not ranked, and says why:"
 )
 EVAL_NOT_RANKED = "Not ranked: {why}."
+EVAL_CAUTION = "Caution: {why}."
 EVAL_ZERO_WIDTH = "(zero width)"
 EVAL_METHODS_VS_BEST = "AUROC − best MARS"
 EVAL_CALIBRATION = (

@@ -173,13 +173,16 @@ def _methods_table(report: Report) -> str:
     rows, rank = [], 0
     # the rows that tell nothing after the ranked ones (a report made before rows recorded it
     # may list them among those)
-    for row in sorted(report.methods_table.rows, key=lambda r: bool(methods_table.reason(r))):
+    for row in sorted(report.methods_table.rows,
+                      key=lambda r: methods_table.unranked(methods_table.reason(r))):
         why = methods_table.reason(row)
-        rank += not why
-        # a row whose figures tell nothing is not ranked: no place, and why, under its name
-        place = '<span class="mars-muted">–</span>' if why else str(rank)
-        name = esc(row.label) + (f'<span class="mars-eval-degenerate">'
-                                 f'{esc(texts.EVAL_NOT_RANKED.format(why=why))}</span>'
+        out = methods_table.unranked(why)
+        rank += not out
+        # a row whose values tell nothing is not ranked: no place, and why, under its name; a
+        # row whose interval has no width keeps its place, with the caution under its name
+        place = '<span class="mars-muted">–</span>' if out else str(rank)
+        said = (texts.EVAL_NOT_RANKED if out else texts.EVAL_CAUTION).format(why=why)
+        name = esc(row.label) + (f'<span class="mars-eval-degenerate">{esc(said)}</span>'
                                  if why else "")
         rows.append(
             f'<tr{" data-degenerate" if why else ""}><td data-col="index">{place}</td>'
