@@ -218,7 +218,7 @@ def compute(records: Sequence[Record], *, resamples: int, seed: int,
                                   why))
     warnings = []
     top = (rows_out[0] if rows_out and rows_out[0].metrics[RANKED_BY].value is not None
-           and not rows_out[0].degenerate else None)
+           and not unranked(rows_out[0].degenerate) else None)
     tie = top.metrics[LENGTH].value if top else None
     if judge in LEXICAL_JUDGES and tie is not None and tie > LENGTH_LIMIT:
         warnings.append(
