@@ -327,3 +327,16 @@ def test_any_numbers_give_finite_results_or_value_error(values, method):
     m = round((size / 3) ** 0.5)
     shaped = np.array(values).reshape(m, m, 3) if m * m * 3 == size else values
     finite_or_value_error(lambda: method(shaped))
+
+
+def test_a_huge_heat_time_with_self_loops_and_a_weak_link_stays_in_bounds():
+    """Found by test_bounds: two answers, each entailing itself (self-loops of 2 in W) and one
+    weakly linked to the other, at t = 3.8e18. L's zero eigenvalue came out at 1.4e-16, above a
+    tolerance scaled by L's largest eigenvalue (0.14), so exp(-t mu) underflowed and the
+    kernel's diagonal was 0 (0/0). Rounded at the scale of the degrees, it is 0: at t -> inf
+    the kernel is the projection onto the one connected part, whose entropy is 0."""
+    nli = np.array([[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
+                    [[0.0, 1 / 7, 6 / 7], [1.0, 0.0, 0.0]]])
+    with np.errstate(all="raise"):
+        value = kernel_language_entropy(nli, t=3.8351790718730066e18)
+    assert value == pytest.approx(0.0, abs=1e-12)

@@ -80,8 +80,14 @@ def kernel_language_entropy(nli, t: float = HEAT_TIME, label_weights=LABEL_WEIGH
     mu, vectors = np.linalg.eigh(laplacian)
     # expm(-t L) from the eigen-decomposition of the symmetric L. L is positive semidefinite
     # with an exact eigenvalue 0 per connected part of the graph; rounding leaves them at
-    # +-1e-16, which a large t would turn into exp(+huge) or 0. Snap them to 0.
-    rank_tolerance = max(float(mu.max()), 0.0) * mu.size * np.finfo(np.float64).eps
+    # +-1e-16, which a large t would turn into exp(+huge) or 0. Snap them to 0. Their rounding
+    # is that of L's entries, D - W: a few ulps of the largest degree (the graph's self-loops
+    # make D and W much larger than L itself), so the tolerance scales with it, not with L's
+    # largest eigenvalue (which, for two answers with self-loops of 2 and a link of 0.07, left
+    # an exact 0 at 1.4e-16, above 0.14 * 2 ulps: exp(-t * 1.4e-16) then underflowed for a
+    # huge t and the kernel's diagonal was 0).
+    scale = max(float(mu.max()), float(graph.sum(axis=1).max()), 0.0)
+    rank_tolerance = scale * mu.size * np.finfo(np.float64).eps
     mu = np.where(mu <= rank_tolerance, 0.0, mu)
     with np.errstate(under="ignore"):
         kernel = (vectors * np.exp(-t * mu)) @ vectors.T
