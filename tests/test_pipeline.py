@@ -101,7 +101,7 @@ def test_uncertainties_follow_the_formulas(result):
 def test_no_llm_forward_pass_beyond_generation(tiny_settings, monkeypatch):
     engine = Engine(tiny_settings)
     engine.load()
-    model = engine.models.llm.model
+    model = engine.models.llm.model.base_model  # every pass runs the body, a shared prefill too
     calls = {"forward": 0, "steps": 0}
     original_forward = model.forward
     original_generate = type(engine.models.llm).generate_rows
@@ -117,9 +117,12 @@ def test_no_llm_forward_pass_beyond_generation(tiny_settings, monkeypatch):
 
     monkeypatch.setattr(model, "forward", counting_forward)
     monkeypatch.setattr(type(engine.models.llm), "generate_rows", counting_generate)
+    before = engine.models.llm.prefix_passes  # the loaded model is shared by the tests
     engine.analyze(QUESTION)
     assert calls["steps"] > 0
-    assert calls["forward"] == calls["steps"]  # one forward per generated step, nothing more
+    # one forward per generated step, and the prompt's prefill once for all rows, nothing more
+    assert engine.models.llm.prefix_passes == before + 1
+    assert calls["forward"] == calls["steps"] + 1
 
 
 def test_importance_input_and_segmentation_follow_the_reference(tiny_models):

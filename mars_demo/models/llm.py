@@ -7,7 +7,8 @@ backend claims.
 The greedy answer and the samples come from ONE batched ``generate`` call: row 0 takes the argmax
 at every step (:func:`greedy_first_row`), the other rows sample. Token log-probs come from the raw
 logits that ``generate`` returns (``output_logits=True``), taken at temperature 1: no extra forward
-pass of the LLM is ever made. Character offsets of every token come from an incremental decoder
+pass of the LLM is ever made. The prompt goes through the model once for all the rows
+(:func:`~mars_demo.models.llm_options.shared_prompt_cache`), not once per row. Character offsets of every token come from an incremental decoder
 (:mod:`mars_demo.models.decoding`), so the answer's text and its tokens always line up.
 
 On CPU in float32 the greedy row gives the same tokens as a stand-alone greedy run (log-probs equal
@@ -57,6 +58,8 @@ class LLM:
         #: the 4-bit weights ("nf4", "torchao-int4"), None when unquantized
         self.quantization = (quantization or llm_options.NF4) if quantized else None
         self.decoding = decoding  # "dynamic" or "static-compiled" (llm_options)
+        #: forward passes made before ``generate``: the prompt's prefill shared by the rows
+        self.prefix_passes = 0
         self.device = next(model.parameters()).device
         #: warnings every analysis of this LLM carries (a GGUF file's weights were dequantized)
         self.notes = list(notes)
@@ -225,6 +228,10 @@ class LLM:
             kwargs.update(stopping_criteria=StoppingCriteriaList([stop_criterion(should_stop)]))
         kwargs.update(llm_options.generate_kwargs(self.decoding, self.model))
         with torch.inference_mode():
+            cache = llm_options.shared_prompt_cache(self.model, input_ids, n, self.decoding)
+            if cache is not None:
+                self.prefix_passes += 1
+                kwargs.update(past_key_values=cache)
             out = self.model.generate(**kwargs)
         llm_options.check_compiled(self.model, self.decoding)
         new_ids = out.sequences[:, input_ids.shape[1] :]

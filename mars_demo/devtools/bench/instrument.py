@@ -78,19 +78,24 @@ class Instrument:
       logits processor limiting generation to the tokenizer's ids; it also counts generation
       steps (new tokens per sequence = forward passes of that call) and notes when the streamed
       greedy answer's first tokens reach the engine's streamer;
-    * forward hooks count every forward pass and time the first two of a run (the greedy
-      answer's prefill and its first decoding step).
+    * forward hooks count every forward pass of the LLM and note when the first three of a run
+      start and end: the model's own passes (the LM head included) and, on the model's body
+      (``model.base_model``), a pass made outside them: the prompt's prefill shared by the rows
+      before ``generate`` (``llm_options.shared_prompt_cache``), which the adapter counts in
+      ``prefix_passes``.
     """
 
     def __init__(self, llm, importance, nli, n_tokenizer_ids: int) -> None:
         import torch
 
         self.llm_forwards = 0
+        self._llm = llm
         self.importance_forwards = 0
         self.nli_forwards = 0
         self.generation_steps = 0
         self.generate_calls = 0
-        self.forward_times: list[list[float]] = []  # [start, end] of a run's first 2 passes
+        self.forward_times: list[list[float]] = []  # [start, end] of a run's first 3 passes
+        self._in_model = False  # inside a pass of the whole model (its body hook stays out)
         self._run_forwards = 0
         self.token_times: list[float] = []  # when the streamed tokens reached the streamer
         model = llm.model
@@ -113,8 +118,10 @@ class Instrument:
 
         model.generate = generate  # instance attribute: this process, this benchmark only
         self._handles = [
-            model.register_forward_pre_hook(self._llm_start),
-            model.register_forward_hook(self._llm_end),
+            model.register_forward_pre_hook(self._model_start),
+            model.register_forward_hook(self._model_end),
+            model.base_model.register_forward_pre_hook(self._body_start),
+            model.base_model.register_forward_hook(self._body_end),
             importance.model.register_forward_pre_hook(self._count("importance_forwards")),
             nli.model.register_forward_pre_hook(self._count("nli_forwards")),
         ]
@@ -127,20 +134,37 @@ class Instrument:
         return hook
 
     def start_run(self) -> None:
-        """Time the next two LLM passes (the greedy answer's prefill and first decoding step)."""
+        """Time the next three LLM passes (the prompt's prefill, the pass giving the first
+        token, the next one)."""
         self.forward_times = []
         self._run_forwards = 0
         self.token_times = []
 
-    def _llm_start(self, module, args) -> None:
+    def _model_start(self, module, args) -> None:
+        self._in_model = True
+        self._pass_start()
+
+    def _model_end(self, module, args, output) -> None:
+        self._in_model = False
+        self._pass_end()
+
+    def _body_start(self, module, args) -> None:
+        if not self._in_model:
+            self._pass_start()
+
+    def _body_end(self, module, args, output) -> None:
+        if not self._in_model:
+            self._pass_end()
+
+    def _pass_start(self) -> None:
         self.llm_forwards += 1
         self._run_forwards += 1
-        if len(self.forward_times) < 2:
+        if len(self.forward_times) < 3:
             self._sync()  # on a GPU, time the pass itself, not its launch
             self.forward_times.append([time.perf_counter(), float("nan")])
 
-    def _llm_end(self, module, args, output) -> None:
-        if self._run_forwards == len(self.forward_times) <= 2:
+    def _pass_end(self) -> None:
+        if self._run_forwards == len(self.forward_times) <= 3:
             self._sync()
             self.forward_times[-1][1] = time.perf_counter()
 
@@ -150,6 +174,7 @@ class Instrument:
             "importance": self.importance_forwards,
             "nli": self.nli_forwards,
             "generation_steps": self.generation_steps,
+            "prefix_passes": getattr(self._llm, "prefix_passes", 0),
             "generate_calls": self.generate_calls,
         }
 

@@ -110,7 +110,9 @@ def two_call_generation(llm, prompt_ids: list[int], settings) -> float:
 def other_cache_generation(llm, prompt_ids: list[int], settings, answers) -> dict[str, Any]:
     """The same one-call generation with the other KV cache (static if the model's generation
     config uses the dynamic one, else dynamic): seconds by the adapter's clock, and whether the
-    answers came out the same (token ids; log-probs within 1e-4)."""
+    answers came out the same (token ids; log-probs within 1e-4). ``generate`` makes the static
+    cache itself, so that call prefills every row (``llm_options.shared_prompt_cache`` shares
+    the prompt's prefill with the dynamic cache only)."""
     from ...models.contract import Prompt
 
     config = llm.model.generation_config

@@ -128,9 +128,9 @@ def _generation_lines(d: dict[str, Any]) -> list[str]:
     forward passes."""
     ft, lp, sc = d["first_token"], d["llm_forward_passes"], d["static_kv_cache"]
     return [
-        f"first greedy token streamed {ft['first_token_s']:.3f} s after the call; prefill "
-        f"{ft['prefill_s']:.3f} s (started at {ft['prefill_start_s']:.3f} s) + one decoding step "
-        f"{ft['decode_step_s']:.3f} s = {ft['budget_s']:.3f} s; within in "
+        f"first greedy token streamed {ft['first_token_s']:.3f} s after the call; the prefill "
+        f"({ft['prefill_s']:.3f} s, started at {ft['prefill_start_s']:.3f} s) and one decoding "
+        f"step ({ft['decode_step_s']:.3f} s) had ended at {ft['budget_s']:.3f} s; within in "
         f"{ft['runs_within_budget']}/{d['settings']['repeats']} runs",
         f"first text on the page {ft['first_text_s']:.3f} s after the call, "
         f"{1000 * ft['first_text_after_its_token_s']:.1f} ms after token "
@@ -149,7 +149,8 @@ def _generation_lines(d: dict[str, Any]) -> list[str]:
         f"one-call generation with a static cache {sc['static_generation_s']:.3f} s vs dynamic "
         f"{sc['dynamic_generation_s']:.3f} s: static/dynamic {x2(sc['static_over_dynamic'])}"
         f" (same answers: {'yes' if sc['same_answers'] else 'NO'})",
-        f"LLM forward passes: fast {lp['fast']} = {lp['generation_steps']} generation steps "
+        f"LLM forward passes: fast {lp['fast']} = {lp['generation_steps']} generation steps + "
+        f"{lp.get('prompt_prefills', 0)} prompt prefill shared by the rows "
         f"(extra {d['extra_llm_forward_passes']}); reference {lp['reference']}",
         f"importance passes {d['importance_forward_passes']}, NLI passes {d['nli_forward_passes']}",
     ]

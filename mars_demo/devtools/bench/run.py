@@ -317,10 +317,13 @@ def _fast_run(engine, inst, question, cuda, gpu_peak) -> dict[str, Any]:
         "tokens_before_first_text": first_text_tokens[0] if first_text_tokens else None,
         "text_after_its_token_s": first_text[0] - (inst.token_times[first_text_tokens[0] - 1] - t0)
         if first_text and first_text_tokens and first_text_tokens[0] else None,
-        # the greedy generate's first pass is the prompt's prefill, its second one decoding step
+        # the first pass is the prompt's prefill (one row, shared by the rows); the first
+        # decoding step runs from the start of the second pass (the rows over the last prompt
+        # token) to the start of the third: the pass, choosing the token, streaming it
         "prefill_start_s": inst.forward_times[0][0] - t0,
         "prefill_s": inst.forward_times[0][1] - inst.forward_times[0][0],
-        "decode_step_s": inst.forward_times[1][1] - inst.forward_times[1][0],
+        "decode_step_s": inst.forward_times[2][0] - inst.forward_times[1][0],
+        "first_step_end_s": inst.forward_times[2][0] - t0,
         "ready_s": ready,
         "forwards": counts,
         "prompt_ids": list(result.prompt_token_ids),
