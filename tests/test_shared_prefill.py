@@ -90,3 +90,23 @@ def test_one_row_and_a_named_cache_keep_generates_own_prefill(llm):
         config.cache_implementation = was
     assert llm.prefix_passes == before
     assert seen[0] == (3, len(ids))  # every row prefilled by generate, as before
+
+
+def test_several_questions_left_padded_share_their_prefills(llm, monkeypatch):
+    questions = [QUESTION, "Who wrote Hamlet?", "What is the capital of the country of France?"]
+    prompts = [Prompt(q, list(llm.build_prompt(q, "chat")[1]), "chat", []) for q in questions]
+    assert len({len(p.token_ids) for p in prompts}) > 1  # padding is needed
+    request = GenerationRequest(samples=3, temperature=1.0, top_p=1.0, max_new_tokens=8, seed=4)
+    seen, handle = passes_over_body(llm)
+    try:
+        shared = llm.generate_many(prompts, request)
+    finally:
+        handle.remove()
+    width = max(len(p.token_ids) for p in prompts)
+    assert seen[0] == (3, width - 1) and seen[1] == (12, 1)
+    monkeypatch.setattr(llm_options, "shared_prompt_cache", lambda *args: None)
+    own = llm.generate_many(prompts, request)
+    for s, o in zip(shared, own, strict=True):
+        for a, b in zip(rows(s), rows(o), strict=True):
+            assert a.token_ids == b.token_ids
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= FLOAT32

@@ -228,7 +228,8 @@ class LLM:
             kwargs.update(stopping_criteria=StoppingCriteriaList([stop_criterion(should_stop)]))
         kwargs.update(llm_options.generate_kwargs(self.decoding, self.model))
         with torch.inference_mode():
-            cache = llm_options.shared_prompt_cache(self.model, input_ids, n, self.decoding)
+            cache = llm_options.shared_prompt_cache(self.model, input_ids, attention_mask, n,
+                                                    self.decoding)
             if cache is not None:
                 self.prefix_passes += 1
                 kwargs.update(past_key_values=cache)

@@ -157,37 +157,44 @@ def check_compiled(model, decoding: str) -> None:
         )
 
 
-def shared_prompt_cache(model, input_ids, rows: int, decoding: str):
-    """The prompt's key-value cache computed ONCE and repeated for ``rows`` rows, or None.
+def shared_prompt_cache(model, input_ids, attention_mask, rows: int, decoding: str):
+    """The prompts' key-value cache computed ONCE and repeated for ``rows`` rows each, or None.
 
-    ``generate`` with ``num_return_sequences=rows`` repeats the prompt row before its prefill,
-    so the prompt went through the model ``rows`` times: on a CPU a prefill costs in proportion
+    ``generate`` with ``num_return_sequences=rows`` repeats each prompt row before its prefill,
+    so a prompt went through the model ``rows`` times: on a CPU a prefill costs in proportion
     to its rows (6 rows of a 54-token prompt: 1.32 s against 0.34 s for one row of the CPU
-    preset's shape). Here one row of the prompt but its last token goes through the model, and
-    its cache is repeated for the rows (``DynamicCache.batch_repeat_interleave``); ``generate``,
-    given that cache, runs only the last prompt token, for every row, then decodes as before.
-    Every row's logits are those of a prefill of its own up to float32 summation order (the
-    prefill's products have other shapes); sampling draws the same random numbers.
+    preset's shape). Here one row of each prompt but its last token goes through the model's
+    body (left padding masked, positions counted from the mask as ``generate`` counts them), and
+    the cache is repeated for the rows (``DynamicCache.batch_repeat_interleave``, the order in
+    which ``generate`` repeats the prompts); ``generate``, given that cache, runs only the last
+    prompt token, for every row, then decodes as before. Every row's logits are those of a
+    prefill of its own up to float32 summation order (the prefill's products have other
+    shapes); sampling draws the same random numbers.
 
-    None (``generate`` prefills as it always did) for one row, a prompt of one token, a
-    decoding option other than the dynamic cache or a model whose generation config names a
+    None (``generate`` prefills as it always did) for one row per prompt, a prompt of one token,
+    a decoding option other than the dynamic cache or a model whose generation config names a
     cache (``generate`` makes those itself), or a model whose cache is not transformers'
-    dynamic one.
-    The caller counts the pass (``LLM.prefix_passes``).
+    dynamic one. The caller counts the pass (``LLM.prefix_passes``).
     """
-    if (rows < 2 or input_ids.shape[0] != 1 or input_ids.shape[1] < 2 or decoding != DYNAMIC
+    if (rows < 2 or input_ids.shape[1] < 2 or decoding != DYNAMIC
             or getattr(model.generation_config, "cache_implementation", None) is not None
             or model.config.is_encoder_decoder or not model._supports_default_dynamic_cache()):
         return None
+    import inspect
+
     import torch
     from transformers import DynamicCache
 
     # the cache generate would make (sliding-window layers where the config has them)
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-    head = input_ids[:, :-1]
+    body = model.base_model
+    mask = attention_mask[:, :-1]
+    inputs = dict(input_ids=input_ids[:, :-1], attention_mask=mask, past_key_values=cache,
+                  use_cache=True)
+    if "position_ids" in inspect.signature(body.forward).parameters:
+        inputs["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill_(mask == 0, 1)
     with torch.inference_mode():  # the body alone: the prompt's logits are never read
-        model.base_model(input_ids=head, attention_mask=torch.ones_like(head),
-                         past_key_values=cache, use_cache=True)
+        body(**inputs)
     cache.batch_repeat_interleave(rows)
     return cache
 
