@@ -93,9 +93,10 @@ def test_results_match_and_no_extra_forward_pass(data):
     assert data["generate_calls"] == 1 and data["targets"]["one_generate_call"]["met"] is True
     assert all(r["two_call_generate_calls"] == 2 for r in data["runs"])
     assert data["importance_forward_passes"] == 1
-    # the samples' pairs both ways and semantic density's greedy-to-sample pairs: one batch
-    assert data["nli_forward_passes"] == 1
-    assert data["targets"]["nli_one_pass"]["met"] is True
+    # the samples' pairs both ways and semantic density's greedy-to-sample pairs: one call,
+    # and the tiny models' short pairs fit one batch
+    assert data["nli_calls"] == 1 and data["nli_forward_passes"] == 1
+    assert data["targets"]["nli_one_call"]["met"] is True
     assert data["nli_compute"]["forward_passes"] == 1
     assert data["nli_compute"]["greedy_pairs"] == data["method_costs"]["semantic_density_nli"][
         "greedy_pairs"]
@@ -124,7 +125,7 @@ def test_the_nli_steps_operations_are_counted(data, models_dir):
     """The NLI step's matrix-product operations, counted by torch, against a count by hand from
     the tiny model's shape over the padded tokens of the batches the step makes."""
     from mars_demo.devtools.bench.ceiling import nli_compute
-    from mars_demo.models.nli import BATCH, BATCH_TOKENS
+    from mars_demo.models.nli import BATCH
     from mars_demo.models.registry import load_nli
     from mars_demo.optional import pairs as _pairs
 
@@ -143,7 +144,8 @@ def test_the_nli_steps_operations_are_counted(data, models_dir):
                                       [b for _, b in pairs], 512)
     lengths = [len(ids) for ids in enc["input_ids"]]
     padded = sum(len(rows) * max(lengths[i] for i in rows)
-                 for rows in _pairs.length_batches(lengths, BATCH, BATCH_TOKENS))
+                 for rows in _pairs.length_batches(lengths, BATCH,
+                                                   _pairs.tokens_per_batch(nli.device)))
     config = nli.model.config
     h, f = config.hidden_size, config.intermediate_size
     # per token and layer: q, k, v and the output (4 h x h) and the feed-forward (2 h x f),

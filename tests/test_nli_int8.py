@@ -64,6 +64,10 @@ def test_the_choices_benchmark_counts_changes_and_agreement(trained_tiny_models,
     found = nli_choices.effect(models, rows["judge_check"][:12])
     assert found["float32"]["verdicts_changed"] == 0
     assert found["float32"]["questions_with_other_clusters"] == 0
+    # the CPU's smaller batches against one batch of all: padding is masked, no verdict moves
+    assert found["one-batch"]["verdicts_changed"] == 0
+    assert found["one-batch"]["clusters_agree_with_labels"] == found["float32"][
+        "clusters_agree_with_labels"]
     for choice in nli_choices.CHOICES:
         assert 0 <= found[choice]["verdicts_changed"] <= found["pairs"]
         assert 0 <= found[choice]["clusters_agree_with_labels"] <= 1
@@ -73,4 +77,4 @@ def test_the_choices_benchmark_counts_changes_and_agreement(trained_tiny_models,
         "machine": {"cpu_count": 2, "torch_threads": 2, "load_avg_start": [0.5],
                     "load_avg_end": [0.6]},
         "effect": {"judge_check": found}, "time": times})
-    assert "int8" in text and "no-question" in text
+    assert "int8" in text and "no-question" in text and "one-batch" in text

@@ -224,3 +224,27 @@ def test_extra_pairs_share_the_samples_pass_and_equal_single_unpadded_passes(tin
         for j, b in enumerate(ANSWERS):
             assert p[i][j] == float32_order(
                 model_probabilities(nli, f"{QUESTION} {a}", f"{QUESTION} {b}"))
+
+
+def test_on_a_cpu_a_pass_holds_at_most_its_token_budget(tiny_models, monkeypatch):
+    """On a CPU the pairs go in batches of at most CPU_BATCH_TOKENS padded tokens (a large batch
+    costs more per pair there: docs/benchmark.md), each pair with the probabilities it gets in
+    one batch of all (the GPU's budget), to float32 order."""
+    from mars_demo.optional import pairs as pairs_module
+
+    nli = load_nli(str(tiny_models["nli"]))
+    assert nli.device.type == "cpu"
+    assert pairs_module.tokens_per_batch(nli.device) == pairs_module.CPU_BATCH_TOKENS
+    answers = [f"{a} " + " ".join(["red dusty planet"] * (8 + k)) for k, a in enumerate(ANSWERS)]
+    pairs = [(f"{QUESTION} {a}", f"{QUESTION} {b}") for a in answers for b in answers]
+    passes = counted_forwards(nli, monkeypatch)
+    small = nli.judge(pairs)
+    assert len(passes) == small.passes > 1
+    for batch in passes:
+        assert len(batch) * len(batch[0]) <= pairs_module.CPU_BATCH_TOKENS
+    monkeypatch.setattr(pairs_module, "CPU_BATCH_TOKENS", pairs_module.BATCH_TOKENS)
+    one = nli.judge(pairs)
+    assert one.passes == 1  # all 25 pairs fit the GPU's budget
+    assert small.labels == one.labels
+    for got, want in zip(small.probabilities, one.probabilities):
+        assert got == float32_order(want)

@@ -8,8 +8,9 @@ The greedy answer and the samples come from ONE batched ``generate`` call: row 0
 at every step (:func:`greedy_first_row`), the other rows sample. Token log-probs come from the raw
 logits that ``generate`` returns (``output_logits=True``), taken at temperature 1: no extra forward
 pass of the LLM is ever made. The prompt goes through the model once for all the rows
-(:func:`~mars_demo.models.llm_options.shared_prompt_cache`), not once per row. Character offsets of every token come from an incremental decoder
-(:mod:`mars_demo.models.decoding`), so the answer's text and its tokens always line up.
+(:func:`~mars_demo.models.llm_options.shared_prompt_cache`), not once per row. Character
+offsets of every token come from an incremental decoder (:mod:`mars_demo.models.decoding`), so
+the answer's text and its tokens always line up.
 
 On CPU in float32 the greedy row gives the same tokens as a stand-alone greedy run (log-probs equal
 to float rounding; tested). On a GPU in bf16/fp16 a batch of 6 rounds differently from a batch of

@@ -12,9 +12,11 @@ so); ``"rule"`` decides exactly equal texts without the model, "entailment" with
 Cost without a changed verdict (:meth:`NLIModel.judge`): each distinct (premise, hypothesis)
 text pair is judged once, whichever questions or answers ask for it; the pairs are tokenized
 once, sorted by length and cut into batches of similar length (at most ``BATCH`` pairs and
-``BATCH_TOKENS`` padded tokens each), so padding stays small; one forward pass per batch. The
-answers come back in the order asked. Padding is masked, so it changes a probability only by
-float rounding (about 1e-7 in float32), never a verdict that is not a near-tie.
+:func:`~mars_demo.optional.pairs.tokens_per_batch` padded tokens each: 8192 on a GPU, 1536 on a
+CPU, where larger batches cost more per pair), so padding stays small; one forward pass per
+batch. The answers come back in the order asked. Padding is masked, so it changes a
+probability only by float rounding (about 1e-7 in float32), never a verdict that is not a
+near-tie.
 
 Two input formats (``input_format``):
 
@@ -33,11 +35,10 @@ from dataclasses import dataclass, field
 
 from ..core.clustering import IDENTICAL_TEXTS, NLI_LABELS, label_of, one_judgement
 from ..errors import ModelLoadError, check_finite
-from ..optional.pairs import length_batches, pad_rows, tokenize_pairs
+from ..optional.pairs import length_batches, pad_rows, tokenize_pairs, tokens_per_batch
 
 MAX_LENGTH = 512
 BATCH = 64  # at most this many pairs per forward pass; bounds memory for many samples
-BATCH_TOKENS = 8192  # at most this many padded tokens per forward pass (pairs x longest)
 INPUT_FORMATS = ("pair", "paper-code")
 #: "auto": float16 on CUDA, float32 on CPU; "int8": the linear layers in int8 on the CPU
 DTYPES = ("auto", "float32", "int8")
@@ -194,7 +195,7 @@ class NLIModel:
         labels: list[str] = [""] * len(distinct)
         shares: list[list[float]] = [[]] * len(distinct)
         lengths = [len(ids) for ids in enc["input_ids"]]
-        for rows in length_batches(lengths, BATCH, BATCH_TOKENS):
+        for rows in length_batches(lengths, BATCH, tokens_per_batch(self.device)):
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits

@@ -6,6 +6,18 @@ from __future__ import annotations
 
 BATCH = 32  # pairs per forward pass
 MAX_LENGTH = 512  # the window when the tokenizer states none (or an absurd one)
+#: padded tokens per forward pass of a pair classifier on a GPU, where a large batch keeps it busy
+BATCH_TOKENS = 8192
+#: ... and on a CPU, where a batch whose activations outgrow the caches costs more per pair: on 2
+#: cores, deberta-base over 30 pairs of 145-168 tokens took 6.6 s in one batch and 4.45 s in
+#: batches of 1536 tokens (9 pairs), the same verdicts (docs/benchmark.md, "NLI batches on a CPU")
+CPU_BATCH_TOKENS = 1536
+
+
+def tokens_per_batch(device) -> int:
+    """The padded tokens of one forward pass of a pair classifier on ``device`` (a torch device):
+    :data:`CPU_BATCH_TOKENS` on a CPU, :data:`BATCH_TOKENS` elsewhere."""
+    return CPU_BATCH_TOKENS if device.type == "cpu" else BATCH_TOKENS
 
 
 def encode_pairs(tokenizer, firsts: list[str], seconds: list[str] | None, max_length: int):
@@ -149,10 +161,10 @@ class PairClassifier:
         ``(first, second)`` pairs, and the warnings of each group of pairs: the pairs are
         ``sizes[0]`` pairs of the first group (one question's, say), then ``sizes[1]`` of the
         next, ... All are tokenized once and sorted by length into batches of at most
-        :data:`BATCH` pairs (:func:`length_batches`; padding is masked), so groups share forward
-        passes; a group's warnings (pairs cut to fit the window, or holding characters the
-        tokenizer does not know: one line each) count its own pairs only. ``items`` names what
-        the pairs are, e.g. "text pairs"."""
+        :data:`BATCH` pairs and :func:`tokens_per_batch` padded tokens (:func:`length_batches`;
+        padding is masked), so groups share forward passes; a group's warnings (pairs cut to
+        fit the window, or holding characters the tokenizer does not know: one line each) count
+        its own pairs only. ``items`` names what the pairs are, e.g. "text pairs"."""
         import torch
 
         if sum(sizes) != len(firsts):
@@ -162,7 +174,8 @@ class PairClassifier:
             return out, [[] for _ in sizes]
         enc, truncated, unk = tokenize_pairs(self.tokenizer, firsts, seconds, self.max_length)
         device = next(self.model.parameters()).device
-        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH):
+        for rows in length_batches([len(ids) for ids in enc["input_ids"]], BATCH,
+                                   tokens_per_batch(device)):
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.no_grad():
                 logits = self.model(**{k: v.to(device) for k, v in batch.items()}).logits

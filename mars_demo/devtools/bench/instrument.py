@@ -117,6 +117,14 @@ class Instrument:
             return out
 
         model.generate = generate  # instance attribute: this process, this benchmark only
+        judge = nli.judge
+        self.nli_calls = 0
+
+        def counted_judge(*args, **kwargs):
+            self.nli_calls += 1
+            return judge(*args, **kwargs)
+
+        nli.judge = counted_judge  # the NLI model's calls: one per question, however many passes
         self._handles = [
             model.register_forward_pre_hook(self._model_start),
             model.register_forward_hook(self._model_end),
@@ -125,7 +133,8 @@ class Instrument:
             importance.model.register_forward_pre_hook(self._count("importance_forwards")),
             nli.model.register_forward_pre_hook(self._count("nli_forwards")),
         ]
-        self._undo = lambda: model.__dict__.pop("generate", None)
+        self._undo = lambda: (model.__dict__.pop("generate", None),
+                              nli.__dict__.pop("judge", None))
 
     def _count(self, name: str):
         def hook(module, args):
@@ -173,6 +182,7 @@ class Instrument:
             "llm": self.llm_forwards,
             "importance": self.importance_forwards,
             "nli": self.nli_forwards,
+            "nli_calls": self.nli_calls,
             "generation_steps": self.generation_steps,
             "prefix_passes": getattr(self._llm, "prefix_passes", 0),
             "generate_calls": self.generate_calls,

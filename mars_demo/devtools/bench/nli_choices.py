@@ -5,7 +5,10 @@ The NLI step dominates the time after generation on a CPU, and batching cannot g
 runs at most of the plain matrix-product rate, docs/benchmark.md): only fewer or cheaper
 operations can. Each choice is timed and its effect on the verdicts and clusters counted:
 
-* ``float32``: today's (the engine's CPU default, the published code's precision);
+* ``float32``: today's (the engine's CPU default, the published code's precision), its pairs in
+  passes of at most ``CPU_BATCH_TOKENS`` padded tokens (:mod:`mars_demo.optional.pairs`);
+* ``one-batch``: the same, all of a question's pairs in one pass (the GPU's budget, and the
+  CPU's before 2026-11-29): what the CPU's smaller batches save;
 * ``int8``: the same model with its linear layers in int8 (``--nli-int8``: torch's dynamic
   quantization, :meth:`mars_demo.models.nli.NLIModel.from_pretrained`);
 * ``no-question``: the answers judged without the question in front of each (shorter pairs).
@@ -27,6 +30,7 @@ density's 5 pairs of the greedy answer with them), the median of ``R`` runs afte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -38,7 +42,7 @@ from typing import Any, Callable
 from .report import run_and_emit, x2
 from .spec import SCHEMA
 
-CHOICES = ("float32", "int8", "no-question")
+CHOICES = ("float32", "one-batch", "int8", "no-question")
 DATA = Path(__file__).resolve().parents[3] / "data"
 #: one question's answers at the CPU preset's shape (the speed benchmark's question)
 QUESTION = "Which planet is known as the Red Planet?"
@@ -73,6 +77,20 @@ def _matrices(nli, rows: list[dict[str, Any]], with_question: bool):
     return nli.matrices(questions, [r["answers"] for r in rows])
 
 
+@contextlib.contextmanager
+def one_batch():
+    """Pair classifiers on a CPU batch as on a GPU (at most ``BATCH_TOKENS`` padded tokens a
+    pass) while inside."""
+    from ...optional import pairs
+
+    was = pairs.CPU_BATCH_TOKENS
+    pairs.CPU_BATCH_TOKENS = pairs.BATCH_TOKENS
+    try:
+        yield
+    finally:
+        pairs.CPU_BATCH_TOKENS = was
+
+
 def effect(models: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each choice's verdicts and clusters on ``rows`` against float32's (see the module doc)."""
     from ...core.clustering import semantic_clusters
@@ -80,6 +98,8 @@ def effect(models: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
     judged = {"float32": _matrices(models["float32"], rows, True),
               "int8": _matrices(models["int8"], rows, True),
               "no-question": _matrices(models["float32"], rows, False)}
+    with one_batch():
+        judged["one-batch"] = _matrices(models["float32"], rows, True)
     clusters = {c: [semantic_clusters(m.labels) for m in ms] for c, ms in judged.items()}
     out: dict[str, Any] = {"questions": len(rows),
                            "pairs": sum(len(r["answers"]) ** 2 for r in rows)}
@@ -123,11 +143,12 @@ def timing(models: dict[str, Any], repeats: int) -> dict[str, Any]:
         return time.perf_counter() - t0
 
     plan = {"float32": (models["float32"], QUESTION), "int8": (models["int8"], QUESTION),
-            "no-question": (models["float32"], "")}
+            "no-question": (models["float32"], ""), "one-batch": (models["float32"], QUESTION)}
     out: dict[str, Any] = {}
     for choice, (nli, question) in plan.items():
-        step(nli, question)
-        runs = [step(nli, question) for _ in range(repeats)]
+        with one_batch() if choice == "one-batch" else contextlib.nullcontext():
+            step(nli, question)
+            runs = [step(nli, question) for _ in range(repeats)]
         out[choice] = {"runs_s": runs, "median_s": statistics.median(runs)}
     for choice in CHOICES:
         out[choice]["speedup"] = out["float32"]["median_s"] / out[choice]["median_s"]

@@ -152,7 +152,8 @@ def _generation_lines(d: dict[str, Any]) -> list[str]:
         f"LLM forward passes: fast {lp['fast']} = {lp['generation_steps']} generation steps + "
         f"{lp.get('prompt_prefills', 0)} prompt prefill shared by the rows "
         f"(extra {d['extra_llm_forward_passes']}); reference {lp['reference']}",
-        f"importance passes {d['importance_forward_passes']}, NLI passes {d['nli_forward_passes']}",
+        f"importance passes {d['importance_forward_passes']}, NLI calls {d.get('nli_calls', 0)} "
+        f"and passes {d['nli_forward_passes']}",
     ]
 
 
@@ -188,7 +189,8 @@ def _target_lines(d: dict[str, Any]) -> list[str]:
         if isinstance(v, float):
             v = f"{v:.3g}"
         elif isinstance(v, dict):
-            v = ", ".join(f"{k} {x:.3f}" for k, x in v.items())
+            v = ", ".join(f"{k} {x}" if isinstance(x, int) else f"{k} {x:.3f}"
+                          for k, x in v.items())
         lines.append(f"  [{met}] {t['target']}: {v}")
     return lines
 

@@ -7,6 +7,7 @@ import platform
 import statistics
 from typing import Any
 
+from ...optional.pairs import BATCH_TOKENS, CPU_BATCH_TOKENS
 from .instrument import peak_rss_mb
 from .spec import (
     AFTER_GENERATION_LIMIT,
@@ -96,6 +97,7 @@ def summarize_runs(*, built_on, runs, other_runs, costs, nli_compute, llm, spec,
         "static_kv_cache": gen["static_cache"],
         "importance_forward_passes": max(r["forwards"]["importance"] for r in runs),
         "nli_forward_passes": max(r["forwards"]["nli"] for r in runs),
+        "nli_calls": max(r["forwards"].get("nli_calls", 0) for r in runs),
         "first_token": first,
         "ready_s": {s: median([r["ready_s"].get(s, float("nan")) for r in runs])
                     for s in runs[0]["ready_s"]},
@@ -337,9 +339,13 @@ def target_figures(runs, st: dict[str, Any], gen: dict[str, Any], results_match:
     imp_calls = max(r["forwards"]["importance"] for r in runs)
     target("importance_one_pass", "importance model: one batched pass per question", imp_calls,
            imp_calls == 1)
-    nli_calls = max(r["forwards"]["nli"] for r in runs)
-    target("nli_one_pass", "NLI: one batched pass per question (the samples' pairs both ways and "
-           "the greedy answer's pairs with the samples)", nli_calls, nli_calls == 1)
+    nli_calls = max(r["forwards"].get("nli_calls", 0) for r in runs)
+    nli_passes = max(r["forwards"]["nli"] for r in runs)
+    target("nli_one_call", "NLI: one call per question, its pairs batched by length (the "
+           "samples' pairs both ways and the greedy answer's pairs with the samples; a pass per "
+           f"batch of at most {BATCH_TOKENS if cuda else CPU_BATCH_TOKENS} padded tokens on this "
+           "device)",
+           {"calls": nli_calls, "passes": nli_passes}, nli_calls == 1)
     nli_share = (nli_compute or {}).get("share_of_matmul_rate")
     target("nli_share_of_matmul_rate", f"the NLI step at >= {NLI_MATMUL_SHARE:.0%} of one plain "
            "matrix product's rate on the cores (CPU preset shapes, CPU)", nli_share,
