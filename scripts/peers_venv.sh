@@ -39,6 +39,14 @@ import sys; sys.exit(0 if torch.__file__.startswith('$(project_site)') else 1)
 " >/dev/null 2>&1
 }
 
+# A python without the project's packages (the venv not active) would make every venv look
+# broken and link it to the wrong packages: say so and leave the venv as it is.
+if ! "$PYTHON" -c "import torch, transformers" >/dev/null 2>&1; then
+    echo "$PYTHON does not import torch and transformers: activate the project's venv" \
+         "(. .venv/bin/activate) and run this again; $DIR is left as it is" >&2
+    exit 2
+fi
+
 if works; then
     echo "peers venv already built: $DIR" >&2
     echo "$DIR"
