@@ -26,7 +26,7 @@ def test_the_state_holder_is_what_sessions_replaces(demo):
     session for an unknown id) and ``update`` (which drops the least recently used one), and
     keeps its ``session_data``, ``time_last_used``, ``lock`` and ``delete_state``."""
     from gradio.routes import App
-    from gradio.state_holder import StateHolder
+    from gradio.state_holder import SessionState, StateHolder
 
     holder = StateHolder()
     holder.set_blocks(demo)
@@ -37,7 +37,7 @@ def test_the_state_holder_is_what_sessions_replaces(demo):
     holder.capacity = 1
     holder["b"]
     assert list(holder.session_data) == ["b"]  # Gradio's drop of the oldest, whatever it holds
-    assert state is not None
+    assert isinstance(state, SessionState)  # what a session's key gave: Gradio's own object
     # the routes and the queue reach it as app.state_holder and blocks.state_holder
     assert "self.state_holder = StateHolder()" in inspect.getsource(App.__init__)
 
