@@ -14,11 +14,12 @@ import json
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psutil
 import pytest
-from test_hostile import QUESTION, public_page, via_proxy
+from test_hostile import QUESTION, GatedEngine, public_page, via_proxy
 from ui_helpers import APP_PIDS, FakeEngine, page_event, queue_join, running_app
 
 from mars_demo.engine import Engine
@@ -139,6 +140,45 @@ def test_finished_events_and_idle_sessions_are_let_go(monkeypatch):
         monkeypatch.setattr(memory, "SESSION_IDLE_S", 0.0)
         page_event(url, "banner", headers=via_proxy("81.2.82.2"), http=http)
         assert session not in holder.session_data
+
+
+def test_the_heap_is_trimmed_once_the_page_is_idle(monkeypatch):
+    """While an analysis runs, the events that finish beside it do not trim the heap (TRIM_S is
+    not up); once the analysis is done and nothing else runs, the heap is trimmed; an idle
+    moment that comes sooner than IDLE_TRIM_S after a trim is trimmed when that time is up. (The
+    soak test reads the server's memory after these trims.)"""
+    monkeypatch.setattr(memory, "TRIM_S", 1e9)
+    monkeypatch.setattr(memory, "IDLE_TRIM_S", 2.0)
+    trims: list[float] = []
+    monkeypatch.setattr(memory, "trim_heap", lambda: trims.append(time.monotonic()))
+
+    def trimmed(count: int) -> None:
+        for _ in range(600):  # a hung server fails the test, nothing else waits this long
+            if len(trims) >= count:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{len(trims)} trims, {count} expected")
+
+    engine = GatedEngine()
+    with (public_page(engine) as (demo, url), CachedConfig(timeout=60) as http,
+          CachedConfig(timeout=60) as asker, ThreadPoolExecutor(1) as pool):
+        asking = pool.submit(page_event, url, "ask", [QUESTION, "mars", *PAGE],
+                             headers=via_proxy("81.2.83.1"), http=asker)
+        while not engine.started:
+            assert not asking.done(), asking.result()
+            time.sleep(0.05)
+        for i in range(5):
+            page_event(url, "banner", headers=via_proxy(f"81.2.83.{i + 2}"), http=http)
+        time.sleep(memory.IDLE_TRIM_S + 0.5)
+        assert trims == []  # an analysis ran all along
+        engine.gate.set()
+        assert QUESTION in asking.result()["mars-answer"]
+        trimmed(1)
+        page_event(url, "banner", headers=via_proxy("81.2.83.9"), http=http)
+        trimmed(2)
+        assert trims[1] - trims[0] >= memory.IDLE_TRIM_S
+        time.sleep(memory.IDLE_TRIM_S + 0.5)
+        assert len(trims) == 2  # nothing more to hand back: no trim without an event
 
 
 def test_the_toggles_views_of_a_result_nobody_holds_go():

@@ -19,7 +19,8 @@ Gradio 6.17 keeps, without bound or for long:
   the toggle's re-render again and again without reading grew the server by 0.68 MiB an event.
 
 :func:`bound_memory` keeps of these only what the page uses (and hands the C heap's free memory
-back to the system now and then, :func:`trim_heap`): once an event has sent its result,
+back to the system once the page is idle and every half minute while it is not,
+:func:`trim_heap`): once an event has sent its result,
 its session's component configs (kept only for Gradio's deep links, which this page does not
 offer) and the copies under new ids are let go; sessions are kept by what they hold
 (:class:`~mars_demo.ui.guards.sessions.Sessions`): one that holds no result (``gr.State``), with nothing
@@ -33,6 +34,7 @@ stays as long as the visitor uses it.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import threading
@@ -49,7 +51,8 @@ FINISHED_KEEP_S = 120.0  # a result nobody read (and its event's records) is kep
 MAX_FINISHED = 1000  # ... and at most this many finished events
 MAX_UNREAD = 4  # unread results one client (and one session) keeps; older ones go first
 SWEEP_S = 5.0  # idle sessions and old events are looked for at most this often
-TRIM_S = 30.0  # the C heap's free memory is handed back to the system at most this often
+TRIM_S = 30.0  # the C heap's free memory is handed back to the system at most this often ...
+IDLE_TRIM_S = 1.0  # ... or this often once no event is running or waiting (the page is idle)
 ENDED = ("success", "failed", "cancelled")  # what Gradio's analytics say of an event it closed
 
 
@@ -68,6 +71,7 @@ class MemoryBounds:
         self.finished: collections.OrderedDict[str, tuple[float, str, Any]] = (
             collections.OrderedDict())
         self.last_sweep = self.last_trim = self.now()
+        self.trim_later: asyncio.TimerHandle | None = None  # an idle trim waiting its turn
         self.sessions = Sessions(demo, MAX_SESSIONS, holds_result=self._holds_result,
                                  busy=self._pending)
         app.state_holder = self.sessions
@@ -76,7 +80,7 @@ class MemoryBounds:
 
     def finished_event(self, event: Any) -> None:
         """An event sent its result: forget what its session kept of it, keep its client's
-        unread results within :data:`MAX_UNREAD`, then sweep if due."""
+        unread results within :data:`MAX_UNREAD`, then sweep and trim the heap if due."""
         session = getattr(event, "session_hash", None)
         client = self.client_of(event)
         self.finished[event._id] = (self.now(), session, client)
@@ -86,6 +90,7 @@ class MemoryBounds:
         self.bound_unread(session, client)
         if self.now() - self.last_sweep >= SWEEP_S or len(self.finished) > MAX_FINISHED:
             self.sweep()
+        self.trim_if_due()
 
     def forget_outputs(self, session: str, ending: str | None = None) -> None:
         """Let go of ``session``'s component configs and of the copies of its outputs under new
@@ -115,6 +120,36 @@ class MemoryBounds:
         streams = getattr(self.demo, "pending_diff_streams", {})
         if not streams.get(session, True):
             streams.pop(session, None)
+
+    def _idle(self) -> bool:
+        """No event is running or waiting: every pending one has sent its result."""
+        return all(e in self.finished
+                   for ids in self.queue.pending_event_ids_session.values() for e in ids)
+
+    def trim_if_due(self) -> None:
+        """Hand the C heap's free memory back to the system (:func:`trim_heap`, in a thread of
+        its own: a trim takes a moment) every :data:`TRIM_S` while events run, and once the page
+        is idle, at most every :data:`IDLE_TRIM_S`: an idle moment that comes sooner is trimmed
+        when that time is up (if the page is still idle). The memory an analysis freed is then
+        back with the system once the visitors are done, not up to half a minute later. Runs in
+        the event loop, as the queue's bookkeeping does."""
+        idle = self._idle()
+        period = min(TRIM_S, IDLE_TRIM_S) if idle else TRIM_S
+        wait = period - (self.now() - self.last_trim)
+        if wait <= 0:
+            self.last_trim = self.now()
+            threading.Thread(target=trim_heap, name="mars-trim-heap", daemon=True).start()
+        elif idle and self.trim_later is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # called outside the server's loop: the next event trims
+                return
+            self.trim_later = loop.call_later(wait, self._trim_when_idle)
+
+    def _trim_when_idle(self) -> None:
+        self.trim_later = None
+        if self._idle():
+            self.trim_if_due()
 
     def _unread(self, event_id: str, session: str) -> bool:
         return event_id in self.queue.pending_event_ids_session.get(session, ())
@@ -174,9 +209,6 @@ class MemoryBounds:
         for session, used in list(self.sessions.time_last_used.items()):
             if wall - used.timestamp() >= SESSION_IDLE_S and not self._pending(session):
                 self._drop_session(session)
-        if now - self.last_trim >= TRIM_S:  # beside the event loop: a trim takes a moment
-            self.last_trim = now
-            threading.Thread(target=trim_heap, name="mars-trim-heap", daemon=True).start()
 
 
 _LIBC: list[Any] = []  # the C library's malloc_trim, once looked for (None: there is none)
@@ -191,9 +223,10 @@ def trim_heap() -> bool:
     and the models' buffers of every answer length leave free pieces between live ones, so its
     resident memory (RSS) kept rising with every pasted scoring (some tenths of a MB a scoring
     over the first hundred, less afterwards) though what it held stayed the same: one
-    trim took a served page from 826 to 732 MiB. A trim takes up to a few tenths of a second;
-    the page's sweep calls it at most every :data:`TRIM_S`, in a thread of its own, one at a
-    time."""
+    trim took a served page from 826 to 732 MiB. A trim took 4 ms on average, 26 ms at most,
+    over the 29 of the soak test (tests/test_soak.py); :meth:`MemoryBounds.trim_if_due` calls
+    it once the page is idle and every :data:`TRIM_S` while it is not, in a thread of its own,
+    one at a time."""
     if not _TRIMMING.acquire(blocking=False):
         return True  # one is under way
     try:
