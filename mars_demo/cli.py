@@ -358,7 +358,7 @@ def _score_one(engine, args: argparse.Namespace, data: Any, recorded: dict[str, 
     recomputed from its JSON (no model is loaded)."""
     settings = settings_from(args, recorded)
     if not args.methods_only:
-        from .engine.engine import as_answer_set
+        from .engine.door import as_answer_set
 
         answers = as_answer_set(data)  # a bad answer set is refused before anything is said
         _say_models(args, settings, recorded)

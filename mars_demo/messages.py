@@ -1,6 +1,6 @@
 """Chat messages, as lm-polygraph and TruthTorchLM take a question: ``{"role", "content"}``
 dicts (a system prompt, earlier turns), the question the last ``user`` message. The engine's door
-(:func:`mars_demo.engine.engine.door`) and an answer set's JSON read them through
+(:func:`mars_demo.engine.door.door`) and an answer set's JSON read them through
 :func:`parse_messages`.
 """
 

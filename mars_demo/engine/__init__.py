@@ -3,6 +3,7 @@
 models and the public API. Models are loaded by :mod:`mars_demo.models.registry`.
 """
 
-from .engine import Engine, analyze, as_answer_set, score
+from .door import as_answer_set
+from .engine import Engine, analyze, score
 
 __all__ = ["Engine", "analyze", "score", "as_answer_set"]

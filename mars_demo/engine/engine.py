@@ -16,22 +16,18 @@ and the six uncertainties. Models come from :mod:`mars_demo.models.registry`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 import time
 import traceback
 from typing import Any, Callable
 
 from ..answers import AnswerSet, WorkCap
-from ..messages import parse_messages
 from ..options import GIVEN_MODELS, MODEL_FIELDS, REQUEST_FIELDS, SCORING_FIELDS, documented
 from ..errors import (
     AnalysisCancelled,
     AnalysisOutOfMemory,
-    AnswerSetError,
     GenerationCancelled,
     ModelLoadError,
-    OptionError,
     is_out_of_memory,
 )
 from ..models import backends, given, registry
@@ -42,6 +38,7 @@ from ..recipes import Resolved, resolve
 from ..result import AnalysisResult
 from ..settings import Settings, check_names, clean_question, for_answers, resolve_nli
 from . import generation, job, stages
+from .door import as_answer_set, at_door, door, saved_analysis
 
 # One analysis at a time per process: the models are shared, and two requests must never
 # interleave inside one model call. analyze() holds it across generate and score.
@@ -181,9 +178,9 @@ class Engine:
 
         The question is ``question``, or the last of chat ``messages`` (role/content dicts: a
         system prompt and earlier turns before it, kept in the answer set and the analysis);
-        either is cleaned here, once (:func:`door`). ``on_text`` receives the greedy answer's
-        text as it grows; ``options`` change ``settings`` for this call (the options of
-        :mod:`mars_demo.options`; an unknown one raises ``OptionError``)."""
+        either is cleaned here, once (:func:`~mars_demo.engine.door.door`). ``on_text``
+        receives the greedy answer's text as it grows; ``options`` change ``settings`` for this
+        call (the options of :mod:`mars_demo.options`; an unknown one raises ``OptionError``)."""
         question, messages = door(question, messages)
         run = resolve(self._settings(settings, options))
         progress = progress or _quiet
@@ -351,58 +348,6 @@ def _guarded():
             "Ran out of memory during the analysis; memory was released. Try fewer samples or "
             f"fewer max new tokens. ({type(err).__name__})"
         ) from err
-
-
-def door(question: Any, messages: Any = None) -> tuple[str, list[dict[str, str]] | None]:
-    """The engine's door: a question, or chat messages whose last one is the question, checked
-    and cleaned once (:func:`~mars_demo.settings.clean_question`,
-    :func:`~mars_demo.messages.parse_messages`); returns the question and the messages with the
-    cleaned question last (None for a question alone). Raises ``OptionError``."""
-    if messages is None:
-        return clean_question(question), None
-    if question is not None:
-        raise OptionError("give the question or messages, not both (the question is the last "
-                          "message)")
-    given = parse_messages(messages)
-    question = clean_question(given[-1]["content"])
-    return question, [*given[:-1], {"role": "user", "content": question}]
-
-
-def at_door(answers: AnswerSet) -> AnswerSet:
-    """An answer set with its question cleaned (:func:`door`), as it enters the engine."""
-    question, messages = (door(None, answers.messages) if answers.messages
-                          else door(answers.question))
-    if question == answers.question and messages == answers.messages:
-        return answers
-    return dataclasses.replace(answers, question=question, messages=messages)
-
-
-def as_answer_set(answers: Any) -> AnswerSet:
-    """An :class:`AnswerSet` from an answer set, its JSON form or an :class:`AnalysisResult`."""
-    if isinstance(answers, AnswerSet):
-        return answers
-    if isinstance(answers, AnalysisResult):
-        return answers.answer_set()
-    return AnswerSet.from_dict(answers)
-
-
-def saved_analysis(answers: Any) -> AnalysisResult | None:
-    """``answers`` as the saved analysis it is (an :class:`AnalysisResult`, or its JSON: a dict
-    with ``nli``, ``cluster_ids`` and ``uncertainty``), else None: a bare answer set.
-
-    Raises:
-        AnswerSetError: an analysis' JSON that cannot be read as one.
-    """
-    if isinstance(answers, AnalysisResult):
-        return answers
-    if not isinstance(answers, dict) or not {"nli", "cluster_ids", "uncertainty"} <= set(answers):
-        return None
-    try:
-        return AnalysisResult.from_dict(answers)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise AnswerSetError(f"this saved analysis cannot be read ({type(err).__name__}: {err}); "
-                             "give its question, greedy answer and samples alone to score them "
-                             "afresh") from err
 
 
 #: the keywords of :func:`score`: which models, and how answers are scored
