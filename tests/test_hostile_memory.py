@@ -35,19 +35,33 @@ def rss_mib(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
+def settled_rss_mib(pid: int) -> float:
+    """The server's RSS once what it freed is back with the system. A page served in this
+    process: its garbage collected and its heap trimmed here, so that the reading is what the
+    page keeps (uncollected garbage and the allocator moved a reading by up to 8 MiB from batch
+    to batch, once the idle page trimmed its heap). Another process: read once its idle trim
+    is done (within ``IDLE_TRIM_S``; a trim takes milliseconds)."""
+    if pid == os.getpid():
+        gc.collect()
+        memory.trim_heap()
+    else:
+        time.sleep(memory.IDLE_TRIM_S + 0.5)
+    return rss_mib(pid)
+
+
 def batch_growth(pid: int, one, size: int) -> tuple[float, float]:
     """What the server's RSS grew by over a first and a second batch of ``size`` calls of
-    ``one(i)``, after a warm-up batch of the same size."""
+    ``one(i)``, after a warm-up batch of the same size (each read settled)."""
     marks = []
     for batch in range(3):
         for i in range(size):
             one(batch * size + i)
-        time.sleep(0.5)
-        marks.append(rss_mib(pid))
+        marks.append(settled_rss_mib(pid))
     return marks[1] - marks[0], marks[2] - marks[1]
 
 
 def assert_flat(first: float, second: float) -> None:
+    print(f"RSS grew by {first:+.1f} MiB over the first batch, {second:+.1f} over the second")
     assert second <= max(first / 2, NOISE_MIB), (
         f"RSS grew by {first:.1f} MiB over the first batch and {second:.1f} MiB over the second")
 
@@ -101,7 +115,7 @@ def test_results_in_one_session_leave_nothing_behind(big_result):
                                session_hash=session, headers=via_proxy("81.2.80.1"), http=http)
             assert f"Question {i}?" in shown["mars-answer"]
 
-        assert_flat(*batch_growth(psutil.Process().pid, ask, 40))
+        assert_flat(*batch_growth(os.getpid(), ask, 40))
         # the page still re-scores the visitor's last result from the session
         again = page_event(url, "rescore_options", [None, "mars", *page[:6], "softmax",
                                                     *page[7:]],
