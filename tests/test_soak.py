@@ -110,8 +110,8 @@ def test_the_servers_memory_levels_off_over_a_long_day(tiny_models, tmp_path):
             for round_ in range(ROUNDS):
                 list(pool.map(visit, range(VISITORS), [round_ * len(ACTIONS)] * VISITORS))
                 # the server settles: nothing of the round still runs, and the idle page has
-                # handed its heap's free memory back (within IDLE_TRIM_S; a trim takes tenths
-                # of a second)
+                # handed its heap's free memory back (within IDLE_TRIM_S; a trim takes
+                # milliseconds)
                 time.sleep(memory.IDLE_TRIM_S + 1.0)
                 marks.append(psutil.Process(pid).memory_info().rss / 2**20)
         for client in clients:
