@@ -234,7 +234,7 @@ def test_on_a_cpu_a_pass_holds_at_most_its_token_budget(tiny_models, monkeypatch
 
     nli = load_nli(str(tiny_models["nli"]))
     assert nli.device.type == "cpu"
-    assert pairs_module.tokens_per_batch(nli.device) == pairs_module.CPU_BATCH_TOKENS
+    assert nli.batch_tokens == pairs_module.CPU_BATCH_TOKENS
     answers = [f"{a} " + " ".join(["red dusty planet"] * (8 + k)) for k, a in enumerate(ANSWERS)]
     pairs = [(f"{QUESTION} {a}", f"{QUESTION} {b}") for a in answers for b in answers]
     passes = counted_forwards(nli, monkeypatch)
@@ -242,7 +242,7 @@ def test_on_a_cpu_a_pass_holds_at_most_its_token_budget(tiny_models, monkeypatch
     assert len(passes) == small.passes > 1
     for batch in passes:
         assert len(batch) * len(batch[0]) <= pairs_module.CPU_BATCH_TOKENS
-    monkeypatch.setattr(pairs_module, "CPU_BATCH_TOKENS", pairs_module.BATCH_TOKENS)
+    monkeypatch.setattr(nli, "batch_tokens", pairs_module.BATCH_TOKENS)
     one = nli.judge(pairs)
     assert one.passes == 1  # all 25 pairs fit the GPU's budget
     assert small.labels == one.labels

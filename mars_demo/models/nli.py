@@ -138,6 +138,9 @@ class NLIModel:
         # the output index of each of NLI_LABELS: probabilities are reported in that order
         self.order = [next(k for k, v in self.labels.items() if v == name) for name in NLI_LABELS]
         self.device = next(model.parameters()).device
+        #: padded tokens a forward pass takes at most: the device's budget
+        #: (:func:`~mars_demo.optional.pairs.tokens_per_batch`)
+        self.batch_tokens = tokens_per_batch(self.device)
 
     @classmethod
     def from_pretrained(cls, source: str, model_id: str, dtype: str = "auto") -> "NLIModel":
@@ -195,7 +198,7 @@ class NLIModel:
         labels: list[str] = [""] * len(distinct)
         shares: list[list[float]] = [[]] * len(distinct)
         lengths = [len(ids) for ids in enc["input_ids"]]
-        for rows in length_batches(lengths, BATCH, tokens_per_batch(self.device)):
+        for rows in length_batches(lengths, BATCH, self.batch_tokens):
             batch = pad_rows(self.tokenizer, enc, rows)
             with torch.inference_mode():
                 logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
